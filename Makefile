@@ -1,0 +1,44 @@
+# Markus: `make run` starts everything on the embedded default; `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install run test test-sqlite test-pg bench clean
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py demo
+	$(PY) manage.py up --host $(HOST) --port $(PORT)
+
+# The whole suite on SQLite; then, where PostgreSQL is configured (always in CI), the
+# suites marked `pg` (leases, recovery, cursors, events) again on PostgreSQL with Redis.
+test: install test-sqlite test-pg
+
+test-sqlite:
+	$(PY) -m pytest -q -m "not redis"
+
+test-pg:
+	@if [ -n "$$MARKUS_TEST_PG_URL" ]; then \
+		DATABASE_URL="$$MARKUS_TEST_PG_URL" REDIS_URL="$$MARKUS_TEST_REDIS_URL" $(PY) -m pytest -q -m "pg or redis"; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "CI=true but MARKUS_TEST_PG_URL is not set: the PostgreSQL pass cannot run" >&2; exit 1; \
+	else \
+		echo "PostgreSQL pass not run: set MARKUS_TEST_PG_URL (and REDIS_URL) to run it"; \
+	fi
+
+bench: install
+	$(PY) manage.py bench mailbox
+	$(PY) manage.py bench attention
+
+clean:
+	rm -rf $(VENV) var

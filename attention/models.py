@@ -1,0 +1,139 @@
+"""Attention state with its fenced lease, decisions, activities, their logs, and
+persisted LLM sessions."""
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from markus import ids
+
+
+class AttentionState(models.TextChoices):
+    IDLE = "idle"
+    FOCUSED = "focused"
+    DECIDING = "deciding"
+
+
+class DecisionType(models.TextChoices):
+    PICK = "pick"
+    CONTINUE = "continue"
+    PREEMPT = "preempt"
+    CANCEL = "cancel"
+    MERGE = "merge"
+    DEFER = "defer"
+    DELEGATE = "delegate"
+    DROP = "drop"
+
+
+class AgentAttention(models.Model):
+    """One row per agent: attention state and the lease (ARCHITECTURE decision 2).
+
+    The lease is taken, renewed and released with conditional UPDATEs; ``lease_epoch``
+    only ever grows, and every loop write about an item is fenced by it.
+    """
+
+    agent = models.OneToOneField(
+        "agents.Agent", primary_key=True, on_delete=models.CASCADE, related_name="attention"
+    )
+    state = models.CharField(max_length=16, choices=AttentionState.choices, default=AttentionState.IDLE)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_epoch = models.BigIntegerField(default=0)
+    current_item = models.ForeignKey(
+        "mailbox.MailboxItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    focus_started_at = models.DateTimeField(null=True, blank=True)
+    # Set by stop/pause: the holder sees it at its next yield point.
+    cancel_requested = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "agent_attention"
+
+
+class AgentDecision(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, default=ids.decision_id)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, db_column="agent_id", related_name="decisions")
+    decision_type = models.CharField(max_length=16, choices=DecisionType.choices)
+    mailbox_item = models.ForeignKey(
+        "mailbox.MailboxItem", on_delete=models.CASCADE, db_column="mailbox_item_id", related_name="decisions"
+    )
+    context = models.JSONField(default=dict)
+    reasoning = models.TextField(default="")
+    outcome = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # Addition: the lease epoch the decision was taken under (invariant tests count it).
+    lease_epoch = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "agent_decisions"
+        indexes = [
+            models.Index(fields=["agent", "-created_at"], name="idx_decisions_agent"),
+            models.Index(fields=["mailbox_item"], name="idx_decisions_mailbox_item"),
+        ]
+
+
+class AgentActivity(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, default=ids.activity_id)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, db_column="agent_id", related_name="activities")
+    mailbox_item = models.ForeignKey(
+        "mailbox.MailboxItem", null=True, blank=True, on_delete=models.SET_NULL,
+        db_column="mailbox_item_id", related_name="activities",
+    )
+    type = models.CharField(max_length=32)
+    label = models.CharField(max_length=300)
+    task_id = models.CharField(max_length=64, null=True, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    total_tokens = models.IntegerField(default=0)
+    total_tools = models.IntegerField(default=0)
+    success = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    lease_epoch = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "agent_activities"
+        indexes = [
+            models.Index(fields=["agent", "-started_at"], name="idx_activities_agent"),
+            models.Index(fields=["mailbox_item"], name="idx_activities_mailbox_item"),
+        ]
+
+
+class ActivityLogType(models.TextChoices):
+    STATUS = "status"
+    TEXT = "text"
+    TOOL_START = "tool_start"
+    TOOL_END = "tool_end"
+    ERROR = "error"
+    LLM_REQUEST = "llm_request"
+
+
+class AgentActivityLog(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    activity = models.ForeignKey(AgentActivity, on_delete=models.CASCADE, db_column="activity_id", related_name="logs")
+    seq = models.IntegerField()
+    type = models.CharField(max_length=16, choices=ActivityLogType.choices)
+    content = models.TextField(default="")
+    metadata = models.JSONField(default=dict, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "agent_activity_logs"
+        indexes = [models.Index(fields=["activity", "seq"], name="idx_activity_logs_activity")]
+
+
+class LLMSession(models.Model):
+    """A persisted LLM tool-loop session: preempt saves it, any worker resumes it."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="llm_sessions")
+    mailbox_item = models.ForeignKey(
+        "mailbox.MailboxItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_sessions"
+    )
+    messages = models.JSONField(default=list)
+    turn_count = models.IntegerField(default=0)
+    scenario = models.CharField(max_length=32, default="")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "llm_sessions"

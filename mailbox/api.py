@@ -1,0 +1,55 @@
+"""Mailbox endpoints: enqueue and the enriched timeline."""
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from markus.agents.auth import access_agent, acting_agent
+from markus.api import int_param, list_param
+
+from . import selectors, services
+
+
+def sender_metadata(request, metadata: dict) -> dict:
+    """Stamp who is speaking. An agent token cannot pose as a human."""
+    metadata = dict(metadata)
+    agent = acting_agent(request)
+    if agent is not None:
+        metadata.update(senderId=agent.id, senderName=agent.name, senderRole="agent")
+    else:
+        metadata.setdefault("senderId", str(request.user.pk))
+        metadata.setdefault("senderName", request.user.get_username())
+        metadata.setdefault("senderRole", "user")
+    return metadata
+
+
+class MailboxView(APIView):
+    def get(self, request, agent_id: str):
+        agent = access_agent(request, agent_id)
+        data = selectors.timeline(
+            agent.id,
+            limit=int_param(request, "limit", 50, lo=1, hi=500),
+            offset=int_param(request, "offset", 0, lo=0, hi=10**9),
+            types=list_param(request, "type"),
+            category=request.query_params.get("category") or None,
+            statuses=list_param(request, "status"),
+        )
+        return Response(data)
+
+    def post(self, request, agent_id: str):
+        agent = access_agent(request, agent_id)
+        body = request.data
+        if not isinstance(body, dict):
+            return Response({"detail": "body must be a JSON object"}, status=status.HTTP_400_BAD_REQUEST)
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            return Response({"detail": "metadata must be an object"}, status=status.HTTP_400_BAD_REQUEST)
+        item = services.mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=body.get("sourceType"),
+            payload=body.get("payload"),
+            priority=body.get("priority"),
+            metadata=sender_metadata(request, metadata or {}),
+        )
+        return Response(services.serialize_item(item), status=status.HTTP_201_CREATED)

@@ -1,0 +1,104 @@
+"""The mailbox_items table (seed section 6.2).
+
+Additions to the seed's columns, needed by the Django design:
+- ``attempts``: how many times the loop has started processing the item (restart
+  recovery re-queues a human's in-flight item at most twice).
+- ``lease_epoch``: the agent lease epoch the item was claimed under; every write the
+  loop makes about the item is conditional on it (ARCHITECTURE decision 2).
+- ``drop_reason``: why an item was dropped (recovery, retry cleanup, a tool, a judge).
+"""
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from markus import ids
+
+from .registry import MailboxType, Status, category_choices, descriptor, type_choices
+
+
+class MailboxItem(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, default=ids.mailbox_id)
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, db_column="agent_id", related_name="mailbox_items"
+    )
+    source_type = models.CharField(max_length=32, choices=type_choices())
+    priority = models.PositiveSmallIntegerField(default=2)
+    status = models.CharField(
+        max_length=16, choices=[(s.value, s.value) for s in Status], default=Status.QUEUED
+    )
+    payload = models.JSONField(default=dict)
+    metadata = models.JSONField(default=dict, null=True, blank=True)
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    deferred_until = models.DateTimeField(null=True, blank=True)
+    merged_into = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, db_column="merged_into",
+        related_name="absorbed",
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_epoch = models.BigIntegerField(null=True, blank=True)
+    drop_reason = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        db_table = "mailbox_items"
+        indexes = [
+            models.Index(fields=["agent", "status"], name="idx_mailbox_agent_status"),
+            models.Index(fields=["agent", "-queued_at"], name="idx_mailbox_agent_queued"),
+            models.Index(fields=["agent", "source_type", "-queued_at"], name="idx_mailbox_agent_type"),
+            # The head-of-queue query: no temp B-tree sort, only queued rows.
+            models.Index(
+                fields=["agent", "priority", "queued_at", "id"],
+                condition=models.Q(status="queued"),
+                name="idx_mailbox_queue_head",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.source_type} [{self.status}]"
+
+    @property
+    def summary(self) -> str:
+        return str((self.payload or {}).get("summary", ""))
+
+    @property
+    def content(self) -> str:
+        return str((self.payload or {}).get("content", ""))
+
+    @property
+    def extra(self) -> dict:
+        extra = (self.payload or {}).get("extra")
+        return extra if isinstance(extra, dict) else {}
+
+    @property
+    def task_id(self) -> str | None:
+        return (self.payload or {}).get("taskId") or None
+
+    @property
+    def requirement_id(self) -> str | None:
+        return (self.payload or {}).get("requirementId") or None
+
+    @property
+    def triggers_execution(self) -> bool:
+        return bool(self.extra.get("triggerExecution"))
+
+    @property
+    def category(self) -> str:
+        return descriptor(self.source_type).category.value
+
+    @property
+    def label(self) -> str:
+        return descriptor(self.source_type).label
+
+    @property
+    def is_user_interaction(self) -> bool:
+        """A human's chat, or a comment a human wrote (sender role ``user``)."""
+        from .registry import COMMENT_TYPES
+
+        if self.source_type == MailboxType.HUMAN_CHAT:
+            return True
+        return self.source_type in COMMENT_TYPES and (self.metadata or {}).get("senderRole") == "user"
+
+
+__all__ = ["MailboxItem", "category_choices"]

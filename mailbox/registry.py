@@ -1,0 +1,144 @@
+"""MAILBOX_TYPE_REGISTRY: the single source of truth for mailbox item types.
+
+Every other module (model choices, admin and API filters, attention heuristics,
+activity-type derivation, the mind view's labels, icons and colours) reads from here.
+No mailbox type literal may appear anywhere else (tests/test_registry_literals.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+
+
+class MailboxType(StrEnum):
+    SYSTEM_EVENT = "system_event"
+    HUMAN_CHAT = "human_chat"
+    TASK_COMMENT = "task_comment"
+    MENTION = "mention"
+    SESSION_REPLY = "session_reply"
+    TASK_STATUS_UPDATE = "task_status_update"
+    A2A_MESSAGE = "a2a_message"
+    REVIEW_REQUEST = "review_request"
+    REQUIREMENT_COMMENT = "requirement_comment"
+    REQUIREMENT_UPDATE = "requirement_update"
+    DAILY_REPORT = "daily_report"
+    HEARTBEAT = "heartbeat"
+    MEMORY_CONSOLIDATION = "memory_consolidation"
+
+
+class Category(StrEnum):
+    INTERACTION = "interaction"
+    TASK = "task"
+    NOTIFICATION = "notification"
+    SYSTEM = "system"
+
+
+class ActivityType(StrEnum):
+    CHAT = "chat"
+    A2A = "a2a"
+    TASK = "task"
+    INTERNAL = "internal"
+    HEARTBEAT = "heartbeat"
+    RESPOND_IN_SESSION = "respond_in_session"
+
+
+class Priority(IntEnum):
+    CRITICAL = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+    BACKGROUND = 4
+
+
+class Status(StrEnum):
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    MERGED = "merged"
+    DEFERRED = "deferred"
+    DROPPED = "dropped"
+
+
+# Status colours of the mind view (seed section 16).
+STATUS_COLOURS: dict[Status, str] = {
+    Status.QUEUED: "amber",
+    Status.PROCESSING: "blue-pulse",
+    Status.COMPLETED: "green",
+    Status.MERGED: "blue",
+    Status.DEFERRED: "purple",
+    Status.DROPPED: "red",
+}
+
+
+@dataclass(frozen=True)
+class MailboxTypeDescriptor:
+    label: str
+    default_priority: Priority
+    category: Category
+    icon: str
+    activity_type: ActivityType | None  # None: decided at run time (see section 6.3)
+    creates_activity: bool
+    invokes_llm: bool
+    # Enqueue-time dedup group key (section 14): a dotted path into the payload.
+    dedup_key: str | None = None
+
+
+T = MailboxType
+_D = MailboxTypeDescriptor
+MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
+    T.SYSTEM_EVENT: _D("System Event", Priority.HIGH, Category.SYSTEM, "⚙", ActivityType.INTERNAL, True, True),
+    T.HUMAN_CHAT: _D("Chat", Priority.CRITICAL, Category.INTERACTION, "💬", ActivityType.CHAT, True, True),
+    T.TASK_COMMENT: _D("Task Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "taskId"),
+    T.MENTION: _D("Mention", Priority.HIGH, Category.INTERACTION, "@", ActivityType.CHAT, True, True),
+    T.SESSION_REPLY: _D("Session Reply", Priority.HIGH, Category.TASK, "↩", ActivityType.RESPOND_IN_SESSION, True, True),
+    T.TASK_STATUS_UPDATE: _D("Task Status", Priority.HIGH, Category.TASK, "📋", None, True, False),
+    T.A2A_MESSAGE: _D("Agent Message", Priority.NORMAL, Category.INTERACTION, "🔗", ActivityType.A2A, True, True, "extra.channelKey"),
+    T.REVIEW_REQUEST: _D("Review Request", Priority.HIGH, Category.TASK, "👀", ActivityType.CHAT, True, True),
+    T.REQUIREMENT_COMMENT: _D("Requirement Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "requirementId"),
+    T.REQUIREMENT_UPDATE: _D("Requirement Update", Priority.HIGH, Category.NOTIFICATION, "📝", ActivityType.INTERNAL, True, False),
+    T.DAILY_REPORT: _D("Daily Report", Priority.NORMAL, Category.SYSTEM, "📊", ActivityType.INTERNAL, True, True),
+    T.HEARTBEAT: _D("Heartbeat", Priority.LOW, Category.SYSTEM, "♡", ActivityType.HEARTBEAT, True, True),
+    T.MEMORY_CONSOLIDATION: _D("Memory Consolidation", Priority.BACKGROUND, Category.SYSTEM, "🧠", ActivityType.INTERNAL, True, True),
+}
+
+# Types whose items a human may write; such an item is a user interaction when its
+# sender's role is "user" (human_chat always is).
+COMMENT_TYPES = frozenset({T.TASK_COMMENT, T.REQUIREMENT_COMMENT})
+STATUS_UPDATE_TYPES = frozenset({T.TASK_STATUS_UPDATE, T.REQUIREMENT_UPDATE})
+# Items that agent tools may never defer, drop or re-prioritise.
+PROTECTED_TYPES = frozenset({T.HUMAN_CHAT})
+MESSAGE_SEPARATOR = "\n\n---\n\n"
+
+
+def descriptor(source_type: str) -> MailboxTypeDescriptor:
+    return MAILBOX_TYPE_REGISTRY[MailboxType(source_type)]
+
+
+def is_known_type(value: object) -> bool:
+    return isinstance(value, str) and value in MailboxType._value2member_map_
+
+
+def type_choices() -> list[tuple[str, str]]:
+    return [(t.value, d.label) for t, d in MAILBOX_TYPE_REGISTRY.items()]
+
+
+def category_choices() -> list[tuple[str, str]]:
+    return [(c.value, c.value.title()) for c in Category]
+
+
+def types_in_category(category: str) -> list[str]:
+    return [t.value for t, d in MAILBOX_TYPE_REGISTRY.items() if d.category == category]
+
+
+def registry_for_ui() -> list[dict[str, object]]:
+    """The registry as plain data for templates and the API (labels, icons, categories)."""
+    return [
+        {
+            "type": t.value,
+            "label": d.label,
+            "icon": d.icon,
+            "category": d.category.value,
+            "defaultPriority": int(d.default_priority),
+        }
+        for t, d in MAILBOX_TYPE_REGISTRY.items()
+    ]

@@ -1,0 +1,58 @@
+"""Writes about agents and teams."""
+from __future__ import annotations
+
+import re
+import secrets
+
+from django.db import IntegrityError, transaction
+
+from markus.errors import MarkusError
+from markus.ids import new_id
+
+from .models import Agent, ChatSession, Team, hash_token
+
+AGENT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class AgentError(MarkusError):
+    pass
+
+
+@transaction.atomic
+def agent_create(
+    *, name: str, role: str = "", kind: str = Agent.Kind.INTERNAL, agent_id: str | None = None,
+    team: Team | None = None, owner=None,
+) -> tuple[Agent, str]:
+    """Create an agent with its main chat session. Returns the agent and its raw API
+    token, which is stored only as a hash and cannot be shown again."""
+    if not isinstance(name, str) or not name.strip():
+        raise AgentError("name is required")
+    if kind not in Agent.Kind.values:
+        raise AgentError(f"kind must be one of {', '.join(Agent.Kind.values)}")
+    if agent_id is not None and not AGENT_ID_RE.match(agent_id):
+        raise AgentError("id may hold letters, digits, '_', '-' and '.', at most 64 characters")
+    raw = "mk_" + secrets.token_urlsafe(32)
+    agent = Agent(
+        id=agent_id or new_id("agt"), name=name.strip()[:200], role=(role or "")[:200], kind=kind,
+        team=team, owner=owner, token_hash=hash_token(raw),
+    )
+    try:
+        with transaction.atomic():
+            agent.save(force_insert=True)
+    except IntegrityError as exc:
+        raise AgentError(f"an agent with id {agent.id!r} already exists") from exc
+    ChatSession.objects.create(agent=agent, is_main=True, title="Main session")
+    return agent, raw
+
+
+def agent_rotate_token(agent: Agent) -> str:
+    raw = "mk_" + secrets.token_urlsafe(32)
+    Agent.objects.filter(id=agent.id).update(token_hash=hash_token(raw))
+    return raw
+
+
+def main_session(agent_id: str) -> ChatSession:
+    session, _ = ChatSession.objects.get_or_create(
+        agent_id=agent_id, is_main=True, defaults={"title": "Main session"}
+    )
+    return session

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MarkusConfig(AppConfig):
+    name = "markus"
+    label = "markus"

@@ -1,0 +1,160 @@
+"""Settings, read from the environment (django-environ).
+
+SQLite in WAL mode by default; PostgreSQL from DATABASE_URL. With REDIS_URL unset the
+in-memory channel layer and the in-process (memory) Celery broker are used, which only
+work when server, worker and beat share one process (`manage.py up`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+env = environ.Env()
+
+DATA_DIR = Path(env.str("MARKUS_DATA_DIR", default=str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = env.str("SECRET_KEY", default="markus-dev-insecure-key-change-me")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list(
+    "CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"]
+)
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "channels",
+    "django_celery_beat",
+    "markus.agents",
+    "markus.work",
+    "mailbox",
+    "attention",
+    "notifications",
+    "agentbus",
+    "markus",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "markus.urls"
+ASGI_APPLICATION = "markus.asgi.application"
+WSGI_APPLICATION = "markus.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'markus.sqlite3'}")
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+LOGIN_URL = "/admin/login/"
+
+# Bodies over this answer 413 (mapped in markus.api.exception_handler).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("MARKUS_MAX_BODY_BYTES", default=1024 * 1024)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "markus.agents.auth.AgentTokenAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["markus.agents.auth.IsUserOrAgent"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "markus.api.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Markus API", "VERSION": "0.1.0"}
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+
+# At-least-once delivery: run_attention is idempotent, so a redelivery is harmless.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+MARKUS = {
+    "LLM_PROVIDER": env.str("MARKUS_LLM_PROVIDER", default="offline"),
+    "LLM_MODEL": env.str("MARKUS_LLM_MODEL", default=""),
+    "LLM_BASE_URL": env.str("MARKUS_LLM_BASE_URL", default=""),
+    "LLM_API_KEY": env.str("MARKUS_LLM_API_KEY", default=""),
+    # Seconds a worker holds an agent's lease before it must renew it.
+    "LEASE_SECONDS": env.float("MARKUS_LEASE_SECONDS", default=60.0),
+    # Items one run_attention processes before it re-sends itself.
+    "RUN_BUDGET_ITEMS": env.int("MARKUS_RUN_BUDGET_ITEMS", default=10),
+    "COALESCE_WINDOW_MS": env.int("MARKUS_COALESCE_WINDOW_MS", default=200),
+    "PREEMPT_RESUME_DELAY_S": env.float("MARKUS_PREEMPT_RESUME_DELAY_S", default=3.0),
+    "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+}

@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import path
+
+from mailbox.api import MailboxView
+from markus.agents.api import AgentDetailView, AgentListView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/agents/", AgentListView.as_view()),
+    path("api/agents/<str:agent_id>/", AgentDetailView.as_view()),
+    path("api/agents/<str:agent_id>/mailbox", MailboxView.as_view()),
+]

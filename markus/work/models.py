@@ -1,0 +1,118 @@
+"""Tasks and requirements, with their comments."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from markus.agents.models import Agent
+from markus import ids
+
+
+class TaskState(models.TextChoices):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    BLOCKED = "blocked"
+    REVIEW = "review"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    ARCHIVED = "archived"
+
+
+class RequirementState(models.TextChoices):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    REJECTED = "rejected"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class Requirement(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, default=ids.requirement_id)
+    title = models.CharField(max_length=300)
+    description = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=RequirementState.choices, default=RequirementState.PENDING)
+    created_by_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposed_requirements"
+    )
+    created_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    team = models.ForeignKey("agents.Team", null=True, blank=True, on_delete=models.SET_NULL)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "requirements"
+
+
+class Task(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, default=ids.task_id)
+    title = models.CharField(max_length=300)
+    description = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.PENDING)
+    assignee = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_tasks"
+    )
+    reviewer_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="review_tasks"
+    )
+    reviewer_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="review_tasks"
+    )
+    created_by_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="created_tasks"
+    )
+    created_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="created_tasks"
+    )
+    requirement = models.ForeignKey(
+        Requirement, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    depends_on = models.ManyToManyField("self", symmetrical=False, related_name="dependents", blank=True)
+    team = models.ForeignKey("agents.Team", null=True, blank=True, on_delete=models.SET_NULL)
+    metadata = models.JSONField(default=dict, blank=True)
+    execution_round = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "tasks"
+        indexes = [models.Index(fields=["assignee", "status"], name="idx_tasks_assignee_status")]
+
+
+class CommentBase(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, default=ids.comment_id)
+    author_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    author_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    content = models.TextField()
+    reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, db_column="reply_to_id", related_name="+"
+    )
+    # The activity that wrote an agent's comment (section 15); NULL for humans.
+    activity_id = models.CharField(max_length=64, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+
+class TaskComment(CommentBase):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="comments")
+
+    class Meta:
+        db_table = "task_comments"
+        indexes = [models.Index(fields=["task", "created_at"], name="idx_task_comments_task")]
+
+
+class RequirementComment(CommentBase):
+    requirement = models.ForeignKey(Requirement, on_delete=models.CASCADE, related_name="comments")
+
+    class Meta:
+        db_table = "requirement_comments"
+        indexes = [models.Index(fields=["requirement", "created_at"], name="idx_req_comments_req")]

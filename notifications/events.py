@@ -1,0 +1,56 @@
+"""The one helper that sends events. Events go out after commit, to a Channels group.
+
+Groups: ``agent.<id>`` for an agent's live view, ``user.<id>`` for a user's
+notifications. Payloads are JSON-serialisable by construction: they pass through
+``json`` here, so a bad payload fails where it is made, not in a consumer.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+# Test hook: every event sent is also handed to these listeners (after commit).
+_listeners: list[Callable[[str, dict[str, Any]], None]] = []
+
+
+def agent_group(agent_id: str) -> str:
+    return f"agent.{agent_id}"
+
+
+def user_group(user_id: int | str) -> str:
+    return f"user.{user_id}"
+
+
+def _send(group: str, event: dict[str, Any]) -> None:
+    for listener in list(_listeners):
+        listener(group, event)
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, {"type": "markus.event", "event": event})
+    except Exception:  # a UI event must never break the write that caused it
+        log.exception("event send failed for %s", group)
+
+
+def send_event_on_commit(group: str, event_type: str, payload: dict[str, Any]) -> None:
+    event = json.loads(json.dumps({"type": event_type, **payload}, cls=DjangoJSONEncoder))
+    transaction.on_commit(lambda: _send(group, event))
+
+
+def add_listener(fn: Callable[[str, dict[str, Any]], None]) -> None:
+    _listeners.append(fn)
+
+
+def remove_listener(fn: Callable[[str, dict[str, Any]], None]) -> None:
+    if fn in _listeners:
+        _listeners.remove(fn)

@@ -1,0 +1,42 @@
+"""USER_NOTIFICATION_TYPE_REGISTRY (seed section 12.2), defined once."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class NotificationType(StrEnum):
+    APPROVAL_REQUEST = "approval_request"
+    TASK_CREATED = "task_created"
+    TASK_COMPLETED = "task_completed"
+    TASK_REVIEW = "task_review"
+    TASK_FAILED = "task_failed"
+    REQUIREMENT_CREATED = "requirement_created"
+    REQUIREMENT_DECISION = "requirement_decision"
+    AGENT_REPORT = "agent_report"
+    SYSTEM = "system"
+
+
+@dataclass(frozen=True)
+class NotificationTypeDescriptor:
+    label: str
+    icon: str
+    default_priority: str  # low | normal | high | urgent
+    action: str  # navigate | open_chat | none
+    category: str
+
+
+N = NotificationType
+_D = NotificationTypeDescriptor
+USER_NOTIFICATION_TYPE_REGISTRY: dict[NotificationType, NotificationTypeDescriptor] = {
+    N.APPROVAL_REQUEST: _D("Approval Request", "🔐", "high", "navigate", "approval"),
+    N.TASK_CREATED: _D("Task Created", "📋", "normal", "navigate", "task"),
+    N.TASK_COMPLETED: _D("Task Completed", "✅", "normal", "navigate", "task"),
+    N.TASK_REVIEW: _D("Task Review", "👁️", "normal", "navigate", "task"),
+    N.TASK_FAILED: _D("Task Failed", "❌", "high", "navigate", "task"),
+    N.REQUIREMENT_CREATED: _D("Requirement Proposed", "📝", "high", "navigate", "task"),
+    N.REQUIREMENT_DECISION: _D("Requirement Decision", "⚖️", "normal", "navigate", "task"),
+    N.AGENT_REPORT: _D("Agent Report", "📊", "normal", "none", "agent"),
+    N.SYSTEM: _D("System", "⚙️", "normal", "none", "system"),
+}
+PRIORITIES = ("low", "normal", "high", "urgent")

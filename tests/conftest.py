@@ -1,0 +1,74 @@
+"""Shared fixtures: named personas (alice owns the agents, bob is a teammate, charlie
+an outsider) and API clients for them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from markus.agents.models import Team
+from markus.agents.services import agent_create
+from notifications import events
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="pw-alice")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="pw-bob")
+
+
+@pytest.fixture
+def charlie(django_user_model):
+    return django_user_model.objects.create_user("charlie", password="pw-charlie")
+
+
+@pytest.fixture
+def team(alice, bob):
+    t = Team.objects.create(name="Core", owner=alice)
+    t.members.add(bob)
+    return t
+
+
+@pytest.fixture
+def agent(alice, team):
+    a, _ = agent_create(name="Ada", role="engineer", owner=alice, team=team, agent_id="ada")
+    return a
+
+
+@pytest.fixture
+def agent_with_token(alice, team):
+    return agent_create(name="Tok", role="engineer", owner=alice, team=team, agent_id="tok")
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def alice_client(alice):
+    return client_for(alice)
+
+
+@pytest.fixture
+def charlie_client(charlie):
+    return client_for(charlie)
+
+
+@pytest.fixture
+def sent_events():
+    """Every event sent after commit, round-tripped through JSON."""
+    seen: list[tuple[str, dict]] = []
+
+    def listener(group, event):
+        seen.append((group, json.loads(json.dumps(event))))
+
+    events.add_listener(listener)
+    yield seen
+    events.remove_listener(listener)
