@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView
@@ -9,4 +9,8 @@ urlpatterns = [
     path("api/agents/", AgentListView.as_view()),
     path("api/agents/<str:agent_id>/", AgentDetailView.as_view()),
     path("api/agents/<str:agent_id>/mailbox", MailboxView.as_view()),
+    path("", include("attention.urls")),
+    path("", include("markus.work.urls")),
+    path("", include("agentbus.urls")),
+    path("", include("notifications.urls")),
 ]
