@@ -2,10 +2,16 @@
 live servers need a real file), fast hashing, short loop timings."""
 from __future__ import annotations
 
+import os
+
 from . import *  # noqa: F403
 from . import DATABASES, DATA_DIR, MARKUS
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+    # One file per test run (parallel runs must not share it); subprocesses that need
+    # the same test database get MARKUS_TEST_DB_NAME from their parent.
+    _name = os.environ.setdefault("MARKUS_TEST_DB_NAME", f"test-{os.getpid()}.sqlite3")
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / _name)}
 MARKUS.update({"COALESCE_WINDOW_MS": 20, "PREEMPT_RESUME_DELAY_S": 0.2})
+MARKUS.update({"WAKE_ON_ENQUEUE": False})
