@@ -13,5 +13,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # the same test database get MARKUS_TEST_DB_NAME from their parent.
     _name = os.environ.setdefault("MARKUS_TEST_DB_NAME", f"test-{os.getpid()}.sqlite3")
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / _name)}
+else:
+    _name = os.environ.setdefault("MARKUS_TEST_DB_NAME", f"test_markus_{os.getpid()}")
+    DATABASES["default"]["TEST"] = {"NAME": _name}
 MARKUS.update({"COALESCE_WINDOW_MS": 20, "PREEMPT_RESUME_DELAY_S": 0.2})
 MARKUS.update({"WAKE_ON_ENQUEUE": False})
