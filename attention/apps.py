@@ -5,3 +5,10 @@ class AttentionConfig(AppConfig):
     name = "attention"
     label = "attention"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from mailbox.services import item_enqueued
+
+        from .services import on_item_enqueued
+
+        item_enqueued.connect(on_item_enqueued, dispatch_uid="attention.wake_on_enqueue")

@@ -1,3 +1,15 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+from django.views.decorators.csrf import csrf_exempt
+
+from .api import ActivityLogsView, ControlView, DecisionsView, MindView
+from .chat import chat_view
+
+urlpatterns = [
+    path("api/agents/<str:agent_id>/mind", MindView.as_view()),
+    path("api/agents/<str:agent_id>/decisions", DecisionsView.as_view()),
+    path("api/agents/<str:agent_id>/activity-logs", ActivityLogsView.as_view()),
+    path("api/agents/<str:agent_id>/chat", csrf_exempt(chat_view)),
+    *[path(f"api/agents/<str:agent_id>/{a}", ControlView.as_view(action=a)) for a in ("pause", "resume", "stop", "start")],
+]

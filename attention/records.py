@@ -1,0 +1,115 @@
+"""Decisions, activities, activity logs, attention state and their events — every write
+fenced by the lease it was made under."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F, Max
+from django.utils import timezone
+
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType, descriptor
+from mailbox.selectors import queue_depth
+from markus.agents.models import ChatMessage, ChatSession
+from markus.agents.services import main_session
+from notifications.events import agent_group, send_event_on_commit
+
+from .lease import Lease, fenced
+from .models import AgentActivity, AgentActivityLog, AgentAttention, AgentDecision, AttentionState
+
+
+def serialize_decision(d: AgentDecision) -> dict[str, Any]:
+    return {"id": d.id, "agentId": d.agent_id, "decisionType": d.decision_type, "mailboxItemId": d.mailbox_item_id,
+            "context": d.context, "reasoning": d.reasoning, "outcome": d.outcome, "createdAt": d.created_at}
+
+
+def focus_of(item: MailboxItem | None, started_at=None) -> dict[str, Any] | None:
+    if item is None:
+        return None
+    return {"mailboxItemId": item.id, "sourceType": item.source_type, "label": item.summary or item.label,
+            "startedAt": started_at or item.started_at}
+
+
+def record_decision(
+    lease: Lease, *, item: MailboxItem, decision_type: str, reasoning: str, context: dict | None = None,
+    outcome: str | None = None,
+) -> AgentDecision:
+    with fenced(lease):
+        d = AgentDecision.objects.create(
+            agent_id=lease.agent_id, mailbox_item=item, decision_type=decision_type, reasoning=reasoning,
+            context=context or {}, outcome=outcome, lease_epoch=lease.epoch,
+        )
+        send_event_on_commit(agent_group(lease.agent_id), "agent:decision",
+                             {"agentId": lease.agent_id, "decision": serialize_decision(d)})
+    return d
+
+
+def set_state(lease: Lease, state: str, item: MailboxItem | None = None) -> None:
+    now = timezone.now()
+    with fenced(lease):
+        fields: dict[str, Any] = {"state": state, "updated_at": now}
+        if state == AttentionState.FOCUSED:
+            fields.update(current_item=item, focus_started_at=now)
+        elif state == AttentionState.IDLE:
+            fields.update(current_item=None, focus_started_at=None)
+        AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch).update(**fields)
+        row = AgentAttention.objects.select_related("current_item").get(agent_id=lease.agent_id)
+        focus = focus_of(row.current_item, row.focus_started_at)
+        send_event_on_commit(agent_group(lease.agent_id), "agent:attention",
+                             {"agentId": lease.agent_id, "state": row.state, "currentFocus": focus})
+        if state != AttentionState.DECIDING:
+            send_event_on_commit(agent_group(lease.agent_id), "agent:focus",
+                                 {"agentId": lease.agent_id, "focus": focus, "mailboxDepth": queue_depth(lease.agent_id)})
+
+
+def activity_type_for(item: MailboxItem, scenario: str) -> str:
+    from mailbox.registry import ActivityType
+
+    d = descriptor(item.source_type)
+    if d.activity_type is not None:
+        return d.activity_type.value
+    if scenario == "task_execution":
+        return ActivityType.TASK.value
+    return ActivityType.CHAT.value
+
+
+def start_activity(lease: Lease, *, item: MailboxItem, scenario: str) -> AgentActivity:
+    label = f"{item.label}: {item.summary}"[:300] if item.summary else item.label
+    with fenced(lease):
+        return AgentActivity.objects.create(
+            agent_id=lease.agent_id, mailbox_item=item, type=activity_type_for(item, scenario), label=label,
+            task_id=item.task_id, lease_epoch=lease.epoch,
+        )
+
+
+def log(lease: Lease, activity: AgentActivity, kind: str, content: str = "", metadata: dict | None = None) -> None:
+    with fenced(lease):
+        seq = (AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0) + 1
+        AgentActivityLog.objects.create(activity=activity, seq=seq, type=kind, content=content[:20000],
+                                        metadata=metadata or {})
+
+
+def add_usage(lease: Lease, activity: AgentActivity, *, tokens: int = 0, tools: int = 0) -> None:
+    with fenced(lease):
+        AgentActivity.objects.filter(id=activity.id).update(
+            total_tokens=F("total_tokens") + tokens, total_tools=F("total_tools") + tools
+        )
+
+
+def end_activity(lease: Lease, activity: AgentActivity, *, success: bool) -> None:
+    with fenced(lease):
+        AgentActivity.objects.filter(id=activity.id).update(ended_at=timezone.now(), success=success)
+
+
+def inject_main_session(lease: Lease, *, item: MailboxItem, outcome: str) -> None:
+    """``[ACTIVITY: type] summary → outcome`` in the agent's main session (section 20)."""
+    if item.source_type == MailboxType.HUMAN_CHAT:
+        return
+    with fenced(lease):
+        session = main_session(lease.agent_id)
+        ChatMessage.objects.create(
+            session=session, role="system",
+            content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",
+            metadata={"activityLog": True, "mailboxItemId": item.id},
+        )
+        ChatSession.objects.filter(id=session.id).update(last_message_at=timezone.now())

@@ -1,0 +1,137 @@
+"""Control of the loop: wake an agent, stop / pause / resume / start it, the sweep,
+periodic items and the beat schedule."""
+from __future__ import annotations
+
+import json
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from mailbox import services as mailbox
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType, Status
+from markus.agents.models import Agent
+from notifications.events import agent_group, send_event_on_commit
+
+from .models import AgentAttention
+
+log = logging.getLogger(__name__)
+
+
+def wake(agent_id: str, *, countdown: float | None = None) -> None:
+    """Send run_attention for the agent (now, or after ``countdown`` seconds)."""
+    from .tasks import run_attention
+
+    try:
+        if countdown:
+            run_attention.apply_async((agent_id,), countdown=countdown)
+        else:
+            run_attention.delay(agent_id)
+    except Exception:  # the broker is down: the sweep will find the work
+        log.exception("could not send run_attention for %s", agent_id)
+
+
+def wake_on_commit(agent_id: str) -> None:
+    if settings.MARKUS.get("WAKE_ON_ENQUEUE", True):
+        transaction.on_commit(lambda: wake(agent_id))
+
+
+def on_item_enqueued(sender, item: MailboxItem, **kwargs) -> None:
+    if item.status == Status.QUEUED:
+        wake_on_commit(item.agent_id)
+
+
+def _set_status(agent: Agent, status: str) -> None:
+    with transaction.atomic():
+        Agent.objects.filter(id=agent.id).update(status=status)
+        AgentAttention.objects.filter(agent_id=agent.id).update(cancel_requested=status != Agent.RunStatus.RUNNING)
+        send_event_on_commit(agent_group(agent.id), "agent:status", {"agentId": agent.id, "status": status})
+
+
+def agent_pause(agent: Agent) -> None:
+    """The in-flight LLM call is cancelled at its next check, the in-flight item goes
+    back to the queue (its session kept), deferred items stay deferred."""
+    _set_status(agent, Agent.RunStatus.PAUSED)
+
+
+def agent_stop(agent: Agent) -> None:
+    _set_status(agent, Agent.RunStatus.STOPPED)
+
+
+def agent_resume(agent: Agent) -> None:
+    _set_status(agent, Agent.RunStatus.RUNNING)
+    transaction.on_commit(lambda: wake(agent.id))
+
+
+def agent_start(agent: Agent) -> None:
+    """Start-up: the loop recovers stale items when it takes the lease."""
+    agent_resume(agent)
+
+
+def sweep() -> int:
+    """Kick running agents that have due work and no live lease (a lost wake-up, an
+    expired lease after a crash, a deferred item that came due). Returns agents kicked."""
+    now = timezone.now()
+    due = MailboxItem.objects.filter(
+        Q(status=Status.QUEUED) | Q(status=Status.PROCESSING)
+        | (Q(status=Status.DEFERRED) & (Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)))
+    ).filter(mailbox.not_parked()).values_list("agent_id", flat=True).distinct()
+    live = AgentAttention.objects.filter(lease_expires_at__gt=now).exclude(lease_owner="").values_list(
+        "agent_id", flat=True)
+    agents = Agent.objects.filter(id__in=list(due), kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).exclude(
+        id__in=list(live)).values_list("id", flat=True)
+    kicked = 0
+    for agent_id in agents:
+        wake(agent_id)
+        kicked += 1
+    for hook in sweep_hooks:
+        try:
+            hook()
+        except Exception:
+            log.exception("sweep hook failed")
+    return kicked
+
+
+# Other apps (the AgentBus outbox relay) add their backstops here.
+sweep_hooks: list = []
+
+_PERIODIC = {
+    "heartbeat": (MailboxType.HEARTBEAT, "Heartbeat check-in"),
+    "daily_report": (MailboxType.DAILY_REPORT, "Daily report"),
+    "memory_consolidation": (MailboxType.MEMORY_CONSOLIDATION, "Dream cycle: consolidate memory"),
+}
+
+
+def enqueue_periodic(kind: str) -> int:
+    source_type, summary = _PERIODIC[kind]
+    n = 0
+    for agent_id in Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list(
+            "id", flat=True):
+        mailbox.mailbox_enqueue(agent_id=agent_id, source_type=source_type,
+                                payload={"summary": summary, "content": summary}, metadata={"senderRole": "system"})
+        n += 1
+    return n
+
+
+def sync_beat_schedule() -> None:
+    """Declare the beat schedule in code, idempotently (edits made in the admin to
+    enabled flags are kept)."""
+    from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+
+    sweep_every, _ = IntervalSchedule.objects.get_or_create(
+        every=max(1, int(settings.MARKUS["SWEEP_SECONDS"])), period=IntervalSchedule.SECONDS)
+    heartbeat_every, _ = IntervalSchedule.objects.get_or_create(every=30, period=IntervalSchedule.MINUTES)
+    nightly, _ = CrontabSchedule.objects.get_or_create(minute="0", hour="3", day_of_week="*", day_of_month="*",
+                                                      month_of_year="*")
+    evening, _ = CrontabSchedule.objects.get_or_create(minute="0", hour="18", day_of_week="1-5", day_of_month="*",
+                                                      month_of_year="*")
+    for name, task, schedule in [
+        ("attention.sweep", "attention.sweep", {"interval": sweep_every}),
+        ("attention.heartbeat", "attention.heartbeat_all", {"interval": heartbeat_every}),
+        ("attention.dream_cycle", "attention.dream_cycle_all", {"crontab": nightly}),
+        ("attention.daily_report", "attention.daily_report_all", {"crontab": evening}),
+    ]:
+        PeriodicTask.objects.update_or_create(name=name, defaults={"task": task, "args": json.dumps([]), **schedule})

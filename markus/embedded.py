@@ -1,0 +1,23 @@
+"""The embedded runtime: a Celery worker and beat inside this process, for the memory
+transport and the in-memory channel layer (which only work within one process)."""
+from __future__ import annotations
+
+import threading
+
+from celery.beat import EmbeddedService
+
+
+def start_worker_thread(app, *, concurrency: int = 2, loglevel: str = "WARNING"):
+    """Run a real Celery worker consuming in a daemon thread; returns (worker, thread)."""
+    worker = app.Worker(pool="threads", concurrency=concurrency, loglevel=loglevel, without_heartbeat=True,
+                        without_mingle=True, without_gossip=True, hostname=f"embedded@{threading.get_ident()}",
+                        quiet=True)
+    thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
+    thread.start()
+    return worker, thread
+
+
+def start_beat_thread(app):
+    beat = EmbeddedService(app, thread=True)
+    beat.start()
+    return beat

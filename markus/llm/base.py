@@ -1,0 +1,107 @@
+"""The provider interface: given a system prompt, messages and tool schemas, return text,
+tool calls and token usage.
+
+Messages use the OpenAI chat shape (``role`` user / assistant / tool, ``tool_calls`` on
+assistant turns, ``tool_call_id`` on tool results), because it is plain JSON and is what
+gets persisted in an LLM session.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+COMPLETION_MARKER = "<<HANDLE_COMPLETE>>"
+
+
+class LLMCancelled(Exception):
+    """The in-flight call was cancelled (the agent was stopped or paused)."""
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class LLMResponse:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    def as_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+@dataclass
+class CallContext:
+    """What the loop knows about the call; the offline brain reads it, real providers
+    ignore it. ``cancelled`` is polled by providers that can stop mid-call."""
+
+    scenario: str = ""
+    agent_name: str = ""
+    item: dict[str, Any] = field(default_factory=dict)
+    cancelled: Callable[[], bool] = lambda: False
+
+
+class Provider:
+    name = "base"
+    #: Whether this provider can act as the LLM interrupt judge.
+    judges = False
+
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> LLMResponse:
+        raise NotImplementedError
+
+    def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
+        """One word: continue / preempt / cancel / merge / defer."""
+        return "continue"
+
+
+_override: Provider | None = None
+
+
+def set_provider_override(provider: Provider | None) -> None:
+    """Tests install a scripted provider for the worker threads of this process."""
+    global _override
+    _override = provider
+
+
+def get_provider() -> Provider:
+    if _override is not None:
+        return _override
+    name = settings.MARKUS["LLM_PROVIDER"]
+    if name == "offline":
+        from .offline import OfflineProvider
+
+        return OfflineProvider()
+    if name == "openai":
+        from .openai_provider import OpenAIProvider
+
+        return OpenAIProvider(
+            model=settings.MARKUS["LLM_MODEL"] or "gpt-4o-mini",
+            base_url=settings.MARKUS["LLM_BASE_URL"] or None,
+            api_key=settings.MARKUS["LLM_API_KEY"] or "unset",
+        )
+    raise ValueError(f"unknown MARKUS_LLM_PROVIDER {name!r} (offline, openai)")

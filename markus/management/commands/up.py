@@ -1,0 +1,34 @@
+"""``manage.py up``: migrate, then serve HTTP + WebSocket (daphne). Without REDIS_URL the
+Celery worker and beat run inside this process; with it, they run as
+``celery -A markus worker`` and ``celery -A markus beat``."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Migrate and serve Markus (embedded worker and beat unless REDIS_URL is set)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args, host: str, port: int, **options):
+        from attention.services import sync_beat_schedule, sweep
+
+        call_command("migrate", interactive=False, verbosity=0)
+        sync_beat_schedule()
+        if not settings.REDIS_URL:
+            from markus.celery import app
+            from markus.embedded import start_beat_thread, start_worker_thread
+
+            start_worker_thread(app)
+            start_beat_thread(app)
+            self.stdout.write("embedded Celery worker and beat started (memory transport)")
+        sweep()  # start-up: kick agents with work left from before
+        self.stdout.write(f"Markus at http://{host}:{port}/  (admin: /admin/, API: /api/)")
+        from daphne.cli import CommandLineInterface
+
+        CommandLineInterface().run(["-b", host, "-p", str(port), "markus.asgi:application"])

@@ -1,0 +1,109 @@
+"""The tool registry and dispatcher."""
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from markus.errors import MarkusError
+
+log = logging.getLogger(__name__)
+
+TOOL_MODULES = ["markus.tools.mailbox_tools", "markus.tools.memory_tools", "markus.tools.work_tools"]
+
+
+class ToolError(MarkusError):
+    """A tool refused; the message goes back to the LLM as the tool result."""
+
+
+@dataclass
+class ToolContext:
+    agent_id: str
+    agent_name: str
+    mailbox_item_id: str | None = None
+    activity_id: str | None = None
+    scenario: str = ""
+    task_id: str | None = None
+    # Set by tools that park the item (request_user_approval).
+    effects: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Callable[[ToolContext, dict[str, Any]], Any]
+    # Scenarios the tool is offered in; None = all.
+    scenarios: frozenset[str] | None = None
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(name: str, description: str, parameters: dict[str, Any], *, scenarios: set[str] | None = None):
+    def wrap(fn: Callable[[ToolContext, dict[str, Any]], Any]):
+        TOOLS[name] = Tool(name, description, parameters, fn, frozenset(scenarios) if scenarios else None)
+        return fn
+
+    return wrap
+
+
+def load_tools() -> dict[str, Tool]:
+    for module in TOOL_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return TOOLS
+
+
+def schemas_for(scenario: str) -> list[dict[str, Any]]:
+    load_tools()
+    return [t.schema() for t in TOOLS.values() if t.scenarios is None or scenario in t.scenarios]
+
+
+def _check_args(t: Tool, args: dict[str, Any]) -> None:
+    props = t.parameters.get("properties", {})
+    for required in t.parameters.get("required", []):
+        if required not in args:
+            raise ToolError(f"{t.name}: missing required argument {required!r}")
+    types = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
+    for key, value in args.items():
+        if key not in props:
+            raise ToolError(f"{t.name}: unknown argument {key!r}; expected {', '.join(props) or 'none'}")
+        expected = types.get(props[key].get("type", ""))
+        if expected is not None and value is not None and not isinstance(value, expected):
+            raise ToolError(f"{t.name}: argument {key!r} must be a {props[key]['type']}")
+
+
+def execute_tool(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
+    """Run a tool; returns (ok, result text). Errors become readable results, never raise."""
+    load_tools()
+    t = TOOLS.get(name)
+    if t is None or (t.scenarios is not None and ctx.scenario not in t.scenarios):
+        return False, json.dumps({"error": f"unknown tool {name!r} in this context"})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args or "{}")
+        except json.JSONDecodeError:
+            return False, json.dumps({"error": f"{name}: arguments are not valid JSON"})
+    if not isinstance(args, dict):
+        return False, json.dumps({"error": f"{name}: arguments must be an object"})
+    try:
+        _check_args(t, args)
+        result = t.handler(ctx, args)
+    except MarkusError as exc:
+        return False, json.dumps({"error": str(exc)})
+    except Exception as exc:  # a tool bug must not kill the loop; the LLM sees it
+        log.exception("tool %s failed", name)
+        return False, json.dumps({"error": f"{name} failed: {exc.__class__.__name__}"})
+    return True, json.dumps(result, default=str)
