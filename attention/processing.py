@@ -104,9 +104,10 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
     records.log(lease, activity, L.STATUS, outcome.kind + (f": {outcome.detail}" if outcome.detail else ""))
     if outcome.kind == "completed":
         records.end_activity(lease, activity, success=True)
-        if focus.scenario == CHAT:
-            _deliver_chat_reply(focus, outcome.text)
-        _complete(lease, item, outcome=_outcome_label(focus.scenario))
+        with fenced(lease):  # the reply and the completion commit together
+            if focus.scenario == CHAT:
+                _deliver_chat_reply(focus, outcome.text)
+            _complete(lease, item, outcome=_outcome_label(focus.scenario))
     elif outcome.kind == "preempted":
         records.end_activity(lease, activity, success=True)
         with fenced(lease):
@@ -142,8 +143,10 @@ def _resume_delay():
 
 
 def _outcome_label(scenario: str) -> str:
-    return {"task_execution": "executed", "review": "reviewed", "heartbeat": "heartbeat processed",
-            "chat": "answered"}.get(scenario, "handled")
+    from .scenarios import HEARTBEAT, REVIEW, TASK_EXECUTION
+
+    return {TASK_EXECUTION: "executed", REVIEW: "reviewed", HEARTBEAT: "heartbeat processed",
+            CHAT: "answered"}.get(scenario, "handled")
 
 
 def _complete(lease: Lease, item: MailboxItem, *, outcome: str) -> None:

@@ -16,18 +16,18 @@ COMMENT_RESPONSE = "comment_response"
 # Scenarios in which a human waits for the answer: only merge is honoured at yield points.
 NON_PREEMPTABLE = frozenset({CHAT})
 
+REVIEW = "review"
+REQUIREMENT_ACTION = "requirement_action"
+# Items whose scenario is named after their type (the scenario string is the type's).
+_SAME_NAME = (T.SESSION_REPLY, T.MENTION, T.SYSTEM_EVENT, T.HEARTBEAT, T.DAILY_REPORT, T.MEMORY_CONSOLIDATION)
+HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION = T.HEARTBEAT.value, T.DAILY_REPORT.value, T.MEMORY_CONSOLIDATION.value
 _FIXED = {
     T.HUMAN_CHAT: CHAT,
     T.A2A_MESSAGE: "a2a",
-    T.SESSION_REPLY: "session_reply",
-    T.REVIEW_REQUEST: "review",
-    T.MENTION: "mention",
-    T.SYSTEM_EVENT: "system_event",
-    T.HEARTBEAT: "heartbeat",
-    T.DAILY_REPORT: "daily_report",
-    T.MEMORY_CONSOLIDATION: "memory_consolidation",
+    T.REVIEW_REQUEST: REVIEW,
     T.TASK_COMMENT: COMMENT_RESPONSE,
     T.REQUIREMENT_COMMENT: COMMENT_RESPONSE,
+    **{t: t.value for t in _SAME_NAME},
 }
 
 INSTRUCTIONS = {
@@ -40,11 +40,11 @@ INSTRUCTIONS = {
         "Several comments may be bundled, separated by ---: answer them in one consolidated reply, using "
         "reply_to_comment_id for the most important one."
     ),
-    "review": "You were asked to review a task. Read it, comment, and complete it or send it back.",
-    "requirement_action": "A requirement you proposed changed. Decide what to do next.",
-    "heartbeat": "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
-    "daily_report": "Write a short report of your day from your activity records.",
-    "memory_consolidation": "Consolidate your memory from your recent activity records.",
+    REVIEW: "You were asked to review a task. Read it, comment, and complete it or send it back.",
+    REQUIREMENT_ACTION: "A requirement you proposed changed. Decide what to do next.",
+    HEARTBEAT: "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
+    DAILY_REPORT: "Write a short report of your day from your activity records.",
+    MEMORY_CONSOLIDATION: "Consolidate your memory from your recent activity records.",
 }
 
 
@@ -54,7 +54,7 @@ def scenario_for(item: MailboxItem) -> str | None:
     if t == T.TASK_STATUS_UPDATE:
         return TASK_EXECUTION if item.triggers_execution else None
     if t == T.REQUIREMENT_UPDATE:
-        return "requirement_action" if item.extra.get("actionRequired") else None
+        return REQUIREMENT_ACTION if item.extra.get("actionRequired") else None
     scenario = _FIXED.get(t)
     if scenario is None and not descriptor(t).invokes_llm:
         return None

@@ -99,14 +99,15 @@ def sweep() -> int:
 sweep_hooks: list = []
 
 _PERIODIC = {
-    "heartbeat": (MailboxType.HEARTBEAT, "Heartbeat check-in"),
-    "daily_report": (MailboxType.DAILY_REPORT, "Daily report"),
-    "memory_consolidation": (MailboxType.MEMORY_CONSOLIDATION, "Dream cycle: consolidate memory"),
+    MailboxType.HEARTBEAT: "Heartbeat check-in",
+    MailboxType.DAILY_REPORT: "Daily report",
+    MailboxType.MEMORY_CONSOLIDATION: "Dream cycle: consolidate memory",
 }
 
 
-def enqueue_periodic(kind: str) -> int:
-    source_type, summary = _PERIODIC[kind]
+def enqueue_periodic(source_type: MailboxType) -> int:
+    """One periodic item (heartbeat, daily report, dream cycle) for every running agent."""
+    summary = _PERIODIC[source_type]
     n = 0
     for agent_id in Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list(
             "id", flat=True):

@@ -7,6 +7,8 @@ import logging
 from celery import shared_task
 from django.db import close_old_connections
 
+from mailbox.registry import MailboxType
+
 from . import loop, services
 
 log = logging.getLogger(__name__)
@@ -32,14 +34,14 @@ def sweep() -> int:
 
 @shared_task(name="attention.heartbeat_all", ignore_result=True)
 def heartbeat_all() -> int:
-    return services.enqueue_periodic("heartbeat")
+    return services.enqueue_periodic(MailboxType.HEARTBEAT)
 
 
 @shared_task(name="attention.daily_report_all", ignore_result=True)
 def daily_report_all() -> int:
-    return services.enqueue_periodic("daily_report")
+    return services.enqueue_periodic(MailboxType.DAILY_REPORT)
 
 
 @shared_task(name="attention.dream_cycle_all", ignore_result=True)
 def dream_cycle_all() -> int:
-    return services.enqueue_periodic("memory_consolidation")
+    return services.enqueue_periodic(MailboxType.MEMORY_CONSOLIDATION)

@@ -14,7 +14,14 @@ import json
 import re
 from typing import Any
 
+from mailbox.registry import MailboxType
+
 from .base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, Usage
+
+# Scenario and tool names that are spelled like mailbox types come from the registry.
+HEARTBEAT, DAILY_REPORT = MailboxType.HEARTBEAT.value, MailboxType.DAILY_REPORT.value
+MEMORY_CONSOLIDATION = MailboxType.MEMORY_CONSOLIDATION.value
+TASK_COMMENT_TOOL, REQUIREMENT_COMMENT_TOOL = MailboxType.TASK_COMMENT.value, MailboxType.REQUIREMENT_COMMENT.value
 
 LABEL = "offline brain (rule-based, no language model)"
 
@@ -48,7 +55,7 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[tuple[str, di
     if scenario == "task_execution" and task_id:
         return [
             ("task_get", {"task_id": task_id}),
-            ("task_comment", {"task_id": task_id, "content": f"{agent} worked on this task: {summary}. "
+            (TASK_COMMENT_TOOL, {"task_id": task_id, "content": f"{agent} worked on this task: {summary}. "
                               "Done as described; ready for review."}),
             ("task_submit_review", {"task_id": task_id, "summary": f"Completed: {summary}"}),
             ("update_working_memory", {"key": f"task:{task_id}", "content": f"Executed task {task_id}: {summary}"}),
@@ -56,19 +63,19 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[tuple[str, di
     if scenario == "review" and task_id:
         return [
             ("task_get", {"task_id": task_id}),
-            ("task_comment", {"task_id": task_id, "content": f"Reviewed by {agent}: looks complete."}),
+            (TASK_COMMENT_TOOL, {"task_id": task_id, "content": f"Reviewed by {agent}: looks complete."}),
             ("task_update", {"task_id": task_id, "status": "completed"}),
         ]
     if scenario in ("comment_response", "requirement_action") and (task_id or item.get("requirementId")):
         if task_id:
             return [("task_get", {"task_id": task_id}),
-                    ("task_comment", {"task_id": task_id, "content": f"{agent} read the thread and noted it."})]
+                    (TASK_COMMENT_TOOL, {"task_id": task_id, "content": f"{agent} read the thread and noted it."})]
         rid = item.get("requirementId")
         return [("requirement_get", {"requirement_id": rid}),
-                ("requirement_comment", {"requirement_id": rid, "content": f"{agent} noted it."})]
-    if scenario in ("heartbeat", "daily_report"):
+                (REQUIREMENT_COMMENT_TOOL, {"requirement_id": rid, "content": f"{agent} noted it."})]
+    if scenario in (HEARTBEAT, DAILY_REPORT):
         return [("check_mailbox", {}), ("recall_activity", {"limit": 10})]
-    if scenario == "memory_consolidation":
+    if scenario == MEMORY_CONSOLIDATION:
         return [("recall_activity", {"limit": 20})]
     if scenario == "chat":
         text = str(item.get("content") or "").lower()
@@ -84,18 +91,18 @@ def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[s
             depth = json.loads(results["check_mailbox"] or "{}").get("queueDepth", 0)
             reply += f" I have {depth} item(s) waiting in my mailbox."
         return reply
-    if scenario == "memory_consolidation":
+    if scenario == MEMORY_CONSOLIDATION:
         acts = json.loads(results.get("recall_activity") or "{}").get("activities", [])
         kinds: dict[str, int] = {}
         for a in acts:
             kinds[a["type"]] = kinds.get(a["type"], 0) + 1
         digest = ", ".join(f"{n}× {k}" for k, n in sorted(kinds.items())) or "nothing yet"
         return f"Consolidated memory from {len(acts)} recent activities: {digest}. {COMPLETION_MARKER}"
-    if scenario in ("heartbeat", "daily_report"):
+    if scenario in (HEARTBEAT, DAILY_REPORT):
         depth = json.loads(results.get("check_mailbox") or "{}").get("queueDepth", 0)
         acts = json.loads(results.get("recall_activity") or "{}").get("activities", [])
         ok = sum(1 for a in acts if a.get("success"))
-        head = "Daily report" if scenario == "daily_report" else "Heartbeat check-in"
+        head = "Daily report" if scenario == DAILY_REPORT else "Heartbeat check-in"
         return f"{head}: {len(acts)} recent activities ({ok} succeeded), {depth} item(s) queued. {COMPLETION_MARKER}"
     summary = item.get("summary") or scenario
     return f"{agent} handled “{summary}” ({LABEL}). {COMPLETION_MARKER}"

@@ -125,6 +125,9 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
+    # The memory transport polls; its 1 s default would add up to a second to every
+    # wake-up (and to every budget re-send of run_attention).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.01}
 
 # At-least-once delivery: run_attention is idempotent, so a redelivery is harmless.
 CELERY_TASK_ACKS_LATE = True

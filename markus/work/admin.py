@@ -1,35 +1,114 @@
+"""The operator console for tasks and requirements. Status is read-only in the forms:
+it changes only through the actions, which call the transition services and report
+illegal moves as messages."""
 from __future__ import annotations
 
-from django.contrib import admin
+from collections.abc import Callable
 
-from .models import Requirement, RequirementComment, Task, TaskComment
+from django.contrib import admin, messages
+
+from markus.errors import MarkusError
+
+from . import services
+from .actors import Actor
+from .models import Requirement, RequirementComment, RequirementState, Task, TaskComment, TaskState
 
 
-class TaskCommentInline(admin.TabularInline):
-    model = TaskComment
+def _run(modeladmin, request, queryset, label: str, step: Callable[[str, Actor], object]) -> None:
+    actor = Actor.for_user(request.user)
+    done, failed = 0, []
+    for obj in queryset:
+        try:
+            step(obj.id, actor)
+            done += 1
+        except MarkusError as exc:
+            failed.append(f"{obj.id}: {exc}")
+    if done:
+        modeladmin.message_user(request, f"{label}: {done} done.", messages.SUCCESS)
+    for failure in failed:
+        modeladmin.message_user(request, f"{label} refused for {failure}", messages.ERROR)
+
+
+class ReadOnlyCommentInline(admin.TabularInline):
+    """Comments are posted through the services (they notify agents), not the admin."""
+
     extra = 0
-    raw_id_fields = ("author_agent", "author_user", "reply_to")
+    can_delete = False
+    fields = readonly_fields = ("created_at", "author_agent", "author_user", "content", "reply_to", "activity_id")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+def task_action(to_status: str, label: str):
+    def action(modeladmin, request, queryset):
+        _run(modeladmin, request, queryset, label,
+             lambda task_id, actor: services.task_transition(task_id=task_id, to_status=to_status, actor=actor))
+
+    action.__name__ = f"task_to_{to_status}"
+    return admin.action(description=label)(action)
+
+
+@admin.action(description="Retry (fresh execution)")
+def task_retry(modeladmin, request, queryset):
+    _run(modeladmin, request, queryset, "Retry",
+         lambda task_id, actor: services.task_retry(task_id=task_id, actor=actor))
+
+
+def requirement_action(step: Callable, label: str, name: str):
+    def action(modeladmin, request, queryset):
+        _run(modeladmin, request, queryset, label,
+             lambda requirement_id, actor: step(requirement_id=requirement_id, actor=actor))
+
+    action.__name__ = f"requirement_{name}"
+    return admin.action(description=label)(action)
+
+
+class TaskCommentInline(ReadOnlyCommentInline):
+    model = TaskComment
 
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ("id", "title", "status", "assignee", "reviewer_agent", "updated_at")
+    list_display = ("id", "title", "status", "assignee", "reviewer_agent", "execution_round", "updated_at")
     list_filter = ("status",)
     search_fields = ("id", "title")
     list_select_related = ("assignee", "reviewer_agent")
-    raw_id_fields = ("assignee", "reviewer_agent", "reviewer_user", "created_by_agent", "created_by_user", "requirement")
+    raw_id_fields = (
+        "assignee", "reviewer_agent", "reviewer_user", "created_by_agent", "created_by_user", "requirement",
+    )
+    filter_horizontal = ("depends_on",)
+    readonly_fields = ("status", "execution_round", "cancel_requested_at", "completed_at", "created_at", "updated_at")
     inlines = [TaskCommentInline]
+    actions = [
+        task_action(TaskState.IN_PROGRESS, "Start (in progress)"),
+        task_action(TaskState.REVIEW, "Submit for review"),
+        task_action(TaskState.COMPLETED, "Complete"),
+        task_action(TaskState.BLOCKED, "Block"),
+        task_action(TaskState.FAILED, "Mark failed"),
+        task_action(TaskState.REJECTED, "Reject"),
+        task_action(TaskState.CANCELLED, "Cancel"),
+        task_action(TaskState.ARCHIVED, "Archive"),
+        task_retry,
+    ]
 
 
-class RequirementCommentInline(admin.TabularInline):
+class RequirementCommentInline(ReadOnlyCommentInline):
     model = RequirementComment
-    extra = 0
-    raw_id_fields = ("author_agent", "author_user", "reply_to")
 
 
 @admin.register(Requirement)
 class RequirementAdmin(admin.ModelAdmin):
-    list_display = ("id", "title", "status", "created_by_agent", "updated_at")
+    list_display = ("id", "title", "status", "created_by_agent", "created_by_user", "updated_at")
     list_filter = ("status",)
     search_fields = ("id", "title")
+    list_select_related = ("created_by_agent", "created_by_user")
+    raw_id_fields = ("created_by_agent", "created_by_user", "team")
+    readonly_fields = ("status", "created_at", "updated_at")
     inlines = [RequirementCommentInline]
+    actions = [
+        requirement_action(services.requirement_approve, "Approve", RequirementState.IN_PROGRESS),
+        requirement_action(services.requirement_reject, "Reject", RequirementState.REJECTED),
+        requirement_action(services.requirement_complete, "Complete", RequirementState.COMPLETED),
+        requirement_action(services.requirement_cancel, "Cancel", RequirementState.CANCELLED),
+    ]

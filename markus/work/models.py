@@ -48,8 +48,23 @@ class Requirement(models.Model):
     class Meta:
         db_table = "requirements"
 
+    def __str__(self) -> str:
+        return f"{self.title} ({self.id})"
+
 
 class Task(models.Model):
+    """A unit of work. Additions to the seed's columns:
+
+    - ``cancel_requested_at``: set when the task leaves ``in_progress``; the attention
+      loop reads it (``markus.work.execution``) at its next yield point and stops the
+      running execution. Cleared when the task re-enters ``in_progress``.
+    - ``completed_at``: when the task last reached ``completed`` (kept through
+      ``archived``, cleared on reopen), so an archived *completed* dependency still
+      counts as satisfied while an archived failed one does not.
+    - ``metadata.watchers``: agent ids that also receive the task's comments;
+      ``metadata.reviewApprovalId``: the pending approval of a human reviewer.
+    """
+
     id = models.CharField(primary_key=True, max_length=64, default=ids.task_id)
     title = models.CharField(max_length=300)
     description = models.TextField(blank=True, default="")
@@ -76,12 +91,17 @@ class Task(models.Model):
     team = models.ForeignKey("agents.Team", null=True, blank=True, on_delete=models.SET_NULL)
     metadata = models.JSONField(default=dict, blank=True)
     execution_round = models.PositiveIntegerField(default=0)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "tasks"
         indexes = [models.Index(fields=["assignee", "status"], name="idx_tasks_assignee_status")]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.id})"
 
 
 class CommentBase(models.Model):

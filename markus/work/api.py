@@ -1,0 +1,179 @@
+"""Task endpoints (CONTRACT "Tasks and requirements"). Thin views: an input
+serializer, a visibility check through the selectors, one service call.
+
+Visibility: a user sees the tasks of agents they may see, and tasks they created or
+review; an agent token sees tasks it is assignee, reviewer or creator of. Anything
+else answers 404, exactly like a missing task.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from markus.agents.auth import user_may_see_agent
+from markus.agents.models import Agent
+from markus.api import int_param
+
+from . import selectors, services
+from .actors import Actor
+from .errors import WorkError
+from .models import Task, TaskState
+
+
+def pending_inbox_for(agent_id: str | None) -> Any:
+    # PENDING INBOX (CONTRACT: GET /api/tasks/{id}/ includes the assignee's
+    # `pendingInbox`). The AgentBus inbox is built in agentbus/; when it lands, return
+    # the assignee's pending messages here. Until then: None.
+    return None
+
+
+def task_detail(task: Task) -> dict[str, Any]:
+    return {**selectors.task_data(task), "pendingInbox": pending_inbox_for(task.assignee_id)}
+
+
+class TaskCreateInput(serializers.Serializer):
+    title = serializers.CharField(max_length=300)
+    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
+    assigneeId = serializers.CharField(required=False, allow_null=True, default=None)
+    reviewerId = serializers.CharField(required=False, allow_null=True, default=None)
+    reviewerUserId = serializers.IntegerField(required=False, allow_null=True, default=None)
+    dependsOn = serializers.ListField(child=serializers.CharField(), required=False, default=list, max_length=200)
+    requirementId = serializers.CharField(required=False, allow_null=True, default=None)
+    metadata = serializers.DictField(required=False, default=dict)
+    start = serializers.BooleanField(required=False, default=True)
+
+
+class NoteInput(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
+
+
+class TransitionInput(NoteInput):
+    status = serializers.ChoiceField(choices=TaskState.values)
+
+
+class CommentInput(serializers.Serializer):
+    content = serializers.CharField(max_length=20_000)
+    replyToCommentId = serializers.CharField(required=False, allow_null=True, default=None)
+    activityId = serializers.CharField(required=False, allow_null=True, default=None, max_length=64)
+
+
+def valid(serializer_class, request) -> dict[str, Any]:
+    data = serializer_class(data=request.data)
+    data.is_valid(raise_exception=True)
+    return data.validated_data
+
+
+def check_agent_refs(actor: Actor, **refs: Any) -> None:
+    """Agents named in a body must be ones the actor may assign; anything else reads
+    as unknown (no existence leak)."""
+    allowed = selectors.agents_assignable_by(actor)
+    for name, value in refs.items():
+        values = value if isinstance(value, list) else [value]
+        for agent_id in values:
+            if agent_id not in (None, "") and not allowed.filter(id=agent_id).exists():
+                raise WorkError(f"{name}: no such agent {agent_id!r}")
+
+
+def check_reviewer_user(actor: Actor, user_id: int | None, assignee_id: str | None) -> None:
+    if user_id is None or (actor.is_user and actor.id == str(user_id)):
+        return
+    user = get_user_model().objects.filter(pk=user_id).first()
+    assignee = Agent.objects.filter(id=assignee_id).first() if assignee_id else None
+    if user is None or assignee is None or not user_may_see_agent(user, assignee):
+        raise WorkError(f"reviewerUserId: no such user {user_id!r} (a human reviewer must see the assignee)")
+
+
+class TaskListView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request):
+        actor = Actor.from_request(request)
+        rows = selectors.tasks_visible_to(actor)
+        wanted = request.query_params.get("status")
+        if wanted:
+            if wanted not in TaskState.values:
+                raise WorkError(f"unknown status {wanted!r}; expected one of: {', '.join(TaskState.values)}")
+            rows = rows.filter(status=wanted)
+        for param, field in (("assigneeId", "assignee_id"), ("requirementId", "requirement_id")):
+            if request.query_params.get(param):
+                rows = rows.filter(**{field: request.query_params[param]})
+        rows = rows.order_by("-created_at", "-id")
+        limit = int_param(request, "limit", 50, lo=1, hi=500)
+        offset = int_param(request, "offset", 0, lo=0, hi=10**9)
+        return Response({
+            "tasks": [selectors.task_data(t) for t in rows.prefetch_related("depends_on")[offset: offset + limit]],
+            "totalCount": rows.count(),
+        })
+
+    @extend_schema(request=TaskCreateInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request):
+        actor = Actor.from_request(request)
+        body = valid(TaskCreateInput, request)
+        watchers = body["metadata"].get("watchers")
+        check_agent_refs(actor, assigneeId=body["assigneeId"], reviewerId=body["reviewerId"],
+                         **{"metadata.watchers": watchers if isinstance(watchers, list) else None})
+        check_reviewer_user(actor, body["reviewerUserId"], body["assigneeId"])
+        visible = selectors.tasks_visible_to(actor)
+        for dependency in body["dependsOn"]:
+            if not visible.filter(id=dependency).exists():
+                raise WorkError(f"dependsOn: no such task {dependency!r}")
+        if body["requirementId"] and not selectors.requirements_visible_to(actor).filter(
+            id=body["requirementId"]
+        ).exists():
+            raise WorkError(f"requirementId: no such requirement {body['requirementId']!r}")
+        task = services.task_create(
+            actor=actor, title=body["title"], description=body["description"], assignee_id=body["assigneeId"],
+            reviewer_agent_id=body["reviewerId"], reviewer_user_id=body["reviewerUserId"],
+            depends_on=body["dependsOn"], requirement_id=body["requirementId"], metadata=body["metadata"],
+            start=body["start"],
+        )
+        task.refresh_from_db()
+        return Response(task_detail(task), status=status.HTTP_201_CREATED)
+
+
+class TaskDetailView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, task_id: str):
+        return Response(task_detail(selectors.access_task(Actor.from_request(request), task_id)))
+
+
+class TaskTransitionView(APIView):
+    @extend_schema(request=TransitionInput, responses=OpenApiTypes.OBJECT)
+    def post(self, request, task_id: str):
+        actor = Actor.from_request(request)
+        task = selectors.access_task(actor, task_id)
+        body = valid(TransitionInput, request)
+        task = services.task_transition(task_id=task.id, to_status=body["status"], actor=actor, note=body["note"])
+        return Response(task_detail(task))
+
+
+class TaskRetryView(APIView):
+    @extend_schema(request=NoteInput, responses=OpenApiTypes.OBJECT)
+    def post(self, request, task_id: str):
+        actor = Actor.from_request(request)
+        task = selectors.access_task(actor, task_id)
+        body = valid(NoteInput, request)
+        return Response(task_detail(services.task_retry(task_id=task.id, actor=actor, note=body["note"])))
+
+
+class TaskCommentsView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, task_id: str):
+        task = selectors.access_task(Actor.from_request(request), task_id)
+        return Response({"comments": selectors.task_comments(task)})
+
+    @extend_schema(request=CommentInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, task_id: str):
+        actor = Actor.from_request(request)
+        task = selectors.access_task(actor, task_id)
+        body = valid(CommentInput, request)
+        comment = services.task_comment_create(
+            task_id=task.id, actor=actor, content=body["content"],
+            reply_to_comment_id=body["replyToCommentId"], activity_id=body["activityId"],
+        )
+        return Response(selectors.comment_data(comment), status=status.HTTP_201_CREATED)

@@ -1,0 +1,24 @@
+"""Errors of the work app; the API maps ``status_code`` (400 / 403 / 404 / 409)."""
+from __future__ import annotations
+
+from markus.errors import ConflictError, MarkusError
+
+
+class WorkError(MarkusError):
+    """Bad input about a task or a requirement (400)."""
+
+
+class WorkPermissionError(MarkusError):
+    """The actor may see the object but not do this to it (403)."""
+
+    status_code = 403
+
+
+class IllegalTransition(ConflictError):
+    """A transition the state machine does not allow, or a rule forbids (409)."""
+
+
+class WorkNotFound(MarkusError):
+    """A task, requirement or comment that does not exist (404)."""
+
+    status_code = 404

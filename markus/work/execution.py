@@ -1,0 +1,30 @@
+"""The cancellation flag of a task's running execution.
+
+Leaving ``in_progress`` sets ``Task.cancel_requested_at``; the attention loop calls
+``execution_cancelled`` at each yield point of a task execution and stops when it is
+true. It lives in the database, so a worker on another machine sees it.
+"""
+from __future__ import annotations
+
+from django.utils import timezone
+
+from .models import Task, TaskState
+
+
+def request_execution_cancel(task_id: str) -> bool:
+    """Flag the task's execution as cancelled. True if the task exists."""
+    return Task.objects.filter(id=task_id).update(cancel_requested_at=timezone.now()) == 1
+
+
+def clear_execution_cancel(task_id: str) -> None:
+    Task.objects.filter(id=task_id).update(cancel_requested_at=None)
+
+
+def execution_cancelled(task_id: str, execution_round: int | None = None) -> bool:
+    """True when the execution of ``task_id`` should stop: the flag is set, the task is
+    gone or no longer in progress, or (given ``execution_round``) a newer round has
+    started since, so this execution is stale."""
+    row = Task.objects.filter(id=task_id).values("status", "cancel_requested_at", "execution_round").first()
+    if row is None or row["cancel_requested_at"] is not None or row["status"] != TaskState.IN_PROGRESS:
+        return True
+    return execution_round is not None and row["execution_round"] != execution_round

@@ -1,0 +1,122 @@
+"""Requirement endpoints (CONTRACT "Tasks and requirements"). An agent token
+proposes (pending); a user creates (in progress) and decides (approve / reject)."""
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from markus.api import int_param
+
+from . import selectors, services
+from .actors import Actor
+from .api import CommentInput, check_agent_refs, valid
+from .errors import WorkError
+from .models import RequirementState
+
+
+class RequirementCreateInput(serializers.Serializer):
+    title = serializers.CharField(max_length=300)
+    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
+    agentId = serializers.CharField(required=False, allow_null=True, default=None)
+    metadata = serializers.DictField(required=False, default=dict)
+
+
+class ReasonInput(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
+
+
+class ResubmitInput(serializers.Serializer):
+    title = serializers.CharField(required=False, allow_null=True, max_length=300, default=None)
+    description = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=100_000, default=None
+    )
+
+
+class RequirementListView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request):
+        rows = selectors.requirements_visible_to(Actor.from_request(request))
+        wanted = request.query_params.get("status")
+        if wanted:
+            if wanted not in RequirementState.values:
+                raise WorkError(f"unknown status {wanted!r}; expected one of: {', '.join(RequirementState.values)}")
+            rows = rows.filter(status=wanted)
+        rows = rows.order_by("-created_at", "-id")
+        limit = int_param(request, "limit", 50, lo=1, hi=500)
+        offset = int_param(request, "offset", 0, lo=0, hi=10**9)
+        return Response({
+            "requirements": [selectors.requirement_data(r) for r in rows[offset: offset + limit]],
+            "totalCount": rows.count(),
+        })
+
+    @extend_schema(request=RequirementCreateInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request):
+        actor = Actor.from_request(request)
+        body = valid(RequirementCreateInput, request)
+        if actor.is_agent and body["agentId"] not in (None, actor.id):
+            raise WorkError("an agent proposes requirements for itself: leave agentId out")
+        check_agent_refs(actor, agentId=body["agentId"])
+        requirement = services.requirement_create(
+            actor=actor, title=body["title"], description=body["description"], agent_id=body["agentId"],
+            metadata=body["metadata"],
+        )
+        return Response(selectors.requirement_data(requirement), status=status.HTTP_201_CREATED)
+
+
+class RequirementDetailView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, requirement_id: str):
+        requirement = selectors.access_requirement(Actor.from_request(request), requirement_id)
+        return Response(selectors.requirement_data(requirement))
+
+
+class RequirementStepView(APIView):
+    """POST .../approve | reject | complete | cancel (with an optional reason)."""
+
+    steps = {
+        "approve": services.requirement_approve,
+        "reject": services.requirement_reject,
+        "complete": services.requirement_complete,
+        "cancel": services.requirement_cancel,
+    }
+
+    @extend_schema(request=ReasonInput, responses=OpenApiTypes.OBJECT)
+    def post(self, request, requirement_id: str, step: str):
+        actor = Actor.from_request(request)
+        requirement = selectors.access_requirement(actor, requirement_id)
+        body = valid(ReasonInput, request)
+        requirement = self.steps[step](requirement_id=requirement.id, actor=actor, reason=body["reason"])
+        return Response(selectors.requirement_data(requirement))
+
+
+class RequirementResubmitView(APIView):
+    @extend_schema(request=ResubmitInput, responses=OpenApiTypes.OBJECT)
+    def post(self, request, requirement_id: str):
+        actor = Actor.from_request(request)
+        requirement = selectors.access_requirement(actor, requirement_id)
+        body = valid(ResubmitInput, request)
+        requirement = services.requirement_resubmit(
+            requirement_id=requirement.id, actor=actor, title=body["title"], description=body["description"],
+        )
+        return Response(selectors.requirement_data(requirement))
+
+
+class RequirementCommentsView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, requirement_id: str):
+        requirement = selectors.access_requirement(Actor.from_request(request), requirement_id)
+        return Response({"comments": selectors.requirement_comments(requirement)})
+
+    @extend_schema(request=CommentInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, requirement_id: str):
+        actor = Actor.from_request(request)
+        requirement = selectors.access_requirement(actor, requirement_id)
+        body = valid(CommentInput, request)
+        comment = services.requirement_comment_create(
+            requirement_id=requirement.id, actor=actor, content=body["content"],
+            reply_to_comment_id=body["replyToCommentId"], activity_id=body["activityId"],
+        )
+        return Response(selectors.comment_data(comment), status=status.HTTP_201_CREATED)

@@ -1,0 +1,399 @@
+"""Writes about tasks: create, the one transition function, retry / rerun, and the
+start-up resume. Requirements live in ``requirement_services``, comments in
+``comment_services``; both are re-exported here.
+
+Every state change goes through ``task_transition`` (or its internal ``_apply``, which
+must be called holding SELECT FOR UPDATE on the task row). Side effects are written in
+the same transaction: mailbox items through ``mailbox_enqueue``, user notifications
+through ``notify_user``; events go out on commit through their helpers.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType, Status
+from mailbox.services import OPEN_STATUSES, mailbox_drop, mailbox_drop_status_updates_by_task_id
+from markus.agents.models import Agent
+from notifications.registry import NotificationType
+from notifications.services import approval_cancel, approval_create, notify_user
+
+from . import notices
+from .actors import Actor
+from .comment_services import requirement_comment_create, task_comment_create
+from .errors import IllegalTransition, WorkError, WorkNotFound
+from .inputs import clean_text
+from .models import Requirement, RequirementState, Task, TaskState
+from .requirement_services import (
+    requirement_approve,
+    requirement_cancel,
+    requirement_complete,
+    requirement_create,
+    requirement_reject,
+    requirement_resubmit,
+    requirement_tasks_settled,
+    requirement_transition,
+)
+from .selectors import task_reviewer, unmet_dependencies
+from .signals import task_status_changed
+from .states import (
+    RERUNNABLE_TASK_STATES,
+    RETRYABLE_TASK_STATES,
+    SILENT_TASK_TRANSITIONS,
+    TERMINAL_TASK_STATES,
+    task_transition_allowed,
+)
+
+log = logging.getLogger(__name__)
+
+REVIEW_OPTIONS = [
+    {"id": "approve", "label": "Approve", "description": "The work is done: complete the task."},
+    {"id": "request_changes", "label": "Request changes", "description": "Send it back to the assignee."},
+]
+# Terminal states the creator agent of a delegated task hears about.
+CREATOR_AGENT_NEWS = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELLED})
+
+__all__ = [
+    "task_create", "task_transition", "task_retry", "task_reset_for_rerun", "tasks_resume_in_progress",
+    "task_comment_create", "requirement_comment_create", "requirement_create", "requirement_transition",
+    "requirement_approve", "requirement_reject", "requirement_resubmit", "requirement_complete",
+    "requirement_cancel", "REVIEW_OPTIONS",
+]
+
+
+
+def _agent(agent_id: str | None, name: str) -> Agent | None:
+    if agent_id in (None, ""):
+        return None
+    agent = Agent.objects.filter(id=agent_id).first() if isinstance(agent_id, str) else None
+    if agent is None:
+        raise WorkError(f"{name}: no such agent {agent_id!r}")
+    return agent
+
+
+def _lock(task_id: str) -> Task:
+    task = Task.objects.select_for_update().filter(id=task_id).first()
+    if task is None:
+        raise WorkNotFound(f"no task {task_id!r}")
+    return task
+
+
+# ---------------------------------------------------------------------------- create
+
+
+@transaction.atomic
+def task_create(
+    *,
+    actor: Actor,
+    title: str,
+    description: str = "",
+    assignee_id: str | None = None,
+    reviewer_agent_id: str | None = None,
+    reviewer_user_id: int | None = None,
+    depends_on: Iterable[str] = (),
+    requirement_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    start: bool = True,
+) -> Task:
+    """Create a task. With ``start`` (the default) and an assignee, it goes straight to
+    ``in_progress`` when its dependencies are completed; otherwise it stays ``pending``
+    (unblocked later by its last dependency) and the assignee is told it was assigned.
+    Checks existence and the rules; the caller checks what the actor may reference."""
+    title = clean_text(title, "title", max_length=300, required=True)
+    description = clean_text(description, "description", max_length=100_000)
+    assignee = _agent(assignee_id, "assigneeId")
+    reviewer = _agent(reviewer_agent_id, "reviewerId")
+    reviewer_user = None
+    if reviewer_user_id not in (None, ""):
+        reviewer_user = get_user_model().objects.filter(pk=reviewer_user_id).first()
+        if reviewer_user is None:
+            raise WorkError(f"reviewerUserId: no such user {reviewer_user_id!r}")
+    if reviewer is not None and reviewer_user is not None:
+        raise WorkError("a task has one reviewer: give reviewerId or reviewerUserId, not both")
+    if reviewer is not None and assignee is not None and reviewer.id == assignee.id:
+        raise WorkError("the reviewer cannot be the assignee: a worker cannot complete its own task")
+    metadata = _check_metadata(metadata)
+    requirement = None
+    if requirement_id not in (None, ""):
+        requirement = Requirement.objects.filter(id=requirement_id).first()
+        if requirement is None:
+            raise WorkError(f"requirementId: no such requirement {requirement_id!r}")
+        if requirement.status != RequirementState.IN_PROGRESS:
+            raise WorkError(f"requirement {requirement.id} is {requirement.status}; tasks need an approved one")
+    dependency_ids = _check_dependencies(depends_on)
+    creator_agent = Agent.objects.filter(id=actor.agent_id).first() if actor.is_agent else None
+    task = Task.objects.create(
+        title=title, description=description, assignee=assignee, reviewer_agent=reviewer,
+        reviewer_user=reviewer_user, created_by_agent=creator_agent,
+        created_by_user_id=actor.user_id, requirement=requirement,
+        team_id=(assignee.team_id if assignee else None) or (creator_agent.team_id if creator_agent else None),
+        metadata=metadata,
+    )
+    task.depends_on.set(dependency_ids)
+    waiting = unmet_dependencies(task)
+    if start and assignee is not None and not waiting:
+        _apply(task, TaskState.IN_PROGRESS, actor)
+    elif assignee is not None and assignee.id != actor.agent_id:
+        notices.send_task_assigned(task, actor=actor, waiting_for=waiting)
+    if creator_agent is not None and creator_agent.owner_id:
+        notify_user(
+            user=creator_agent.owner, type=NotificationType.TASK_CREATED,
+            title=f"{creator_agent.name} created a task: {title}", body=description[:500],
+            action_target=_task_path(task), metadata={"taskId": task.id, "agentId": creator_agent.id},
+        )
+    return task
+
+
+def _check_metadata(metadata: Any) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise WorkError("metadata must be an object")
+    watchers = metadata.get("watchers")
+    if watchers is not None:
+        if not isinstance(watchers, list) or not all(isinstance(w, str) for w in watchers):
+            raise WorkError("metadata.watchers must be a list of agent ids")
+        known = set(Agent.objects.filter(id__in=watchers).values_list("id", flat=True))
+        missing = [w for w in watchers if w not in known]
+        if missing:
+            raise WorkError(f"metadata.watchers: no such agent {missing[0]!r}")
+    return dict(metadata)
+
+
+def _check_dependencies(depends_on: Iterable[str]) -> list[str]:
+    if isinstance(depends_on, str) or not all(isinstance(d, str) for d in depends_on):
+        raise WorkError("dependsOn must be a list of task ids")
+    ids = list(dict.fromkeys(depends_on))
+    found = set(Task.objects.filter(id__in=ids).values_list("id", flat=True))
+    missing = [d for d in ids if d not in found]
+    if missing:
+        raise WorkError(f"dependsOn: no such task {missing[0]!r}")
+    return ids
+
+
+def _task_path(task: Task) -> dict[str, str]:
+    return {"path": f"/work?task={task.id}"}
+
+
+# ---------------------------------------------------------------------------- transition
+
+
+@transaction.atomic
+def task_transition(*, task_id: str, to_status: str, actor: Actor, note: str = "") -> Task:
+    """Move a task to ``to_status``: the one way a task's status changes.
+
+    Raises IllegalTransition (409) for a move the state machine or a rule forbids,
+    WorkError (400) for an unknown status, WorkNotFound (404) for a missing task.
+    ``note`` (a reason, a reviewer's feedback) is carried into the notifications.
+    """
+    if to_status not in TaskState.values:
+        raise WorkError(f"unknown status {to_status!r}; expected one of: {', '.join(TaskState.values)}")
+    task = _lock(task_id)
+    _apply(task, to_status, actor, note=clean_text(note, "note", max_length=10_000))
+    return task
+
+
+def _check_rules(task: Task, to_status: str, actor: Actor) -> None:
+    if not task_transition_allowed(task.status, to_status):
+        raise IllegalTransition(f"task {task.id} cannot move from {task.status} to {to_status}")
+    if to_status == TaskState.COMPLETED and actor.is_agent and actor.id == task.assignee_id:
+        raise IllegalTransition("a worker cannot complete its own task: submit it for review instead")
+    if to_status == TaskState.IN_PROGRESS:
+        if task.assignee_id is None:
+            raise IllegalTransition(f"task {task.id} has no assignee to work on it")
+        waiting = unmet_dependencies(task)
+        if waiting:
+            raise IllegalTransition(f"task {task.id} waits for unfinished tasks: {', '.join(waiting)}")
+    if to_status == TaskState.REVIEW:
+        reviewer = task_reviewer(task)
+        if reviewer is None:
+            raise IllegalTransition(f"task {task.id} has no reviewer")
+        if reviewer == ("agent", task.assignee_id):
+            raise IllegalTransition("the reviewer cannot be the assignee: a worker cannot complete its own task")
+
+
+def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
+    """Apply a transition. Must be called holding SELECT FOR UPDATE on ``task``.
+
+    1. Check the state machine and the rules.
+    2. Update the row: status, execution round and cancel flag, completed_at.
+    3. Side effects of leaving the old state (cancel the execution, withdraw a review),
+       then of entering the new one (execution, review request, notifications).
+    4. Entering a terminal state runs the cascades (dependents, requirement).
+    """
+    _check_rules(task, to_status, actor)
+    from_status = task.status
+    now = timezone.now()
+    task.status = to_status
+    task.updated_at = now
+    if to_status == TaskState.IN_PROGRESS:
+        task.execution_round += 1
+        task.cancel_requested_at = None
+    elif from_status == TaskState.IN_PROGRESS:
+        # The loop sees this at its next yield point (markus.work.execution).
+        task.cancel_requested_at = now
+    if to_status == TaskState.COMPLETED:
+        task.completed_at = now
+    elif to_status != TaskState.ARCHIVED:
+        task.completed_at = None
+    approval_id = None
+    if from_status == TaskState.REVIEW:
+        approval_id = (task.metadata or {}).pop("reviewApprovalId", None)
+    task.save(update_fields=[
+        "status", "updated_at", "execution_round", "cancel_requested_at", "completed_at", "metadata",
+    ])
+    log.info("task %s: %s -> %s by %s %s", task.id, from_status, to_status, actor.kind, actor.id)
+
+    if from_status == TaskState.IN_PROGRESS:
+        _drop_open_items(task, task.assignee_id, reason=f"task left in_progress ({to_status})", execution=True)
+    if from_status == TaskState.REVIEW:
+        if approval_id:
+            approval_cancel(approval_id=approval_id)
+        reviewer = task_reviewer(task)
+        if reviewer and reviewer[0] == "agent":
+            _drop_open_items(task, str(reviewer[1]), reason="task left review", execution=False)
+
+    if to_status == TaskState.IN_PROGRESS:
+        notices.send_task_execution(task, actor=actor, from_status=from_status, note=note)
+    elif to_status == TaskState.REVIEW:
+        _request_review(task, actor)
+    elif (from_status, to_status) not in SILENT_TASK_TRANSITIONS:
+        _notify_assignee(task, actor, from_status, note)
+    _notify_people(task, actor, from_status, note)
+
+    if to_status in TERMINAL_TASK_STATES and from_status not in TERMINAL_TASK_STATES:
+        _unblock_dependents(task)
+        if task.requirement_id:
+            requirement_tasks_settled(requirement_id=task.requirement_id)
+    task_status_changed.send(sender=Task, task=task, from_status=from_status, to_status=to_status, actor=actor)
+
+
+def _drop_open_items(task: Task, agent_id: str | None, *, reason: str, execution: bool) -> None:
+    """Drop not-yet-started items about ``task``: its execution triggers (when it leaves
+    in_progress) or the reviewer's review requests (when the review is withdrawn)."""
+    if not agent_id:
+        return
+    source_type = MailboxType.TASK_STATUS_UPDATE if execution else MailboxType.REVIEW_REQUEST
+    rows = MailboxItem.objects.filter(
+        agent_id=agent_id, source_type=source_type, payload__taskId=task.id,
+        status__in=[Status.QUEUED, Status.DEFERRED],
+    )
+    for item in rows:
+        if execution and not item.triggers_execution:
+            continue
+        mailbox_drop(item.id, reason=reason, from_statuses=[Status.QUEUED, Status.DEFERRED])
+
+
+def _request_review(task: Task, actor: Actor) -> None:
+    """→ review: the reviewer agent gets a review_request; a human reviewer an approval
+    and a task_review notification. The submitting assignee gets nothing."""
+    kind, reviewer_id = task_reviewer(task)  # type: ignore[misc]  # checked by _check_rules
+    if kind == "agent":
+        notices.send_review_request(str(reviewer_id), task, actor=actor)
+        return
+    user = get_user_model().objects.get(pk=reviewer_id)
+    approval = approval_create(
+        user=user, title=f"Review task: {task.title}",
+        description=f"{actor.name} submitted task {task.id} for review.\n\n{task.description}".strip(),
+        options=[dict(o) for o in REVIEW_OPTIONS], agent=task.assignee,
+        notification_type=NotificationType.TASK_REVIEW, action_target=_task_path(task),
+        metadata={"taskId": task.id},
+    )
+    task.metadata = {**(task.metadata or {}), "reviewApprovalId": approval.id}
+    task.save(update_fields=["metadata"])
+
+
+def _notify_assignee(task: Task, actor: Actor, from_status: str, note: str) -> None:
+    """Informational status update to the assignee (and, for the end of a delegated
+    task, its creator agent). An agent is not told about a change it made itself."""
+    recipients = [task.assignee_id]
+    if task.status in CREATOR_AGENT_NEWS:
+        recipients.append(task.created_by_agent_id)
+    for agent_id in dict.fromkeys(r for r in recipients if r and r != actor.agent_id):
+        notices.send_task_status_info(agent_id, task, actor=actor, from_status=from_status, note=note)
+
+
+def _notify_people(task: Task, actor: Actor, from_status: str, note: str) -> None:
+    """task_completed / task_failed for the human who created the task."""
+    kinds = {TaskState.COMPLETED: NotificationType.TASK_COMPLETED, TaskState.FAILED: NotificationType.TASK_FAILED}
+    kind = kinds.get(task.status)
+    if kind is None or task.created_by_user_id is None or (actor.is_user and str(task.created_by_user_id) == actor.id):
+        return
+    body = f"{task.title} ({task.id}) moved from {from_status} to {task.status}."
+    if note:
+        body += f"\n{note}"
+    notify_user(
+        user=task.created_by_user, type=kind, title=f"Task {task.status}: {task.title}", body=body,
+        action_target=_task_path(task), metadata={"taskId": task.id, "agentId": task.assignee_id},
+    )
+
+
+def _unblock_dependents(task: Task) -> None:
+    """Start pending or blocked dependents with an assignee once all their
+    dependencies are completed."""
+    dependents = Task.objects.select_for_update().filter(
+        depends_on=task, status__in=[TaskState.PENDING, TaskState.BLOCKED], assignee__isnull=False,
+    ).order_by("created_at", "id")
+    for dependent in dependents:
+        if not unmet_dependencies(dependent):
+            _apply(dependent, TaskState.IN_PROGRESS, Actor.system(), note=f"its dependency {task.id} is completed")
+
+
+# ---------------------------------------------------------------------------- retry, rerun, resume
+
+
+@transaction.atomic
+def task_retry(*, task_id: str, actor: Actor, note: str = "") -> Task:
+    """Retry a failed, cancelled or blocked task fresh (section 18): drop its queued
+    informational status updates, then start a new execution round."""
+    return _restart(task_id, actor, RETRYABLE_TASK_STATES, "retried", note)
+
+
+@transaction.atomic
+def task_reset_for_rerun(*, task_id: str, actor: Actor, note: str = "") -> Task:
+    """Run a completed (e.g. scheduled) task again, with the same cleanup as a retry."""
+    return _restart(task_id, actor, RERUNNABLE_TASK_STATES, "re-run", note)
+
+
+def _restart(task_id: str, actor: Actor, allowed: frozenset[str], verb: str, note: str) -> Task:
+    task = _lock(task_id)
+    if task.status not in allowed:
+        raise IllegalTransition(
+            f"task {task.id} is {task.status}; only {', '.join(sorted(allowed))} tasks can be {verb}"
+        )
+    _check_rules(task, TaskState.IN_PROGRESS, actor)
+    if task.assignee_id:
+        mailbox_drop_status_updates_by_task_id(agent_id=task.assignee_id, task_id=task.id)
+    task.metadata = {**(task.metadata or {}), "restarts": int((task.metadata or {}).get("restarts", 0)) + 1}
+    _apply(task, TaskState.IN_PROGRESS, actor, note=clean_text(note, "note", max_length=10_000) or f"task {verb}")
+    return task
+
+
+def tasks_resume_in_progress() -> list[MailboxItem]:
+    """Start-up (section 17): re-create the execution item of every in-progress task
+    whose assignee has no open (queued, processing, deferred) execution item for it.
+    The round is kept (it is the same execution, resumed); ``extra.resumed`` is set."""
+    created = []
+    candidates = Task.objects.filter(status=TaskState.IN_PROGRESS, assignee__isnull=False)
+    for task_id in candidates.values_list("id", flat=True):
+        with transaction.atomic():
+            task = Task.objects.select_for_update().filter(id=task_id, status=TaskState.IN_PROGRESS).first()
+            if task is None or task.assignee_id is None or _has_open_execution(task):
+                continue
+            created.append(
+                notices.send_task_execution(task, actor=Actor.system(), from_status=task.status, resumed=True)
+            )
+    return created
+
+
+def _has_open_execution(task: Task) -> bool:
+    return MailboxItem.objects.filter(
+        agent_id=task.assignee_id, source_type=MailboxType.TASK_STATUS_UPDATE, payload__taskId=task.id,
+        payload__extra__triggerExecution=True, status__in=list(OPEN_STATUSES),
+    ).exists()

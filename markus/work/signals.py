@@ -1,0 +1,11 @@
+"""Signals other apps may listen to (the AgentBus outbox puts task lifecycle on the
+bus). Sent inside the transition's transaction, holding the task row lock; a receiver
+that writes rows commits or rolls back with the transition."""
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+# kwargs: task, from_status, to_status, actor (markus.work.actors.Actor)
+task_status_changed = Signal()
+# kwargs: requirement, from_status, to_status, actor
+requirement_status_changed = Signal()

@@ -1,0 +1,73 @@
+"""Notification and approval endpoints (seed 12.4, CONTRACT). Users only: an agent
+token has no notifications of its own."""
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from markus.agents.auth import IsUser
+from markus.api import int_param
+
+from . import selectors, services
+
+
+class UserAPIView(APIView):
+    permission_classes = [IsUser]
+
+
+class NotificationListView(UserAPIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request):
+        rows = selectors.notifications_for(request.user, type=request.query_params.get("type") or None)
+        limit = int_param(request, "limit", 50, lo=1, hi=500)
+        offset = int_param(request, "offset", 0, lo=0, hi=10**9)
+        return Response({
+            "notifications": [services.serialize_notification(n) for n in rows[offset: offset + limit]],
+            "totalCount": rows.count(),
+            "unreadCount": selectors.unread_count(request.user),
+        })
+
+
+class NotificationReadView(UserAPIView):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    def post(self, request, notification_id: str):
+        notification = services.notification_mark_read(user=request.user, notification_id=notification_id)
+        return Response(services.serialize_notification(notification))
+
+
+class NotificationMarkAllReadView(UserAPIView):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    def post(self, request):
+        return Response({"updated": services.notifications_mark_all_read(user=request.user)})
+
+
+class ApprovalListView(UserAPIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request):
+        rows = selectors.approvals_for(request.user, status=request.query_params.get("status") or None)
+        limit = int_param(request, "limit", 50, lo=1, hi=500)
+        offset = int_param(request, "offset", 0, lo=0, hi=10**9)
+        return Response({
+            "approvals": [services.serialize_approval(a) for a in rows[offset: offset + limit]],
+            "totalCount": rows.count(),
+        })
+
+
+class ApprovalRespondInput(serializers.Serializer):
+    selectedOption = serializers.CharField(max_length=200)
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ApprovalRespondView(UserAPIView):
+    @extend_schema(request=ApprovalRespondInput, responses=OpenApiTypes.OBJECT)
+    def post(self, request, approval_id: str):
+        body = ApprovalRespondInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        approval = services.approval_respond(
+            user=request.user, approval_id=approval_id,
+            selected_option=body.validated_data["selectedOption"], comment=body.validated_data["comment"],
+        )
+        return Response(services.serialize_approval(approval), status=status.HTTP_200_OK)

@@ -1,0 +1,32 @@
+"""Reads of notifications and approvals; always scoped to one user."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from markus.errors import MarkusError
+
+from .models import Approval, UserNotification
+from .registry import NotificationType
+
+
+def notifications_for(user, *, type: str | None = None) -> QuerySet[UserNotification]:
+    rows = UserNotification.objects.filter(user=user)
+    if type:
+        if type not in NotificationType._value2member_map_:
+            known = ", ".join(t.value for t in NotificationType)
+            raise MarkusError(f"unknown notification type {type!r}; expected one of: {known}")
+        rows = rows.filter(type=type)
+    return rows.order_by("-created_at", "-id")
+
+
+def unread_count(user) -> int:
+    return UserNotification.objects.filter(user=user, read=False).count()
+
+
+def approvals_for(user, *, status: str | None = None) -> QuerySet[Approval]:
+    rows = Approval.objects.filter(user=user)
+    if status:
+        if status not in Approval.State.values:
+            raise MarkusError(f"unknown status {status!r}; expected one of: {', '.join(Approval.State.values)}")
+        rows = rows.filter(status=status)
+    return rows.order_by("-created_at", "-id")

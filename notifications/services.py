@@ -1,0 +1,208 @@
+"""Writes about user notifications and approvals (seed sections 12 and 13.2).
+
+``notify_user`` is the one way to create a notification: it stores the row and sends
+a ``notification`` event to the user's group after commit. ``approval_respond`` answers
+an approval and calls every hook in ``approval_answered_hooks`` inside the same
+transaction, so whoever asked (the attention loop re-queuing a parked item, a human
+task review) reacts atomically with the answer.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+from django.http import Http404
+from django.utils import timezone
+
+from markus.errors import ConflictError, MarkusError
+
+from .events import send_event_on_commit, user_group
+from .models import Approval, UserNotification
+from .registry import PRIORITIES, USER_NOTIFICATION_TYPE_REGISTRY, NotificationType
+
+ACTION_TYPES = ("navigate", "open_chat", "none")
+DEFAULT_APPROVAL_OPTIONS = [{"id": "approve", "label": "Approve"}, {"id": "reject", "label": "Reject"}]
+
+# Called as hook(approval) inside approval_respond's transaction, after the answer is
+# stored. A hook that raises rolls the answer back; hooks should ignore approvals that
+# are not theirs.
+ApprovalHook = Callable[[Approval], None]
+approval_answered_hooks: list[ApprovalHook] = []
+
+
+def register_approval_answered_hook(hook: ApprovalHook) -> None:
+    """Idempotent: registering the same function twice keeps one entry."""
+    if hook not in approval_answered_hooks:
+        approval_answered_hooks.append(hook)
+
+
+def unregister_approval_answered_hook(hook: ApprovalHook) -> None:
+    if hook in approval_answered_hooks:
+        approval_answered_hooks.remove(hook)
+
+
+def serialize_notification(n: UserNotification) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "type": n.type,
+        "title": n.title,
+        "body": n.body,
+        "priority": n.priority,
+        "read": n.read,
+        "actionType": n.action_type,
+        "actionTarget": n.action_target,
+        "metadata": n.metadata or {},
+        "createdAt": n.created_at,
+    }
+
+
+def serialize_approval(a: Approval) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "title": a.title,
+        "description": a.description,
+        "options": a.options,
+        "allowFreeform": a.allow_freeform,
+        "status": a.status,
+        "selectedOption": a.selected_option or None,
+        "comment": a.comment,
+        "agentId": a.agent_id,
+        "mailboxItemId": a.mailbox_item_id,
+        "createdAt": a.created_at,
+        "answeredAt": a.answered_at,
+    }
+
+
+@transaction.atomic
+def notify_user(
+    *,
+    user,
+    type: str,
+    title: str,
+    body: str = "",
+    priority: str | None = None,
+    action_type: str | None = None,
+    action_target: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> UserNotification:
+    """Store a notification for ``user`` and push it to their sockets after commit.
+    Priority and action type default to the registry's entry for ``type``."""
+    try:
+        descriptor = USER_NOTIFICATION_TYPE_REGISTRY[NotificationType(type)]
+    except ValueError as exc:
+        raise MarkusError(f"unknown notification type {type!r}") from exc
+    priority = priority or descriptor.default_priority
+    if priority not in PRIORITIES:
+        raise MarkusError(f"priority must be one of {', '.join(PRIORITIES)}")
+    action_type = action_type or descriptor.action
+    if action_type not in ACTION_TYPES:
+        raise MarkusError(f"action_type must be one of {', '.join(ACTION_TYPES)}")
+    notification = UserNotification.objects.create(
+        user=user, type=type, title=title[:300], body=body or "", priority=priority,
+        action_type=None if action_type == "none" else action_type,
+        action_target=action_target, metadata=metadata or {},
+    )
+    send_event_on_commit(user_group(user.pk), "notification", {"notification": serialize_notification(notification)})
+    return notification
+
+
+def notification_mark_read(*, user, notification_id: str) -> UserNotification:
+    notification = UserNotification.objects.filter(user=user, id=notification_id).first()
+    if notification is None:
+        raise Http404("No such notification.")
+    if not notification.read:
+        UserNotification.objects.filter(id=notification.id).update(read=True)
+        notification.read = True
+    return notification
+
+
+def notifications_mark_all_read(*, user) -> int:
+    return UserNotification.objects.filter(user=user, read=False).update(read=True)
+
+
+def _check_options(options: Any) -> list[dict[str, Any]]:
+    if options is None:
+        return [dict(o) for o in DEFAULT_APPROVAL_OPTIONS]
+    if not isinstance(options, list) or not options:
+        raise MarkusError("options must be a non-empty list of {id, label, description?}")
+    seen = set()
+    for option in options:
+        if not isinstance(option, dict) or not isinstance(option.get("id"), str) or not option["id"]:
+            raise MarkusError("every option needs a string id")
+        if option["id"] in seen:
+            raise MarkusError(f"duplicate option id {option['id']!r}")
+        seen.add(option["id"])
+    return options
+
+
+@transaction.atomic
+def approval_create(
+    *,
+    user,
+    title: str,
+    description: str = "",
+    options: list[dict[str, Any]] | None = None,
+    allow_freeform: bool = False,
+    agent=None,
+    mailbox_item=None,
+    notification_type: str = NotificationType.APPROVAL_REQUEST,
+    priority: str | None = None,
+    action_target: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Approval:
+    """Ask ``user`` for a decision: an Approval row plus a notification (by default an
+    ``approval_request``; a human task review uses ``task_review``). The notification's
+    metadata carries ``approvalId``."""
+    approval = Approval.objects.create(
+        user=user, agent=agent, mailbox_item=mailbox_item, title=title[:300], description=description or "",
+        options=_check_options(options), allow_freeform=allow_freeform,
+    )
+    notify_user(
+        user=user, type=notification_type, title=title, body=description, priority=priority,
+        action_target=action_target,
+        metadata={**(metadata or {}), "approvalId": approval.id, "agentId": approval.agent_id},
+    )
+    return approval
+
+
+@transaction.atomic
+def approval_respond(*, user, approval_id: str, selected_option: str, comment: str = "") -> Approval:
+    """Answer a pending approval of ``user``.
+
+    1. Lock the row; a foreign or missing approval is a 404, an answered one a 409.
+    2. The option must be one offered, unless free-form answers are allowed.
+    3. Store the answer, mark its notifications read, then run the hooks.
+    """
+    approval = Approval.objects.select_for_update().filter(user=user, id=approval_id).first()
+    if approval is None:
+        raise Http404("No such approval.")
+    if approval.status != Approval.State.PENDING:
+        raise ConflictError(f"approval {approval.id} is already {approval.status}")
+    if not isinstance(selected_option, str) or not selected_option.strip():
+        raise MarkusError("selectedOption is required")
+    if not isinstance(comment, str):
+        raise MarkusError("comment must be a string")
+    offered = [o.get("id") for o in approval.options or [] if isinstance(o, dict)]
+    if selected_option not in offered and not approval.allow_freeform:
+        raise MarkusError(f"selectedOption must be one of: {', '.join(map(str, offered))}")
+    approval.status = Approval.State.ANSWERED
+    approval.selected_option = selected_option[:200]
+    approval.comment = comment
+    approval.answered_at = timezone.now()
+    approval.save(update_fields=["status", "selected_option", "comment", "answered_at"])
+    UserNotification.objects.filter(user=user, metadata__approvalId=approval.id).update(read=True)
+    for hook in list(approval_answered_hooks):
+        hook(approval)
+    return approval
+
+
+def approval_cancel(*, approval_id: str) -> bool:
+    """Withdraw a pending approval (its question no longer stands). True if it was."""
+    with transaction.atomic():
+        changed = Approval.objects.filter(id=approval_id, status=Approval.State.PENDING).update(
+            status=Approval.State.CANCELLED, answered_at=timezone.now()
+        )
+        if changed:
+            UserNotification.objects.filter(metadata__approvalId=approval_id).update(read=True)
+    return changed == 1

@@ -1,0 +1,71 @@
+"""Admin actions run the transition services and report refusals as messages."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.messages import get_messages
+
+from markus.work.actors import Actor
+from markus.work.models import Requirement, Task, TaskState
+from markus.work.services import requirement_create
+
+from .conftest import executions
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="pw-root")
+    client.force_login(root)
+    return client
+
+
+def run_action(client, url, action, ids):
+    response = client.post(url, {"action": action, "_selected_action": ids}, follow=True)
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def test_the_start_action_starts_a_pending_task_and_refuses_an_archived_one(admin_client, make_task, ada):
+    pending = make_task(title="pending")
+    archived = make_task(title="archived")
+    Task.objects.filter(id=archived.id).update(status=TaskState.ARCHIVED)
+    messages = run_action(admin_client, "/admin/work/task/", "task_to_in_progress", [pending.id, archived.id])
+    assert Task.objects.get(id=pending.id).status == TaskState.IN_PROGRESS
+    assert len(executions(ada, pending)) == 1
+    assert Task.objects.get(id=archived.id).status == TaskState.ARCHIVED
+    assert "Start (in progress): 1 done." in messages
+    assert any(m.startswith(f"Start (in progress) refused for {archived.id}: ") and "cannot move" in m
+               for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("action", "from_status", "to_status"),
+    [
+        ("task_to_review", TaskState.IN_PROGRESS, TaskState.REVIEW),
+        ("task_to_completed", TaskState.REVIEW, TaskState.COMPLETED),
+        ("task_to_cancelled", TaskState.BLOCKED, TaskState.CANCELLED),
+        ("task_to_archived", TaskState.FAILED, TaskState.ARCHIVED),
+        ("task_retry", TaskState.FAILED, TaskState.IN_PROGRESS),
+    ],
+)
+def test_each_transition_action_moves_the_task(admin_client, make_task, action, from_status, to_status):
+    task = make_task()
+    Task.objects.filter(id=task.id).update(status=from_status)
+    messages = run_action(admin_client, "/admin/work/task/", action, [task.id])
+    assert Task.objects.get(id=task.id).status == to_status
+    assert any(m.endswith("1 done.") for m in messages)
+
+
+def test_the_requirement_approve_action(admin_client, cyd):
+    requirement = requirement_create(actor=Actor.for_agent(cyd), title="Idea")
+    run_action(admin_client, "/admin/work/requirement/", "requirement_in_progress", [requirement.id])
+    assert Requirement.objects.get(id=requirement.id).status == "in_progress"
+    messages = run_action(admin_client, "/admin/work/requirement/", "requirement_rejected", [requirement.id])
+    assert any("refused" in m for m in messages)
+
+
+def test_the_task_change_page_renders_with_read_only_comments(admin_client, make_task):
+    task = make_task()
+    response = admin_client.get(f"/admin/work/task/{task.id}/change/")
+    assert response.status_code == 200
+    assert b"Write the report" in response.content
