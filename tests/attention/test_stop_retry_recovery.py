@@ -69,13 +69,13 @@ def test_a_retry_that_brings_the_marker_completes_normally(celery_worker, script
 
 @pytest.mark.pg
 def test_a_worker_that_died_holding_the_lease_is_recovered_by_the_sweep(celery_worker, agent):
+    from django.conf import settings
+
+    settings.MARKUS["WAKE_ON_ENQUEUE"] = False
     chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "hi", "content": "hi"},
                            metadata={"senderId": "1", "senderRole": "user"})
     other = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "ping", "content": "p"})
     # The dead worker: took a short lease, claimed both items in turn, then vanished.
-    from django.conf import settings
-
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = False
     dead = lease_take(agent.id, seconds=0.3)
     assert mailbox_claim_next(agent_id=agent.id, epoch=dead.epoch, fence=dead.fence()).id == chat.id
     MailboxItem.objects.filter(id=other.id).update(status="processing", lease_epoch=dead.epoch)
