@@ -380,8 +380,10 @@ def mailbox_resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
     now = now or timezone.now()
     due = MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED).filter(
         Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)
-    ).exclude(metadata__waitingForApproval=True)
-    ids = list(due.values_list("id", flat=True))
+    )
+    # Filtered here, not with .exclude(metadata__waitingForApproval=True): in SQL a
+    # missing key compares as NULL, which would exclude every item without the key.
+    ids = [i for i, meta in due.values_list("id", "metadata") if (meta or {}).get("waitingForApproval") is not True]
     if not ids:
         return 0
     with transaction.atomic():
@@ -566,3 +568,10 @@ def _dedupe_queue(agent_id: str, report: RecoveryReport) -> None:
         if rest:
             survivor.save(update_fields=["payload", "priority"])
             emit_item(survivor)
+
+
+def not_parked() -> Q:
+    """Items not parked for an approval, as a SQL condition. (``exclude(metadata__
+    waitingForApproval=True)`` would also drop rows without the key: NOT NULL is NULL.)"""
+    return Q(metadata__isnull=True) | Q(metadata__waitingForApproval__isnull=True) | Q(
+        metadata__waitingForApproval=False)

@@ -1,0 +1,21 @@
+"""``manage.py bench <suite>``: run a benchmark on the configured database."""
+from __future__ import annotations
+
+import importlib
+
+from django.core.management.base import BaseCommand
+
+SUITES = ["mailbox", "attention"]
+
+
+class Command(BaseCommand):
+    help = "Measure a subsystem on the configured database and print rates and ratios."
+
+    def add_arguments(self, parser):
+        parser.add_argument("suite", choices=SUITES)
+        parser.add_argument("--n", type=int, default=None, help="how many items (each suite has a default)")
+
+    def handle(self, *args, suite: str, **options):
+        # Imported here so one suite's dependencies never break another suite.
+        module = importlib.import_module(f"markus.bench.{suite}")
+        module.run(self.stdout, options)
