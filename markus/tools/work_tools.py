@@ -1,0 +1,147 @@
+"""Task and requirement tools. Every call acts as the calling agent (permission checks
+live in the work services); refusals come back as readable errors."""
+from __future__ import annotations
+
+from mailbox.registry import MailboxType
+from markus.agents.models import Agent
+from markus.work import services
+from markus.work.actors import Actor
+from markus.work.errors import WorkNotFound
+from markus.work.models import TaskState
+from markus.work.selectors import (
+    access_requirement, access_task, comment_data, requirement_comments, requirement_data, requirements_visible_to, task_comments,
+    task_data, tasks_visible_to,
+)
+
+from .registry import ToolContext, ToolError, tool
+
+# Two tools share their names with mailbox types; the names come from the registry.
+TASK_COMMENT = MailboxType.TASK_COMMENT.value
+REQUIREMENT_COMMENT = MailboxType.REQUIREMENT_COMMENT.value
+WORK_SCENARIOS = {"chat", "task_execution", "review", "comment_response", "requirement_action", "a2a",
+                   MailboxType.SESSION_REPLY.value, MailboxType.MENTION.value, MailboxType.SYSTEM_EVENT.value,
+                   MailboxType.HEARTBEAT.value, MailboxType.DAILY_REPORT.value}
+
+
+def _actor(ctx: ToolContext) -> Actor:
+    return Actor.for_agent(Agent.objects.get(id=ctx.agent_id))
+
+
+def _task(ctx: ToolContext, task_id: str):
+    try:
+        return access_task(_actor(ctx), task_id)
+    except WorkNotFound as exc:
+        raise ToolError(f"no task {task_id!r} that you can see") from exc
+
+
+S = {"type": "string"}
+
+
+@tool("task_list", "List tasks you can see (yours, ones you review or created), optionally by status.",
+      {"type": "object", "properties": {"status": S}})
+def task_list(ctx: ToolContext, args: dict) -> dict:
+    rows = tasks_visible_to(_actor(ctx))
+    if args.get("status"):
+        rows = rows.filter(status=args["status"])
+    return {"tasks": [task_data(t) for t in rows.order_by("-updated_at")[:50]]}
+
+
+@tool("task_get", "Fetch a task with all its comments.", {"type": "object", "properties": {"task_id": S},
+                                                          "required": ["task_id"]})
+def task_get(ctx: ToolContext, args: dict) -> dict:
+    task = _task(ctx, args["task_id"])
+    return {**task_data(task), "comments": task_comments(task)}
+
+
+@tool("task_create", "Create a task, optionally assigned to an agent and with a reviewer.",
+      {"type": "object", "properties": {"title": S, "description": S, "assignee_id": S, "reviewer_id": S,
+                                        "requirement_id": S}, "required": ["title"]}, scenarios=WORK_SCENARIOS)
+def task_create(ctx: ToolContext, args: dict) -> dict:
+    task = services.task_create(actor=_actor(ctx), title=args["title"], description=args.get("description") or "",
+                                assignee_id=args.get("assignee_id"), reviewer_agent_id=args.get("reviewer_id"),
+                                requirement_id=args.get("requirement_id"))
+    return task_data(task)
+
+
+@tool("task_update", "Move a task to another status (for example a reviewer completes it, or sends it back "
+      "with in_progress).", {"type": "object", "properties": {"task_id": S, "status": S, "note": S},
+                            "required": ["task_id", "status"]}, scenarios=WORK_SCENARIOS)
+def task_update(ctx: ToolContext, args: dict) -> dict:
+    _task(ctx, args["task_id"])
+    task = services.task_transition(task_id=args["task_id"], to_status=args["status"], actor=_actor(ctx),
+                                    note=args.get("note") or "")
+    return task_data(task)
+
+
+@tool(TASK_COMMENT, "Comment on a task; reply_to_comment_id links your reply to a comment.",
+      {"type": "object", "properties": {"task_id": S, "content": S, "reply_to_comment_id": S},
+       "required": ["task_id", "content"]})
+def task_comment(ctx: ToolContext, args: dict) -> dict:
+    _task(ctx, args["task_id"])
+    comment = services.task_comment_create(task_id=args["task_id"], actor=_actor(ctx), content=args["content"],
+                                           reply_to_comment_id=args.get("reply_to_comment_id"),
+                                           activity_id=ctx.activity_id)
+    return comment_data(comment)
+
+
+@tool("task_submit_review", "Submit your task for review when the work is done.",
+      {"type": "object", "properties": {"task_id": S, "summary": S}, "required": ["task_id"]},
+      scenarios=WORK_SCENARIOS)
+def task_submit_review(ctx: ToolContext, args: dict) -> dict:
+    task = _task(ctx, args["task_id"])
+    if task.assignee_id != ctx.agent_id:
+        raise ToolError("only the assignee submits a task for review")
+    task = services.task_transition(task_id=task.id, to_status=TaskState.REVIEW, actor=_actor(ctx),
+                                    note=args.get("summary") or "")
+    return task_data(task)
+
+
+@tool("requirement_propose", "Propose a requirement (a human approves it; at most 3 pending).",
+      {"type": "object", "properties": {"title": S, "description": S}, "required": ["title"]},
+      scenarios=WORK_SCENARIOS)
+def requirement_propose(ctx: ToolContext, args: dict) -> dict:
+    req = services.requirement_create(actor=_actor(ctx), title=args["title"], description=args.get("description") or "")
+    return requirement_data(req)
+
+
+@tool("requirement_list", "List requirements you can see.", {"type": "object", "properties": {"status": S}})
+def requirement_list(ctx: ToolContext, args: dict) -> dict:
+    rows = requirements_visible_to(_actor(ctx))
+    if args.get("status"):
+        rows = rows.filter(status=args["status"])
+    return {"requirements": [requirement_data(r) for r in rows.order_by("-updated_at")[:50]]}
+
+
+def _requirement(ctx: ToolContext, rid: str):
+    try:
+        return access_requirement(_actor(ctx), rid)
+    except WorkNotFound as exc:
+        raise ToolError(f"no requirement {rid!r} that you can see") from exc
+
+
+@tool("requirement_get", "Fetch a requirement with its comments.",
+      {"type": "object", "properties": {"requirement_id": S}, "required": ["requirement_id"]})
+def requirement_get(ctx: ToolContext, args: dict) -> dict:
+    req = _requirement(ctx, args["requirement_id"])
+    return {**requirement_data(req), "comments": requirement_comments(req)}
+
+
+@tool(REQUIREMENT_COMMENT, "Comment on a requirement.",
+      {"type": "object", "properties": {"requirement_id": S, "content": S, "reply_to_comment_id": S},
+       "required": ["requirement_id", "content"]})
+def requirement_comment(ctx: ToolContext, args: dict) -> dict:
+    _requirement(ctx, args["requirement_id"])
+    comment = services.requirement_comment_create(
+        requirement_id=args["requirement_id"], actor=_actor(ctx), content=args["content"],
+        reply_to_comment_id=args.get("reply_to_comment_id"), activity_id=ctx.activity_id)
+    return comment_data(comment)
+
+
+@tool("requirement_resubmit", "Resubmit a rejected requirement, optionally reworded.",
+      {"type": "object", "properties": {"requirement_id": S, "title": S, "description": S},
+       "required": ["requirement_id"]}, scenarios=WORK_SCENARIOS)
+def requirement_resubmit(ctx: ToolContext, args: dict) -> dict:
+    _requirement(ctx, args["requirement_id"])
+    req = services.requirement_resubmit(requirement_id=args["requirement_id"], actor=_actor(ctx),
+                                        title=args.get("title"), description=args.get("description"))
+    return requirement_data(req)
