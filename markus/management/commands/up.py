@@ -27,7 +27,12 @@ class Command(BaseCommand):
             start_worker_thread(app)
             start_beat_thread(app)
             self.stdout.write("embedded Celery worker and beat started (memory transport)")
-        sweep()  # start-up: kick agents with work left from before
+        from markus.work.services import tasks_resume_in_progress
+
+        resumed = tasks_resume_in_progress()  # re-create execution items of tasks in progress
+        if resumed:
+            self.stdout.write(f"resumed {len(resumed)} task(s) in progress")
+        sweep()  # start-up: kick agents with work left from before (recovery runs on lease take)
         self.stdout.write(f"Markus at http://{host}:{port}/  (admin: /admin/, API: /api/)")
         from daphne.cli import CommandLineInterface
 
