@@ -12,3 +12,9 @@ class AttentionConfig(AppConfig):
         from .services import on_item_enqueued
 
         item_enqueued.connect(on_item_enqueued, dispatch_uid="attention.wake_on_enqueue")
+
+        from notifications.services import register_approval_answered_hook
+
+        from .processing import on_approval_answered
+
+        register_approval_answered_hook(on_approval_answered)

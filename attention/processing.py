@@ -3,6 +3,7 @@ task are injected into its session, everything else runs its scenario through th
 tool loop with a yield point after every round of tool results."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ class Focus:
 
 @dataclass
 class Outcome:
-    kind: str  # completed | preempted | cancelled | stopped | retry
+    kind: str  # completed | preempted | cancelled | stopped | retry | parked
     text: str = ""
     detail: str = ""
 
@@ -114,6 +115,15 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
             mailbox.mailbox_defer(item.id, until=timezone.now() + _resume_delay(), epoch=lease.epoch, fenced=True,
                                   from_statuses=[Status.PROCESSING])
         records.inject_main_session(lease, item=item, outcome="paused (preempted), will resume")
+    elif outcome.kind == "parked":
+        # Waiting for a person: deferred, and not due until the approval is answered.
+        records.end_activity(lease, activity, success=True)
+        with fenced(lease):
+            MailboxItem.objects.filter(id=item.id, lease_epoch=lease.epoch, status=Status.PROCESSING).update(
+                status=Status.DEFERRED, deferred_until=None,
+                metadata={**(item.metadata or {}), "waitingForApproval": True, "approvalId": outcome.detail})
+            mailbox.emit_item(MailboxItem.objects.get(id=item.id))
+        records.inject_main_session(lease, item=item, outcome=f"waiting for approval {outcome.detail}")
     elif outcome.kind == "cancelled":
         records.end_activity(lease, activity, success=False)
         _complete(lease, item, outcome="cancelled")
@@ -224,6 +234,8 @@ def _tool_loop(focus: Focus) -> Outcome:
             records.log(lease, activity, L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
             session.messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         _save_session(focus, session)
+        if tool_ctx.effects.get("parked_approval"):
+            return Outcome("parked", detail=tool_ctx.effects["parked_approval"])
         verdict = yield_point(focus, session)
         if verdict is not None:
             return verdict
@@ -386,3 +398,27 @@ def chat_reply_for(item_id: str) -> dict[str, Any] | None:
 
 
 __all__ = ["process_item", "chat_reply_for", "chat_group", "transaction"]
+
+
+def on_approval_answered(approval) -> None:
+    """Re-queue the item parked for this approval, with the answer as the tool result.
+    Runs inside approval_respond's transaction."""
+    item = MailboxItem.objects.select_for_update().filter(id=approval.mailbox_item_id).first()
+    if item is None or item.status != Status.DEFERRED or (item.metadata or {}).get("approvalId") != approval.id:
+        return
+    answer = json.dumps({"status": "ok", "approved": approval.selected_option in ("approve", "approved", "yes"),
+                         "selected_option": approval.selected_option, "comment": approval.comment})
+    session = LLMSession.objects.select_for_update().filter(id=_session_id(item)).first()
+    if session is not None:
+        session.messages = [
+            {**m, "content": answer} if m.get("role") == "tool" and approval.id in str(m.get("content")) else m
+            for m in session.messages
+        ]
+        session.save(update_fields=["messages"])
+    meta = {k: v for k, v in (item.metadata or {}).items() if k not in ("waitingForApproval",)}
+    MailboxItem.objects.filter(id=item.id).update(status=Status.QUEUED, deferred_until=None, started_at=None,
+                                                  lease_epoch=None, metadata=meta)
+    mailbox.emit_item(MailboxItem.objects.get(id=item.id))
+    from .services import wake_on_commit
+
+    wake_on_commit(item.agent_id)

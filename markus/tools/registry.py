@@ -12,7 +12,8 @@ from markus.errors import MarkusError
 
 log = logging.getLogger(__name__)
 
-TOOL_MODULES = ["markus.tools.mailbox_tools", "markus.tools.memory_tools", "markus.tools.work_tools"]
+TOOL_MODULES = ["markus.tools.mailbox_tools", "markus.tools.memory_tools", "markus.tools.work_tools",
+                "markus.tools.human_tools"]
 
 
 class ToolError(MarkusError):

@@ -1,0 +1,93 @@
+"""Talking to humans: ``notify_user`` (a chat message plus a notification) and
+``request_user_approval``, which parks the item instead of holding a worker: the item is
+deferred until the person answers, then re-queued with the answer as the tool result
+(ARCHITECTURE decision 4)."""
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from mailbox.models import MailboxItem
+from markus.agents.models import Agent, ChatMessage, ChatSession
+from markus.agents.services import main_session
+from notifications.registry import PRIORITIES, NotificationType
+from notifications.services import approval_create, notify_user as send_notification
+
+from .registry import ToolContext, ToolError, tool
+
+S = {"type": "string"}
+# A chat has a person waiting for the reply; parking it would leave them hanging.
+APPROVAL_SCENARIOS = {"task_execution", "review", "comment_response", "requirement_action", "a2a"}
+
+
+def _target_user(ctx: ToolContext, target_user_id: str | None):
+    """The named user, else the person this item came from, else the agent's owner, else
+    its team's owner. Only users who may see the agent can be addressed."""
+    from markus.agents.auth import user_may_see_agent
+
+    agent = Agent.objects.select_related("team").get(id=ctx.agent_id)
+    User = get_user_model()
+    candidates = []
+    if target_user_id:
+        candidates.append(User.objects.filter(pk=target_user_id).first() if str(target_user_id).isdigit() else None)
+        if candidates[0] is None or not user_may_see_agent(candidates[0], agent):
+            raise ToolError(f"no user {target_user_id!r} you can reach")
+        return candidates[0]
+    item = MailboxItem.objects.filter(id=ctx.mailbox_item_id).first()
+    meta = (item.metadata or {}) if item else {}
+    if meta.get("senderRole") == "user" and str(meta.get("senderId", "")).isdigit():
+        sender = User.objects.filter(pk=meta["senderId"]).first()
+        if sender is not None and user_may_see_agent(sender, agent):
+            return sender
+    if agent.owner_id:
+        return agent.owner
+    if agent.team_id:
+        return agent.team.owner
+    raise ToolError("nobody to notify: this agent has no owner or team")
+
+
+def _priority(value: str | None) -> str | None:
+    if value is not None and value not in PRIORITIES:
+        raise ToolError(f"priority must be one of {', '.join(PRIORITIES)}")
+    return value
+
+
+@tool("notify_user", "Send a person a message that appears in your chat and their notification bell.",
+      {"type": "object", "properties": {"title": S, "body": S, "priority": S, "related_task_id": S,
+                                        "target_user_id": S}, "required": ["title", "body"]})
+def notify_user(ctx: ToolContext, args: dict) -> dict:
+    user = _target_user(ctx, args.get("target_user_id"))
+    session = main_session(ctx.agent_id)
+    task_id = args.get("related_task_id")
+    context = f"\n<!-- notify_context: task_id={task_id} -->" if task_id else ""
+    ChatMessage.objects.create(session=session, role="assistant", content=f"**{args['title']}**\n\n{args['body']}{context}",
+                               metadata={"notifyUser": True, "priority": args.get("priority") or "normal",
+                                         "taskId": task_id})
+    ChatSession.objects.filter(id=session.id).update(last_message_at=timezone.now())
+    target = {"path": f"/work?task={task_id}"} if task_id else {"agentId": ctx.agent_id, "sessionId": session.id}
+    n = send_notification(user=user, type=NotificationType.SYSTEM, title=args["title"], body=args["body"],
+                          priority=_priority(args.get("priority")),
+                          action_type="navigate" if task_id else "open_chat", action_target=target,
+                          metadata={"agentId": ctx.agent_id, "taskId": task_id})
+    return {"notificationId": n.id, "userId": user.pk}
+
+
+@tool("request_user_approval", "Ask a person to decide. Your work pauses until they answer; the answer "
+      "comes back as this tool's result.",
+      {"type": "object", "properties": {"title": S, "description": S, "options": {"type": "array"},
+                                        "allow_freeform": {"type": "boolean"}, "related_task_id": S,
+                                        "priority": S}, "required": ["title", "description"]},
+      scenarios=APPROVAL_SCENARIOS)
+def request_user_approval(ctx: ToolContext, args: dict) -> dict:
+    options = args.get("options") or [{"id": "approve", "label": "Approve"}, {"id": "reject", "label": "Reject"}]
+    if not all(isinstance(o, dict) and isinstance(o.get("id"), str) and o["id"] for o in options):
+        raise ToolError("options must be objects with an id and a label")
+    user = _target_user(ctx, None)
+    approval = approval_create(
+        user=user, title=args["title"], description=args["description"], options=options,
+        allow_freeform=bool(args.get("allow_freeform")), agent=Agent.objects.get(id=ctx.agent_id),
+        mailbox_item=MailboxItem.objects.filter(id=ctx.mailbox_item_id).first(), priority=_priority(args.get("priority")),
+        metadata={"taskId": args.get("related_task_id")},
+    )
+    ctx.effects["parked_approval"] = approval.id
+    return {"status": "waiting_for_user", "approvalId": approval.id}
