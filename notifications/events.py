@@ -36,8 +36,12 @@ def _send(group: str, event: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": "markus.event", "event": event}
     try:
-        async_to_sync(layer.group_send)(group, {"type": "markus.event", "event": event})
+        if hasattr(layer, "group_send_sync"):  # the embedded layer: no event loop per event
+            layer.group_send_sync(group, message)
+        else:
+            async_to_sync(layer.group_send)(group, message)
     except Exception:  # a UI event must never break the write that caused it
         log.exception("event send failed for %s", group)
 
