@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -14,10 +15,14 @@ from markus.llm.base import get_provider
 from . import services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
+from markus.schema import errors
+
 from .records import serialize_decision
+from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
 
 class MindView(APIView):
+    @extend_schema(operation_id="agents_mind", responses={200: MindOut, **errors(401, 404)})
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         snap = attention_snapshot(agent.id)
@@ -40,6 +45,9 @@ class MindView(APIView):
 
 
 class DecisionsView(APIView):
+    @extend_schema(operation_id="agents_decisions", parameters=[OpenApiParameter("limit", int),
+                                                                OpenApiParameter("offset", int)],
+                   responses={200: DecisionsOut, **errors(400, 401, 404)})
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
@@ -50,6 +58,9 @@ class DecisionsView(APIView):
 
 
 class ActivityLogsView(APIView):
+    @extend_schema(operation_id="agents_activity_logs",
+                   parameters=[OpenApiParameter("activityId", str, required=True)],
+                   responses={200: ActivityLogsOut, **errors(400, 401, 404)})
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         activity_id = request.query_params.get("activityId")
@@ -77,3 +88,16 @@ class ControlView(APIView):
         self.actions[self.action](agent)
         agent.refresh_from_db()
         return Response({"agentId": agent.id, "status": agent.status})
+
+
+def control_view(action: str) -> type[ControlView]:
+    """One view class per action, so each has its own operation in the schema."""
+
+    class View(ControlView):
+        @extend_schema(operation_id=f"agents_{action}", request=None, responses={200: ControlOut, **errors(401, 404)})
+        def post(self, request, agent_id: str):
+            return super().post(request, agent_id)
+
+    View.action = action
+    View.__name__ = f"{action.title()}AgentView"
+    return View

@@ -1,6 +1,7 @@
 """Mailbox endpoints: enqueue and the enriched timeline."""
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -8,7 +9,18 @@ from rest_framework.views import APIView
 from markus.agents.auth import access_agent, acting_agent
 from markus.api import int_param, list_param
 
+from markus.schema import errors
+
 from . import selectors, services
+from .serializers import EnqueueInput, ItemOut, TimelineOut
+
+TIMELINE_PARAMS = [
+    OpenApiParameter("limit", int, description="1..500, default 50"),
+    OpenApiParameter("offset", int, description="default 0"),
+    OpenApiParameter("type", str, description="comma-separated source types"),
+    OpenApiParameter("category", str, description="interaction, task, notification or system"),
+    OpenApiParameter("status", str, description="comma-separated statuses"),
+]
 
 
 def sender_metadata(request, metadata: dict) -> dict:
@@ -25,6 +37,8 @@ def sender_metadata(request, metadata: dict) -> dict:
 
 
 class MailboxView(APIView):
+    @extend_schema(operation_id="agents_mailbox_list", parameters=TIMELINE_PARAMS,
+                   responses={200: TimelineOut, **errors(400, 401, 404)})
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         data = selectors.timeline(
@@ -37,6 +51,8 @@ class MailboxView(APIView):
         )
         return Response(data)
 
+    @extend_schema(operation_id="agents_mailbox_enqueue", request=EnqueueInput,
+                   responses={201: ItemOut, **errors(400, 401, 404, 413)})
     def post(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         body = request.data

@@ -1,11 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView
 
 urlpatterns = [
+    path("admin/dashboard/", include("markus.console.urls")),
     path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("api/agents/", AgentListView.as_view()),
     path("api/agents/<str:agent_id>/", AgentDetailView.as_view()),
     path("api/agents/<str:agent_id>/mailbox", MailboxView.as_view()),
@@ -13,4 +17,5 @@ urlpatterns = [
     path("", include("markus.work.urls")),
     path("", include("agentbus.urls")),
     path("", include("notifications.urls")),
+    path("", include("markus.web.urls")),
 ]

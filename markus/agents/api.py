@@ -3,13 +3,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentbus.selectors import pending_count, pending_counts
 from markus.agents.auth import IsUser, access_agent, visible_agents
 from markus.agents.models import Agent, Team
+from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut
 from markus.agents.services import AgentError, agent_create
+from markus.schema import errors
 
 
 def agent_data(agent: Agent) -> dict[str, Any]:
@@ -31,9 +35,19 @@ class AgentListView(APIView):
             return [IsUser()]
         return super().get_permissions()
 
+    @extend_schema(operation_id="agents_list", responses={200: AgentOut(many=True), **errors(401)},
+                   parameters=[OpenApiParameter("inbox", str, description="1 adds pendingInboxCount")])
     def get(self, request):
-        return Response([agent_data(a) for a in visible_agents(request).order_by("created_at", "id")])
+        agents = list(visible_agents(request).order_by("created_at", "id"))
+        rows = [agent_data(a) for a in agents]
+        if request.query_params.get("inbox") in ("1", "true"):
+            counts = pending_counts([a.id for a in agents])
+            for row in rows:
+                row["pendingInboxCount"] = counts[row["id"]]
+        return Response(rows)
 
+    @extend_schema(operation_id="agents_create", request=AgentCreateInput,
+                   responses={201: AgentCreatedOut, **errors(400, 401, 403, 413)})
     def post(self, request):
         body = request.data if isinstance(request.data, dict) else None
         if body is None:
@@ -56,5 +70,7 @@ class AgentListView(APIView):
 
 
 class AgentDetailView(APIView):
+    @extend_schema(operation_id="agents_retrieve", responses={200: AgentOut, **errors(401, 404)})
     def get(self, request, agent_id: str):
-        return Response(agent_data(access_agent(request, agent_id)))
+        agent = access_agent(request, agent_id)
+        return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})

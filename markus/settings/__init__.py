@@ -35,7 +35,9 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
+    "django_htmx",
     "django_celery_beat",
     "markus.agents",
     "markus.work",
@@ -48,6 +50,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -95,6 +98,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# Static files (admin, Swagger UI, htmx) are served by WhiteNoise straight from the
+# app finders, so `manage.py up` needs no collectstatic step; behind a proxy in
+# production, run collectstatic and let the proxy serve STATIC_ROOT.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
 LOGIN_URL = "/admin/login/"
 
 # Bodies over this answer 413 (mapped in markus.api.exception_handler).
@@ -111,7 +119,20 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "markus.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Markus API", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Markus API",
+    "VERSION": "0.1.0",
+    "DESCRIPTION": "Agents, their mailboxes and attention, tasks and requirements, notifications, the AgentBus.",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "markus.schema.document_plain_views",
+    ],
+    "COMPONENT_SPLIT_REQUEST": True,
+}
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
@@ -153,6 +174,8 @@ MARKUS = {
     "COALESCE_WINDOW_MS": env.int("MARKUS_COALESCE_WINDOW_MS", default=200),
     "PREEMPT_RESUME_DELAY_S": env.float("MARKUS_PREEMPT_RESUME_DELAY_S", default=3.0),
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
+    # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
+    "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
 }
 
 LOGGING = {

@@ -1,0 +1,111 @@
+"""The OpenAPI description: served, typed, Swagger UI from local files, and schemathesis
+against a running server finds no 5xx."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def schema(alice_client):
+    r = alice_client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert r.status_code == 200
+    import json
+
+    return json.loads(r.content)
+
+
+@pytest.mark.django_db
+def test_every_operation_has_a_typed_success_response(schema):
+    untyped = []
+    for path, ops in schema["paths"].items():
+        for method, op in ops.items():
+            ok = {code: resp for code, resp in op["responses"].items() if code.startswith("2")}
+            if not ok or not any("content" in resp for resp in ok.values()):
+                untyped.append(f"{method.upper()} {path}")
+    assert untyped == []
+    assert "/api/agents/{agent_id}/chat" in schema["paths"]
+    assert {"agentBearer", "tokenAuth"} <= set(schema["components"]["securitySchemes"])
+
+
+@pytest.mark.django_db
+def test_swagger_ui_is_served_from_local_static_files(alice_client):
+    html = alice_client.get("/api/docs/").content.decode()
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert any("swagger-ui" in a for a in assets)
+    assert all(a.startswith("/") for a in assets if "swagger" in a), assets  # nothing from a CDN
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(base: str, token: str, path: str, body: dict) -> dict:
+    import json
+
+    req = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _seed(base: str, token: str) -> dict:
+    task = _post(base, token, "/api/tasks/", {"title": "Fuzz target", "assigneeId": "ada", "reviewerId": "grace"})
+    req = _post(base, token, "/api/requirements/", {"title": "Fuzz requirement"})
+    return {"agent_id": "ada", "task_id": task["id"], "requirement_id": req["id"]}
+
+
+@pytest.mark.slow
+def test_schemathesis_finds_no_server_error_on_a_running_server(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "markus.settings", "MARKUS_DATA_DIR": str(tmp_path),
+           "MARKUS_CHAT_TIMEOUT_S": "0.5", "DATABASE_URL": f"sqlite:///{tmp_path / 'fuzz.sqlite3'}"}
+    env.pop("REDIS_URL", None)
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
+    subprocess.run([*manage, "demo"], env=env, check=True, cwd=ROOT, capture_output=True)
+    token = subprocess.run([*manage, "drf_create_token", "admin"], env=env, check=True, cwd=ROOT,
+                           capture_output=True, text=True).stdout.split()[2]
+    server = subprocess.Popen([*manage, "up", "--port", str(port)], env=env, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/schema/", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "server did not come up"
+                time.sleep(0.3)
+        # Real ids, so operations reach their logic instead of answering 404.
+        ids = _seed(base, token)
+        (tmp_path / "schemathesis.toml").write_text(
+            "[parameters]\n" + "".join(f'{name} = "{value}"\n' for name, value in ids.items()))
+        run = subprocess.run(
+            [sys.executable, "-m", "schemathesis.cli", "run", f"{base}/api/schema/", "--checks", "not_a_server_error",
+             "-n", "12", "--phases", "examples,coverage,fuzzing", "--request-timeout", "20",
+             "-H", f"Authorization: Token {token}", "--suppress-health-check", "all"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        report = run.stdout[-6000:] + run.stderr[-2000:]
+        assert run.returncode == 0, report
+        assert "Coverage" in run.stdout and "Fuzzing" in run.stdout
+        assert "38 passed" in run.stdout or " passed" in run.stdout.split("Fuzzing", 1)[1][:200]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
