@@ -97,18 +97,31 @@ def lease_is_live(agent_id: str) -> bool:
     ).exclude(lease_owner="").exists()
 
 
+_held = threading.local()
+
+
 @contextmanager
 def fenced(lease: Lease):
     """A transaction in which the lease is checked and held still: on PostgreSQL the
     attention row is locked (a successor's take waits for us, or we see its epoch); on
-    SQLite the IMMEDIATE transaction already serialises writers. Raises StaleLease."""
+    SQLite the IMMEDIATE transaction already serialises writers. Raises StaleLease.
+
+    Re-entrant: inside an open fenced block of the same lease, the check has been made
+    and the lock is held, so nested writes join that transaction."""
+    if getattr(_held, "lease", None) == lease:
+        yield
+        return
     with transaction.atomic():
         held = AgentAttention.objects.select_for_update().filter(
             agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner
         ).exists()
         if not held:
             raise StaleLease(f"lease epoch {lease.epoch} of {lease.agent_id} is no longer current")
-        yield
+        _held.lease = lease
+        try:
+            yield
+        finally:
+            _held.lease = None
 
 
 class LeaseKeeper:

@@ -74,18 +74,21 @@ class Outcome:
 
 
 def process_item(lease: Lease, item: MailboxItem) -> None:
-    records.set_state(lease, AttentionState.FOCUSED, item)
     scenario = scenario_for(item)
     if scenario is None:
-        _complete(lease, item, outcome="noted (informational, no LLM)")
+        with fenced(lease):
+            records.set_state(lease, AttentionState.FOCUSED, item)
+            _complete(lease, item, outcome="noted (informational, no LLM)")
         return
+    records.set_state(lease, AttentionState.FOCUSED, item)
     if item.source_type in COMMENT_TYPES and _inject_into_active_task(lease, item):
         return
     agent = Agent.objects.get(id=lease.agent_id)
     focus = Focus(lease=lease, item=item, scenario=scenario, agent=agent,
                   seen=set(mailbox.queued(lease.agent_id).values_list("id", flat=True)))
-    focus.activity = records.start_activity(lease, item=item, scenario=scenario)
-    records.log(lease, focus.activity, L.STATUS, f"started {scenario}")
+    with fenced(lease):
+        focus.activity = records.start_activity(lease, item=item, scenario=scenario)
+        records.log(lease, focus.activity, L.STATUS, f"started {scenario}")
     try:
         outcome = _tool_loop(focus)
     except LLMCancelled:
@@ -100,15 +103,19 @@ def process_item(lease: Lease, item: MailboxItem) -> None:
 
 
 def _settle(focus: Focus, outcome: Outcome) -> None:
+    with fenced(focus.lease):  # the item's outcome lands in one transaction
+        _settle_fenced(focus, outcome)
+
+
+def _settle_fenced(focus: Focus, outcome: Outcome) -> None:
     lease, item, activity = focus.lease, focus.item, focus.activity
     assert activity is not None
     records.log(lease, activity, L.STATUS, outcome.kind + (f": {outcome.detail}" if outcome.detail else ""))
     if outcome.kind == "completed":
         records.end_activity(lease, activity, success=True)
-        with fenced(lease):  # the reply and the completion commit together
-            if focus.scenario == CHAT:
-                _deliver_chat_reply(focus, outcome.text)
-            _complete(lease, item, outcome=_outcome_label(focus.scenario))
+        if focus.scenario == CHAT:  # the reply and the completion commit together
+            _deliver_chat_reply(focus, outcome.text)
+        _complete(lease, item, outcome=_outcome_label(focus.scenario))
     elif outcome.kind == "preempted":
         records.end_activity(lease, activity, success=True)
         with fenced(lease):
@@ -220,13 +227,15 @@ def _tool_loop(focus: Focus) -> Outcome:
             response = provider.complete(system=system, messages=session.messages, tools=tools, context=ctx)
         if not lease_renew(lease):
             raise StaleLease(f"lost the lease of {lease.agent_id} during an LLM call")
-        records.add_usage(lease, activity, tokens=response.usage.total, tools=len(response.tool_calls))
-        if response.text:
-            records.log(lease, activity, L.TEXT, strip_marker(response.text))
         session.messages.append(response.as_message())
         session.turn_count += 1
+        with fenced(lease):
+            records.add_usage(lease, activity, tokens=response.usage.total, tools=len(response.tool_calls))
+            if response.text:
+                records.log(lease, activity, L.TEXT, strip_marker(response.text))
+            if not response.tool_calls:
+                _save_session(focus, session)
         if not response.tool_calls:
-            _save_session(focus, session)
             return _final(focus, response.text)
         for call in response.tool_calls:
             records.log(lease, activity, L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id})

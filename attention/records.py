@@ -76,16 +76,23 @@ def activity_type_for(item: MailboxItem, scenario: str) -> str:
 def start_activity(lease: Lease, *, item: MailboxItem, scenario: str) -> AgentActivity:
     label = f"{item.label}: {item.summary}"[:300] if item.summary else item.label
     with fenced(lease):
-        return AgentActivity.objects.create(
+        activity = AgentActivity.objects.create(
             agent_id=lease.agent_id, mailbox_item=item, type=activity_type_for(item, scenario), label=label,
             task_id=item.task_id, lease_epoch=lease.epoch,
         )
+    activity._log_seq = 0  # a new activity has no log yet
+    return activity
 
 
 def log(lease: Lease, activity: AgentActivity, kind: str, content: str = "", metadata: dict | None = None) -> None:
     with fenced(lease):
-        seq = (AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0) + 1
-        AgentActivityLog.objects.create(activity=activity, seq=seq, type=kind, content=content[:20000],
+        # The lease holder is the only writer of its activity's log, so the next
+        # sequence number can live on the instance (read once from the table).
+        seq = getattr(activity, "_log_seq", None)
+        if seq is None:
+            seq = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0
+        activity._log_seq = seq + 1
+        AgentActivityLog.objects.create(activity=activity, seq=seq + 1, type=kind, content=content[:20000],
                                         metadata=metadata or {})
 
 
