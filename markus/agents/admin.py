@@ -1,6 +1,16 @@
+"""Agents in the operator console: live attention state, queue depth and pending bus
+inbox as columns (annotated, one query per page), and the controls as actions. The run
+status changes only through the actions, which call the attention services."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+
+from attention import services as attention
+from markus.console import selectors
+from markus.console import services as console
+from markus.console.actions import MessageForm, form_action, run_each
 
 from .models import Agent, ChatMessage, ChatSession, Team, WorkingMemory
 
@@ -9,16 +19,86 @@ from .models import Agent, ChatMessage, ChatSession, Team, WorkingMemory
 class TeamAdmin(admin.ModelAdmin):
     list_display = ("id", "name", "owner", "created_at")
     search_fields = ("id", "name")
+    list_select_related = ("owner",)
     filter_horizontal = ("members",)
+
+
+def _control(label: str, step):
+    def action(modeladmin, request, queryset):
+        run_each(modeladmin, request, queryset, label, lambda agent: step(agent))
+
+    action.__name__ = f"agent_{label.lower().replace(' ', '_')}"
+    return admin.action(description=f"{label} selected agents", permissions=["change"])(action)
+
+
+@admin.action(description="Wake selected agents now", permissions=["change"])
+def wake_now(modeladmin, request, queryset):
+    def step(agent: Agent) -> None:
+        if agent.kind != Agent.Kind.INTERNAL or agent.status != Agent.RunStatus.RUNNING:
+            raise console.ConsoleError(f"{agent.id} is {agent.kind} and {agent.status}; only running internal "
+                                       "agents have a loop to wake")
+        attention.wake(agent.id)
+
+    run_each(modeladmin, request, queryset, "Wake", step)
+
+
+@admin.action(description="Run a heartbeat now", permissions=["change"])
+def heartbeat_now(modeladmin, request, queryset):
+    def step(agent: Agent) -> str | None:
+        item = console.console_heartbeat(agent=agent, operator=request.user)
+        return None if agent.status == Agent.RunStatus.RUNNING else f"{item.id} waits until {agent.id} runs"
+
+    run_each(modeladmin, request, queryset, "Heartbeat", step)
+
+
+@admin.action(description="Send a message to selected agents", permissions=["change"])
+def send_message(modeladmin, request, queryset):
+    def send(data) -> None:
+        def step(agent: Agent) -> None:
+            console.console_send_message(agent=agent, text=data["text"], operator=request.user)
+
+        run_each(modeladmin, request, queryset, "Message", step)
+
+    return form_action(modeladmin, request, queryset, form_class=MessageForm, title="Send a message",
+                       action="send_message", submit="Send", on_valid=send)
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "role", "kind", "status", "team", "owner")
+    list_display = ("id", "name", "role", "kind", "status", "attention_state", "current_focus", "queue_depth",
+                    "pending_inbox", "team", "owner")
     list_filter = ("kind", "status", "team")
     search_fields = ("id", "name", "role")
-    list_select_related = ("team", "owner")
-    readonly_fields = ("token_hash", "created_at")
+    list_select_related = ("team", "owner", "attention__current_item")
+    raw_id_fields = ("team", "owner")
+    readonly_fields = ("status", "token_hash", "created_at", "attention_state", "current_focus", "queue_depth",
+                       "pending_inbox")
+    actions = [_control("Pause", attention.agent_pause), _control("Resume", attention.agent_resume),
+               _control("Stop", attention.agent_stop),
+               wake_now, send_message, heartbeat_now]
+
+    def get_queryset(self, request):
+        return selectors.agents_for_console(super().get_queryset(request))
+
+    @admin.display(description="attention")
+    def attention_state(self, obj: Agent) -> str:
+        return selectors.live_state(obj).state if obj.pk else "—"
+
+    @admin.display(description="focus")
+    def current_focus(self, obj: Agent) -> str:
+        item = selectors.live_state(obj).focus if obj.pk else None
+        if item is None:
+            return "—"
+        url = reverse("admin:mailbox_mailboxitem_change", args=[item.pk])
+        return format_html('<a href="{}">{}</a>', url, (item.summary or item.label)[:60])
+
+    @admin.display(description="queue", ordering="queue_depth")
+    def queue_depth(self, obj: Agent) -> int | str:
+        return getattr(obj, "queue_depth", "—")
+
+    @admin.display(description="bus inbox", ordering="pending_inbox")
+    def pending_inbox(self, obj: Agent) -> int | str:
+        return getattr(obj, "pending_inbox", "—")
 
 
 class ChatMessageInline(admin.TabularInline):
@@ -31,6 +111,7 @@ class ChatMessageInline(admin.TabularInline):
 class ChatSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "agent", "is_main", "title", "last_message_at")
     list_filter = ("is_main",)
+    list_select_related = ("agent",)
     raw_id_fields = ("agent", "user")
     inlines = [ChatMessageInline]
 
@@ -38,4 +119,5 @@ class ChatSessionAdmin(admin.ModelAdmin):
 @admin.register(WorkingMemory)
 class WorkingMemoryAdmin(admin.ModelAdmin):
     list_display = ("agent", "key", "updated_at")
+    list_select_related = ("agent",)
     raw_id_fields = ("agent",)

@@ -1,0 +1,107 @@
+"""Reads for the console, written as annotations so a changelist page costs the same
+number of queries for 1 agent as for 100."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Count, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, TruncHour
+from django.utils import timezone
+
+from agentbus.models import INBOX_TOPIC, Chunk, ConsumerCursor, StreamMember
+from attention.models import AgentAttention, AttentionState
+from mailbox.models import MailboxItem
+from mailbox.registry import Status
+from markus.agents.models import Agent
+
+
+def _count(queryset: QuerySet) -> Coalesce:
+    """COUNT(*) of a correlated queryset as a scalar subquery (0 when empty)."""
+    counted = queryset.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def queue_depth_expression() -> Coalesce:
+    """What ``mailbox.selectors.queue_depth`` counts, for every row at once."""
+    return _count(MailboxItem.objects.filter(agent_id=OuterRef("pk"), status=Status.QUEUED))
+
+
+def pending_inbox_expression() -> Coalesce:
+    """What ``agentbus.selectors.pending_count`` counts (bus messages after the
+    consumer cursor, never the agent's own), for every row at once. That selector runs
+    two queries per agent; the console needs one query per page. A test keeps the two
+    in agreement."""
+    agent = OuterRef(OuterRef("pk"))  # two levels down: inside the chunks subquery
+    groups = StreamMember.objects.filter(agent_id=agent).values("stream_id")
+    cursor = ConsumerCursor.objects.filter(agent_id=agent, topic=INBOX_TOPIC).values("position")[:1]
+    chunks = (
+        Chunk.objects.filter(Q(recipient_id=OuterRef("pk")) | Q(stream_id__in=groups))
+        .exclude(sender_id=OuterRef("pk"))
+        .filter(position__gt=Coalesce(Subquery(cursor), 0))
+    )
+    return _count(chunks)
+
+
+def agents_for_console(queryset: QuerySet[Agent]) -> QuerySet[Agent]:
+    return queryset.select_related("team", "owner", "attention__current_item").annotate(
+        queue_depth=queue_depth_expression(), pending_inbox=pending_inbox_expression(),
+    )
+
+
+@dataclass(frozen=True)
+class LiveState:
+    state: str
+    focus: MailboxItem | None
+
+
+def live_state(agent: Agent, now: datetime | None = None) -> LiveState:
+    """``attention.loop.attention_snapshot`` from a select_related row: the stored
+    state counts only while the lease is live; otherwise the agent is idle."""
+    try:
+        row: AgentAttention | None = agent.attention
+    except ObjectDoesNotExist:
+        row = None
+    now = now or timezone.now()
+    if row is None or not row.lease_owner or row.lease_expires_at is None or row.lease_expires_at <= now:
+        return LiveState(AttentionState.IDLE, None)
+    return LiveState(row.state, row.current_item)
+
+
+# ----------------------------------------------------------------------- dashboard
+
+
+def queue_depths(limit: int = 30) -> list[dict[str, Any]]:
+    """The deepest queues first (agents with an empty queue included, up to ``limit``)."""
+    rows = (
+        Agent.objects.annotate(depth=queue_depth_expression())
+        .order_by("-depth", "name", "id")
+        .values("id", "name", "depth")[:limit]
+    )
+    return [{"id": r["id"], "label": r["name"], "value": r["depth"]} for r in rows]
+
+
+def handled_per_hour(now: datetime | None = None, hours: int = 24) -> list[dict[str, Any]]:
+    """Items completed in each of the last ``hours`` clock hours, the current one
+    last (it is partial). Merged items are not counted: their survivor is."""
+    now = now or timezone.now()
+    current = now.astimezone(dt_timezone.utc).replace(minute=0, second=0, microsecond=0)
+    first = current - timedelta(hours=hours - 1)
+    counts = {
+        row["hour"]: row["n"]
+        for row in MailboxItem.objects.filter(status=Status.COMPLETED, completed_at__gte=first, completed_at__lte=now)
+        .annotate(hour=TruncHour("completed_at", tzinfo=dt_timezone.utc))
+        .values("hour").annotate(n=Count("id")).order_by()
+    }
+    buckets = []
+    for i in range(hours):
+        start = first + timedelta(hours=i)
+        buckets.append({
+            "start": start,
+            "label": timezone.localtime(start).strftime("%H:00"),
+            "value": counts.get(start, 0),
+        })
+    return buckets

@@ -1,0 +1,128 @@
+"""Writes the operator makes from the console. Each is composed of the mailbox's own
+services; the operator's name goes into the item (metadata or drop reason).
+
+Retry (``console_retry_item``), decided per status:
+- ``completed`` / ``dropped``: a fresh queued copy (new id, ``metadata.retryOf`` =
+  the original). The original stays as it was, with its decisions and activity, as
+  history. The copy goes through ``mailbox_enqueue``, so the dedup rules apply: it may
+  be merged into a queued item of its group, and the result says so.
+- ``deferred``: resurfaced now, in place (same id, so a preempted item resumes its
+  persisted LLM session). An item parked for an approval is refused: answer the
+  approval instead.
+- ``merged``: refused, naming the survivor; a merged item is never resurrected.
+- ``queued`` / ``processing``: refused, it is already in hand.
+
+Drop (``console_drop_item``): queued or deferred items, any type (an operator may drop
+a human's chat; the protection of ``PROTECTED_TYPES`` is for agent tools). A
+processing item is refused: pause the agent first, which puts it back in the queue.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from attention.services import wake_on_commit
+from mailbox import services as mailbox
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType, Status
+from markus.agents.models import Agent
+from markus.errors import MarkusError
+from markus.work.actors import Actor
+
+# Bookkeeping of one processing run that a fresh copy must not inherit.
+RUN_METADATA_KEYS = ("waitingForApproval", "approvalId", "markerRetries")
+HEARTBEAT_SUMMARY = "Heartbeat check-in (requested by an operator)"
+
+
+class ConsoleError(MarkusError):
+    """An operator action that does not apply; the message is shown as is."""
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    item: MailboxItem  # the copy, or the resurfaced original
+    mode: str  # "copied" | "merged" | "resurfaced"
+
+
+def console_retry_item(*, item_id: str, operator) -> RetryResult:
+    item = MailboxItem.objects.filter(id=item_id).first()
+    if item is None:
+        raise ConsoleError(f"no mailbox item {item_id}")
+    if item.status == Status.MERGED:
+        raise ConsoleError(f"{item.id} was merged into {item.merged_into_id}; retry that item instead")
+    if item.status in (Status.QUEUED, Status.PROCESSING):
+        raise ConsoleError(f"{item.id} is {item.status}; nothing to retry")
+    if item.status == Status.DEFERRED:
+        return RetryResult(_resurface(item), "resurfaced")
+    metadata = {k: v for k, v in (item.metadata or {}).items() if k not in RUN_METADATA_KEYS}
+    metadata.update(retryOf=item.id, retriedBy=operator.get_username())
+    copy = mailbox.mailbox_enqueue(
+        agent_id=item.agent_id, source_type=item.source_type, payload=dict(item.payload or {}),
+        priority=item.priority, metadata=metadata,
+    )
+    return RetryResult(copy, "merged" if copy.status == Status.MERGED else "copied")
+
+
+def _resurface(item: MailboxItem) -> MailboxItem:
+    """Deferred → queued now, unless parked for an approval (one conditional UPDATE)."""
+    if (item.metadata or {}).get("waitingForApproval") is True:
+        raise ConsoleError(f"{item.id} waits for approval {(item.metadata or {}).get('approvalId')}; answer it")
+    with transaction.atomic():
+        changed = MailboxItem.objects.filter(id=item.id, status=Status.DEFERRED).filter(mailbox.not_parked()).update(
+            status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None,
+        )
+        if changed != 1:
+            raise ConsoleError(f"{item.id} changed meanwhile; reload and try again")
+        item.refresh_from_db()
+        mailbox.emit_item(item)
+        wake_on_commit(item.agent_id)
+    return item
+
+
+def console_drop_item(*, item_id: str, reason: str, operator) -> MailboxItem:
+    reason = (reason or "").strip()
+    if not reason:
+        raise ConsoleError("a reason is required")
+    item = MailboxItem.objects.filter(id=item_id).first()
+    if item is None:
+        raise ConsoleError(f"no mailbox item {item_id}")
+    if item.status == Status.PROCESSING:
+        raise ConsoleError(f"{item.id} is being processed; pause the agent first (it goes back to the queue)")
+    if item.status not in (Status.QUEUED, Status.DEFERRED):
+        raise ConsoleError(f"{item.id} is {item.status}; only queued or deferred items can be dropped")
+    full = f"operator {operator.get_username()}: {reason}"
+    if not mailbox.mailbox_drop(item.id, reason=full, from_statuses=[Status.QUEUED, Status.DEFERRED]):
+        raise ConsoleError(f"{item.id} changed meanwhile; reload and try again")
+    item.refresh_from_db()
+    return item
+
+
+def _check_internal(agent: Agent) -> None:
+    if agent.kind != Agent.Kind.INTERNAL:
+        raise ConsoleError(f"{agent.id} is an external agent; its mailbox is not processed (use the bus)")
+
+
+def console_send_message(*, agent: Agent, text: str, operator) -> MailboxItem:
+    """A chat from the logged-in operator, as if typed in the agent's main session."""
+    text = (text or "").strip()
+    if not text:
+        raise ConsoleError("the message is empty")
+    _check_internal(agent)
+    return mailbox.mailbox_enqueue(
+        agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT,
+        payload={"summary": text[:120], "content": text},
+        metadata={**Actor.for_user(operator).sender_metadata(), "via": "admin"},
+    )
+
+
+def console_heartbeat(*, agent: Agent, operator) -> MailboxItem:
+    """One heartbeat now, like the beat job's, for one agent."""
+    _check_internal(agent)
+    return mailbox.mailbox_enqueue(
+        agent_id=agent.id, source_type=MailboxType.HEARTBEAT,
+        payload={"summary": HEARTBEAT_SUMMARY, "content": HEARTBEAT_SUMMARY},
+        metadata={"senderRole": "system", "requestedBy": operator.get_username(),
+                  "requestedAt": timezone.now().isoformat()},
+    )
