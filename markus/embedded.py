@@ -18,6 +18,10 @@ def start_worker_thread(app, *, concurrency: int = 2, loglevel: str = "WARNING")
 
 
 def start_beat_thread(app):
-    beat = EmbeddedService(app, thread=True)
+    """Beat in a thread, on django-celery-beat's DatabaseScheduler (EmbeddedService
+    would otherwise default to the file-based PersistentScheduler)."""
+    from celery.utils.imports import symbol_by_name
+
+    beat = EmbeddedService(app, thread=True, scheduler_cls=symbol_by_name(app.conf.beat_scheduler))
     beat.start()
     return beat
