@@ -1,4 +1,8 @@
-"""ASGI entry point: HTTP through Django, WebSocket through Channels."""
+"""ASGI entry point: HTTP through Django, WebSocket through Channels.
+
+WebSockets: the origin is checked against ALLOWED_HOSTS, then the caller is the session
+user or the owner of ``?token=``; each consumer decides who may connect.
+"""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -6,6 +10,25 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "markus.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from markus.web.consumers import MindConsumer  # noqa: E402
+from notifications.consumers import (  # noqa: E402
+    AgentEventsConsumer,
+    NotificationsConsumer,
+    TokenAuthMiddleware,
+    origin_validated,
+)
+
+websocket_urlpatterns = [
+    path("ws/agents/<str:agent_id>/", AgentEventsConsumer.as_asgi()),
+    path("ws/agents/<str:agent_id>/mind/", MindConsumer.as_asgi()),
+    path("ws/notifications/", NotificationsConsumer.as_asgi()),
+]
+
+application = ProtocolTypeRouter({
+    "http": django_asgi_app,
+    "websocket": origin_validated(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
+})

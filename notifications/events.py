@@ -38,7 +38,9 @@ def _send(group: str, event: dict[str, Any]) -> None:
         return
     message = {"type": "markus.event", "event": event}
     try:
-        if hasattr(layer, "group_send_sync"):  # the embedded layer: no event loop per event
+        # Ask the class, not the instance: the Redis pub/sub layer proxies attribute
+        # access to a per-event-loop connection and raises outside an event loop.
+        if getattr(type(layer), "group_send_sync", None) is not None:  # the embedded layer
             layer.group_send_sync(group, message)
         else:
             async_to_sync(layer.group_send)(group, message)

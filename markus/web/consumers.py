@@ -1,0 +1,27 @@
+"""``/ws/agents/<id>/mind/``: the mind page's socket. The same access rules as the
+JSON stream of ``/ws/agents/<id>/``, but it sends rendered HTML for htmx to swap."""
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+
+from notifications.consumers import AgentEventsConsumer
+
+from .live import MindStream
+from .mind import MindFilters
+
+
+class MindConsumer(AgentEventsConsumer):
+    stream: MindStream | None = None
+
+    async def on_accepted(self) -> None:
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
+        self.stream = MindStream(self.agent.id, MindFilters.from_query(query))
+        await self.send(text_data=await database_sync_to_async(self.stream.refresh)())
+
+    async def markus_event(self, message: dict[str, Any]) -> None:
+        html = await database_sync_to_async(self.stream.apply)(message["event"])
+        if html:
+            await self.send(text_data=html)

@@ -1,0 +1,79 @@
+"""The mind view's live stream: agent events in, htmx out-of-band swaps out.
+
+One ``MindStream`` per open socket. It renders the same partials the page did, fresh
+from the database, so an update never differs from a reload. It remembers which items
+the page holds (``known``) to tell a new item (inserted at the top) from a changed one
+(swapped in place), and drops items that stop matching the page's filters.
+
+1. ``refresh()`` on connect (and on every reconnect): header and first page, replacing
+   what the page holds, so nothing sent between the page load and the subscription
+   is lost.
+2. ``apply(event)`` for each event of the agent's group.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+
+from mailbox.models import MailboxItem
+
+from . import mind
+
+
+class MindStream:
+    def __init__(self, agent_id: str, filters: mind.MindFilters, *, limit: int = mind.PAGE_SIZE) -> None:
+        self.agent_id = agent_id
+        self.filters = filters
+        self.limit = limit
+        self.known: set[str] = set()
+        self.floor = None  # queued_at of the oldest item on the first page, if more exist
+
+    def refresh(self) -> str:
+        page = mind.timeline_page(self.agent_id, self.filters, limit=self.limit)
+        self.known = {e["id"] for e in page["entries"]}
+        self.floor = page["entries"][-1]["queuedAt"] if page["next_offset"] is not None else None
+        body = render_to_string("mind/_timeline_body.html", {**self._base(), **page, "oob": True})
+        return self._header() + body
+
+    def apply(self, event: dict[str, Any]) -> str:
+        kind = event.get("type")
+        if kind == "agent:mailbox":
+            return self._item(event["item"]["id"]) + self._header()
+        if kind == "agent:decision":
+            return self._item(event["decision"]["mailboxItemId"])
+        if kind in ("agent:attention", "agent:focus", "agent:status"):
+            return self._header()
+        return ""
+
+    def _base(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "filters": self.filters}
+
+    def _header(self) -> str:
+        return render_to_string("mind/_header.html", {**mind.header_context(self.agent_id, live=True), "oob": True})
+
+    def _item(self, item_id: str) -> str:
+        item = mind.load_item(self.agent_id, item_id)
+        if item is None:
+            return ""
+        matches = self.filters.matches(item)
+        if item.id in self.known:
+            if matches:
+                return self._render_update(item)
+            self.known.discard(item.id)
+            return _delete(item.id)
+        if self.floor is not None and item.queued_at < self.floor:
+            # Older than the first page: on the page only if "Load earlier" fetched it.
+            return self._render_update(item) if matches else _delete(item.id)
+        if not matches:
+            return ""
+        self.known.add(item.id)
+        return render_to_string("mind/_item_insert.html", {**self._base(), "e": mind.present(item)})
+
+    def _render_update(self, item: MailboxItem) -> str:
+        return render_to_string("mind/_item_update.html", {**self._base(), "e": mind.present(item), "oob": True})
+
+
+def _delete(item_id: str) -> str:
+    return format_html('<details id="item-{}" hx-swap-oob="delete"></details>', item_id)

@@ -1,0 +1,142 @@
+"""WebSocket consumers: an agent's live events and a user's notifications.
+
+``/ws/agents/<id>/`` forwards the ``agent.<id>`` group's events as JSON,
+``/ws/notifications/`` the ``user.<id>`` group's. Who connects is the session user
+(cookie) or, with ``?token=``, the owner of a DRF user token or an agent with its own
+bearer token (which sees only its own agent). Anyone who may not see the agent is
+refused at the handshake, a foreign agent exactly like a missing one.
+"""
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.middleware import BaseMiddleware
+from channels.security.websocket import OriginValidator
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from rest_framework.authtoken.models import Token
+
+from markus.agents.auth import user_may_see_agent
+from markus.agents.models import Agent, hash_token
+
+from .events import agent_group, user_group
+
+
+class BrowserOriginValidator(OriginValidator):
+    """ALLOWED_HOSTS decide which browser origins may connect. A client that sends no
+    Origin is not a browser (a CLI, a script), so cross-site hijacking does not apply
+    to it; it still has to authenticate like any other caller."""
+
+    def valid_origin(self, parsed_origin) -> bool:
+        return parsed_origin is None or self.validate_origin(parsed_origin)
+
+
+def origin_validated(app):
+    return BrowserOriginValidator(app, settings.ALLOWED_HOSTS)
+
+
+@database_sync_to_async
+def _from_token(raw: str) -> tuple[Any, Agent | None] | None:
+    token = Token.objects.select_related("user").filter(key=raw).first()
+    if token is not None and token.user.is_active:
+        return token.user, None
+    agent = Agent.objects.filter(token_hash=hash_token(raw)).first()
+    if agent is not None:
+        return AnonymousUser(), agent
+    return None
+
+
+class TokenAuthMiddleware(BaseMiddleware):
+    """``?token=<key>`` (or ``Authorization: Token|Bearer <key>``) replaces the session
+    user. A token that matches nothing leaves an anonymous caller."""
+
+    async def __call__(self, scope, receive, send):
+        raw = _token_of(scope)
+        if raw:
+            found = await _from_token(raw)
+            user, agent = found if found is not None else (AnonymousUser(), None)
+            scope = {**scope, "user": user, "agent": agent}
+        return await super().__call__(scope, receive, send)
+
+
+def _token_of(scope) -> str:
+    query = parse_qs(scope.get("query_string", b"").decode("latin1"))
+    if query.get("token"):
+        return query["token"][0]
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            parts = value.decode("latin1").split()
+            if len(parts) == 2 and parts[0].lower() in ("token", "bearer"):
+                return parts[1]
+    return ""
+
+
+def visible_agent_for_scope(scope, agent_id: str) -> Agent | None:
+    """The agent if the connecting caller may see it, else None (missing or foreign)."""
+    acting = scope.get("agent")
+    if acting is not None:
+        return acting if acting.id == agent_id else None
+    agent = Agent.objects.select_related("team").filter(id=agent_id).first()
+    if agent is None or not user_may_see_agent(scope.get("user"), agent):
+        return None
+    return agent
+
+
+class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/agents/<id>/``: ``agent:mailbox``, ``agent:decision``, ``agent:attention``,
+    ``agent:focus`` (and any other event of the agent's group) as JSON frames."""
+
+    group: str | None = None
+    agent: Agent | None = None
+
+    async def connect(self) -> None:
+        agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
+        self.agent = await database_sync_to_async(visible_agent_for_scope)(self.scope, agent_id)
+        if self.agent is None:
+            await self.close(code=4404)
+            return
+        self.group = agent_group(self.agent.id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.on_accepted()
+
+    async def on_accepted(self) -> None:
+        """Hook for subclasses: the socket is open and subscribed."""
+
+    async def disconnect(self, code) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """The stream is one way; whatever a client sends is ignored."""
+
+    async def markus_event(self, message: dict[str, Any]) -> None:
+        await self.send_json(message["event"])
+
+
+class NotificationsConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/notifications/``: ``{type: "notification", notification}`` for the user."""
+
+    group: str | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if self.scope.get("agent") is not None or user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.group = user_group(user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """The stream is one way; whatever a client sends is ignored."""
+
+    async def markus_event(self, message: dict[str, Any]) -> None:
+        await self.send_json(message["event"])
