@@ -103,7 +103,8 @@ STATIC_ROOT = DATA_DIR / "static"
 # production, run collectstatic and let the proxy serve STATIC_ROOT.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/admin/"
 
 # Bodies over this answer 413 (mapped in markus.api.exception_handler).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("MARKUS_MAX_BODY_BYTES", default=1024 * 1024)

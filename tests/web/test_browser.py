@@ -48,21 +48,21 @@ def seed_history(agent) -> None:
 
 
 def open_mind(browser, base: str, agent, errors: list[str]):
-    """Log in as alice through the admin login, which sends her on to the mind view;
+    """Log in as alice on the login page, which sends her on to the mind view;
     returns the page once its socket is live."""
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     # htmx logs a swap that found no target as a console error; failed requests are
-    # collected with their address below instead (the admin login asks for a favicon).
+    # collected with their address below instead (the login page asks for a favicon).
     page.on("console", lambda msg: errors.append(msg.text)
             if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
     page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
             if r.status >= 400 and not r.url.endswith("/favicon.ico") else None)
     page.goto(f"{base}/agents/{agent.id}/mind/")
-    assert "/admin/login/" in page.url
+    assert "/accounts/login/" in page.url
     page.fill("#id_username", "alice")
     page.fill("#id_password", "pw-alice")
-    page.click("input[type=submit]")
+    page.click("button[type=submit]")
     page.wait_for_url(f"{base}/agents/{agent.id}/mind/")
     page.locator("#live.on").wait_for(timeout=15_000)
     page.evaluate("window.__sameDocument = true")  # gone if the page ever reloads
@@ -78,18 +78,11 @@ def enqueue_over_api(page, base: str, agent, token: str, summary: str, content: 
     return response.json()["id"]
 
 
-@pytest.fixture
-def staff_alice(alice):
-    alice.is_staff = True
-    alice.save(update_fields=["is_staff"])
-    return alice
-
-
 def test_a_new_item_appears_live_filters_work_and_logs_load(
-    daphne_server, browser, celery_worker, staff_alice, agent, test_output,  # noqa: F811
+    daphne_server, browser, celery_worker, alice, agent, test_output,  # noqa: F811
 ):
     seed_history(agent)
-    token = Token.objects.create(user=staff_alice).key
+    token = Token.objects.create(user=alice).key
     base = daphne_server.url
     errors: list[str] = []
     page = open_mind(browser, base, agent, errors)
@@ -134,11 +127,11 @@ def test_a_new_item_appears_live_filters_work_and_logs_load(
 
 
 def test_focus_and_state_changes_appear_in_the_header_without_a_reload(
-    daphne_server, browser, celery_worker, scripted, staff_alice, agent, test_output,  # noqa: F811
+    daphne_server, browser, celery_worker, scripted, alice, agent, test_output,  # noqa: F811
 ):
     slow = Turn(text=f"All green. {COMPLETION_MARKER}", delay=2.5)
     scripted(slow)
-    token = Token.objects.create(user=staff_alice).key
+    token = Token.objects.create(user=alice).key
     errors: list[str] = []
     page = open_mind(browser, daphne_server.url, agent, errors)
     assert "Brain: scripted" in page.locator("#mind-header").inner_text()
@@ -160,7 +153,7 @@ def test_focus_and_state_changes_appear_in_the_header_without_a_reload(
     page.close()
 
 
-def test_load_earlier_appends_the_next_page(daphne_server, browser, staff_alice, agent):
+def test_load_earlier_appends_the_next_page(daphne_server, browser, alice, agent):
     start = timezone.now() - timedelta(hours=2)
     MailboxItem.objects.bulk_create([
         MailboxItem(agent=agent, source_type=MailboxType.HEARTBEAT, status=Status.COMPLETED,

@@ -45,10 +45,10 @@ def heartbeat(agent_id: str, summary: str = "Heartbeat check-in"):
     return mailbox_enqueue(agent_id=agent_id, source_type=MailboxType.HEARTBEAT, payload={"summary": summary})
 
 
-def test_anonymous_is_sent_to_the_admin_login(client, agent):
+def test_anonymous_is_sent_to_the_login_page(client, agent):
     response = client.get(mind_url(agent.id))
     assert response.status_code == 302
-    assert response["Location"].startswith("/admin/login/?next=/agents/ada/mind/")
+    assert response["Location"].startswith("/accounts/login/?next=/agents/ada/mind/")
 
 
 def test_an_outsider_gets_404_exactly_like_a_missing_agent(charlie, agent):
