@@ -24,24 +24,29 @@ class EnqueueInput(serializers.Serializer):
     metadata = serializers.DictField(required=False)
 
 
-class ItemOut(serializers.Serializer):
+class _ItemFields(serializers.Serializer):
+    """What every view of a mailbox item shows."""
+
     id = serializers.CharField()
-    agentId = serializers.CharField()
     sourceType = serializers.ChoiceField(choices=type_choices())
     category = serializers.ChoiceField(choices=category_choices())
     label = serializers.CharField()
     priority = serializers.IntegerField()
     status = serializers.ChoiceField(choices=STATUS_CHOICES)
     summary = serializers.CharField()
-    payload = serializers.DictField()
-    metadata = serializers.DictField()
     queuedAt = serializers.DateTimeField()
     startedAt = serializers.DateTimeField(allow_null=True)
     completedAt = serializers.DateTimeField(allow_null=True)
     deferredUntil = serializers.DateTimeField(allow_null=True)
     mergedInto = serializers.CharField(allow_null=True)
-    attempts = serializers.IntegerField()
     dropReason = serializers.CharField()
+
+
+class ItemOut(_ItemFields):
+    agentId = serializers.CharField()
+    payload = serializers.DictField()
+    metadata = serializers.DictField()
+    attempts = serializers.IntegerField()
 
 
 class DecisionBrief(serializers.Serializer):
@@ -62,20 +67,7 @@ class ActivityBrief(serializers.Serializer):
     endedAt = serializers.DateTimeField(allow_null=True)
 
 
-class TimelineEntry(serializers.Serializer):
-    id = serializers.CharField()
-    sourceType = serializers.ChoiceField(choices=type_choices())
-    category = serializers.ChoiceField(choices=category_choices())
-    label = serializers.CharField()
-    priority = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=STATUS_CHOICES)
-    summary = serializers.CharField()
-    queuedAt = serializers.DateTimeField()
-    startedAt = serializers.DateTimeField(allow_null=True)
-    completedAt = serializers.DateTimeField(allow_null=True)
-    deferredUntil = serializers.DateTimeField(allow_null=True)
-    mergedInto = serializers.CharField(allow_null=True)
-    dropReason = serializers.CharField()
+class TimelineEntry(_ItemFields):
     decisions = DecisionBrief(many=True)
     activity = ActivityBrief(allow_null=True)
 
