@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from django.apps import AppConfig
 
 
@@ -5,3 +7,12 @@ class AgentbusConfig(AppConfig):
     name = "agentbus"
     label = "agentbus"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from attention.services import sweep_hooks
+
+        from .outbox import sweep_relay
+
+        # The sweep is the backstop for outbox rows the after-commit relay missed.
+        if sweep_relay not in sweep_hooks:
+            sweep_hooks.append(sweep_relay)

@@ -131,6 +131,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "markus.schema.document_plain_views",
+        "agentbus.schema.document_async_views",
     ],
     "COMPONENT_SPLIT_REQUEST": True,
 }

@@ -5,7 +5,7 @@ import importlib
 
 from django.core.management.base import BaseCommand
 
-SUITES = ["mailbox", "attention"]
+SUITES = ["mailbox", "attention", "agentbus"]
 
 
 class Command(BaseCommand):

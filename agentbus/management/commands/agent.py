@@ -1,0 +1,28 @@
+"""``python manage.py agent show ID`` (with ``pending_inbox``) and
+``agent list [--inbox]`` (with ``pending_inbox_count``), locally or against a hub."""
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from agentbus import cli
+
+
+class Command(BaseCommand):
+    help = "Show or list agents, with what waits in their AgentBus inbox."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        p = sub.add_parser("show", help="one agent, with pending_inbox")
+        p.add_argument("agent_id")
+        cli.add_hub_arguments(p)
+        p = sub.add_parser("list", help="every agent (--inbox: with pending_inbox_count)")
+        p.add_argument("--inbox", action="store_true")
+        cli.add_hub_arguments(p)
+
+    def handle(self, *args, **options):
+        bus = cli.backend(options)
+        if options["subcommand"] == "show":
+            data = cli.run(bus.agent_show, options["agent_id"])
+        else:
+            data = cli.run(bus.agent_list, inbox=options["inbox"])
+        self.stdout.write(cli.dumps(data))

@@ -1,0 +1,144 @@
+"""Reads: an agent's inbox, pending counts, a stream's events, who may see a stream.
+
+The inbox is every chunk on a stream the agent can see (direct recipient, or member
+of a group stream), never the agent's own, ordered by inbox position (see
+``models``). Reading the clock *before* the chunks makes an empty answer safe to
+advance to the clock: every position up to it had committed before the read.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from .cursors import decode_cursor, encode_cursor
+from .models import INBOX_TOPIC, Chunk, ConsumerCursor, InboxClock, Stream, StreamMember
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 500
+
+
+def iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def chunk_data(chunk: Chunk) -> dict[str, Any]:
+    return {
+        "streamId": chunk.stream_id,
+        "sequence": chunk.sequence,
+        "sender": chunk.sender_ref,
+        "topic": chunk.topic,
+        "payload": chunk.payload,
+        "createdAt": iso(chunk.created_at),
+    }
+
+
+def stream_data(stream: Stream) -> dict[str, Any]:
+    members = sorted(StreamMember.objects.filter(stream=stream).values_list("agent_id", flat=True))
+    return {
+        "streamId": stream.id,
+        "sender": stream.sender_ref,
+        "recipient": stream.recipient_id,
+        "members": members,
+        "isGroup": stream.is_group,
+        "topic": stream.topic,
+        "replyTo": stream.reply_to,
+        "lastSequence": stream.last_sequence,
+        "closed": stream.closed_at is not None,
+        "closedAt": iso(stream.closed_at),
+        "createdAt": iso(stream.created_at),
+    }
+
+
+def current_clock() -> int:
+    value = InboxClock.objects.filter(id=1).values_list("value", flat=True).first()
+    return int(value or 0)
+
+
+def consumer_position(agent_id: str) -> int:
+    value = (
+        ConsumerCursor.objects.filter(agent_id=agent_id, topic=INBOX_TOPIC)
+        .values_list("position", flat=True).first()
+    )
+    return int(value or 0)
+
+
+def inbox_chunks(agent_id: str) -> QuerySet[Chunk]:
+    """Everything addressed to the agent, never its own messages."""
+    groups = StreamMember.objects.filter(agent_id=agent_id).values("stream_id")
+    return (
+        Chunk.objects.filter(Q(recipient_id=agent_id) | Q(stream_id__in=groups))
+        .exclude(sender_id=agent_id)
+    )
+
+
+def inbox_read_from(agent_id: str, position: int, *, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    """Messages after ``position`` and the cursor to pass next time."""
+    clock = current_clock()
+    chunks = list(inbox_chunks(agent_id).filter(position__gt=position).order_by("position")[:limit])
+    if len(chunks) == limit:
+        next_position = chunks[-1].position
+    else:
+        # All of this agent's messages up to the clock were read: skip the others'.
+        next_position = max([position, clock] + [c.position for c in chunks])
+    return {
+        "messages": [chunk_data(c) for c in chunks],
+        "next_cursor": encode_cursor(agent_id, next_position),
+        "position": next_position,
+    }
+
+
+def resolve_cursor(agent_id: str, cursor: object) -> int:
+    """The position to read after: the cursor's, or, when it is absent or must be
+    ignored, the server-side consumer cursor (0 for an inbox never drained)."""
+    position = decode_cursor(cursor, agent_id=agent_id, clock=current_clock())
+    return consumer_position(agent_id) if position is None else position
+
+
+def inbox_read(agent_id: str, *, after_cursor: object = None, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    return inbox_read_from(agent_id, resolve_cursor(agent_id, after_cursor), limit=limit)
+
+
+def pending_count(agent_id: str) -> int:
+    """Messages after the consumer cursor (what ``drain`` would take)."""
+    return inbox_chunks(agent_id).filter(position__gt=consumer_position(agent_id)).count()
+
+
+def pending_counts(agent_ids: list[str]) -> dict[str, int]:
+    return {agent_id: pending_count(agent_id) for agent_id in agent_ids}
+
+
+def stream_audience(stream: Stream) -> list[str]:
+    """Whose inboxes a chunk on this stream reaches (before excluding its sender)."""
+    if stream.is_group:
+        return sorted(StreamMember.objects.filter(stream=stream).values_list("agent_id", flat=True))
+    return [stream.recipient_id] if stream.recipient_id else []
+
+
+def stream_participants(stream: Stream) -> set[str]:
+    ids = set(stream_audience(stream))
+    if stream.sender_id:
+        ids.add(stream.sender_id)
+    return ids
+
+
+def stream_events(stream: Stream, *, after: int = 0, limit: int = MAX_LIMIT) -> list[dict[str, Any]]:
+    chunks = stream.chunks.filter(sequence__gt=after).order_by("sequence")[:limit]
+    return [chunk_data(c) for c in chunks]
+
+
+def reply_state(stream_id: str, requester_id: str) -> dict[str, Any]:
+    """What a request on ``stream_id`` has received: chunks on reply streams, and
+    whether one of them was closed (the reply is complete)."""
+    replies = Stream.objects.filter(reply_to=stream_id).exclude(sender_id=requester_id)
+    chunks = Chunk.objects.filter(stream__in=replies).order_by("position")
+    closed = replies.filter(closed_at__isnull=False).order_by("closed_at").first()
+    return {
+        "reply": [chunk_data(c) for c in chunks],
+        "replyStreamId": closed.id if closed else (replies.order_by("created_at").values_list("id", flat=True).first()),
+        "done": closed is not None,
+    }

@@ -1,0 +1,321 @@
+"""Writes on the bus: open, append, close, send an agent's message, drain and
+acknowledge the inbox. Every action is audited. Callers pass Agent rows they have
+already checked (``agentbus.access``); ``sender=None`` is the operator persona.
+
+Rules: a direct stream carries its sender's messages to one recipient (a reply is a
+new stream back, with ``reply_to``); a group stream carries its members' messages to
+the other members. Only the sender closes a stream; a closed stream takes no more
+chunks (409). Draining never closes anything.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from mailbox.registry import MailboxType
+from mailbox.services import mailbox_enqueue
+from markus.agents.models import Agent
+
+from . import selectors
+from .cursors import decode_cursor, encode_cursor
+from .errors import BusError, ConflictError, ForbiddenError, NotFoundError
+from .models import (
+    DEFAULT_TOPIC, INBOX_TOPIC, OPERATOR_ID, AuditAction, AuditEvent, Chunk, ConsumerCursor, InboxClock,
+    Stream, StreamMember,
+)
+from .wakeup import wake_inboxes_on_commit
+
+STREAM_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+OPERATOR_STREAM_PREFIX = "outbox."  # the outbox relay's stream ids; nobody else may take them
+MAX_TOPIC = 200
+# A lost compare-and-set is retried after a jittered back-off, for at most this long.
+CAS_DEADLINE_SECONDS = 10.0
+
+
+def audit(*, action: str, actor: str, agent_id: str | None = None, stream_id: str | None = None,
+          detail: dict[str, Any] | None = None) -> None:
+    AuditEvent.objects.create(
+        action=action, actor=actor or "unknown", agent_id=agent_id, stream_id=stream_id, detail=detail or {}
+    )
+
+
+def _ref(agent: Agent | None) -> str:
+    return agent.id if agent is not None else OPERATOR_ID
+
+
+def _actor(actor: str, agent: Agent | None) -> str:
+    return actor or (f"agent:{agent.id}" if agent is not None else OPERATOR_ID)
+
+
+def _check_topic(topic: object, default: str) -> str:
+    if topic in (None, ""):
+        return default
+    if not isinstance(topic, str) or len(topic) > MAX_TOPIC:
+        raise BusError(f"topic must be a string of at most {MAX_TOPIC} characters")
+    return topic
+
+
+# ------------------------------------------------------------------------- streams
+
+
+@transaction.atomic
+def stream_open(
+    *, sender: Agent | None, recipient: Agent | None = None, members: Sequence[Agent] = (),
+    topic: str | None = None, stream_id: str | None = None, reply_to: str | None = None, actor: str = "",
+) -> Stream:
+    """Open a direct stream (``recipient``) or a group stream (``members``; the
+    sender becomes a member too)."""
+    if stream_id is not None and (not isinstance(stream_id, str) or not STREAM_ID_RE.match(stream_id)):
+        raise BusError("streamId may hold letters, digits, '_', '-', '.' and ':', at most 128 characters")
+    if stream_id is not None and sender is not None and stream_id.startswith(OPERATOR_STREAM_PREFIX):
+        raise BusError(f"stream ids starting with {OPERATOR_STREAM_PREFIX!r} are reserved")
+    if (recipient is None) == (not members):
+        raise BusError("give either a recipient (a direct stream) or members (a group stream)")
+    if recipient is not None and sender is not None and recipient.id == sender.id:
+        raise BusError("an agent cannot open a stream to itself")
+    group = {m.id: m for m in members}
+    if sender is not None:
+        group.pop(sender.id, None)
+    if members and not group:
+        raise BusError("a group stream needs at least one member besides its sender")
+    if reply_to is not None:
+        original = Stream.objects.filter(id=reply_to).first()
+        if original is None or (sender is not None and sender.id not in selectors.stream_audience(original)):
+            raise NotFoundError("No such stream to reply to.")
+    stream = Stream(
+        sender=sender, recipient=recipient, is_group=bool(members), reply_to=reply_to,
+        topic=_check_topic(topic, DEFAULT_TOPIC),
+    )
+    if stream_id is not None:
+        stream.id = stream_id
+    try:
+        with transaction.atomic():
+            stream.save(force_insert=True)
+    except IntegrityError as exc:
+        raise ConflictError(f"stream {stream.id!r} already exists") from exc
+    if members:
+        everyone = list(group) + ([sender.id] if sender is not None else [])
+        StreamMember.objects.bulk_create([StreamMember(stream=stream, agent_id=a) for a in sorted(everyone)])
+    audit(action=AuditAction.OPEN, actor=_actor(actor, sender), agent_id=_ref(sender), stream_id=stream.id,
+          detail={"recipient": stream.recipient_id, "members": sorted(group), "topic": stream.topic,
+                  "replyTo": reply_to})
+    return stream
+
+
+def _next_position() -> int:
+    """Take the next inbox position. Must be the last write of the append transaction:
+    the counter row stays locked until commit (see ``models``)."""
+    table = connection.ops.quote_name(InboxClock._meta.db_table)
+    sql = f"UPDATE {table} SET value = value + 1 WHERE id = 1 RETURNING value"
+    for _ in range(3):
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+            row = cursor.fetchone()
+        if row is not None:
+            return int(row[0])
+        try:  # the row is created by the migration; a flushed test database lacks it
+            with transaction.atomic():
+                InboxClock.objects.create(id=1, value=0)
+        except IntegrityError:
+            pass
+    raise RuntimeError("agentbus: could not take an inbox position")
+
+
+def _may_append(stream: Stream, sender: Agent | None) -> bool:
+    if stream.is_group:
+        return sender is not None and StreamMember.objects.filter(stream=stream, agent_id=sender.id).exists()
+    return stream.sender_id == (sender.id if sender is not None else None)
+
+
+def _message_text(payload: dict[str, Any]) -> str:
+    for key in ("text", "content", "message"):
+        if isinstance(payload.get(key), str):
+            return payload[key]
+    return json.dumps(payload, ensure_ascii=False, sort_keys=True)
+
+
+def _enqueue_for_attention(stream: Stream, sender: Agent, sequence: int, payload: dict[str, Any],
+                           audience: list[str]) -> None:
+    """ARCHITECTURE decision 7: an agent the attention loop runs hears the bus through
+    its mailbox; the channel key is the stream, so a burst coalesces."""
+    internal = Agent.objects.filter(id__in=audience, kind=Agent.Kind.INTERNAL).values_list("id", flat=True)
+    text = _message_text(payload)
+    first_line = (text.strip().splitlines() or [""])[0]
+    summary = f"{sender.name}: {first_line[:120]}" if first_line else f"Message from {sender.name}"
+    for agent_id in sorted(internal):
+        mailbox_enqueue(
+            agent_id=agent_id,
+            source_type=MailboxType.A2A_MESSAGE,
+            payload={"summary": summary, "content": text, "extra": {"channelKey": stream.id}},
+            metadata={"senderId": sender.id, "senderName": sender.name, "senderRole": "agent",
+                      "streamId": stream.id, "sequence": sequence},
+        )
+
+
+@transaction.atomic
+def stream_append(
+    *, stream_id: str, sender: Agent | None, payload: dict[str, Any], topic: str | None = None, actor: str = "",
+) -> Chunk:
+    """Append a chunk: the next sequence of the stream, the next inbox position.
+
+    1. Lock the stream row (serialises the stream's sequence; a close waits for us).
+    2. Write everything else: sequence, mailbox items for internal recipients, audit.
+    3. Take the inbox position last and insert the chunk, so the clock's row lock is
+       held only for the insert and the commit.
+    """
+    if not isinstance(payload, dict):
+        raise BusError("payload must be a JSON object")
+    stream = Stream.objects.select_for_update().filter(id=stream_id).first()
+    if stream is None:
+        raise NotFoundError("No such stream.")
+    if not _may_append(stream, sender):
+        raise ForbiddenError(
+            "only the stream's sender may append to a direct stream (answer on a new stream with replyTo), "
+            "and only members to a group stream"
+        )
+    if stream.closed_at is not None:
+        raise ConflictError(f"stream {stream.id!r} is closed")
+    topic = _check_topic(topic, stream.topic)
+    sequence = stream.last_sequence + 1
+    Stream.objects.filter(id=stream.id).update(last_sequence=sequence)
+    audience = [a for a in selectors.stream_audience(stream) if sender is None or a != sender.id]
+    if sender is not None and audience:
+        _enqueue_for_attention(stream, sender, sequence, payload, audience)
+    audit(action=AuditAction.APPEND, actor=_actor(actor, sender), agent_id=_ref(sender), stream_id=stream.id,
+          detail={"sequence": sequence, "topic": topic})
+    position = _next_position()
+    chunk = Chunk.objects.create(
+        stream=stream, sequence=sequence, sender=sender, recipient_id=None if stream.is_group else stream.recipient_id,
+        topic=topic, payload=payload, position=position, created_at=timezone.now(),
+    )
+    wake_inboxes_on_commit(audience)
+    return chunk
+
+
+@transaction.atomic
+def stream_close(*, stream_id: str, sender: Agent | None, actor: str = "") -> Stream:
+    """The sender's statement that the conversation is over. Closing twice is a no-op."""
+    stream = Stream.objects.select_for_update().filter(id=stream_id).first()
+    if stream is None:
+        raise NotFoundError("No such stream.")
+    if stream.sender_id != (sender.id if sender is not None else None):
+        raise ForbiddenError("only the stream's sender may close it")
+    if stream.closed_at is None:
+        stream.closed_at = timezone.now()
+        stream.save(update_fields=["closed_at"])
+        audit(action=AuditAction.CLOSE, actor=_actor(actor, sender), agent_id=_ref(sender), stream_id=stream.id,
+              detail={"lastSequence": stream.last_sequence})
+        # A request waits on its reply stream's close: wake the audience.
+        wake_inboxes_on_commit(selectors.stream_audience(stream))
+    return stream
+
+
+@transaction.atomic
+def send_agent_message(*, sender: Agent, recipient: Agent, text: str, stream_id: str | None = None,
+                       actor: str = "") -> Chunk:
+    """One agent's message to another, on the bus (the ``agent_send_message`` tool).
+
+    Without ``stream_id`` a new direct stream is opened. With it, the message goes on
+    that stream when the sender opened it to this recipient (or is a member of that
+    group); when the sender was its recipient, the message is a reply and goes on the
+    open reply stream back to the original sender (opened if there is none).
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise BusError("text is required")
+    payload = {"text": text}
+    if stream_id is None:
+        stream = stream_open(sender=sender, recipient=recipient, actor=actor)
+        return stream_append(stream_id=stream.id, sender=sender, payload=payload, actor=actor)
+    stream = Stream.objects.filter(id=stream_id).first()
+    if stream is None:
+        raise NotFoundError("No such stream.")
+    participants = selectors.stream_participants(stream)
+    if stream.is_group and {sender.id, recipient.id} <= participants:
+        target = stream
+    elif stream.sender_id == sender.id and stream.recipient_id == recipient.id:
+        target = stream
+    elif stream.recipient_id == sender.id and stream.sender_id == recipient.id:
+        target = (
+            Stream.objects.filter(reply_to=stream.id, sender=sender, recipient=recipient, closed_at__isnull=True)
+            .order_by("created_at").first()
+        ) or stream_open(sender=sender, recipient=recipient, topic=stream.topic, reply_to=stream.id, actor=actor)
+    else:
+        raise NotFoundError("No such stream.")
+    return stream_append(stream_id=target.id, sender=sender, payload=payload, actor=actor)
+
+
+# --------------------------------------------------------------------------- inbox
+
+
+def _cas_attempts():
+    """Yield until the deadline, backing off (jittered) from the second attempt on."""
+    deadline = time.monotonic() + CAS_DEADLINE_SECONDS
+    attempt = 0
+    while attempt == 0 or time.monotonic() < deadline:
+        if attempt:
+            time.sleep(random.random() * min(0.05, 0.001 * 2 ** attempt))
+        yield attempt
+        attempt += 1
+
+
+def _cas_cursor(agent_id: str, old: ConsumerCursor | None, position: int) -> bool:
+    """Move the consumer cursor from ``old`` to ``position``; False if it moved meanwhile."""
+    new = encode_cursor(agent_id, position)
+    if old is None:
+        try:
+            with transaction.atomic():
+                ConsumerCursor.objects.create(agent_id=agent_id, topic=INBOX_TOPIC, cursor=new, position=position)
+            return True
+        except IntegrityError:
+            return False
+    updated = ConsumerCursor.objects.filter(id=old.id, cursor=old.cursor).update(
+        cursor=new, position=position, updated_at=timezone.now()
+    )
+    return updated == 1
+
+
+def inbox_drain(*, agent_id: str, peek: bool = False, limit: int = selectors.DEFAULT_LIMIT,
+                actor: str = "") -> dict[str, Any]:
+    """Take what is waiting after the consumer cursor and advance it by compare-and-set
+    (``peek``: look without consuming). Answers at once, whether or not anything was
+    waiting. Two drains racing never hand out the same message twice."""
+    for _ in _cas_attempts():
+        row = ConsumerCursor.objects.filter(agent_id=agent_id, topic=INBOX_TOPIC).first()
+        start = row.position if row is not None else 0
+        result = selectors.inbox_read_from(agent_id, start, limit=limit)
+        data = {"messages": result["messages"], "next_cursor": result["next_cursor"]}
+        if peek:
+            audit(action=AuditAction.PEEK, actor=actor, agent_id=agent_id, detail={"count": len(data["messages"])})
+            return data
+        with transaction.atomic():
+            if result["position"] != start and not _cas_cursor(agent_id, row, result["position"]):
+                continue
+            audit(action=AuditAction.DRAIN, actor=actor, agent_id=agent_id,
+                  detail={"count": len(data["messages"]), "from": start, "to": result["position"]})
+        return data
+    raise ConflictError("the inbox was being drained concurrently; try again")
+
+
+def inbox_ack(*, agent_id: str, cursor: object, actor: str = "") -> bool:
+    """Advance the consumer cursor to a cursor the agent passed to ``wait`` (it has
+    seen everything before it). Never moves it back; an unusable cursor is ignored."""
+    position = decode_cursor(cursor, agent_id=agent_id, clock=selectors.current_clock())
+    if position is None:
+        return False
+    for _ in _cas_attempts():
+        row = ConsumerCursor.objects.filter(agent_id=agent_id, topic=INBOX_TOPIC).first()
+        if row is not None and row.position >= position:
+            return False
+        with transaction.atomic():
+            if _cas_cursor(agent_id, row, position):
+                audit(action=AuditAction.ACK, actor=actor, agent_id=agent_id,
+                      detail={"from": row.position if row else 0, "to": position})
+                return True
+    return False

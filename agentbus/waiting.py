@@ -1,0 +1,102 @@
+"""The blocking halves of the bus, as coroutines: ``inbox_wait`` and ``stream_request``.
+
+They hold no thread while they sleep: they wait on the inbox's wake-up group
+(``agentbus.wakeup``) and re-read the database when woken, with a short poll as the
+fallback for a lost wake-up. Database work runs through ``sync_to_async``.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+
+from markus.agents.models import Agent
+
+from . import selectors, services
+from .models import AuditAction
+from .wakeup import InboxWaiter
+
+MAX_WAIT_SECONDS = 3600.0
+
+
+def poll_seconds() -> float:
+    """The fallback poll interval (``MARKUS["AGENTBUS_POLL_SECONDS"]``, default 5)."""
+    return float(getattr(settings, "MARKUS", {}).get("AGENTBUS_POLL_SECONDS", 5.0))
+
+
+async def inbox_wait(
+    *, agent_id: str, after_cursor: object = None, timeout: float = 30.0,
+    limit: int = selectors.DEFAULT_LIMIT, ack: bool = False, actor: str = "",
+) -> dict[str, Any]:
+    """Block until the inbox has a message after the cursor or ``timeout`` passes.
+
+    Answers ``{messages, next_cursor, timed_out}``; ``next_cursor`` is there also on a
+    timeout, so a restarted watcher resumes exactly where this one stopped. ``ack``
+    (the agent itself waiting) moves the consumer cursor up to ``after_cursor``, so
+    ``pending`` and ``drain`` agree with a watcher that only uses ``wait``.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, min(timeout, MAX_WAIT_SECONDS))
+    if ack and after_cursor:
+        await sync_to_async(services.inbox_ack)(agent_id=agent_id, cursor=after_cursor, actor=actor)
+    # Resolve the starting point once: a cursor that must be ignored falls back to the
+    # consumer cursor, and later rounds continue from what this round saw.
+    position = await sync_to_async(selectors.resolve_cursor)(agent_id, after_cursor)
+    async with InboxWaiter(agent_id) as waiter:
+        while True:
+            result = await sync_to_async(selectors.inbox_read_from)(agent_id, position, limit=limit)
+            remaining = deadline - loop.time()
+            if result["messages"] or remaining <= 0:
+                return {
+                    "messages": result["messages"],
+                    "next_cursor": result["next_cursor"],
+                    "timed_out": not result["messages"],
+                }
+            position = result["position"]
+            await waiter.wait(min(remaining, poll_seconds()))
+
+
+def _request_start(*, sender: Agent, recipient: Agent, payload: dict[str, Any], topic: str | None,
+                   actor: str) -> tuple[str, dict[str, Any]]:
+    with transaction.atomic():
+        stream = services.stream_open(sender=sender, recipient=recipient, topic=topic, actor=actor)
+        chunk = services.stream_append(stream_id=stream.id, sender=sender, payload=payload, actor=actor)
+        services.audit(action=AuditAction.REQUEST, actor=actor or f"agent:{sender.id}", agent_id=sender.id,
+                       stream_id=stream.id, detail={"recipient": recipient.id})
+    return stream.id, selectors.chunk_data(chunk)
+
+
+async def stream_request(
+    *, sender: Agent, recipient: Agent, payload: dict[str, Any], topic: str | None = None,
+    timeout: float = 30.0, actor: str = "",
+) -> dict[str, Any]:
+    """Open a stream to ``recipient``, append ``payload``, wait for the reply and its
+    close, then close the request stream.
+
+    The reply is a stream the responder opens back to the sender with ``replyTo`` set
+    to the request's stream; it is complete when the responder closes it. On timeout
+    the answer carries what arrived so far and ``timed_out: true``.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, min(timeout, MAX_WAIT_SECONDS))
+    stream_id, request = await sync_to_async(_request_start)(
+        sender=sender, recipient=recipient, payload=payload, topic=topic, actor=actor
+    )
+    async with InboxWaiter(sender.id) as waiter:
+        while True:
+            state = await sync_to_async(selectors.reply_state)(stream_id, sender.id)
+            remaining = deadline - loop.time()
+            if state["done"] or remaining <= 0:
+                break
+            await waiter.wait(min(remaining, poll_seconds()))
+    await sync_to_async(services.stream_close)(stream_id=stream_id, sender=sender, actor=actor)
+    return {
+        "streamId": stream_id,
+        "request": request,
+        "replyStreamId": state["replyStreamId"],
+        "reply": state["reply"],
+        "timed_out": not state["done"],
+    }

@@ -1,0 +1,128 @@
+"""AgentBus personas: alice owns the team's agents; ada is an internal agent (the
+attention loop runs it), eve and max are external harnesses (coding CLIs), zed
+belongs to charlie, an outsider."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from agentbus import services
+from markus.agents.models import Agent
+from markus.agents.services import agent_create
+
+
+@dataclass
+class Persona:
+    agent: Agent
+    token: str
+
+    @property
+    def id(self) -> str:
+        return self.agent.id
+
+    def client(self) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.token}")
+        return client
+
+
+def make_persona(agent_id: str, *, kind: str, owner, team=None) -> Persona:
+    agent, token = agent_create(name=agent_id.title(), role="engineer", kind=kind, owner=owner, team=team,
+                                agent_id=agent_id)
+    return Persona(agent, token)
+
+
+@pytest.fixture
+def ada(alice, team):
+    return make_persona("ada", kind=Agent.Kind.INTERNAL, owner=alice, team=team)
+
+
+@pytest.fixture
+def eve(alice, team):
+    return make_persona("eve", kind=Agent.Kind.EXTERNAL, owner=alice, team=team)
+
+
+@pytest.fixture
+def max_(alice, team):
+    return make_persona("max", kind=Agent.Kind.EXTERNAL, owner=alice, team=team)
+
+
+@pytest.fixture
+def zed(charlie):
+    return make_persona("zed", kind=Agent.Kind.EXTERNAL, owner=charlie)
+
+
+@pytest.fixture
+def alice_token(alice):
+    return Token.objects.create(user=alice).key
+
+
+@pytest.fixture
+def charlie_token(charlie):
+    return Token.objects.create(user=charlie).key
+
+
+def say(sender: Persona, recipient: Persona, text: str, **kwargs):
+    """Open a direct stream and append one message; returns the chunk."""
+    stream = services.stream_open(sender=sender.agent, recipient=recipient.agent, **kwargs)
+    return services.stream_append(stream_id=stream.id, sender=sender.agent, payload={"text": text})
+
+
+@pytest.fixture(scope="module")
+def hub(django_db_setup):
+    """A daphne hub on the test database, for the module. Its fallback poll is long,
+    so a fast answer proves a wake-up."""
+    from django.db import connection
+
+    from .hub_server import HubServer
+
+    server = HubServer(connection.settings_dict["NAME"], markus={"AGENTBUS_POLL_SECONDS": 30.0}).start()
+    yield server
+    server.stop()
+
+
+class Cli:
+    """Runs a management command as the user would, in ``local`` or ``hub`` mode, and
+    parses the one JSON object it prints."""
+
+    def __init__(self, mode: str, hub_url: str | None = None) -> None:
+        self.mode = mode
+        self.hub_url = hub_url
+
+    def argv(self, args: tuple[str, ...], token: str | None) -> list[str]:
+        argv = list(args)
+        if self.mode == "hub":
+            argv += ["--hub", self.hub_url, "--token", token or ""]
+        return argv
+
+    def __call__(self, *args: str, token: str | None = None) -> dict:
+        import io
+        import json
+
+        from django.core.management import call_command
+
+        out = io.StringIO()
+        argv = self.argv(args, token)
+        call_command(argv[0], *argv[1:], stdout=out)
+        text = out.getvalue().strip()
+        assert "\n" not in text, "one JSON object on one line"
+        return json.loads(text)
+
+    def fails(self, *args: str, token: str | None = None) -> str:
+        from django.core.management import call_command
+        from django.core.management.base import CommandError
+
+        argv = self.argv(args, token)
+        with pytest.raises(CommandError) as info:
+            call_command(argv[0], *argv[1:])
+        return str(info.value)
+
+
+@pytest.fixture(params=["local", "hub"])
+def cli(request):
+    if request.param == "hub":
+        return Cli("hub", request.getfixturevalue("hub").url)
+    return Cli("local")

@@ -1,0 +1,202 @@
+"""wait blocks in an async view, woken through the channel layer when an append
+commits; the short poll is only the fallback. The ``redis`` tests use
+channels_redis (they fail, never skip, when Redis is unreachable)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import urllib.request
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection
+from django.test import AsyncClient
+
+from agentbus import services, wakeup
+from agentbus.waiting import inbox_wait
+
+from .conftest import say
+from .hub_server import HubServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def append_later(sender, recipient, text: str, delay: float = 0.3) -> tuple[threading.Thread, list]:
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            time.sleep(delay)
+            say(sender, recipient, text)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, errors
+
+
+@pytest.fixture
+def long_poll(settings):
+    settings.MARKUS = {**settings.MARKUS, "AGENTBUS_POLL_SECONDS": 30.0}
+
+
+def timed_wait(**kwargs) -> tuple[dict, float]:
+    started = time.monotonic()
+    result = async_to_sync(inbox_wait)(**kwargs)
+    return result, time.monotonic() - started
+
+
+def test_a_waiter_is_woken_through_the_embedded_channel_layer(long_poll, settings, eve, max_, monkeypatch):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "markus.channel_layer.ThreadSafeInMemoryChannelLayer"}}
+    layer = get_channel_layer()
+    assert type(layer).__name__ == "ThreadSafeInMemoryChannelLayer"
+    sent = []
+    real = layer.group_send_sync
+    monkeypatch.setattr(layer, "group_send_sync", lambda group, msg: (sent.append(group), real(group, msg)))
+    thread, errors = append_later(max_, eve, "wake up")
+    result, elapsed = timed_wait(agent_id="eve", timeout=10)
+    thread.join(5)
+    assert not errors and [m["payload"]["text"] for m in result["messages"]] == ["wake up"]
+    assert elapsed < 3, elapsed
+    assert sent == [wakeup.inbox_group("eve")]
+    assert not layer.groups.get(wakeup.inbox_group("eve"))  # the waiter left its group
+
+
+def test_channels_stock_in_memory_layer_falls_back_to_the_local_registry(long_poll, settings, eve, max_):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    thread, errors = append_later(max_, eve, "wake up")
+    result, elapsed = timed_wait(agent_id="eve", timeout=10)
+    thread.join(5)
+    assert not errors and [m["payload"]["text"] for m in result["messages"]] == ["wake up"]
+    assert elapsed < 3, elapsed
+    assert wakeup._local_waiters == {}  # the waiter unsubscribed
+
+
+def test_the_async_view_blocks_and_is_woken(long_poll, eve, max_):
+    async def scenario():
+        client = AsyncClient()
+        started = time.monotonic()
+        response = await client.get("/api/agents/eve/agentbus/inbox", {"timeout_seconds": 10},
+                                  headers={"authorization": f"Bearer {eve.token}"})
+        return response, time.monotonic() - started
+
+    thread, errors = append_later(max_, eve, "through the view")
+    response, elapsed = async_to_sync(scenario)()
+    thread.join(5)
+    assert not errors and response.status_code == 200
+    body = response.json()
+    assert [m["payload"]["text"] for m in body["messages"]] == ["through the view"] and not body["timed_out"]
+    assert elapsed < 3, elapsed
+
+
+def test_many_idle_waiters_share_one_event_loop(long_poll, eve, max_, ada):
+    """An idle waiter is a coroutine, not a thread: 50 of them wait in one loop."""
+    async def scenario():
+        waits = [inbox_wait(agent_id=a, timeout=10) for a in ["eve", "ada"] * 25]
+        return await asyncio.gather(*waits)
+
+    before = threading.active_count()
+    t1, e1 = append_later(max_, eve, "to eve", delay=0.5)
+    t2, e2 = append_later(max_, ada, "to ada", delay=0.5)
+    results = async_to_sync(scenario)()
+    t1.join(5)
+    t2.join(5)
+    assert not e1 and not e2
+    assert all(len(r["messages"]) == 1 for r in results)
+    assert threading.active_count() <= before + 4
+
+
+def test_own_appends_do_not_wake_the_waiter(long_poll, eve, max_):
+    def own():
+        time.sleep(0.2)
+        try:
+            say(eve, max_, "mine")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=own)
+    thread.start()
+    result, elapsed = timed_wait(agent_id="eve", timeout=1.0)
+    thread.join(5)
+    assert result["timed_out"] is True and result["messages"] == [] and elapsed >= 0.9
+
+
+def test_a_lost_wake_up_is_repaired_by_the_short_poll(settings, eve, max_, monkeypatch):
+    settings.MARKUS = {**settings.MARKUS, "AGENTBUS_POLL_SECONDS": 0.3}
+    monkeypatch.setattr(services, "wake_inboxes_on_commit", lambda ids: None)
+    thread, errors = append_later(max_, eve, "silent")
+    result, elapsed = timed_wait(agent_id="eve", timeout=10)
+    thread.join(5)
+    assert not errors and [m["payload"]["text"] for m in result["messages"]] == ["silent"]
+    assert elapsed < 2, elapsed
+
+
+def test_timeout_returns_the_cursor_to_resume_from(eve, max_):
+    say(max_, eve, "seen")
+    seen = async_to_sync(inbox_wait)(agent_id="eve", timeout=0)
+    result, elapsed = timed_wait(agent_id="eve", after_cursor=seen["next_cursor"], timeout=0.3)
+    assert result["timed_out"] is True and 0.25 <= elapsed < 2
+    say(max_, eve, "after the timeout")
+    resumed = async_to_sync(inbox_wait)(agent_id="eve", after_cursor=result["next_cursor"], timeout=0)
+    assert [m["payload"]["text"] for m in resumed["messages"]] == ["after the timeout"]
+
+
+# ------------------------------------------------------------------------ Redis
+
+
+def redis_url() -> str:
+    return os.environ.get("REDIS_URL") or os.environ.get("MARKUS_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+def redis_layer(settings, long_poll):
+    import redis
+
+    url = redis_url()
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except Exception as exc:  # noqa: BLE001 - a missing Redis is a failure, never a skip
+        pytest.fail(f"Redis is not reachable at {url} ({exc}); start it, or deselect with -m 'not redis'")
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [url]}}
+    }
+    yield url
+
+
+@pytest.mark.redis
+def test_a_waiter_is_woken_through_redis(redis_layer, eve, max_):
+    assert type(get_channel_layer()).__name__ == "RedisPubSubChannelLayer"
+    thread, errors = append_later(max_, eve, "via redis")
+    result, elapsed = timed_wait(agent_id="eve", timeout=10)
+    thread.join(5)
+    assert not errors and [m["payload"]["text"] for m in result["messages"]] == ["via redis"]
+    assert elapsed < 3, elapsed
+    assert wakeup._local_waiters == {}  # the process-local registry played no part
+
+
+@pytest.mark.redis
+def test_an_append_in_one_process_wakes_a_waiter_on_another_hub(redis_layer, eve, max_):
+    """The scale-out case: the waiter blocks in a daphne hub, the append commits in
+    this process; only Redis connects the two."""
+    server = HubServer(connection.settings_dict["NAME"], markus={"AGENTBUS_POLL_SECONDS": 30.0},
+                       env={"REDIS_URL": redis_layer}).start()
+    try:
+        thread, errors = append_later(max_, eve, "across processes", delay=1.0)
+        request = urllib.request.Request(f"{server.url}/api/agents/eve/agentbus/inbox?timeout_seconds=15",
+                                         headers={"Authorization": f"Bearer {eve.token}"})
+        started = time.monotonic()
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = json.loads(response.read())
+        elapsed = time.monotonic() - started
+        thread.join(5)
+    finally:
+        server.stop()
+    assert not errors and [m["payload"]["text"] for m in body["messages"]] == ["across processes"]
+    assert 0.9 < elapsed < 5, elapsed
