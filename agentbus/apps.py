@@ -16,3 +16,11 @@ class AgentbusConfig(AppConfig):
         # The sweep is the backstop for outbox rows the after-commit relay missed.
         if sweep_relay not in sweep_hooks:
             sweep_hooks.append(sweep_relay)
+
+        # Task lifecycle on the bus: each transition writes an outbox row in its own
+        # transaction (agentbus/lifecycle.py).
+        from markus.work.signals import task_status_changed
+
+        from .lifecycle import on_task_status_changed
+
+        task_status_changed.connect(on_task_status_changed, dispatch_uid="agentbus.task_lifecycle")

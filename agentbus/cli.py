@@ -103,6 +103,18 @@ class LocalBus:
         return {"agents": rows}
 
 
+    def task_show(self, task_id: str) -> dict:
+        from markus.work.api import task_detail
+        from markus.work.models import Task
+
+        task = Task.objects.filter(id=task_id).first()
+        if task is None:
+            raise CommandError(f"no such task: {task_id}")
+        data = task_detail(task)
+        data["pending_inbox"] = data.pop("pendingInbox", None)
+        return data
+
+
 class HubBus:
     def __init__(self, url: str, token: str | None) -> None:
         if not token:
@@ -157,6 +169,11 @@ class HubBus:
             if inbox:
                 row["pending_inbox_count"] = row.pop("pendingInboxCount", None)
         return {"agents": rows}
+
+    def task_show(self, task_id: str) -> dict:
+        data = self._call("GET", f"/api/tasks/{_q(task_id)}/")
+        data["pending_inbox"] = data.pop("pendingInbox", None)
+        return data
 
 
 def add_hub_arguments(parser) -> None:

@@ -27,10 +27,10 @@ from .models import Task, TaskState
 
 
 def pending_inbox_for(agent_id: str | None) -> Any:
-    # PENDING INBOX (CONTRACT: GET /api/tasks/{id}/ includes the assignee's
-    # `pendingInbox`). The AgentBus inbox is built in agentbus/; when it lands, return
-    # the assignee's pending messages here. Until then: None.
-    return None
+    """The owner's pending AgentBus inbox (CONTRACT: the task API carries it)."""
+    from agentbus.selectors import pending_count
+
+    return pending_count(agent_id) if agent_id else None
 
 
 def task_detail(task: Task) -> dict[str, Any]:

@@ -136,6 +136,8 @@ def task_create(
         metadata=metadata,
     )
     task.depends_on.set(dependency_ids)
+    # Filing a task is the first event of its lifecycle (from nothing to pending).
+    task_status_changed.send(sender=Task, task=task, from_status=None, to_status=task.status, actor=actor)
     waiting = unmet_dependencies(task)
     if start and assignee is not None and not waiting:
         _apply(task, TaskState.IN_PROGRESS, actor)

@@ -232,3 +232,16 @@ def test_exit_codes_stdout_and_stderr_as_a_shell_sees_them(request, mode, eve, m
     assert bad.returncode != 0 and ok.stderr == ""
     assert len(bad.stderr.strip().splitlines()) == 1 and "stream" in bad.stderr.lower()
     assert bad.stdout == ""
+
+
+def test_task_show_carries_the_owners_pending_inbox(cli, alice, alice_token, eve, max_):
+    from markus.work.actors import Actor
+    from markus.work.services import task_create
+
+    task = task_create(actor=Actor.for_user(alice), title="Answer eve", assignee_id="eve", start=False)
+    say(max_, eve, "are you on it?")
+    shown = cli("task", "show", task.id, token=alice_token)
+    # The filing itself reached eve's inbox too (task lifecycle on the bus).
+    assert shown["id"] == task.id and shown["pending_inbox"] == 2 and "pendingInbox" not in shown
+    assert "no such task" in cli.fails("task", "show", "tsk_missing", token=alice_token).lower() or \
+        "404" in cli.fails("task", "show", "tsk_missing", token=alice_token)

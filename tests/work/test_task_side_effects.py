@@ -272,7 +272,7 @@ def test_an_archived_completed_dependency_still_counts_as_done(make_task, as_ali
     assert later.status == S.IN_PROGRESS
 
 
-def test_every_transition_sends_the_status_changed_signal(make_task, as_alice):
+def test_filing_and_every_transition_send_the_status_changed_signal(make_task, as_alice):
     seen = []
 
     def receiver(sender, task, from_status, to_status, actor, **kwargs):
@@ -284,4 +284,4 @@ def test_every_transition_sends_the_status_changed_signal(make_task, as_alice):
         task_transition(task_id=task.id, to_status=S.CANCELLED, actor=as_alice)
     finally:
         task_status_changed.disconnect(receiver)
-    assert seen == [(task.id, S.PENDING, S.CANCELLED, "user")]
+    assert seen == [(task.id, None, S.PENDING, "user"), (task.id, S.PENDING, S.CANCELLED, "user")]
