@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 from django.contrib.messages import get_messages
 
 from markus.work.actors import Actor
@@ -29,7 +30,7 @@ def test_the_start_action_starts_a_pending_task_and_refuses_an_archived_one(admi
     pending = make_task(title="pending")
     archived = make_task(title="archived")
     Task.objects.filter(id=archived.id).update(status=TaskState.ARCHIVED)
-    messages = run_action(admin_client, "/admin/work/task/", "task_to_in_progress", [pending.id, archived.id])
+    messages = run_action(admin_client, reverse("admin:work_task_changelist"), "task_to_in_progress", [pending.id, archived.id])
     assert Task.objects.get(id=pending.id).status == TaskState.IN_PROGRESS
     assert len(executions(ada, pending)) == 1
     assert Task.objects.get(id=archived.id).status == TaskState.ARCHIVED
@@ -51,21 +52,21 @@ def test_the_start_action_starts_a_pending_task_and_refuses_an_archived_one(admi
 def test_each_transition_action_moves_the_task(admin_client, make_task, action, from_status, to_status):
     task = make_task()
     Task.objects.filter(id=task.id).update(status=from_status)
-    messages = run_action(admin_client, "/admin/work/task/", action, [task.id])
+    messages = run_action(admin_client, reverse("admin:work_task_changelist"), action, [task.id])
     assert Task.objects.get(id=task.id).status == to_status
     assert any(m.endswith("1 done.") for m in messages)
 
 
 def test_the_requirement_approve_action(admin_client, cyd):
     requirement = requirement_create(actor=Actor.for_agent(cyd), title="Idea")
-    run_action(admin_client, "/admin/work/requirement/", "requirement_in_progress", [requirement.id])
+    run_action(admin_client, reverse("admin:work_requirement_changelist"), "requirement_in_progress", [requirement.id])
     assert Requirement.objects.get(id=requirement.id).status == "in_progress"
-    messages = run_action(admin_client, "/admin/work/requirement/", "requirement_rejected", [requirement.id])
+    messages = run_action(admin_client, reverse("admin:work_requirement_changelist"), "requirement_rejected", [requirement.id])
     assert any("refused" in m for m in messages)
 
 
 def test_the_task_change_page_renders_with_read_only_comments(admin_client, make_task):
     task = make_task()
-    response = admin_client.get(f"/admin/work/task/{task.id}/change/")
+    response = admin_client.get(reverse("admin:work_task_change", args=[task.id]))
     assert response.status_code == 200
     assert b"Write the report" in response.content
