@@ -33,7 +33,13 @@ class Command(BaseCommand):
         if resumed:
             self.stdout.write(f"resumed {len(resumed)} task(s) in progress")
         sweep()  # start-up: kick agents with work left from before (recovery runs on lease take)
-        self.stdout.write(f"Markus at http://{host}:{port}/  (admin: /admin/, API: /api/)")
+        base = f"http://{host}:{port}"
+        self.stdout.write(
+            f"Markus at {base}/\n"
+            f"  operator console  {base}/admin/   (demo login: admin / admin after `manage.py demo`)\n"
+            f"  an agent's mind   {base}/agents/<agent id>/mind/   (demo: {base}/agents/ada/mind/)\n"
+            f"  API docs          {base}/api/docs/"
+        )
         from daphne.cli import CommandLineInterface
 
         CommandLineInterface().run(["-b", host, "-p", str(port), "markus.asgi:application"])
