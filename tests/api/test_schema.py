@@ -61,10 +61,32 @@ def _post(base: str, token: str, path: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
+def _get(base: str, token: str, path: str) -> dict:
+    import json
+
+    req = urllib.request.Request(f"{base}{path}", headers={"Authorization": f"Token {token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
 def _seed(base: str, token: str) -> dict:
+    """Real objects of every kind the API addresses by id."""
     task = _post(base, token, "/api/tasks/", {"title": "Fuzz target", "assigneeId": "ada", "reviewerId": "grace"})
     req = _post(base, token, "/api/requirements/", {"title": "Fuzz requirement"})
-    return {"agent_id": "ada", "task_id": task["id"], "requirement_id": req["id"]}
+    stream = _post(base, token, "/api/agentbus/streams", {"sender": "ada", "recipient": "grace"})
+    # A task reviewed by the admin: submitting it creates an approval and a notification.
+    me = _get(base, token, "/api/agents/ada/")["ownerId"]
+    reviewed = _post(base, token, "/api/tasks/", {"title": "Review me", "assigneeId": "linus", "reviewerUserId": me})
+    _post(base, token, f"/api/tasks/{reviewed['id']}/transition", {"status": "review"})
+    approval = _get(base, token, "/api/approvals?status=pending")
+    notes = _get(base, token, "/api/notifications")
+    chat = _post(base, token, "/api/agents/ada/chat", {"text": "hello"})
+    history = _get(base, token, "/api/agents/ada/mailbox")["history"]
+    activity = next(h["activity"]["id"] for h in history if h["id"] == chat["mailboxItemId"])
+    approvals = approval["approvals"] if isinstance(approval, dict) else approval
+    return {"agent_id": "ada", "task_id": task["id"], "requirement_id": req["id"], "stream_id": stream["streamId"],
+            "approval_id": approvals[0]["id"], "notification_id": notes["notifications"][0]["id"],
+            "activityId": activity}
 
 
 @pytest.mark.slow
