@@ -20,7 +20,7 @@ from mailbox import services as mailbox
 from mailbox.api import sender_metadata
 from mailbox.registry import MailboxType
 from markus.agents.auth import access_agent, acting_agent
-from markus.agents.models import ChatSession
+from markus.agents.models import Agent, ChatSession
 
 from .processing import chat_group, chat_reply_for
 
@@ -92,6 +92,10 @@ async def chat_view(request, agent_id: str):
     body, error = _parse(request)
     if error is not None:
         return error
+    if agent.kind != Agent.Kind.INTERNAL:
+        return JsonResponse({"detail": "this agent is external: reach it over the AgentBus"}, status=409)
+    if agent.status != Agent.RunStatus.RUNNING:
+        return JsonResponse({"detail": f"this agent is {agent.status}; resume or start it to chat"}, status=409)
     sid = body.get("sessionId")
     if sid and not await sync_to_async(ChatSession.objects.filter(id=sid, agent=agent).exists)():
         return JsonResponse({"detail": "No such chat session."}, status=404)

@@ -53,6 +53,7 @@ def document_plain_views(result, generator, request, public):
                 "type": "object", "properties": {"reply": {"type": "string", "nullable": True},
                                                  "mailboxItemId": {"type": "string"}, "pending": {"type": "boolean"}}})},
             **{str(c): {"description": "Error", **_json(_ERROR)} for c in (400, 401, 403, 404, 413)},
+            "409": {"description": "The agent is paused, stopped or external", **_json(_ERROR)},
         },
         "security": [{"tokenAuth": []}, {"agentBearer": []}],
     }}
