@@ -31,6 +31,7 @@ from . import records
 from .lease import Lease, StaleLease, lease_release, lease_take
 from .models import AgentAttention, AttentionState, DecisionType
 from .processing import process_item
+from .triage import triage
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ def _claim(lease: Lease) -> MailboxItem | None:
         _coalesce_into_head(lease, item)
         mailbox.mailbox_consolidate_by_entity(lease.agent_id)
         item.refresh_from_db()
+        item = triage(lease, item)
     return item
 
 

@@ -270,21 +270,34 @@ def mailbox_claim_next(*, agent_id: str, epoch: int | None = None, fence: Q | No
         head = queued(agent_id).values_list("id", flat=True).first()
         if head is None:
             return None
-        now = timezone.now()
-        rows = MailboxItem.objects.filter(id=head, status=Status.QUEUED)
-        if fence is not None:
-            rows = rows.filter(fence)
-        updated = rows.update(
-            status=Status.PROCESSING, started_at=now, lease_epoch=epoch, attempts=F("attempts") + 1
-        )
-        if updated == 1:
-            item = MailboxItem.objects.get(id=head)
-            with transaction.atomic():
-                emit_item(item)
+        item = mailbox_claim(head, epoch=epoch, fence=fence)
+        if item is not None:
             return item
         if fence is not None and not MailboxItem.objects.filter(id=head).filter(fence).exists():
             return None  # the lease moved on: this worker is stale
     return None
+
+
+def mailbox_claim(item_id: str, *, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
+    """Claim one queued item (``processing``) with a conditional UPDATE; None if it was
+    not queued any more or the fence does not hold."""
+    rows = MailboxItem.objects.filter(id=item_id, status=Status.QUEUED)
+    if fence is not None:
+        rows = rows.filter(fence)
+    if rows.update(status=Status.PROCESSING, started_at=timezone.now(), lease_epoch=epoch,
+                   attempts=F("attempts") + 1) != 1:
+        return None
+    item = MailboxItem.objects.get(id=item_id)
+    with transaction.atomic():
+        emit_item(item)
+    return item
+
+
+def mailbox_put_back(item_id: str, *, epoch: int) -> bool:
+    """Return a claimed item to the queue as if it had not been claimed (its place and
+    its attempt count are kept): triage chose another item to go first."""
+    return _transition(item_id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=True,
+                       status=Status.QUEUED, started_at=None, lease_epoch=None, attempts=F("attempts") - 1)
 
 
 def mailbox_dequeue(agent_id: str) -> MailboxItem | None:

@@ -126,6 +126,25 @@ class OfflineProvider(Provider):
         return LLMResponse(text=text, usage=Usage(prompt_tokens=_tokens(system, messages),
                                                   completion_tokens=len(text.split())))
 
+    triages = True
+
+    def triage(self, *, candidates, context) -> dict:
+        """By staleness: the item waiting longest goes first; a periodic check-in
+        (heartbeat, daily report, dream cycle) that a newer one of its kind supersedes is
+        redundant and dropped."""
+        periodic = {HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION}
+        newest: dict[str, dict] = {}
+        for c in candidates:
+            if c["type"] in periodic and (c["type"] not in newest or c["queuedAt"] > newest[c["type"]]["queuedAt"]):
+                newest[c["type"]] = c
+        drop = [c["id"] for c in candidates if c["type"] in newest and newest[c["type"]]["id"] != c["id"]]
+        remaining = [c for c in candidates if c["id"] not in drop]
+        chosen = min(remaining, key=lambda c: (c["queuedAt"], c["id"]))
+        reasoning = f"{len(candidates)} items at priority {chosen['priority']}: “{chosen['summary']}” has waited longest"
+        if drop:
+            reasoning += f"; {len(drop)} periodic item(s) superseded by a newer one dropped"
+        return {"processItemId": chosen["id"], "deferItemIds": [], "dropItemIds": drop, "reasoning": reasoning}
+
     def judge(self, *, current, new, context) -> str:
         text = f"{new.get('summary', '')} {new.get('content', '')}"
         if CANCEL_WORDS.search(text):

@@ -28,12 +28,17 @@ class Turn:
 class ScriptedProvider(Provider):
     name = "scripted"
 
-    def __init__(self, turns: list[Turn] | None = None, *, default: Turn | None = None, judge_word: str | None = None):
+    def __init__(self, turns: list[Turn] | None = None, *, default: Turn | None = None, judge_word: str | None = None,
+                 triage_answer=None):
         self.turns: list[Turn] = list(turns or [])
         self.default = default
         self.calls: list[dict[str, Any]] = []
         self.judge_word = judge_word
         self.judges = judge_word is not None
+        # A dict, or a function of the candidate briefs returning one; None: no triage.
+        self.triage_answer = triage_answer
+        self.triages = triage_answer is not None
+        self.triage_calls: list[list[dict[str, Any]]] = []
         self._lock = threading.Lock()
 
     def add(self, *turns: Turn) -> None:
@@ -61,3 +66,8 @@ class ScriptedProvider(Provider):
 
     def judge(self, *, current, new, context) -> str:
         return self.judge_word or "continue"
+
+    def triage(self, *, candidates, context) -> dict:
+        self.triage_calls.append(candidates)
+        answer = self.triage_answer
+        return answer(candidates) if callable(answer) else dict(answer or {})

@@ -1,0 +1,102 @@
+"""Triage (seed section 21): tier 0 processes the head; tier 1 lets the brain choose among
+items of equal priority, defer or drop redundant ones — never a human's item."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from attention import loop
+from attention.models import AgentDecision
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType as T
+from mailbox.services import mailbox_enqueue
+from markus.agents.models import WorkingMemory
+from markus.llm.base import set_provider_override
+from markus.llm.offline import OfflineProvider
+from markus.llm.scripted import ScriptedProvider, Turn
+
+MARK = "<<HANDLE_COMPLETE>>"
+
+
+def enqueue(agent, kind, summary, priority=None, minutes_ago=0, **meta):
+    item = mailbox_enqueue(agent_id=agent.id, source_type=kind, priority=priority,
+                           payload={"summary": summary, "content": summary}, metadata=meta or None)
+    if minutes_ago:
+        MailboxItem.objects.filter(id=item.id).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
+    return item
+
+
+def picked(agent):
+    return [d.mailbox_item.summary for d in AgentDecision.objects.filter(agent=agent, decision_type="pick")
+            .select_related("mailbox_item").order_by("created_at", "id")]
+
+
+@pytest.fixture
+def provider():
+    yield lambda p: set_provider_override(p)
+    set_provider_override(None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tier_one_lets_the_brain_choose_defer_and_drop_among_equals(agent, provider, sent_events):
+    a = enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=3)
+    b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=2)
+    c = enqueue(agent, T.SYSTEM_EVENT, "c", 2, minutes_ago=1)
+    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer=lambda cands: {
+        "processItemId": cands[2]["id"], "deferItemIds": [cands[1]["id"]], "dropItemIds": [cands[0]["id"]],
+        "reasoning": "c is what matters now"})
+    provider(brain)
+    loop.run_attention(agent.id, budget=1)
+    assert [c["summary"] for c in brain.triage_calls[0]] == ["a", "b", "c"]  # oldest first, with ages
+    assert all("ageSeconds" in cand for cand in brain.triage_calls[0])
+    assert picked(agent) == ["c"]
+    assert MailboxItem.objects.get(id=a.id).status == "dropped"
+    assert MailboxItem.objects.get(id=b.id).status == "deferred"
+    assert MailboxItem.objects.get(id=b.id).deferred_until > timezone.now()
+    assert MailboxItem.objects.get(id=c.id).status == "completed"
+    assert MailboxItem.objects.get(id=a.id).attempts == 0  # the put-back head did not count an attempt
+    assert list(AgentDecision.objects.filter(mailbox_item=a).values_list("decision_type", flat=True)) == ["drop"]
+    assert WorkingMemory.objects.get(agent=agent, key="triage-decision").content == "c is what matters now"
+    event = next(e for _, e in sent_events if e["type"] == "agent:triage")
+    assert event["processItemId"] == c.id and event["dropItemIds"] == [a.id] and event["deferItemIds"] == [b.id]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_triage_never_drops_or_defers_a_humans_item_and_ignores_unknown_ids(agent, provider):
+    human = enqueue(agent, T.TASK_COMMENT, "human says", 2, minutes_ago=2, senderRole="agent")
+    MailboxItem.objects.filter(id=human.id).update(metadata={"senderRole": "user"})
+    other = enqueue(agent, T.SYSTEM_EVENT, "other", 2, minutes_ago=3)
+    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer=lambda cands: {
+        "processItemId": "mbx_nope", "dropItemIds": [human.id, "mbx_ghost"], "deferItemIds": [human.id]})
+    provider(brain)
+    loop.run_attention(agent.id, budget=1)
+    assert picked(agent) == ["other"]  # the unknown choice falls back to the head
+    assert MailboxItem.objects.get(id=human.id).status == "queued"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tier_zero_skips_triage_when_priorities_are_clearly_separate_or_a_user_waits(agent, provider):
+    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer={"processItemId": "x"})
+    provider(brain)
+    enqueue(agent, T.SYSTEM_EVENT, "urgent", 1)
+    enqueue(agent, T.SYSTEM_EVENT, "later", 3)
+    loop.run_attention(agent.id, budget=1)
+    enqueue(agent, T.HUMAN_CHAT, "hi", senderId="1", senderRole="user")
+    enqueue(agent, T.HUMAN_CHAT, "hello", senderId="2", senderRole="user")
+    loop.run_attention(agent.id, budget=1)
+    assert brain.triage_calls == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_offline_brain_takes_the_stalest_and_drops_superseded_check_ins(agent, provider):
+    provider(OfflineProvider())
+    old_beat = enqueue(agent, T.HEARTBEAT, "old heartbeat", 3, minutes_ago=30)
+    new_beat = enqueue(agent, T.HEARTBEAT, "new heartbeat", 3, minutes_ago=1)
+    report = enqueue(agent, T.DAILY_REPORT, "report", 3, minutes_ago=10)
+    loop.run_attention(agent.id, budget=1)
+    assert MailboxItem.objects.get(id=old_beat.id).status == "dropped"
+    assert "superseded" in MailboxItem.objects.get(id=old_beat.id).drop_reason
+    assert picked(agent) == ["report"]  # the stalest that remains
+    assert MailboxItem.objects.get(id=new_beat.id).status == "queued"
