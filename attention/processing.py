@@ -28,7 +28,7 @@ from .lease import Lease, LeaseKeeper, StaleLease, fenced, lease_renew
 from .models import ActivityLogType as L
 from .models import AgentActivity, AttentionState, DecisionType, LLMSession
 from .scenarios import (
-    CHAT, NON_PREEMPTABLE, first_messages, item_brief, merged_message, scenario_for, system_prompt,
+    CHAT, NON_PREEMPTABLE, TASK_EXECUTION, first_messages, item_brief, merged_message, scenario_for, system_prompt,
 )
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,10 @@ def process_item(lease: Lease, item: MailboxItem) -> None:
     agent = Agent.objects.get(id=lease.agent_id)
     focus = Focus(lease=lease, item=item, scenario=scenario, agent=agent,
                   seen=set(mailbox.queued(lease.agent_id).values_list("id", flat=True)))
+    if execution_revoked(focus):  # the task left in_progress while this waited
+        with fenced(lease):
+            _complete(lease, item, outcome="skipped: the task is no longer in progress")
+        return
     with fenced(lease):
         focus.activity = records.start_activity(lease, item=item, scenario=scenario)
         records.log(lease, focus.activity, L.STATUS, f"started {scenario}")
@@ -272,6 +276,11 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
         raise StaleLease(f"lost the lease of {lease.agent_id}")
     if focus.stop_requested():
         return Outcome("stopped")
+    if execution_revoked(focus):
+        records.record_decision(lease, item=item, decision_type=DecisionType.CANCEL,
+                                reasoning="The task left in_progress: its execution is cancelled",
+                                context={"rule": "task", "taskId": item.task_id}, outcome="stopped, will not resume")
+        return Outcome("cancelled", detail="the task left in_progress")
     arrivals = [n for n in mailbox.queued(lease.agent_id) if n.id not in focus.seen]
     if not arrivals:
         return None
@@ -290,6 +299,16 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
             break
     records.set_state(lease, AttentionState.FOCUSED, item)
     return ended
+
+
+def execution_revoked(focus: Focus) -> bool:
+    """A task execution whose task was moved out of in_progress (or re-run in a newer
+    round) stops at its next yield point."""
+    if focus.scenario != TASK_EXECUTION or not focus.item.task_id:
+        return False
+    from markus.work.execution import execution_cancelled
+
+    return execution_cancelled(focus.item.task_id, focus.item.extra.get("executionRound"))
 
 
 def decide(focus: Focus, new: MailboxItem) -> Verdict:

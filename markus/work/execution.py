@@ -25,6 +25,7 @@ def execution_cancelled(task_id: str, execution_round: int | None = None) -> boo
     gone or no longer in progress, or (given ``execution_round``) a newer round has
     started since, so this execution is stale."""
     row = Task.objects.filter(id=task_id).values("status", "cancel_requested_at", "execution_round").first()
-    if row is None or row["cancel_requested_at"] is not None or row["status"] != TaskState.IN_PROGRESS:
+    running = (TaskState.IN_PROGRESS, TaskState.REVIEW)  # review: submitted, the execution wraps up
+    if row is None or row["cancel_requested_at"] is not None or row["status"] not in running:
         return True
     return execution_round is not None and row["execution_round"] != execution_round

@@ -237,8 +237,9 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     if to_status == TaskState.IN_PROGRESS:
         task.execution_round += 1
         task.cancel_requested_at = None
-    elif from_status == TaskState.IN_PROGRESS:
-        # The loop sees this at its next yield point (markus.work.execution).
+    elif from_status == TaskState.IN_PROGRESS and to_status != TaskState.REVIEW:
+        # The loop sees this at its next yield point (markus.work.execution). Submitting
+        # for review is the work finishing, not a cancellation: the execution wraps up.
         task.cancel_requested_at = now
     if to_status == TaskState.COMPLETED:
         task.completed_at = now

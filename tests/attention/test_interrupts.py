@@ -9,6 +9,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.llm.scripted import Turn
+from markus.work.models import Task
 
 from .conftest import wait_for
 
@@ -70,6 +71,7 @@ def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, 
 
 
 def test_comment_on_the_current_task_is_merged_into_the_next_turn(celery_worker, scripted, agent, no_judge):
+    Task.objects.create(id="tsk_1", title="build", status="in_progress", assignee=agent)
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
     provider = scripted(first, Turn(text=f"done {MARK}"))
     work = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_STATUS_UPDATE,

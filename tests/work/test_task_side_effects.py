@@ -56,7 +56,14 @@ def test_entering_in_progress_resets_the_cancel_flag_and_bumps_the_round(make_ta
     assert [i.payload["extra"]["executionRound"] for i in executions(ada, task)] == [1, 2]
 
 
-@pytest.mark.parametrize("to_status", [S.REVIEW, S.BLOCKED, S.FAILED, S.CANCELLED])
+def test_submitting_for_review_lets_the_running_execution_wrap_up(make_task, as_alice):
+    task = make_task(start=True)
+    task_transition(task_id=task.id, to_status=S.REVIEW, actor=as_alice)
+    task.refresh_from_db()
+    assert task.cancel_requested_at is None and not execution_cancelled(task.id, execution_round=1)
+
+
+@pytest.mark.parametrize("to_status", [S.BLOCKED, S.FAILED, S.CANCELLED])
 def test_leaving_in_progress_flags_the_running_execution_as_cancelled(make_task, as_alice, to_status):
     task = make_task(start=True)
     assert not execution_cancelled(task.id, execution_round=1)
