@@ -28,7 +28,7 @@ from mailbox.registry import Status
 from markus.agents.models import Agent
 
 from . import records
-from .lease import Lease, StaleLease, lease_release, lease_take
+from .lease import Lease, StaleLease, fenced, lease_release, lease_take
 from .models import AgentAttention, AttentionState, DecisionType
 from .processing import process_item
 from .triage import triage
@@ -75,11 +75,12 @@ def _coalesce_into_head(lease: Lease, head: MailboxItem) -> None:
         {"payload__requirementId": head.requirement_id} if head.requirement_id else None)
     if key is None:
         return
-    for other in mailbox.queued(lease.agent_id).filter(**key):
-        if not other.triggers_execution and not other.is_user_interaction:
-            mailbox.mailbox_merge_into(other.id, head.id)
-            records.record_decision(lease, item=other, decision_type=DecisionType.MERGE,
-                                    reasoning=f"Consolidated into {head.id} (same entity)")
+    with fenced(lease):  # a stale worker must not merge into an item it lost
+        for other in mailbox.queued(lease.agent_id).filter(**key):
+            if not other.triggers_execution and not other.is_user_interaction:
+                if mailbox.mailbox_merge_into(other.id, head.id):
+                    records.record_decision(lease, item=other, decision_type=DecisionType.MERGE,
+                                            reasoning=f"Consolidated into {head.id} (same entity)")
 
 
 def _next_due_in(agent_id: str) -> float | None:

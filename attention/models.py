@@ -131,6 +131,9 @@ class LLMSession(models.Model):
         "mailbox.MailboxItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_sessions"
     )
     messages = models.JSONField(default=list)
+    # Items merged into this session's item whose content the session already carries;
+    # any other absorbed item is appended when the session resumes.
+    absorbed_ids = models.JSONField(default=list)
     turn_count = models.IntegerField(default=0)
     scenario = models.CharField(max_length=32, default="")
     updated_at = models.DateTimeField(default=timezone.now)

@@ -134,6 +134,13 @@ def _settle_fenced(focus: Focus, outcome: Outcome) -> None:
                 status=Status.DEFERRED, deferred_until=None,
                 metadata={**(item.metadata or {}), "waitingForApproval": True, "approvalId": outcome.detail})
             mailbox.emit_item(MailboxItem.objects.get(id=item.id))
+            # Answered already (between the tool call and this park)? Then the hook found
+            # the item still processing and did nothing: resume it with the answer now.
+            from notifications.models import Approval
+
+            approval = Approval.objects.filter(id=outcome.detail).first()
+            if approval is not None and approval.status != Approval.State.PENDING:
+                on_approval_answered(approval)
         records.inject_main_session(lease, item=item, outcome=f"waiting for approval {outcome.detail}")
     elif outcome.kind == "cancelled":
         records.end_activity(lease, activity, success=False)
@@ -191,23 +198,37 @@ def _chat_session_id(item: MailboxItem) -> str:
     return main_session(item.agent_id).id
 
 
+def _absorbed(item: MailboxItem) -> list[MailboxItem]:
+    return list(MailboxItem.objects.filter(merged_into_id=item.id, status=Status.MERGED).order_by("queued_at", "id"))
+
+
 def _load_session(focus: Focus) -> LLMSession:
+    """A new session starts from the item's payload, which already carries everything
+    merged into it. A saved one resumes where it was, and gets every item merged into
+    its item since (at enqueue, by consolidation, an injected comment) appended."""
     session = LLMSession.objects.filter(id=_session_id(focus.item)).first()
     if session is None:
         chat_sid = _chat_session_id(focus.item) if focus.scenario == CHAT else None
         session = LLMSession(id=_session_id(focus.item), agent_id=focus.agent.id, mailbox_item=focus.item,
-                             scenario=focus.scenario, messages=first_messages(focus.item, focus.scenario, chat_sid))
+                             scenario=focus.scenario, messages=first_messages(focus.item, focus.scenario, chat_sid),
+                             absorbed_ids=[m.id for m in _absorbed(focus.item)])
         with fenced(focus.lease):
             session.save(force_insert=True)
-    elif focus.activity is not None:
+        return session
+    if focus.activity is not None:
         records.log(focus.lease, focus.activity, L.STATUS, f"resumed session at turn {session.turn_count}")
+    missed = [m for m in _absorbed(focus.item) if m.id not in set(session.absorbed_ids)]
+    if missed:
+        session.messages.extend(merged_message(m) for m in missed)
+        session.absorbed_ids = [*session.absorbed_ids, *(m.id for m in missed)]
+        _save_session(focus, session)
     return session
 
 
 def _save_session(focus: Focus, session: LLMSession) -> None:
     with fenced(focus.lease):
         LLMSession.objects.filter(id=session.id).update(messages=session.messages, turn_count=session.turn_count,
-                                                        updated_at=timezone.now())
+                                                        absorbed_ids=session.absorbed_ids, updated_at=timezone.now())
 
 
 def _tool_loop(focus: Focus) -> Outcome:
@@ -334,13 +355,15 @@ def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict
     lease, item = focus.lease, focus.item
     context = {"rule": verdict.rule, "currentItemId": item.id, "newItemId": new.id}
     if verdict.decision == DecisionType.MERGE:
-        if mailbox.mailbox_merge_into(new.id, item.id):
-            new.refresh_from_db()
-            session.messages.append(merged_message(new))
-            focus.merged_ids.append(new.id)
-            _save_session(focus, session)
-            records.record_decision(lease, item=new, decision_type=DecisionType.MERGE, reasoning=verdict.reason,
-                                    context=context)
+        with fenced(lease):  # a stale worker must not merge into an item it lost
+            if mailbox.mailbox_merge_into(new.id, item.id):
+                new.refresh_from_db()
+                session.messages.append(merged_message(new))
+                session.absorbed_ids = [*session.absorbed_ids, new.id]
+                focus.merged_ids.append(new.id)
+                _save_session(focus, session)
+                records.record_decision(lease, item=new, decision_type=DecisionType.MERGE,
+                                        reasoning=verdict.reason, context=context)
         return None
     if verdict.decision == DecisionType.PREEMPT:
         records.record_decision(lease, item=item, decision_type=DecisionType.PREEMPT, reasoning=verdict.reason,
@@ -351,8 +374,11 @@ def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict
                                 context=context, outcome="stopped, will not resume")
         return Outcome("cancelled", detail=f"by {new.id}")
     if verdict.decision == DecisionType.DEFER:
-        if new.source_type != MailboxType.HUMAN_CHAT:
-            mailbox.mailbox_defer(new.id, from_statuses=[Status.QUEUED])
+        if new.source_type == MailboxType.HUMAN_CHAT:  # protected: it waits its turn instead
+            records.record_decision(lease, item=new, decision_type=DecisionType.CONTINUE, context=context,
+                                    reasoning=f"{verdict.reason}; a human's chat is never deferred")
+            return None
+        mailbox.mailbox_defer(new.id, from_statuses=[Status.QUEUED])
         records.record_decision(lease, item=new, decision_type=DecisionType.DEFER, reasoning=verdict.reason,
                                 context=context)
         return None
@@ -376,13 +402,12 @@ def _inject_into_active_task(lease: Lease, item: MailboxItem) -> bool:
     if execution is None or not execution.triggers_execution:
         return False
     with fenced(lease):
-        session = LLMSession.objects.select_for_update().filter(id=_session_id(execution)).first()
-        if session is None:
+        if not LLMSession.objects.filter(id=_session_id(execution)).exists():
             return False
-        session.messages = [*session.messages, merged_message(item)]
-        session.save(update_fields=["messages"])
-        MailboxItem.objects.filter(id=item.id, lease_epoch=lease.epoch, status=Status.PROCESSING).update(
-            status=Status.MERGED, merged_into=execution, completed_at=timezone.now())
+        # Merged for real (the execution's payload carries it too, should its session be
+        # rebuilt); the saved session gets it appended when the execution resumes.
+        if not mailbox.mailbox_merge_into(item.id, execution.id, claimed_epoch=lease.epoch):
+            return False
     records.record_decision(lease, item=item, decision_type=DecisionType.MERGE,
                             reasoning="Comment on an active task — injected into its session",
                             context={"executionItemId": execution.id})

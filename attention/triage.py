@@ -67,7 +67,8 @@ def _ids(answer: dict, key: str) -> list[str]:
 
 def _apply(lease: Lease, head: MailboxItem, candidates: list[MailboxItem], answer: dict) -> MailboxItem:
     by_id = {c.id: c for c in candidates}
-    chosen = by_id.get(answer.get("processItemId")) or head
+    pid = answer.get("processItemId")
+    chosen = (by_id.get(pid) if isinstance(pid, str) else None) or head
     untouchable = {chosen.id} | {c.id for c in candidates if c.is_user_interaction}
     drop = [i for i in dict.fromkeys(_ids(answer, "dropItemIds")) if i in by_id and i not in untouchable]
     defer = [i for i in dict.fromkeys(_ids(answer, "deferItemIds"))

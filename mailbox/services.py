@@ -373,11 +373,17 @@ def mailbox_requeue(item_id: str, *, epoch: int | None = None, fenced: bool = Fa
 
 
 @transaction.atomic
-def mailbox_merge_into(item_id: str, target_id: str) -> bool:
-    """Absorb a queued item into another (the attention loop's merge decision)."""
+def mailbox_merge_into(item_id: str, target_id: str, *, claimed_epoch: int | None = None) -> bool:
+    """Absorb an item into another that is still live (queued, processing or deferred):
+    the attention loop's merge decision. The item must be queued, or, with
+    ``claimed_epoch``, processing under that epoch (a claimed comment that is injected
+    into a task's open execution)."""
     items = {i.id: i for i in MailboxItem.objects.select_for_update().filter(id__in=[item_id, target_id])}
     item, target = items.get(item_id), items.get(target_id)
-    if item is None or target is None or item.status != Status.QUEUED:
+    if item is None or target is None or target.status not in OPEN_STATUSES:
+        return False
+    claimed = claimed_epoch is not None and item.status == Status.PROCESSING and item.lease_epoch == claimed_epoch
+    if item.status != Status.QUEUED and not claimed:
         return False
     _absorb(target, item)
     target.save(update_fields=["payload", "priority"])
