@@ -122,6 +122,8 @@ def _settle_fenced(focus: Focus, outcome: Outcome) -> None:
         _complete(lease, item, outcome=_outcome_label(focus.scenario))
     elif outcome.kind == "preempted":
         records.end_activity(lease, activity, success=True)
+        # Being preempted is not a failed attempt (recovery counts a human's attempts).
+        MailboxItem.objects.filter(id=item.id).update(attempts=max(0, item.attempts - 1))
         with fenced(lease):
             mailbox.mailbox_defer(item.id, until=timezone.now() + _resume_delay(), epoch=lease.epoch, fenced=True,
                                   from_statuses=[Status.PROCESSING])

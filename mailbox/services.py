@@ -175,6 +175,13 @@ def check_enqueue(
             raise MailboxError(f"payload.{key} must be a string")
     if "extra" in payload and payload["extra"] is not None and not isinstance(payload["extra"], dict):
         raise MailboxError("payload.extra must be an object")
+    # Ids are strings; a number here would silently escape dedup and consolidation.
+    for key in ("taskId", "requirementId"):
+        if payload.get(key) is not None and not isinstance(payload[key], str):
+            raise MailboxError(f"payload.{key} must be a string")
+    channel = (payload.get("extra") or {}).get("channelKey")
+    if channel is not None and not isinstance(channel, str):
+        raise MailboxError("payload.extra.channelKey must be a string")
     if priority is not None:
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 4:
             raise MailboxError("priority must be an integer from 0 (critical) to 4 (background)")

@@ -52,6 +52,7 @@ def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scr
     assert resumed[1]["tool_calls"][0]["function"]["name"] == "update_working_memory"
     assert resumed[2]["role"] == "tool" and "saved" in resumed[2]["content"]
     assert AgentActivity.objects.filter(mailbox_item_id=work.id).count() == 2
+    assert MailboxItem.objects.get(id=work.id).attempts == 1  # the preempt did not count as a failed attempt
 
 
 def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, scripted, agent):
