@@ -27,6 +27,24 @@ def celery_worker(transactional_db, wake_on_enqueue):
     with start_worker(celery_app, pool="threads", concurrency=2, perform_ping_check=False,
                       shutdown_timeout=15, loglevel="WARNING") as worker:
         yield worker
+        _quiesce()
+
+
+def _quiesce(timeout: float = 30.0) -> None:
+    """Let the loop go quiet before the worker stops and the test database is flushed
+    (on PostgreSQL a flush that races a running loop deadlocks): no more wake-ups, every
+    agent paused (the loop stops at its next check), then wait for the leases to go."""
+    from django.utils import timezone
+
+    from attention.models import AgentAttention
+    from markus.agents.models import Agent
+
+    settings.MARKUS["WAKE_ON_ENQUEUE"] = False
+    Agent.objects.update(status=Agent.RunStatus.PAUSED)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and AgentAttention.objects.exclude(lease_owner="").filter(
+            lease_expires_at__gt=timezone.now()).exists():
+        time.sleep(0.05)
 
 
 @pytest.fixture
