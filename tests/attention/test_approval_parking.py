@@ -31,8 +31,10 @@ def test_an_item_waits_for_a_human_answer_without_holding_a_worker(celery_worker
     assert parked.metadata["waitingForApproval"] is True and parked.metadata["approvalId"] == approval.id
     assert approval.user == alice and approval.mailbox_item_id == item.id
     assert UserNotification.objects.filter(user=alice, type="approval_request").exists()
-    mind = alice_client.get(f"/api/agents/{agent.id}/mind").json()
-    assert mind["waitingForApproval"] is True and mind["state"] == "idle"
+    # No worker is held: the loop lets go of the agent while the item waits.
+    mind = wait_for(lambda: (m := alice_client.get(f"/api/agents/{agent.id}/mind").json())["state"] == "idle" and m,
+                    message="the loop idle while the item waits")
+    assert mind["waitingForApproval"] is True
     services.sweep()
     assert MailboxItem.objects.get(id=item.id).status == "deferred"  # not due until answered
     r = alice_client.post(f"/api/approvals/{approval.id}/respond", {"selectedOption": "approve", "comment": "go"},
