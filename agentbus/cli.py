@@ -94,12 +94,12 @@ class LocalBus:
     def agent_list(self, *, inbox: bool) -> dict:
         from markus.agents.api import agent_data
 
-        rows = []
-        for agent in Agent.objects.order_by("created_at", "id"):
-            row = agent_data(agent)
-            if inbox:
-                row["pending_inbox_count"] = selectors.pending_count(agent.id)
-            rows.append(row)
+        agents = list(Agent.objects.order_by("created_at", "id"))
+        rows = [agent_data(agent) for agent in agents]
+        if inbox:
+            counts = selectors.pending_counts([a.id for a in agents])
+            for row in rows:
+                row["pending_inbox_count"] = counts[row["id"]]
         return {"agents": rows}
 
 

@@ -8,42 +8,21 @@ from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db.models import Count, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, TruncHour
+from django.db.models import Count, OuterRef, QuerySet
+from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from agentbus.models import INBOX_TOPIC, Chunk, ConsumerCursor, StreamMember
+from agentbus.selectors import pending_inbox_expression
 from attention.models import AgentAttention, AttentionState
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent
+from markus.db import count_subquery
 
 
-def _count(queryset: QuerySet) -> Coalesce:
-    """COUNT(*) of a correlated queryset as a scalar subquery (0 when empty)."""
-    counted = queryset.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n")
-    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
-
-
-def queue_depth_expression() -> Coalesce:
+def queue_depth_expression():
     """What ``mailbox.selectors.queue_depth`` counts, for every row at once."""
-    return _count(MailboxItem.objects.filter(agent_id=OuterRef("pk"), status=Status.QUEUED))
-
-
-def pending_inbox_expression() -> Coalesce:
-    """What ``agentbus.selectors.pending_count`` counts (bus messages after the
-    consumer cursor, never the agent's own), for every row at once. That selector runs
-    two queries per agent; the console needs one query per page. A test keeps the two
-    in agreement."""
-    agent = OuterRef(OuterRef("pk"))  # two levels down: inside the chunks subquery
-    groups = StreamMember.objects.filter(agent_id=agent).values("stream_id")
-    cursor = ConsumerCursor.objects.filter(agent_id=agent, topic=INBOX_TOPIC).values("position")[:1]
-    chunks = (
-        Chunk.objects.filter(Q(recipient_id=OuterRef("pk")) | Q(stream_id__in=groups))
-        .exclude(sender_id=OuterRef("pk"))
-        .filter(position__gt=Coalesce(Subquery(cursor), 0))
-    )
-    return _count(chunks)
+    return count_subquery(MailboxItem.objects.filter(agent_id=OuterRef("pk"), status=Status.QUEUED))
 
 
 def agents_for_console(queryset: QuerySet[Agent]) -> QuerySet[Agent]:
