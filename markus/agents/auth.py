@@ -52,6 +52,18 @@ class IsUser(permissions.BasePermission):
         return bool(request.user and request.user.is_authenticated)
 
 
+def agents_seen_by(user_id: int | None, *, is_staff: bool = False) -> QuerySet[Agent]:
+    """The one rule: staff see every agent; a user sees the agents they own and those of
+    the teams they own or belong to."""
+    if user_id is None:
+        return Agent.objects.none()
+    if is_staff:
+        return Agent.objects.all()
+    return Agent.objects.filter(
+        Q(owner_id=user_id) | Q(team__owner_id=user_id) | Q(team__members__id=user_id)
+    ).distinct()
+
+
 def visible_agents(request) -> QuerySet[Agent]:
     agent = acting_agent(request)
     if agent is not None:
@@ -59,11 +71,7 @@ def visible_agents(request) -> QuerySet[Agent]:
     user = request.user
     if not user.is_authenticated:
         return Agent.objects.none()
-    if user.is_staff:
-        return Agent.objects.all()
-    return Agent.objects.filter(
-        Q(owner=user) | Q(team__owner=user) | Q(team__members=user)
-    ).distinct()
+    return agents_seen_by(user.pk, is_staff=user.is_staff)
 
 
 def access_agent(request, agent_id: str) -> Agent:
@@ -77,7 +85,4 @@ def access_agent(request, agent_id: str) -> Agent:
 def user_may_see_agent(user, agent: Agent) -> bool:
     if not user or not user.is_authenticated:
         return False
-    if user.is_staff or agent.owner_id == user.id:
-        return True
-    team = agent.team
-    return team is not None and (team.owner_id == user.id or team.members.filter(id=user.id).exists())
+    return agents_seen_by(user.pk, is_staff=user.is_staff).filter(id=agent.id).exists()

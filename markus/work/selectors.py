@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
+from markus.agents.auth import agents_seen_by
 from markus.agents.models import Agent
 
 from .actors import Actor
@@ -20,13 +21,12 @@ REPLY_SNIPPET = 200
 
 
 def agents_visible_to(actor: Actor) -> QuerySet[Agent]:
-    """The agents rule of ``markus.agents.auth.visible_agents``, for an Actor."""
-    if actor.kind == "system" or (actor.is_user and actor.is_staff):
+    """``markus.agents.auth.visible_agents`` for an Actor instead of a request."""
+    if actor.kind == "system":
         return Agent.objects.all()
     if actor.is_agent:
         return Agent.objects.filter(id=actor.id)
-    uid = actor.user_id
-    return Agent.objects.filter(Q(owner_id=uid) | Q(team__owner_id=uid) | Q(team__members__id=uid)).distinct()
+    return agents_seen_by(actor.user_id, is_staff=actor.is_staff)
 
 
 def agents_assignable_by(actor: Actor) -> QuerySet[Agent]:
