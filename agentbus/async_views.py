@@ -12,14 +12,13 @@ import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import AnonymousUser
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import APIException
 
-from markus.agents.models import Agent, hash_token
+from markus.agents.auth import Caller, authenticate_plain_request
+from markus.agents.models import Agent
 from markus.errors import MarkusError
 
 from . import access, selectors
@@ -37,34 +36,12 @@ def _json(data: dict[str, Any], status: int = 200) -> JsonResponse:
     return JsonResponse(data, status=status, encoder=DjangoJSONEncoder)
 
 
-def _csrf_refusal(request: HttpRequest) -> str | None:
-    check = CsrfViewMiddleware(lambda req: None)
-    check.process_request(request)
-    response = check.process_view(request, None, (), {})
-    return None if response is None else "CSRF Failed"
-
-
 async def _authenticate(request: HttpRequest) -> tuple[Any, Agent | None]:
-    parts = request.headers.get("Authorization", "").split()
-    scheme = parts[0].lower() if parts else ""
-    if scheme in ("bearer", "token"):
-        if len(parts) != 2:
-            raise _Refusal(401, "Invalid authorization header.")
-        if scheme == "bearer":
-            agent = await Agent.objects.filter(token_hash=hash_token(parts[1])).afirst()
-            if agent is None:
-                raise _Refusal(401, "Invalid agent token.")
-            return AnonymousUser(), agent
-        token = await Token.objects.select_related("user").filter(key=parts[1]).afirst()
-        if token is None or not token.user.is_active:
-            raise _Refusal(401, "Invalid token.")
-        return token.user, None
-    user = await request.auser()
-    if not user.is_authenticated:
-        raise _Refusal(401, "Authentication credentials were not provided.")
-    if request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_refusal(request):
-        raise _Refusal(403, "CSRF Failed: session authentication needs the CSRF token.")
-    return user, None
+    """The API's own authenticators (agent bearer, user token, session with CSRF)."""
+    try:
+        return await sync_to_async(authenticate_plain_request)(request)
+    except APIException as exc:
+        raise _Refusal(exc.status_code, str(exc.detail)) from None
 
 
 def _number(raw: str | None, name: str, default: float, lo: float, hi: float, *, integer: bool = False) -> float:
@@ -77,14 +54,6 @@ def _number(raw: str | None, name: str, default: float, lo: float, hi: float, *,
     if not lo <= value <= hi:
         raise _Refusal(400, f"{name} must be between {lo:g} and {hi:g}")
     return value
-
-
-class _ShimRequest:
-    """Enough of a DRF request for ``access``: ``.user`` and ``.auth``."""
-
-    def __init__(self, user, agent: Agent | None) -> None:
-        self.user = user
-        self.auth = agent
 
 
 def _inbox_target(agent_id: str, user, agent: Agent | None) -> Agent:
@@ -116,7 +85,7 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
 
 
 def _request_parties(body: dict[str, Any], user, agent: Agent | None) -> tuple[Agent, Agent]:
-    shim = _ShimRequest(user, agent)
+    shim = Caller(user, agent)
     sender = access.access_acting_agent(shim, body.get("sender"))
     recipient = access.access_recipients(shim, [body.get("recipient")])[0]
     return sender, recipient

@@ -13,31 +13,26 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from rest_framework.exceptions import APIException
-from rest_framework.request import Request
-from rest_framework.settings import api_settings
 
 from mailbox import services as mailbox
 from mailbox.api import sender_metadata
 from mailbox.registry import MailboxType
-from markus.agents.auth import access_agent, acting_agent
+from markus.agents.auth import Caller, access_agent, authenticate_plain_request
 from markus.agents.models import Agent, ChatSession
 
 from .processing import chat_group, chat_reply_for
 
 
 def _authenticate(request, agent_id: str):
-    drf = Request(request, authenticators=[a() for a in api_settings.DEFAULT_AUTHENTICATION_CLASSES])
     try:
-        user, auth = drf.user, drf.auth
+        caller = Caller(*authenticate_plain_request(request))
     except APIException as exc:
         return None, JsonResponse({"detail": str(exc.detail)}, status=exc.status_code)
-    if not (user and user.is_authenticated) and acting_agent(drf) is None:
-        return None, JsonResponse({"detail": "Authentication credentials were not provided."}, status=401)
     try:
-        agent = access_agent(drf, agent_id)
+        agent = access_agent(caller, agent_id)
     except Http404:
         return None, JsonResponse({"detail": "No such agent."}, status=404)
-    return (drf, agent), None
+    return (caller, agent), None
 
 
 def _enqueue(drf, agent, text: str, session_id: str | None):

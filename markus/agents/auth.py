@@ -86,3 +86,27 @@ def user_may_see_agent(user, agent: Agent) -> bool:
     if not user or not user.is_authenticated:
         return False
     return agents_seen_by(user.pk, is_staff=user.is_staff).filter(id=agent.id).exists()
+
+
+class Caller:
+    """Who is calling, with the two attributes the access helpers read of a DRF request
+    (``user`` and ``auth``); for plain views that authenticated themselves."""
+
+    def __init__(self, user, agent: Agent | None) -> None:
+        self.user = user
+        self.auth = agent
+
+
+def authenticate_plain_request(request) -> tuple[object, Agent | None]:
+    """For plain (async) Django views: run the API's configured authenticators — agent
+    bearer token, user token, session with CSRF — exactly as a DRF view would.
+    Returns (user, acting agent or None); raises DRF's APIException (401/403) otherwise.
+    Synchronous: call it through ``sync_to_async``."""
+    from rest_framework.request import Request
+    from rest_framework.settings import api_settings
+
+    drf = Request(request, authenticators=[cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES])
+    user, agent = drf.user, acting_agent(drf)
+    if agent is None and not (user and user.is_authenticated):
+        raise exceptions.NotAuthenticated()
+    return user, agent
