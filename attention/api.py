@@ -6,6 +6,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from mailbox.models import MailboxItem
+from mailbox.registry import Status
 from mailbox.selectors import queue_depth, queued_items
 from markus.agents.auth import access_agent
 from markus.agents.models import WorkingMemory
@@ -26,10 +28,8 @@ class MindView(APIView):
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         snap = attention_snapshot(agent.id)
-        from mailbox.models import MailboxItem
-
-        waiting = MailboxItem.objects.filter(agent_id=agent.id, metadata__waitingForApproval=True,
-                                             status="deferred").exists()
+        waiting = MailboxItem.objects.filter(agent_id=agent.id, status=Status.DEFERRED,
+                                             metadata__waitingForApproval=True).exists()
         return Response({
             "agentId": agent.id,
             "status": agent.status,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from mailbox import services as mailbox
@@ -452,7 +451,6 @@ def chat_reply_for(item_id: str) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["process_item", "chat_reply_for", "chat_group", "transaction"]
 
 
 def on_approval_answered(approval) -> None:

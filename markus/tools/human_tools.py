@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
+from markus.agents.auth import user_may_see_agent
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
 from notifications.registry import PRIORITIES, NotificationType
@@ -23,16 +24,13 @@ APPROVAL_SCENARIOS = {"task_execution", "review", "comment_response", "requireme
 def _target_user(ctx: ToolContext, target_user_id: str | None):
     """The named user, else the person this item came from, else the agent's owner, else
     its team's owner. Only users who may see the agent can be addressed."""
-    from markus.agents.auth import user_may_see_agent
-
     agent = Agent.objects.select_related("team").get(id=ctx.agent_id)
     User = get_user_model()
-    candidates = []
     if target_user_id:
-        candidates.append(User.objects.filter(pk=target_user_id).first() if str(target_user_id).isdigit() else None)
-        if candidates[0] is None or not user_may_see_agent(candidates[0], agent):
+        target = User.objects.filter(pk=target_user_id).first() if str(target_user_id).isdigit() else None
+        if target is None or not user_may_see_agent(target, agent):
             raise ToolError(f"no user {target_user_id!r} you can reach")
-        return candidates[0]
+        return target
     item = MailboxItem.objects.filter(id=ctx.mailbox_item_id).first()
     meta = (item.metadata or {}) if item else {}
     if meta.get("senderRole") == "user" and str(meta.get("senderId", "")).isdigit():
