@@ -451,8 +451,6 @@ def chat_reply_for(item_id: str) -> dict[str, Any] | None:
     return None
 
 
-
-
 def on_approval_answered(approval) -> None:
     """Re-queue the item parked for this approval, with the answer as the tool result.
     Runs inside approval_respond's transaction."""
