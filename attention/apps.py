@@ -15,6 +15,6 @@ class AttentionConfig(AppConfig):
 
         from notifications.services import register_approval_answered_hook
 
-        from .processing import on_approval_answered
+        from .settle import on_approval_answered
 
         register_approval_answered_hook(on_approval_answered)

@@ -20,7 +20,7 @@ from mailbox.registry import MailboxType
 from markus.agents.auth import Caller, access_agent, authenticate_plain_request
 from markus.agents.models import Agent, ChatSession
 
-from .processing import chat_group, chat_reply_for
+from .replies import chat_group, chat_reply_for
 
 
 def _authenticate(request, agent_id: str):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -65,22 +64,11 @@ def _claim(lease: Lease) -> MailboxItem | None:
 
 def _coalesce_into_head(lease: Lease, head: MailboxItem) -> None:
     """Pre-triage consolidation (section 21) with the head taking part: queued items
-    about the head's task or requirement fold into it, unless the head is an
-    execution trigger or informational."""
-    from .scenarios import scenario_for
-
-    if head.triggers_execution or scenario_for(head) is None:
-        return
-    key = {"payload__taskId": head.task_id} if head.task_id else (
-        {"payload__requirementId": head.requirement_id} if head.requirement_id else None)
-    if key is None:
-        return
+    about the head's task or requirement fold into it where the merge rule allows."""
     with fenced(lease):  # a stale worker must not merge into an item it lost
-        for other in mailbox.queued(lease.agent_id).filter(**key):
-            if not other.triggers_execution and not other.is_user_interaction:
-                if mailbox.mailbox_merge_into(other.id, head.id):
-                    records.record_decision(lease, item=other, decision_type=DecisionType.MERGE,
-                                            reasoning=f"Consolidated into {head.id} (same entity)")
+        for other in mailbox.mailbox_coalesce_into(head, epoch=lease.epoch):
+            records.record_decision(lease, item=other, decision_type=DecisionType.MERGE,
+                                    reasoning=f"Consolidated into {head.id} (same entity)")
 
 
 def _next_due_in(agent_id: str) -> float | None:
@@ -153,6 +141,3 @@ def attention_snapshot(agent_id: str) -> dict[str, Any]:
     return {"state": state, "currentFocus": focus, "leaseEpoch": row.lease_epoch if row else 0,
             "leaseExpiresAt": row.lease_expires_at if row else None}
 
-
-def resume_delay() -> timedelta:
-    return timedelta(seconds=settings.MARKUS["PREEMPT_RESUME_DELAY_S"])

@@ -1,50 +1,91 @@
 """Which scenario an item runs, and the prompts it runs with."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, descriptor
+from mailbox.registry import MailboxType
 from mailbox.selectors import queued_items
 from markus.agents.models import Agent, ChatMessage, WorkingMemory
 from markus.llm.base import COMPLETION_MARKER
 
 T = MailboxType
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What the loop runs for an item: the instructions the LLM gets, whether a human
+    waits on it (then only merge is honoured at yield points), whether it ends with the
+    completion marker, and how its outcome is logged."""
+
+    name: str
+    instructions: str
+    preemptable: bool = True
+    needs_marker: bool = True
+    done: str = "handled"
+
+
+# Scenario names are the names LLM sessions are saved under and tools are offered in;
+# they are written here, never built from mailbox type values, so renaming a type
+# renames no scenario and no tool.
 CHAT = "chat"
 TASK_EXECUTION = "task_execution"
-COMMENT_RESPONSE = "comment_response"
-# Scenarios in which a human waits for the answer: only merge is honoured at yield points.
-NON_PREEMPTABLE = frozenset({CHAT})
-
 REVIEW = "review"
+COMMENT_RESPONSE = "comment_response"
 REQUIREMENT_ACTION = "requirement_action"
-# Items whose scenario is named after their type (the scenario string is the type's).
-_SAME_NAME = (T.SESSION_REPLY, T.MENTION, T.SYSTEM_EVENT, T.HEARTBEAT, T.DAILY_REPORT, T.MEMORY_CONSOLIDATION)
-HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION = T.HEARTBEAT.value, T.DAILY_REPORT.value, T.MEMORY_CONSOLIDATION.value
-_FIXED = {
+A2A = "a2a"
+SESSION_RESPONSE = "session_response"
+MENTION_RESPONSE = "mention_response"
+SYSTEM_NOTICE = "system_notice"
+CHECK_IN = "check_in"
+DAILY_REPORT = "daily_report_writing"
+DREAM_CYCLE = "dream_cycle"
+HEARTBEAT = CHECK_IN
+MEMORY_CONSOLIDATION = DREAM_CYCLE
+
+_COMMENT_PROTOCOL = (
+    "Someone commented. MANDATORY before you reply: 1. fetch the full item (task_get / requirement_get); "
+    "2. read ALL previous comments; 3. identify the commenter's intent; 4. check related context. "
+    "Several comments may be bundled, separated by ---: answer them in one consolidated reply, using "
+    "reply_to_comment_id for the most important one."
+)
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
+    Scenario(CHAT, "A person is talking to you. Answer them directly and helpfully.", preemptable=False,
+             needs_marker=False, done="answered"),
+    Scenario(TASK_EXECUTION, "Execute the task. Use your tools; comment on the task as you go and submit it for "
+             "review (task_submit_review, with a note of your deliverables) when it is done, or fail it "
+             "(task_update status \"failed\" with the reason) if it cannot be done. You cannot complete your "
+             "own task.", done="executed"),
+    Scenario(REVIEW, "You were asked to review a task. Read it, comment, and complete it or send it back.",
+             done="reviewed"),
+    Scenario(COMMENT_RESPONSE, _COMMENT_PROTOCOL),
+    Scenario(REQUIREMENT_ACTION, "A requirement you proposed changed. Decide what to do next."),
+    Scenario(A2A, "Another agent wrote to you. Read what each sender said and act on it."),
+    Scenario(SESSION_RESPONSE, "A reply arrived in one of your sessions. Continue that work."),
+    Scenario(MENTION_RESPONSE, "You were mentioned. Read the context and answer if it needs you."),
+    Scenario(SYSTEM_NOTICE, "A system event happened. Act on it if it concerns your work."),
+    Scenario(CHECK_IN, "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
+             done="heartbeat processed"),
+    Scenario(DAILY_REPORT, "Write a short report of your day from your activity records."),
+    Scenario(DREAM_CYCLE, "Consolidate your memory from your recent activity records."),
+]}
+NON_PREEMPTABLE = frozenset(name for name, s in SCENARIOS.items() if not s.preemptable)
+
+# Which scenario each item type runs. Task status and requirement updates run one only
+# when they ask for it (an execution trigger, an action-required update).
+_BY_TYPE: dict[MailboxType, str] = {
     T.HUMAN_CHAT: CHAT,
-    T.A2A_MESSAGE: "a2a",
+    T.A2A_MESSAGE: A2A,
     T.REVIEW_REQUEST: REVIEW,
     T.TASK_COMMENT: COMMENT_RESPONSE,
     T.REQUIREMENT_COMMENT: COMMENT_RESPONSE,
-    **{t: t.value for t in _SAME_NAME},
-}
-
-INSTRUCTIONS = {
-    CHAT: "A person is talking to you. Answer them directly and helpfully.",
-    TASK_EXECUTION: "Execute the task. Use your tools; comment on the task as you go and submit it for review "
-                    "when it is done. You cannot complete your own task.",
-    COMMENT_RESPONSE: (
-        "Someone commented. MANDATORY before you reply: 1. fetch the full item (task_get / requirement_get); "
-        "2. read ALL previous comments; 3. identify the commenter's intent; 4. check related context. "
-        "Several comments may be bundled, separated by ---: answer them in one consolidated reply, using "
-        "reply_to_comment_id for the most important one."
-    ),
-    REVIEW: "You were asked to review a task. Read it, comment, and complete it or send it back.",
-    REQUIREMENT_ACTION: "A requirement you proposed changed. Decide what to do next.",
-    HEARTBEAT: "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
-    DAILY_REPORT: "Write a short report of your day from your activity records.",
-    MEMORY_CONSOLIDATION: "Consolidate your memory from your recent activity records.",
+    T.SESSION_REPLY: SESSION_RESPONSE,
+    T.MENTION: MENTION_RESPONSE,
+    T.SYSTEM_EVENT: SYSTEM_NOTICE,
+    T.HEARTBEAT: CHECK_IN,
+    T.DAILY_REPORT: DAILY_REPORT,
+    T.MEMORY_CONSOLIDATION: DREAM_CYCLE,
 }
 
 
@@ -55,10 +96,11 @@ def scenario_for(item: MailboxItem) -> str | None:
         return TASK_EXECUTION if item.triggers_execution else None
     if t == T.REQUIREMENT_UPDATE:
         return REQUIREMENT_ACTION if item.extra.get("actionRequired") else None
-    scenario = _FIXED.get(t)
-    if scenario is None and not descriptor(t).invokes_llm:
-        return None
-    return scenario
+    return _BY_TYPE.get(t)
+
+
+def scenario(name: str) -> Scenario:
+    return SCENARIOS[name]
 
 
 def item_brief(item: MailboxItem) -> dict[str, Any]:
@@ -69,7 +111,7 @@ def item_brief(item: MailboxItem) -> dict[str, Any]:
 
 def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:
     lines = [f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
-             INSTRUCTIONS.get(scenario, f"Handle this {item.label.lower()}.")]
+             SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}."]
     memory = list(WorkingMemory.objects.filter(agent=agent).order_by("key"))
     if memory:
         lines.append("## Working Memory")
@@ -77,7 +119,7 @@ def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:
     queue = queued_items(agent.id)
     lines.append(f"## Mailbox ({len(queue)} waiting)")
     lines += [f"- [{q['priority']}] {q['sourceType']}: {q['summary']}" for q in queue]
-    if scenario not in NON_PREEMPTABLE:
+    if scenario not in SCENARIOS or SCENARIOS[scenario].needs_marker:
         lines.append(f"End your final answer with {COMPLETION_MARKER} when you have handled this item.")
     return "\n".join(lines)
 

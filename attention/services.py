@@ -14,6 +14,7 @@ from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
+from markus.work.liveness import work_liveness_repair
 from notifications.events import agent_group, send_event_on_commit
 
 from .models import AgentAttention
@@ -72,8 +73,17 @@ def agent_start(agent: Agent) -> None:
 
 
 def sweep() -> int:
-    """Kick running agents that have due work and no live lease (a lost wake-up, an
-    expired lease after a crash, a deferred item that came due). Returns agents kicked."""
+    """The backstop, every few seconds from beat:
+
+    1. Liveness repair: every task that waits gets its waker back (markus.work.liveness).
+    2. Kick running agents that have due work and no live lease (a lost wake-up, an
+       expired lease after a crash, a deferred item that came due).
+    3. The other apps' backstops (the AgentBus outbox relay).
+    Returns agents kicked."""
+    try:
+        work_liveness_repair()
+    except Exception:
+        log.exception("liveness repair failed")
     now = timezone.now()
     due = MailboxItem.objects.filter(
         Q(status=Status.QUEUED) | Q(status=Status.PROCESSING)

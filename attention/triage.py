@@ -6,8 +6,8 @@
 2. Tier 1: items of equal priority compete; the brain sees them (with their age) and
    answers which to process now, which to defer and which to drop as redundant.
 3. The answer is checked before it is applied: only candidates count, the chosen item
-   is never deferred or dropped, and a user interaction (a human's chat or comment) is
-   never deferred or dropped. The head is put back if another item goes first.
+   is never deferred or dropped, and neither is a user interaction (a human's chat or
+   comment) or a strict item (an execution trigger, a review request: a task waits). The head is put back if another item goes first.
 4. ``agent:triage`` announces the result; the reasoning lands in working memory under
    ``triage-decision``; deferred and dropped items get their decision records.
 """
@@ -21,6 +21,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from mailbox import services as mailbox
+from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, WorkingMemory
@@ -69,7 +70,8 @@ def _apply(lease: Lease, head: MailboxItem, candidates: list[MailboxItem], answe
     by_id = {c.id: c for c in candidates}
     pid = answer.get("processItemId")
     chosen = (by_id.get(pid) if isinstance(pid, str) else None) or head
-    untouchable = {chosen.id} | {c.id for c in candidates if c.is_user_interaction}
+    # A human's item, and a strict one a task waits for, are never deferred or dropped.
+    untouchable = {chosen.id} | {c.id for c in candidates if c.is_user_interaction or is_strict(c)}
     drop = [i for i in dict.fromkeys(_ids(answer, "dropItemIds")) if i in by_id and i not in untouchable]
     defer = [i for i in dict.fromkeys(_ids(answer, "deferItemIds"))
              if i in by_id and i not in untouchable and i not in drop]

@@ -81,6 +81,8 @@ class MailboxTypeDescriptor:
     invokes_llm: bool
     # Enqueue-time dedup group key (section 14): a dotted path into the payload.
     dedup_key: str | None = None
+    # At most one queued item of this type per agent: a new one joins the queued one.
+    one_queued: bool = False
 
 
 T = MailboxType
@@ -97,7 +99,7 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
     T.REQUIREMENT_COMMENT: _D("Requirement Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "requirementId"),
     T.REQUIREMENT_UPDATE: _D("Requirement Update", Priority.HIGH, Category.NOTIFICATION, "📝", ActivityType.INTERNAL, True, False),
     T.DAILY_REPORT: _D("Daily Report", Priority.NORMAL, Category.SYSTEM, "📊", ActivityType.INTERNAL, True, True),
-    T.HEARTBEAT: _D("Heartbeat", Priority.LOW, Category.SYSTEM, "♡", ActivityType.HEARTBEAT, True, True),
+    T.HEARTBEAT: _D("Heartbeat", Priority.LOW, Category.SYSTEM, "♡", ActivityType.HEARTBEAT, True, True, one_queued=True),
     T.MEMORY_CONSOLIDATION: _D("Memory Consolidation", Priority.BACKGROUND, Category.SYSTEM, "🧠", ActivityType.INTERNAL, True, True),
 }
 

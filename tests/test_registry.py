@@ -10,6 +10,9 @@ from mailbox.registry import MAILBOX_TYPE_REGISTRY, Category, MailboxType, descr
 from mailbox.models import MailboxItem
 
 ROOT = Path(__file__).resolve().parent.parent
+# An LLM tool that shares its spelling with a type says so: its name must not follow a
+# rename of the type (saved sessions call it by name).
+NOT_A_TYPE = "# a tool name, not a mailbox type"
 SKIP_DIRS = {"tests", "migrations", ".venv", "var", ".git", "node_modules", "__pycache__"}
 
 
@@ -55,6 +58,6 @@ def test_no_mailbox_type_literal_outside_the_registry_module():
         if rel.as_posix() == "mailbox/registry.py":
             continue
         for lineno, line in enumerate(path.read_text(errors="ignore").splitlines(), 1):
-            if pattern.search(line):
+            if pattern.search(line) and not line.rstrip().endswith(NOT_A_TYPE):
                 offenders.append(f"{rel}:{lineno}: {line.strip()}")
     assert offenders == [], "type literals outside mailbox/registry.py:\n" + "\n".join(offenders)

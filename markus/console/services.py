@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from attention.services import wake_on_commit
+from mailbox import lifecycle
 from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
@@ -32,7 +33,8 @@ from markus.errors import MarkusError
 from markus.work.actors import Actor
 
 # Bookkeeping of one processing run that a fresh copy must not inherit.
-RUN_METADATA_KEYS = ("waitingForApproval", "approvalId", "markerRetries")
+RUN_METADATA_KEYS = ("waitingForApproval", "approvalId", "markerRetries", "executionRetries", "reviewRetries",
+                     "lastFailure", "resurfaceBehindQueue", "repairReason")
 HEARTBEAT_SUMMARY = "Heartbeat check-in (requested by an operator)"
 
 
@@ -66,17 +68,13 @@ def console_retry_item(*, item_id: str, operator) -> RetryResult:
 
 
 def _resurface(item: MailboxItem) -> MailboxItem:
-    """Deferred → queued now, unless parked for an approval (one conditional UPDATE)."""
+    """Deferred → queued now, unless parked for an approval."""
     if (item.metadata or {}).get("waitingForApproval") is True:
         raise ConsoleError(f"{item.id} waits for approval {(item.metadata or {}).get('approvalId')}; answer it")
     with transaction.atomic():
-        changed = MailboxItem.objects.filter(id=item.id, status=Status.DEFERRED).filter(mailbox.not_parked()).update(
-            status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None,
-        )
-        if changed != 1:
+        if not lifecycle.resurface_now(item.id):
             raise ConsoleError(f"{item.id} changed meanwhile; reload and try again")
         item.refresh_from_db()
-        mailbox.emit_item(item)
         wake_on_commit(item.agent_id)
     return item
 

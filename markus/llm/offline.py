@@ -18,10 +18,13 @@ from mailbox.registry import MailboxType
 
 from .base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, Usage
 
-# Scenario and tool names that are spelled like mailbox types come from the registry.
-HEARTBEAT, DAILY_REPORT = MailboxType.HEARTBEAT.value, MailboxType.DAILY_REPORT.value
-MEMORY_CONSOLIDATION = MailboxType.MEMORY_CONSOLIDATION.value
-TASK_COMMENT_TOOL, REQUIREMENT_COMMENT_TOOL = MailboxType.TASK_COMMENT.value, MailboxType.REQUIREMENT_COMMENT.value
+# Periodic check-ins a newer one of the same type supersedes (triage).
+PERIODIC_TYPES = frozenset({MailboxType.HEARTBEAT.value, MailboxType.DAILY_REPORT.value,
+                            MailboxType.MEMORY_CONSOLIDATION.value})
+# Scenario names (attention.scenarios) and tool names, as the LLM sees them.
+HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION = "check_in", "daily_report_writing", "dream_cycle"
+TASK_COMMENT_TOOL = "task_comment"  # a tool name, not a mailbox type
+REQUIREMENT_COMMENT_TOOL = "requirement_comment"  # a tool name, not a mailbox type
 
 LABEL = "offline brain (rule-based, no language model)"
 
@@ -132,7 +135,7 @@ class OfflineProvider(Provider):
         """By staleness: the item waiting longest goes first; a periodic check-in
         (heartbeat, daily report, dream cycle) that a newer one of its kind supersedes is
         redundant and dropped."""
-        periodic = {HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION}
+        periodic = PERIODIC_TYPES
         newest: dict[str, dict] = {}
         for c in candidates:
             if c["type"] in periodic and (c["type"] not in newest or c["queuedAt"] > newest[c["type"]]["queuedAt"]):

@@ -178,6 +178,15 @@ MARKUS = {
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
+    # A task execution or review that ends without a verdict runs again after
+    # BASE, 2×BASE, 4×BASE … seconds (at most CAP); after MAX retries the execution's
+    # task fails, a review goes to a person.
+    "EXECUTION_MAX_RETRIES": env.int("MARKUS_EXECUTION_MAX_RETRIES", default=3),
+    "EXECUTION_RETRY_BASE_S": env.float("MARKUS_EXECUTION_RETRY_BASE_S", default=30.0),
+    "EXECUTION_RETRY_CAP_S": env.float("MARKUS_EXECUTION_RETRY_CAP_S", default=600.0),
+    # The sweep restores a task's missing execution or review request at most this many
+    # times; then the task fails (or its review goes to a person) with the reason.
+    "LIVENESS_MAX_REPAIRS": env.int("MARKUS_LIVENESS_MAX_REPAIRS", default=5),
 }
 
 LOGGING = {

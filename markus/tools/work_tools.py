@@ -2,7 +2,6 @@
 live in the work services); refusals come back as readable errors."""
 from __future__ import annotations
 
-from mailbox.registry import MailboxType
 from markus.agents.models import Agent
 from markus.work import services
 from markus.work.actors import Actor
@@ -15,12 +14,12 @@ from markus.work.selectors import (
 
 from .registry import ToolContext, ToolError, tool
 
-# Two tools share their names with mailbox types; the names come from the registry.
-TASK_COMMENT = MailboxType.TASK_COMMENT.value
-REQUIREMENT_COMMENT = MailboxType.REQUIREMENT_COMMENT.value
+# Tool names are what saved LLM sessions refer to: written here, not derived from the
+# mailbox types they happen to share a spelling with.
+TASK_COMMENT = "task_comment"  # a tool name, not a mailbox type
+REQUIREMENT_COMMENT = "requirement_comment"  # a tool name, not a mailbox type
 WORK_SCENARIOS = {"chat", "task_execution", "review", "comment_response", "requirement_action", "a2a",
-                   MailboxType.SESSION_REPLY.value, MailboxType.MENTION.value, MailboxType.SYSTEM_EVENT.value,
-                   MailboxType.HEARTBEAT.value, MailboxType.DAILY_REPORT.value}
+                  "session_response", "mention_response", "system_notice", "check_in", "daily_report_writing"}
 
 
 def _actor(ctx: ToolContext) -> Actor:

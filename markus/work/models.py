@@ -61,6 +61,8 @@ class Task(models.Model):
     - ``completed_at``: when the task last reached ``completed`` (kept through
       ``archived``, cleared on reopen), so an archived *completed* dependency still
       counts as satisfied while an archived failed one does not.
+    - ``deliverables``: the assignee's note when it last submitted the task for review
+      (what was done, where to look); shown to the reviewer and in the approval.
     - ``metadata.watchers``: agent ids that also receive the task's comments;
       ``metadata.reviewApprovalId``: the pending approval of a human reviewer.
     """
@@ -68,6 +70,7 @@ class Task(models.Model):
     id = models.CharField(primary_key=True, max_length=64, default=ids.task_id)
     title = models.CharField(max_length=300)
     description = models.TextField(blank=True, default="")
+    deliverables = models.TextField(blank=True, default="")
     status = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.PENDING)
     assignee = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_tasks"

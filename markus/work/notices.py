@@ -27,8 +27,9 @@ def _enqueue(agent_id: str, source_type: MailboxType, payload: dict[str, Any], *
 
 
 def send_task_execution(task: Task, *, actor: Actor, from_status: str, note: str = "",
-                        resumed: bool = False) -> MailboxItem:
-    """The execution trigger (seed 3.4): it is the assignee's notification too."""
+                        resumed: bool = False, reason: str = "") -> MailboxItem:
+    """The execution trigger (seed 3.4): it is the assignee's notification too.
+    ``reason``: why a resumed execution was sent again (recorded on the item)."""
     lines = [f'Execute task "{task.title}" ({task.id}), execution round {task.execution_round}.']
     if resumed:
         lines.append("Resumed after a restart: check what was already done (task_get, comments) before continuing.")
@@ -45,11 +46,13 @@ def send_task_execution(task: Task, *, actor: Actor, from_status: str, note: str
     extra: dict[str, Any] = {"triggerExecution": True, "executionRound": task.execution_round}
     if resumed:
         extra["resumed"] = True
+    metadata = {**actor.sender_metadata(), "fromStatus": from_status, "toStatus": task.status}
+    if reason:
+        metadata["repairReason"] = reason
     return _enqueue(
         task.assignee_id, MailboxType.TASK_STATUS_UPDATE,
         {"summary": f"Execute task: {task.title}", "content": "\n".join(lines), "taskId": task.id, "extra": extra},
-        priority=Priority.HIGH,
-        metadata={**actor.sender_metadata(), "fromStatus": from_status, "toStatus": task.status},
+        priority=Priority.HIGH, metadata=metadata,
     )
 
 
@@ -84,19 +87,27 @@ def send_task_assigned(task: Task, *, actor: Actor, waiting_for: list[str]) -> M
     )
 
 
-def send_review_request(reviewer_id: str, task: Task, *, actor: Actor) -> MailboxItem:
+def send_review_request(reviewer_id: str, task: Task, *, actor: Actor, reason: str = "") -> MailboxItem:
+    """The reviewer's item for this review round (``extra.reviewRound`` is the task's
+    execution round: two rounds are two items). ``reason``: why it was sent again."""
     content = (
         f'Please review task "{task.title}" ({task.id}), submitted by {actor.name}.\n'
         "Read the task and its comments with task_get. Then either complete it "
         '(task_update status "completed") or send it back for revision '
         '(task_update status "in_progress") with a comment that says what to change.'
     )
+    if task.deliverables:
+        content += f"\n\nDeliverables (the assignee's note):\n{task.deliverables}"
     if task.description:
         content += f"\n\nTask description:\n{task.description}"
+    metadata = {**actor.sender_metadata(), "assigneeId": task.assignee_id}
+    if reason:
+        metadata["repairReason"] = reason
     return _enqueue(
         reviewer_id, MailboxType.REVIEW_REQUEST,
-        {"summary": f"Review requested: {task.title}", "content": content, "taskId": task.id},
-        metadata={**actor.sender_metadata(), "assigneeId": task.assignee_id},
+        {"summary": f"Review requested: {task.title}", "content": content, "taskId": task.id,
+         "extra": {"reviewRound": task.execution_round}},
+        metadata=metadata,
     )
 
 

@@ -119,6 +119,7 @@ def task_data(task: Task) -> dict[str, Any]:
         "id": task.id,
         "title": task.title,
         "description": task.description,
+        "deliverables": task.deliverables,
         "status": task.status,
         "assigneeId": task.assignee_id,
         "reviewerId": task.reviewer_agent_id,

@@ -241,6 +241,8 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
         # The loop sees this at its next yield point (markus.work.execution). Submitting
         # for review is the work finishing, not a cancellation: the execution wraps up.
         task.cancel_requested_at = now
+    if to_status == TaskState.REVIEW:
+        task.deliverables = note  # the submitter's note: what the reviewer is to look at
     if to_status == TaskState.COMPLETED:
         task.completed_at = now
     elif to_status != TaskState.ARCHIVED:
@@ -249,7 +251,7 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     if from_status == TaskState.REVIEW:
         approval_id = (task.metadata or {}).pop("reviewApprovalId", None)
     task.save(update_fields=[
-        "status", "updated_at", "execution_round", "cancel_requested_at", "completed_at", "metadata",
+        "status", "updated_at", "execution_round", "cancel_requested_at", "completed_at", "metadata", "deliverables",
     ])
     log.info("task %s: %s -> %s by %s %s", task.id, from_status, to_status, actor.kind, actor.id)
 
@@ -265,7 +267,7 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     if to_status == TaskState.IN_PROGRESS:
         notices.send_task_execution(task, actor=actor, from_status=from_status, note=note)
     elif to_status == TaskState.REVIEW:
-        _request_review(task, actor)
+        request_review(task, actor)
     elif (from_status, to_status) not in SILENT_TASK_TRANSITIONS:
         _notify_assignee(task, actor, from_status, note)
     _notify_people(task, actor, from_status, note)
@@ -293,23 +295,31 @@ def _drop_open_items(task: Task, agent_id: str | None, *, reason: str, execution
         mailbox_drop(item.id, reason=reason, from_statuses=[Status.QUEUED, Status.DEFERRED])
 
 
-def _request_review(task: Task, actor: Actor) -> None:
-    """→ review: the reviewer agent gets a review_request; a human reviewer an approval
-    and a task_review notification. The submitting assignee gets nothing."""
-    kind, reviewer_id = task_reviewer(task)  # type: ignore[misc]  # checked by _check_rules
+def request_review(task: Task, actor: Actor, *, user=None, reason: str = "") -> MailboxItem | None:
+    """→ review: the reviewer agent gets a review_request; a human reviewer (or
+    ``user``, a person the review is escalated to) an approval and a task_review
+    notification. The submitting assignee gets nothing. ``reason``: why it is asked
+    again (a liveness repair, an escalation). Returns the review request, if any."""
+    kind, reviewer_id = task_reviewer(task) if user is None else ("user", user.pk)  # type: ignore[misc]
     if kind == "agent":
-        notices.send_review_request(str(reviewer_id), task, actor=actor)
-        return
-    user = get_user_model().objects.get(pk=reviewer_id)
+        return notices.send_review_request(str(reviewer_id), task, actor=actor, reason=reason)
+    user = user or get_user_model().objects.get(pk=reviewer_id)
+    lines = [f"{actor.name} submitted task {task.id} for review."]
+    if reason:
+        lines.append(reason)
+    if task.deliverables:
+        lines.append(f"Deliverables:\n{task.deliverables}")
+    if task.description:
+        lines.append(task.description)
     approval = approval_create(
-        user=user, title=f"Review task: {task.title}",
-        description=f"{actor.name} submitted task {task.id} for review.\n\n{task.description}".strip(),
+        user=user, title=f"Review task: {task.title}", description="\n\n".join(lines),
         options=[dict(o) for o in REVIEW_OPTIONS], agent=task.assignee,
         notification_type=NotificationType.TASK_REVIEW, action_target=_task_path(task),
         metadata={"taskId": task.id},
     )
     task.metadata = {**(task.metadata or {}), "reviewApprovalId": approval.id}
     task.save(update_fields=["metadata"])
+    return None
 
 
 def _notify_assignee(task: Task, actor: Actor, from_status: str, note: str) -> None:
@@ -379,24 +389,9 @@ def _restart(task_id: str, actor: Actor, allowed: frozenset[str], verb: str, not
 
 
 def tasks_resume_in_progress() -> list[MailboxItem]:
-    """Start-up (section 17): re-create the execution item of every in-progress task
-    whose assignee has no open (queued, processing, deferred) execution item for it.
-    The round is kept (it is the same execution, resumed); ``extra.resumed`` is set."""
-    created = []
-    candidates = Task.objects.filter(status=TaskState.IN_PROGRESS, assignee__isnull=False)
-    for task_id in candidates.values_list("id", flat=True):
-        with transaction.atomic():
-            task = Task.objects.select_for_update().filter(id=task_id, status=TaskState.IN_PROGRESS).first()
-            if task is None or task.assignee_id is None or _has_open_execution(task):
-                continue
-            created.append(
-                notices.send_task_execution(task, actor=Actor.system(), from_status=task.status, resumed=True)
-            )
-    return created
+    """Start-up (section 17): the liveness repair, run once before the workers start:
+    every in-progress task gets its execution item back, every task in review its
+    review request or approval."""
+    from .liveness import work_liveness_repair
 
-
-def _has_open_execution(task: Task) -> bool:
-    return MailboxItem.objects.filter(
-        agent_id=task.assignee_id, source_type=MailboxType.TASK_STATUS_UPDATE, payload__taskId=task.id,
-        payload__extra__triggerExecution=True, status__in=list(OPEN_STATUSES),
-    ).exists()
+    return [item for _, item in work_liveness_repair().restored if item is not None]

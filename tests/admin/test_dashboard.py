@@ -18,7 +18,7 @@ URL = reverse("console:dashboard")
 
 
 def enqueue(agent, n: int) -> list[MailboxItem]:
-    return [mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": f"b{i}"})
+    return [mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": f"b{i}"})
             for i in range(n)]
 
 

@@ -46,7 +46,7 @@ def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scr
     assert decisions(work.id) == ["pick", "preempt", "pick"]
     assert decisions(chat.id) == ["pick"]
     scenarios = [c["scenario"] for c in provider.calls]
-    assert scenarios == ["system_event", "chat", "system_event"]
+    assert scenarios == ["system_notice", "chat", "system_notice"]
     resumed = provider.calls[2]["messages"]
     assert resumed[0]["content"].endswith("do it")
     assert resumed[1]["tool_calls"][0]["function"]["name"] == "update_working_memory"
@@ -71,10 +71,11 @@ def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, 
     assert d.context["rule"] == "judge" and d.context["newItemId"] == revoke.id
 
 
-def test_comment_on_the_current_task_is_merged_into_the_next_turn(celery_worker, scripted, agent, no_judge):
-    Task.objects.create(id="tsk_1", title="build", status="in_progress", assignee=agent)
+def test_comment_on_the_current_task_is_merged_into_the_next_turn(celery_worker, scripted, agent, alice, no_judge):
+    Task.objects.create(id="tsk_1", title="build", status="in_progress", assignee=agent, reviewer_user=alice)
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
-    provider = scripted(first, Turn(text=f"done {MARK}"))
+    submit = Turn(tool_calls=[("task_submit_review", {"task_id": "tsk_1", "summary": "painted blue"})])
+    provider = scripted(first, submit, Turn(text=f"done {MARK}"))
     work = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_STATUS_UPDATE,
                            payload={"summary": "Task: build", "content": "build it", "taskId": "tsk_1",
                                     "extra": {"triggerExecution": True}})
@@ -103,7 +104,7 @@ def test_chat_honours_only_merge_and_the_preempting_item_runs_right_after(celery
     assert decisions(chat.id) == ["pick"]
     assert decisions(urgent.id) == ["continue", "pick"]
     assert AgentDecision.objects.get(mailbox_item_id=urgent.id, decision_type="continue").context["restored"] is True
-    assert [c["scenario"] for c in provider.calls] == ["chat", "chat", "system_event"]
+    assert [c["scenario"] for c in provider.calls] == ["chat", "chat", "system_notice"]
 
 
 def test_a_second_chat_from_the_same_user_merges_into_the_one_in_flight(celery_worker, scripted, agent, no_judge):

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from attention import loop, processing
+from attention import loop, processing, tool_loop
 from attention.lease import StaleLease, lease_take
 from attention.models import LLMSession
 from mailbox.models import MailboxItem
@@ -47,7 +47,7 @@ def test_a_message_merged_into_a_preempted_item_reaches_its_resumed_session(scri
                                            metadata={"senderId": "1", "senderRole": "user"})
         return True, '{"ok": true}'
 
-    monkeypatch.setattr(processing, "execute_tool", tool)
+    monkeypatch.setattr(tool_loop, "execute_tool", tool)
     provider = scripted(Turn(tool_calls=[("noop", {})]), Turn(text="hello human"), Turn(text=f"done {MARK}"))
     x = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE,
                         payload={"summary": "m1", "content": "FIRST", "extra": {"channelKey": "c1"}})
@@ -69,7 +69,7 @@ def test_an_approval_answered_before_the_item_is_parked_resumes_it(scripted, age
     from notifications.models import Approval
     from notifications.services import approval_respond
 
-    real = processing.execute_tool
+    real = tool_loop.execute_tool
 
     def answer_at_once(ctx, name, args):
         ok, result = real(ctx, name, args)
@@ -78,7 +78,7 @@ def test_an_approval_answered_before_the_item_is_parked_resumes_it(scripted, age
                 approval_respond(user=alice, approval_id=json.loads(result)["approvalId"], selected_option="approve")
         return ok, result
 
-    monkeypatch.setattr(processing, "execute_tool", answer_at_once)
+    monkeypatch.setattr(tool_loop, "execute_tool", answer_at_once)
     provider = scripted(Turn(tool_calls=[("request_user_approval", {"title": "Deploy?", "description": "x"})]),
                         Turn(text=f"deployed {MARK}"))
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "d", "content": "go"})
@@ -99,8 +99,9 @@ def test_a_malformed_triage_answer_falls_back_to_the_head(scripted, agent):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_stale_worker_cannot_coalesce_into_an_item_it_lost(agent):
-    head = mailbox_enqueue(agent_id=agent.id, source_type=T.REVIEW_REQUEST,
-                           payload={"summary": "review", "content": "r", "taskId": "t1"})
+    head = mailbox_enqueue(agent_id=agent.id, source_type=T.MENTION,
+                           payload={"summary": "mention", "content": "m", "taskId": "t1"},
+                           metadata={"senderRole": "agent"})
     other = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_STATUS_UPDATE,
                             payload={"summary": "status", "content": "s", "taskId": "t1"})
     stale = lease_take(agent.id, seconds=0.1)
@@ -115,10 +116,10 @@ def test_a_stale_worker_cannot_coalesce_into_an_item_it_lost(agent):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_comment_injected_into_an_open_execution_survives_a_rebuilt_session(scripted, agent):
+def test_a_comment_injected_into_an_open_execution_survives_a_rebuilt_session(scripted, agent, alice):
     from markus.work.models import Task
 
-    Task.objects.create(id="t1", title="run", status="in_progress", assignee=agent)
+    Task.objects.create(id="t1", title="run", status="in_progress", assignee=agent, reviewer_user=alice)
     x = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_STATUS_UPDATE,
                         payload={"summary": "run", "content": "do it", "taskId": "t1",
                                  "extra": {"triggerExecution": True}})
@@ -128,7 +129,9 @@ def test_a_comment_injected_into_an_open_execution_survives_a_rebuilt_session(sc
     c = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_COMMENT,
                         payload={"summary": "note", "content": "USE-BRANCH-B", "taskId": "t1"},
                         metadata={"senderRole": "agent", "senderName": "bot"})
-    provider = scripted(Turn(text="forgot the marker"), Turn(text=f"done {MARK}"))
+    provider = scripted(Turn(text="forgot the marker"),
+                        Turn(tool_calls=[("task_submit_review", {"task_id": "t1", "summary": "on branch B"})]),
+                        Turn(text=f"done {MARK}"))
     loop.run_attention(agent.id)  # the comment is injected: merged into the open execution
     c = MailboxItem.objects.get(id=c.id)
     assert c.status == "merged" and c.merged_into_id == x.id

@@ -92,11 +92,11 @@ def test_tier_zero_skips_triage_when_priorities_are_clearly_separate_or_a_user_w
 @pytest.mark.django_db(transaction=True)
 def test_the_offline_brain_takes_the_stalest_and_drops_superseded_check_ins(agent, provider):
     provider(OfflineProvider())
-    old_beat = enqueue(agent, T.HEARTBEAT, "old heartbeat", 3, minutes_ago=30)
-    new_beat = enqueue(agent, T.HEARTBEAT, "new heartbeat", 3, minutes_ago=1)
-    report = enqueue(agent, T.DAILY_REPORT, "report", 3, minutes_ago=10)
+    old_report = enqueue(agent, T.DAILY_REPORT, "old report", 3, minutes_ago=30)
+    new_report = enqueue(agent, T.DAILY_REPORT, "new report", 3, minutes_ago=1)
+    dream = enqueue(agent, T.MEMORY_CONSOLIDATION, "dream", 3, minutes_ago=10)
     loop.run_attention(agent.id, budget=1)
-    assert MailboxItem.objects.get(id=old_beat.id).status == "dropped"
-    assert "superseded" in MailboxItem.objects.get(id=old_beat.id).drop_reason
-    assert picked(agent) == ["report"]  # the stalest that remains
-    assert MailboxItem.objects.get(id=new_beat.id).status == "queued"
+    assert MailboxItem.objects.get(id=old_report.id).status == "dropped"
+    assert "superseded" in MailboxItem.objects.get(id=old_report.id).drop_reason
+    assert picked(agent) == ["dream"]  # the stalest that remains
+    assert MailboxItem.objects.get(id=new_report.id).status == "queued"

@@ -33,7 +33,10 @@ def test_a_second_item_with_the_same_key_is_merged_into_the_queued_one(agent, en
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.status == Status.QUEUED
-    assert first.payload["content"] == "one\n\n---\n\ntwo"
+    if source_type == T.A2A_MESSAGE:  # agent messages name each sender (none given here)
+        assert first.payload["content"] == "unknown: one\n\n---\n\nunknown: two"
+    else:
+        assert first.payload["content"] == "one\n\n---\n\ntwo"
     assert first.payload["summary"] == "First (+1)"
     assert second.status == Status.MERGED and second.merged_into_id == first.id
     assert selectors.queue_depth(agent.id) == 1

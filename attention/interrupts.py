@@ -1,0 +1,125 @@
+"""The yield point between LLM turns: renew the lease, notice a stop or a revoked
+execution, and decide about every item that arrived (heuristics, then the judge)."""
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from mailbox import lifecycle
+from mailbox.merge import may_merge
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType
+from markus.llm.base import CallContext, get_provider
+
+from . import records
+from .focus import Focus, Outcome
+from .heuristics import Verdict, heuristic_decision
+from .lease import StaleLease, fenced, lease_renew
+from .models import AttentionState, DecisionType, LLMSession
+from .scenarios import NON_PREEMPTABLE, TASK_EXECUTION, item_brief, merged_message
+from .session import save_session
+
+log = logging.getLogger(__name__)
+JUDGE_WORDS = {"continue", "preempt", "cancel", "merge", "defer"}
+
+
+def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
+    """Between LLM turns. Returns an Outcome that ends the item here, or None to go on."""
+    lease, item = focus.lease, focus.item
+    if not lease_renew(lease):
+        raise StaleLease(f"lost the lease of {lease.agent_id}")
+    if focus.stop_requested():
+        return Outcome("stopped")
+    if execution_revoked(focus):
+        records.record_decision(lease, item=item, decision_type=DecisionType.CANCEL,
+                                reasoning="The task left in_progress: its execution is cancelled",
+                                context={"rule": "task", "taskId": item.task_id}, outcome="stopped, will not resume")
+        return Outcome("cancelled", detail="the task left in_progress")
+    arrivals = [n for n in lifecycle.queued(lease.agent_id) if n.id not in focus.seen]
+    if not arrivals:
+        return None
+    records.set_state(lease, AttentionState.DECIDING, item)
+    ended: Outcome | None = None
+    for new in arrivals:
+        focus.seen.add(new.id)
+        verdict = decide(focus, new)
+        if focus.scenario in NON_PREEMPTABLE and verdict.decision in (DecisionType.PREEMPT, DecisionType.CANCEL):
+            records.record_decision(lease, item=new, decision_type=DecisionType.CONTINUE,
+                                    reasoning=f"{verdict.reason}; a chat is not preemptable, so it runs right after",
+                                    context={"rule": verdict.rule, "currentItemId": item.id, "restored": True})
+            continue
+        ended = _apply(focus, session, new, verdict)
+        if ended is not None:
+            break
+    records.set_state(lease, AttentionState.FOCUSED, item)
+    return ended
+
+
+def execution_revoked(focus: Focus) -> bool:
+    """A task execution whose task was moved out of in_progress (or re-run in a newer
+    round) stops at its next yield point."""
+    if focus.scenario != TASK_EXECUTION or not focus.item.task_id:
+        return False
+    from markus.work.execution import execution_cancelled
+
+    return execution_cancelled(focus.item.task_id, focus.item.extra.get("executionRound"))
+
+
+def decide(focus: Focus, new: MailboxItem) -> Verdict:
+    verdict = heuristic_decision(focus.item, new)
+    if verdict.decision == DecisionType.MERGE and not may_merge(focus.item, new, into_focus=True):
+        verdict = Verdict(DecisionType.CONTINUE, verdict.rule,
+                          f"{verdict.reason} — but a {new.label.lower()} keeps its own identity: it runs by itself")
+    if verdict.decision != DecisionType.CONTINUE or not settings.MARKUS.get("INTERRUPT_JUDGE", True):
+        return verdict
+    provider = get_provider()
+    if not provider.judges:
+        return verdict
+    try:
+        word = provider.judge(current=item_brief(focus.item), new=item_brief(new),
+                              context=CallContext(scenario="judge", agent_name=focus.agent.name))
+    except Exception:
+        log.exception("interrupt judge failed; continuing")
+        return verdict
+    word = word if word in JUDGE_WORDS else "continue"
+    if word == "continue" or (word == "merge" and not may_merge(focus.item, new, into_focus=True)):
+        return verdict
+    return Verdict(word, "judge", f"LLM interrupt judge: {word}")
+
+
+def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict) -> Outcome | None:
+    lease, item = focus.lease, focus.item
+    context = {"rule": verdict.rule, "currentItemId": item.id, "newItemId": new.id}
+    if verdict.decision == DecisionType.MERGE:
+        with fenced(lease):  # a stale worker must not merge into an item it lost
+            if lifecycle.merge_into(new.id, item.id, into_focus=True):
+                new.refresh_from_db()
+                session.messages.append(merged_message(new))
+                session.absorbed_ids = [*session.absorbed_ids, new.id]
+                focus.merged_ids.append(new.id)
+                save_session(focus, session)
+                records.record_decision(lease, item=new, decision_type=DecisionType.MERGE,
+                                        reasoning=verdict.reason, context=context)
+        return None
+    if verdict.decision == DecisionType.PREEMPT:
+        records.record_decision(lease, item=item, decision_type=DecisionType.PREEMPT, reasoning=verdict.reason,
+                                context=context, outcome="deferred for resumption")
+        return Outcome("preempted", detail=f"by {new.id}")
+    if verdict.decision == DecisionType.CANCEL:
+        records.record_decision(lease, item=item, decision_type=DecisionType.CANCEL, reasoning=verdict.reason,
+                                context=context, outcome="stopped, will not resume")
+        return Outcome("cancelled", detail=f"by {new.id}")
+    if verdict.decision == DecisionType.DEFER:
+        if new.source_type == MailboxType.HUMAN_CHAT:  # protected: it waits its turn instead
+            records.record_decision(lease, item=new, decision_type=DecisionType.CONTINUE, context=context,
+                                    reasoning=f"{verdict.reason}; a human's chat is never deferred")
+            return None
+        with fenced(lease):
+            if lifecycle.defer_behind_queue(new):
+                records.record_decision(lease, item=new, decision_type=DecisionType.DEFER, reasoning=verdict.reason,
+                                        context=context, outcome="after the current focus, behind the queue")
+        return None
+    records.record_decision(lease, item=new, decision_type=DecisionType.CONTINUE, reasoning=verdict.reason,
+                            context=context)
+    return None

@@ -1,0 +1,56 @@
+"""A chat's reply: stored with the messages it answers, announced on the chat group,
+and found again by the waiting chat view."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from mailbox.models import MailboxItem
+from mailbox.registry import Status
+from markus.agents.models import ChatMessage, ChatSession
+from markus.llm.base import get_provider
+from notifications.events import send_event_on_commit
+
+from .focus import Focus
+from .lease import fenced
+from .session import chat_session_id
+
+
+def chat_group(agent_id: str) -> str:
+    return f"chat.{agent_id}"
+
+
+def deliver_chat_reply(focus: Focus, text: str) -> None:
+    item = focus.item
+    sid = chat_session_id(item)
+    answered = [item.id, *focus.merged_ids]
+    with fenced(focus.lease):
+        for mid in answered:
+            m = item if mid == item.id else MailboxItem.objects.get(id=mid)
+            ChatMessage.objects.create(session_id=sid, role="user", content=m.content,
+                                       metadata={"mailboxItemId": mid, "senderId": (m.metadata or {}).get("senderId")})
+        reply = ChatMessage.objects.create(session_id=sid, role="assistant", content=text,
+                                           metadata={"mailboxItemIds": answered, "provider": get_provider().name})
+        ChatSession.objects.filter(id=sid).update(last_message_at=timezone.now())
+        send_event_on_commit(chat_group(item.agent_id), "chat:reply",
+                             {"agentId": item.agent_id, "mailboxItemIds": answered, "sessionId": sid,
+                              "messageId": reply.id, "reply": text})
+
+
+def chat_reply_for(item_id: str) -> dict[str, Any] | None:
+    """The stored reply that answered an item (directly, or through a merge)."""
+    item = MailboxItem.objects.filter(id=item_id).first()
+    seen = set()
+    while item is not None and item.status == Status.MERGED and item.merged_into_id and item.id not in seen:
+        seen.add(item.id)
+        item = MailboxItem.objects.filter(id=item.merged_into_id).first()
+    if item is None:
+        return None
+    for msg in ChatMessage.objects.filter(session__agent_id=item.agent_id, role="assistant").order_by("-id")[:50]:
+        if item.id in (msg.metadata or {}).get("mailboxItemIds", []) or item_id in (msg.metadata or {}).get(
+                "mailboxItemIds", []):
+            return {"reply": msg.content, "sessionId": msg.session_id, "mailboxItemId": item_id}
+    if item.status in (Status.DROPPED, Status.COMPLETED):
+        return {"reply": None, "sessionId": None, "mailboxItemId": item_id, "status": item.status}
+    return None

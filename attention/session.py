@@ -1,0 +1,74 @@
+"""The session store: an item's LLM session, saved under the lease so any worker can
+resume it (ARCHITECTURE decision 3)."""
+from __future__ import annotations
+
+from django.utils import timezone
+
+from mailbox.models import MailboxItem
+from mailbox.registry import Status
+from markus.agents.models import ChatSession
+from markus.agents.services import main_session
+
+from . import records
+from .focus import Focus
+from .lease import fenced
+from .models import ActivityLogType as L
+from .models import LLMSession
+from .scenarios import CHAT, first_messages, merged_message
+
+
+def session_id(item: MailboxItem) -> str:
+    return f"ls_{item.id}"
+
+
+def chat_session_id(item: MailboxItem) -> str:
+    sid = (item.metadata or {}).get("sessionId")
+    if sid and ChatSession.objects.filter(id=sid, agent_id=item.agent_id).exists():
+        return sid
+    return main_session(item.agent_id).id
+
+
+def _absorbed(item: MailboxItem) -> list[MailboxItem]:
+    return list(MailboxItem.objects.filter(merged_into_id=item.id, status=Status.MERGED).order_by("queued_at", "id"))
+
+
+def load_session(focus: Focus) -> LLMSession:
+    """A new session starts from the item's payload, which already carries everything
+    merged into it. A saved one resumes where it was, and gets every item merged into
+    its item since (at enqueue, by consolidation, an injected comment) appended."""
+    session = LLMSession.objects.filter(id=session_id(focus.item)).first()
+    if session is None:
+        chat_sid = chat_session_id(focus.item) if focus.scenario == CHAT else None
+        session = LLMSession(id=session_id(focus.item), agent_id=focus.agent.id, mailbox_item=focus.item,
+                             scenario=focus.scenario, messages=first_messages(focus.item, focus.scenario, chat_sid),
+                             absorbed_ids=[m.id for m in _absorbed(focus.item)])
+        with fenced(focus.lease):
+            session.save(force_insert=True)
+        return session
+    if focus.activity is not None:
+        records.log(focus.lease, focus.activity, L.STATUS, f"resumed session at turn {session.turn_count}")
+    missed = [m for m in _absorbed(focus.item) if m.id not in set(session.absorbed_ids)]
+    if missed:
+        session.messages.extend(merged_message(m) for m in missed)
+        session.absorbed_ids = [*session.absorbed_ids, *(m.id for m in missed)]
+        save_session(focus, session)
+    return session
+
+
+def save_session(focus: Focus, session: LLMSession) -> None:
+    with fenced(focus.lease):
+        LLMSession.objects.filter(id=session.id).update(messages=session.messages, turn_count=session.turn_count,
+                                                        absorbed_ids=session.absorbed_ids, updated_at=timezone.now())
+
+
+def append_note(item: MailboxItem, text: str) -> None:
+    """Add a user-side note to an item's saved session (why it runs again)."""
+    session = LLMSession.objects.filter(id=session_id(item)).first()
+    if session is not None:
+        session.messages = [*session.messages, {"role": "user", "content": text}]
+        session.save(update_fields=["messages"])
+
+
+def discard_session(item: MailboxItem) -> None:
+    """Retry from a clean start."""
+    LLMSession.objects.filter(id=session_id(item)).delete()

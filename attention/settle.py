@@ -1,0 +1,187 @@
+"""Settling an item's run: the outcome lands in one fenced transaction, through the
+mailbox lifecycle. Also the approval hook that resumes a parked item."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from mailbox import lifecycle
+from mailbox.models import MailboxItem
+from mailbox.registry import Status
+from markus.work import liveness
+
+from . import records
+from .focus import Focus, Outcome
+from .lease import Lease, StaleLease, fenced
+from .models import ActivityLogType as L
+from .models import LLMSession
+from .replies import deliver_chat_reply
+from .scenarios import CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
+from .session import append_note, discard_session, session_id
+
+MAX_MARKER_RETRIES = 2
+# The scenarios whose task waits for a verdict (a submit or failure; a completion or a
+# send-back), and the metadata key that counts their retries.
+VERDICT_RETRIES = {TASK_EXECUTION: "executionRetries", REVIEW: "reviewRetries"}
+
+
+def settle(focus: Focus, outcome: Outcome) -> None:
+    with fenced(focus.lease):  # the item's outcome lands in one transaction
+        _settle(focus, outcome)
+
+
+def _settle(focus: Focus, outcome: Outcome) -> None:
+    lease, item, activity = focus.lease, focus.item, focus.activity
+    assert activity is not None
+    records.log(lease, activity, L.STATUS, outcome.kind + (f": {outcome.detail}" if outcome.detail else ""))
+    if outcome.kind == "completed":
+        missing = verdict_missing(focus)
+        if missing:
+            return no_verdict(focus, missing)
+        records.end_activity(lease, activity, success=True)
+        if focus.scenario == CHAT:  # the reply and the completion commit together
+            deliver_chat_reply(focus, outcome.text)
+        complete(lease, item, outcome=SCENARIOS[focus.scenario].done)
+    elif outcome.kind == "preempted":
+        records.end_activity(lease, activity, success=True)
+        # Being preempted is not a failed attempt (recovery counts attempts).
+        lifecycle.defer(item.id, until=timezone.now() + resume_delay(), epoch=lease.epoch, fenced=True,
+                        from_statuses=[Status.PROCESSING], refund_attempt=True)
+        records.inject_main_session(lease, item=item, outcome="paused (preempted), will resume")
+    elif outcome.kind == "parked":
+        records.end_activity(lease, activity, success=True)
+        park(lease, item, approval_id=outcome.detail)
+    elif outcome.kind == "cancelled":
+        records.end_activity(lease, activity, success=False)
+        complete(lease, item, outcome="cancelled")
+    elif outcome.kind == "stopped":
+        records.end_activity(lease, activity, success=False)
+        lifecycle.requeue(item.id, epoch=lease.epoch, fenced=True, refund_attempt=True)
+    elif outcome.kind == "retry":
+        _retry(focus, outcome)
+
+
+def _retry(focus: Focus, outcome: Outcome) -> None:
+    """A failed attempt (no marker, an empty answer, a provider error): run again from
+    a clean start, at most MAX_MARKER_RETRIES times; then an awaited task gets its
+    back-off retries, anything else ends failed."""
+    lease, item, activity = focus.lease, focus.item, focus.activity
+    assert activity is not None
+    retries = int((item.metadata or {}).get("markerRetries", 0))
+    if retries < MAX_MARKER_RETRIES:
+        records.end_activity(lease, activity, success=False)
+        lifecycle.requeue(item.id, epoch=lease.epoch, fenced=True,
+                          metadata={**(item.metadata or {}), "markerRetries": retries + 1})
+        discard_session(item)
+        return
+    if focus.scenario in VERDICT_RETRIES:
+        return no_verdict(focus, outcome.detail)
+    records.end_activity(lease, activity, success=False)
+    records.log(lease, activity, L.ERROR, f"gave up after {retries} retries: {outcome.detail}")
+    complete(lease, item, outcome=f"failed ({outcome.detail})")
+
+
+# ---------------------------------------------------------------------------- verdicts
+
+
+def verdict_missing(focus: Focus) -> str:
+    """Why the task this run was for still waits for it ('' if it does not)."""
+    item = focus.item
+    if not item.task_id:
+        return ""
+    if focus.scenario == TASK_EXECUTION and liveness.execution_awaits_verdict(
+            item.task_id, item.extra.get("executionRound")):
+        return "the execution ended without task_submit_review or a failure; the task is still in_progress"
+    if focus.scenario == REVIEW and liveness.review_awaits_verdict(item.task_id, item.extra.get("reviewRound")):
+        return "the review ended without completing the task or sending it back; the task is still in review"
+    return ""
+
+
+def retry_delay(retries: int) -> timedelta:
+    """30 s, 60 s, 120 s … (MARKUS EXECUTION_RETRY_BASE_S), at most the cap."""
+    base, cap = settings.MARKUS["EXECUTION_RETRY_BASE_S"], settings.MARKUS["EXECUTION_RETRY_CAP_S"]
+    return timedelta(seconds=min(cap, base * 2 ** retries))
+
+
+def no_verdict(focus: Focus, reason: str) -> None:
+    """The run ended but the task still waits for it: the attempt failed. Retry with
+    back-off (the item deferred, its session kept, a note saying why); after the
+    retries the execution's task fails, a review goes to a person."""
+    lease, item, activity = focus.lease, focus.item, focus.activity
+    assert activity is not None
+    key = VERDICT_RETRIES[focus.scenario]
+    retries = int((item.metadata or {}).get(key, 0))
+    records.end_activity(lease, activity, success=False)
+    records.log(lease, activity, L.ERROR, reason)
+    if retries < settings.MARKUS["EXECUTION_MAX_RETRIES"]:
+        delay = retry_delay(retries)
+        metadata = {k: v for k, v in (item.metadata or {}).items() if k != "markerRetries"}
+        metadata.update({key: retries + 1, "lastFailure": reason})
+        lifecycle.defer(item.id, until=timezone.now() + delay, epoch=lease.epoch, fenced=True,
+                        from_statuses=[Status.PROCESSING], metadata=metadata)
+        append_note(item, f"Your previous attempt failed: {reason}. Finish it now: give your verdict with the "
+                          "task tools (see your instructions).")
+        records.inject_main_session(lease, item=item, outcome=f"no verdict, retry {retries + 1} in "
+                                                              f"{int(delay.total_seconds())} s")
+        return
+    complete(lease, item, outcome=f"failed: {reason}")
+    gave_up = f"{retries} retries without a verdict: {reason}"
+    if focus.scenario == TASK_EXECUTION:
+        liveness.execution_gave_up(item.task_id, reason=gave_up)
+    else:
+        liveness.review_gave_up(item.task_id, reason=gave_up)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def resume_delay() -> timedelta:
+    return timedelta(seconds=settings.MARKUS["PREEMPT_RESUME_DELAY_S"])
+
+
+def complete(lease: Lease, item: MailboxItem, *, outcome: str) -> None:
+    with fenced(lease):
+        if not lifecycle.complete(item.id, epoch=lease.epoch, fenced=True):
+            raise StaleLease(f"{item.id} was no longer ours to complete")
+    records.inject_main_session(lease, item=item, outcome=outcome)
+
+
+# ---------------------------------------------------------------------------- parking
+
+
+def park(lease: Lease, item: MailboxItem, *, approval_id: str) -> None:
+    """Waiting for a person: deferred, and not due until the approval is answered."""
+    from notifications.models import Approval
+
+    with fenced(lease):
+        lifecycle.park(item, epoch=lease.epoch, approval_id=approval_id)
+        # Answered already (between the tool call and this park)? Then the hook found
+        # the item still processing and did nothing: resume it with the answer now.
+        approval = Approval.objects.filter(id=approval_id).first()
+        if approval is not None and approval.status != Approval.State.PENDING:
+            on_approval_answered(approval)
+    records.inject_main_session(lease, item=item, outcome=f"waiting for approval {approval_id}")
+
+
+def on_approval_answered(approval) -> None:
+    """Re-queue the item parked for this approval, with the answer as the tool result.
+    Runs inside approval_respond's transaction."""
+    item = lifecycle.parked_for(approval.mailbox_item_id, approval.id) if approval.mailbox_item_id else None
+    if item is None:
+        return
+    answer = json.dumps({"status": "ok", "approved": approval.selected_option in ("approve", "approved", "yes"),
+                         "selected_option": approval.selected_option, "comment": approval.comment})
+    session = LLMSession.objects.select_for_update().filter(id=session_id(item)).first()
+    if session is not None:
+        session.messages = [
+            {**m, "content": answer} if m.get("role") == "tool" and approval.id in str(m.get("content")) else m
+            for m in session.messages
+        ]
+        session.save(update_fields=["messages"])
+    lifecycle.unpark(item)
+    from .services import wake_on_commit
+
+    wake_on_commit(item.agent_id)

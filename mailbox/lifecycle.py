@@ -1,0 +1,355 @@
+"""An item's life: the one writer of ``MailboxItem.status``.
+
+queued → processing (claim) → completed | deferred | queued | dropped; queued or
+processing → merged (absorbed by another live item); deferred → queued (resurface,
+unpark). Every transition is one conditional UPDATE whose row count says whether it
+happened, and emits the item's ``agent:mailbox`` event on commit. The attention loop
+passes ``epoch``/``fenced`` (or a ``fence`` condition) so a worker that lost its lease
+matches no row. The loop, the console, the approval hook, the tools and the work app
+call these functions; nothing else writes ``mailbox_items`` (tests/attention/
+test_mailbox_one_writer.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from notifications.events import agent_group, send_event_on_commit
+
+from .merge import fold, may_merge
+from .models import MailboxItem
+from .registry import MailboxType, Status
+
+OPEN_STATUSES = (Status.QUEUED, Status.PROCESSING, Status.DEFERRED)
+# Recovery re-queues a human's in-flight item, an execution trigger or a review request
+# at most this many attempts; then it is dropped with a recorded reason.
+MAX_RECOVERY_ATTEMPTS = 2
+MAX_HUMAN_ATTEMPTS = MAX_RECOVERY_ATTEMPTS
+# Metadata flag: when this deferred item resurfaces it goes behind the queue at its
+# priority (the interrupt judge's defer), not back to its old place.
+BEHIND_QUEUE = "resurfaceBehindQueue"
+
+
+def serialize_item(item: MailboxItem) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "agentId": item.agent_id,
+        "sourceType": item.source_type,
+        "category": item.category,
+        "label": item.label,
+        "priority": item.priority,
+        "status": item.status,
+        "summary": item.summary,
+        "payload": item.payload,
+        "metadata": item.metadata or {},
+        "queuedAt": item.queued_at,
+        "startedAt": item.started_at,
+        "completedAt": item.completed_at,
+        "deferredUntil": item.deferred_until,
+        "mergedInto": item.merged_into_id,
+        "attempts": item.attempts,
+        "dropReason": item.drop_reason,
+    }
+
+
+def emit_item(item: MailboxItem) -> None:
+    send_event_on_commit(
+        agent_group(item.agent_id), "agent:mailbox", {"agentId": item.agent_id, "item": serialize_item(item)}
+    )
+
+
+def is_parked(item: MailboxItem) -> bool:
+    return (item.metadata or {}).get("waitingForApproval") is True
+
+
+def not_parked() -> Q:
+    """Items not parked for an approval, as a SQL condition. (``exclude(metadata__
+    waitingForApproval=True)`` would also drop rows without the key: NOT NULL is NULL.)"""
+    return Q(metadata__isnull=True) | Q(metadata__waitingForApproval__isnull=True) | Q(
+        metadata__waitingForApproval=False)
+
+
+# ---------------------------------------------------------------------------- the transition
+
+
+def transition(
+    item_id: str,
+    *,
+    from_statuses: Iterable[str],
+    epoch: int | None = None,
+    fenced: bool = False,
+    refund_attempt: bool = False,
+    **fields: Any,
+) -> bool:
+    """Move an item between statuses with one conditional UPDATE. With ``fenced``, only
+    the worker that claimed it under ``epoch`` can. ``refund_attempt``: this run does not
+    count as an attempt (a preempt, a pause). True if the row changed."""
+    rows = MailboxItem.objects.filter(id=item_id, status__in=list(from_statuses))
+    if fenced:
+        rows = rows.filter(lease_epoch=epoch)
+    if refund_attempt:
+        fields["attempts"] = Greatest(F("attempts") - 1, 0)
+    with transaction.atomic():
+        changed = rows.update(**fields) == 1
+        if changed:
+            emit_item(MailboxItem.objects.get(id=item_id))
+    return changed
+
+
+# ---------------------------------------------------------------------------- claim
+
+
+def queued(agent_id: str):
+    """Queued items in the order they would be dequeued: priority, then FIFO."""
+    return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).order_by(
+        "priority", "queued_at", "id"
+    )
+
+
+def claim(item_id: str, *, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
+    """Claim one queued item (``processing``) with a conditional UPDATE; None if it was
+    not queued any more or the fence does not hold."""
+    rows = MailboxItem.objects.filter(id=item_id, status=Status.QUEUED)
+    if fence is not None:
+        rows = rows.filter(fence)
+    if rows.update(status=Status.PROCESSING, started_at=timezone.now(), lease_epoch=epoch,
+                   attempts=F("attempts") + 1) != 1:
+        return None
+    item = MailboxItem.objects.get(id=item_id)
+    with transaction.atomic():
+        emit_item(item)
+    return item
+
+
+def claim_next(*, agent_id: str, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
+    """Claim the head of the queue: one conditional UPDATE per attempt, row count
+    checked. None when the queue is empty or the fence no longer holds."""
+    for _ in range(10):
+        head = queued(agent_id).values_list("id", flat=True).first()
+        if head is None:
+            return None
+        item = claim(head, epoch=epoch, fence=fence)
+        if item is not None:
+            return item
+        if fence is not None and not MailboxItem.objects.filter(id=head).filter(fence).exists():
+            return None  # the lease moved on: this worker is stale
+    return None
+
+
+def put_back(item_id: str, *, epoch: int) -> bool:
+    """Return a claimed item to the queue as if it had not been claimed (its place and
+    its attempt count are kept): triage chose another item to go first."""
+    return transition(item_id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=True, refund_attempt=True,
+                      status=Status.QUEUED, started_at=None, lease_epoch=None)
+
+
+# ---------------------------------------------------------------------------- outcomes
+
+
+def complete(item_id: str, *, epoch: int | None = None, fenced: bool = False) -> bool:
+    return transition(item_id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=fenced,
+                      status=Status.COMPLETED, completed_at=timezone.now())
+
+
+def defer(
+    item_id: str,
+    *,
+    until: datetime | None = None,
+    epoch: int | None = None,
+    fenced: bool = False,
+    from_statuses: Iterable[str] = (Status.QUEUED, Status.PROCESSING),
+    metadata: dict[str, Any] | None = None,
+    refund_attempt: bool = False,
+) -> bool:
+    """Defer an item; with no ``until`` it resurfaces at the agent's next idle cycle.
+    ``metadata`` replaces the item's metadata (a retry count, the behind-queue flag)."""
+    extra = {} if metadata is None else {"metadata": metadata}
+    return transition(item_id, from_statuses=from_statuses, epoch=epoch, fenced=fenced,
+                      refund_attempt=refund_attempt, status=Status.DEFERRED, deferred_until=until, **extra)
+
+
+def defer_behind_queue(item: MailboxItem) -> bool:
+    """The interrupt judge's defer of a queued item: it waits until the current focus
+    ends, then goes behind the rest of the queue at its priority."""
+    return defer(item.id, from_statuses=[Status.QUEUED], metadata={**(item.metadata or {}), BEHIND_QUEUE: True})
+
+
+def requeue(
+    item_id: str,
+    *,
+    epoch: int | None = None,
+    fenced: bool = False,
+    refund_attempt: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> bool:
+    """Put an in-flight item back at its place in the queue (its ``queued_at`` is kept)."""
+    extra = {} if metadata is None else {"metadata": metadata}
+    return transition(item_id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=fenced,
+                      refund_attempt=refund_attempt, status=Status.QUEUED, started_at=None, lease_epoch=None,
+                      **extra)
+
+
+def drop(
+    item_id: str,
+    *,
+    reason: str,
+    epoch: int | None = None,
+    fenced: bool = False,
+    from_statuses: Iterable[str] = OPEN_STATUSES,
+) -> bool:
+    return transition(item_id, from_statuses=from_statuses, epoch=epoch, fenced=fenced,
+                      status=Status.DROPPED, completed_at=timezone.now(), drop_reason=reason[:300])
+
+
+def set_priority(item_id: str, priority: int) -> bool:
+    """Re-prioritise a queued item (the agent's prioritize tool)."""
+    return transition(item_id, from_statuses=[Status.QUEUED], priority=priority)
+
+
+# ---------------------------------------------------------------------------- parking
+
+
+def park(item: MailboxItem, *, epoch: int, approval_id: str) -> bool:
+    """Processing → deferred, waiting for a person's answer: not due until
+    ``unpark`` (the approval hook) re-queues it."""
+    metadata = {**(item.metadata or {}), "waitingForApproval": True, "approvalId": approval_id}
+    return transition(item.id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=True,
+                      status=Status.DEFERRED, deferred_until=None, metadata=metadata)
+
+
+def parked_for(item_id: str, approval_id: str) -> MailboxItem | None:
+    """The item parked for this approval, locked; None if it is not (or no longer)."""
+    item = MailboxItem.objects.select_for_update().filter(id=item_id).first()
+    if item is None or item.status != Status.DEFERRED or (item.metadata or {}).get("approvalId") != approval_id:
+        return None
+    return item
+
+
+def unpark(item: MailboxItem) -> bool:
+    """Deferred and parked → queued (the approval was answered)."""
+    metadata = {k: v for k, v in (item.metadata or {}).items() if k != "waitingForApproval"}
+    return transition(item.id, from_statuses=[Status.DEFERRED], status=Status.QUEUED, deferred_until=None,
+                      started_at=None, lease_epoch=None, metadata=metadata)
+
+
+# ---------------------------------------------------------------------------- resurfacing
+
+
+def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
+    """Re-queue deferred items that are due: ``deferred_until`` passed or unset
+    (section 22). Items parked for an approval are not due until it is answered; items
+    deferred behind the queue go to its end at their priority."""
+    now = now or timezone.now()
+    due = MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED).filter(
+        Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)
+    )
+    rows = [(i, meta or {}) for i, meta in due.values_list("id", "metadata") if not (meta or {}).get(
+        "waitingForApproval")]
+    if not rows:
+        return 0
+    count = 0
+    with transaction.atomic():
+        plain = [i for i, meta in rows if not meta.get(BEHIND_QUEUE)]
+        if plain:
+            count += MailboxItem.objects.filter(id__in=plain, status=Status.DEFERRED).update(
+                status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None)
+        for item_id, meta in rows:
+            if meta.get(BEHIND_QUEUE):
+                rest = {k: v for k, v in meta.items() if k != BEHIND_QUEUE}
+                count += MailboxItem.objects.filter(id=item_id, status=Status.DEFERRED).update(
+                    status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None,
+                    queued_at=timezone.now(), metadata=rest)
+        for item in MailboxItem.objects.filter(id__in=[i for i, _ in rows]):
+            emit_item(item)
+    return count
+
+
+def resurface_now(item_id: str) -> bool:
+    """Deferred → queued now, unless parked for an approval (the operator's retry)."""
+    with transaction.atomic():
+        changed = MailboxItem.objects.filter(id=item_id, status=Status.DEFERRED).filter(not_parked()).update(
+            status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None)
+        if changed:
+            emit_item(MailboxItem.objects.get(id=item_id))
+    return changed == 1
+
+
+# ---------------------------------------------------------------------------- merging
+
+
+def absorb(target: MailboxItem, item: MailboxItem, *, label_prefix: bool = False) -> None:
+    """Fold ``item`` into ``target`` and store both. Both rows must be locked (or the
+    item new) and the caller must have checked ``may_merge``."""
+    fold(target, item, label_prefix=label_prefix)
+    item.status = Status.MERGED
+    target.save(update_fields=["payload", "priority"])
+    item.save(update_fields=["status", "merged_into", "completed_at"])
+    emit_item(item)
+    emit_item(target)
+
+
+@transaction.atomic
+def merge_into(item_id: str, target_id: str, *, claimed_epoch: int | None = None, into_focus: bool = False) -> bool:
+    """Absorb an item into another that is still live (queued, processing or deferred).
+    The item must be queued, or, with ``claimed_epoch``, processing under that epoch (a
+    claimed comment injected into a task's open execution). The merge rule decides."""
+    items = {i.id: i for i in MailboxItem.objects.select_for_update().filter(id__in=[item_id, target_id])}
+    item, target = items.get(item_id), items.get(target_id)
+    if item is None or target is None or target.status not in OPEN_STATUSES:
+        return False
+    claimed = claimed_epoch is not None and item.status == Status.PROCESSING and item.lease_epoch == claimed_epoch
+    if item.status != Status.QUEUED and not claimed:
+        return False
+    if not may_merge(target, item, into_focus=into_focus):
+        return False
+    absorb(target, item)
+    return True
+
+
+# ---------------------------------------------------------------------------- recovery
+
+
+@dataclass
+class RecoveryReport:
+    requeued: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    heartbeats_collapsed: list[str] = field(default_factory=list)
+    comments_merged: list[str] = field(default_factory=list)
+
+
+def is_awaited(item: MailboxItem) -> bool:
+    """Somebody waits for this item's outcome: a human (a chat, a comment a human
+    wrote), or a task (its execution trigger, its review request)."""
+    return item.is_user_interaction or item.triggers_execution or item.source_type == MailboxType.REVIEW_REQUEST
+
+
+def _awaited_kind(item: MailboxItem) -> str:
+    if item.is_user_interaction:
+        return "a human's item"
+    return "an execution trigger" if item.triggers_execution else "a review request"
+
+
+@transaction.atomic
+def recover_in_flight(agent_id: str, report: RecoveryReport) -> None:
+    """Stale ``processing`` items (their worker stopped): an awaited item is re-queued,
+    and dropped with a recorded reason only once it has been attempted
+    MAX_RECOVERY_ATTEMPTS times; anything else is dropped with a reason."""
+    for item in MailboxItem.objects.select_for_update().filter(agent_id=agent_id, status=Status.PROCESSING):
+        if is_awaited(item) and item.attempts < MAX_RECOVERY_ATTEMPTS:
+            if requeue(item.id):
+                report.requeued.append(item.id)
+            continue
+        reason = (
+            f"recovery: {_awaited_kind(item)} in flight at a crash {item.attempts} times; gave up"
+            if is_awaited(item)
+            else "recovery: in flight when its worker stopped"
+        )
+        if drop(item.id, reason=reason, from_statuses=[Status.PROCESSING]):
+            report.dropped.append(item.id)
