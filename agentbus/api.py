@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markus.agents.auth import access_agent, acting_agent
-from markus.api import int_param
+from markus.core.api import int_param
 
 from . import access, selectors, services
 from .errors import BusError, ForbiddenError

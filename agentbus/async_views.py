@@ -19,7 +19,7 @@ from rest_framework.exceptions import APIException
 
 from markus.agents.auth import Caller, authenticate_plain_request
 from markus.agents.models import Agent
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 
 from . import access, selectors
 from .waiting import MAX_WAIT_SECONDS, inbox_wait, stream_request

@@ -17,7 +17,10 @@ from django.core.management.base import CommandError
 from rest_framework.utils.encoders import JSONEncoder
 
 from markus.agents.models import Agent
-from markus.errors import MarkusError
+from markus.agents.api import agent_data
+from markus.core.errors import MarkusError
+from markus.work.api import task_detail
+from markus.work.models import Task
 
 from . import selectors, services
 from .hub import HubClient, HubError
@@ -86,14 +89,10 @@ class LocalBus:
                                              payload=payload, topic=topic, timeout=timeout, actor=CLI_ACTOR)
 
     def agent_show(self, agent_id: str) -> dict:
-        from markus.agents.api import agent_data
-
         agent = self._agent(agent_id)
         return {**agent_data(agent), "pending_inbox": selectors.pending_count(agent.id)}
 
     def agent_list(self, *, inbox: bool) -> dict:
-        from markus.agents.api import agent_data
-
         agents = list(Agent.objects.order_by("created_at", "id"))
         rows = [agent_data(agent) for agent in agents]
         if inbox:
@@ -104,9 +103,6 @@ class LocalBus:
 
 
     def task_show(self, task_id: str) -> dict:
-        from markus.work.api import task_detail
-        from markus.work.models import Task
-
         task = Task.objects.filter(id=task_id).first()
         if task is None:
             raise CommandError(f"no such task: {task_id}")

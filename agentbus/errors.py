@@ -1,7 +1,7 @@
-"""Bus errors. Their messages are safe to show a caller (markus.api maps status_code)."""
+"""Bus errors. Their messages are safe to show a caller (markus.core.api maps status_code)."""
 from __future__ import annotations
 
-from markus.errors import ConflictError, MarkusError
+from markus.core.errors import ConflictError, MarkusError
 
 __all__ = ["BusError", "ConflictError", "ForbiddenError", "NotFoundError"]
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from markus.ids import new_id
+from markus.core.ids import new_id
 
 # The hub's virtual operator persona: it has no agent row (a null sender). The colon
 # cannot appear in an agent id, so it never collides with one.

@@ -14,6 +14,8 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
 
+from markus.work.models import TaskState
+
 from .errors import BusError
 
 TASK_LIFECYCLE_V1 = "markus.task.lifecycle.v1"
@@ -63,8 +65,6 @@ def validate_payload(name: str, payload: Any) -> None:
 
 
 def task_states() -> list[str]:
-    from markus.work.models import TaskState
-
     return list(TaskState.values)
 
 

@@ -14,7 +14,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from markus.agents.models import Agent
-from markus.db import count_subquery
+from markus.core.db import count_subquery
 
 from .cursors import decode_cursor, encode_cursor
 from .models import INBOX_TOPIC, Chunk, ConsumerCursor, InboxClock, Stream, StreamMember

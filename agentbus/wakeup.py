@@ -6,7 +6,7 @@ wake-up that lands between its read and its sleep is not lost; it clears its fla
 before each read, so a wake-up it consumed always refers to a commit that read sees.
 
 How a wake-up is sent depends on the layer:
-- the embedded default (``markus.channel_layer.ThreadSafeInMemoryChannelLayer``):
+- the embedded default (``markus.core.channel_layer.ThreadSafeInMemoryChannelLayer``):
   ``group_send_sync`` from the appending thread, handed to the waiter's loop;
 - another layer (channels_redis): ``group_send`` on one long-lived sender loop, so a
   synchronous appender does not open a Redis connection per wake-up; it reaches

@@ -11,13 +11,13 @@ from mailbox.registry import Status
 from mailbox.selectors import queue_depth, queued_items
 from markus.agents.auth import access_agent
 from markus.agents.models import WorkingMemory
-from markus.api import int_param
+from markus.core.api import int_param
 from markus.llm.base import get_provider
 
 from . import services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
-from markus.schema import errors
+from markus.core.schema import errors
 
 from .records import serialize_decision
 from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut

@@ -11,6 +11,7 @@ from mailbox.merge import may_merge
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.llm.base import CallContext, get_provider
+from markus.work.execution import execution_cancelled
 
 from . import records
 from .focus import Focus, Outcome
@@ -61,8 +62,6 @@ def execution_revoked(focus: Focus) -> bool:
     round) stops at its next yield point."""
     if focus.scenario != TASK_EXECUTION or not focus.item.task_id:
         return False
-    from markus.work.execution import execution_cancelled
-
     return execution_cancelled(focus.item.task_id, focus.item.extra.get("executionRound"))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from markus import ids
+from markus.core import ids
 
 
 class AttentionState(models.TextChoices):

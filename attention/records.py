@@ -8,11 +8,11 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, descriptor
+from mailbox.registry import ActivityType, MailboxType, descriptor
 from mailbox.selectors import queue_depth
 from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import main_session
-from notifications.events import agent_group, send_event_on_commit
+from markus.core.events import agent_group, send_event_on_commit
 
 from .lease import Lease, fenced
 from .models import AgentActivity, AgentActivityLog, AgentAttention, AgentDecision, AttentionState
@@ -63,8 +63,6 @@ def set_state(lease: Lease, state: str, item: MailboxItem | None = None) -> None
 
 
 def activity_type_for(item: MailboxItem, scenario: str) -> str:
-    from mailbox.registry import ActivityType
-
     d = descriptor(item.source_type)
     if d.activity_type is not None:
         return d.activity_type.value

@@ -10,7 +10,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import ChatMessage, ChatSession
 from markus.llm.base import get_provider
-from notifications.events import send_event_on_commit
+from markus.core.events import send_event_on_commit
 
 from .focus import Focus
 from .lease import fenced

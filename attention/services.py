@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -15,17 +16,18 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
 from markus.work.liveness import work_liveness_repair
-from notifications.events import agent_group, send_event_on_commit
+from markus.core.events import agent_group, send_event_on_commit
 
 from .models import AgentAttention
 
 log = logging.getLogger(__name__)
+RUN_ATTENTION = "attention.run_attention"
 
 
 def wake(agent_id: str, *, countdown: float | None = None) -> None:
-    """Send run_attention for the agent (now, or after ``countdown`` seconds)."""
-    from .tasks import run_attention
-
+    """Send run_attention for the agent (now, or after ``countdown`` seconds). The task
+    is found by name in the Celery app: the loop's own task module imports this one."""
+    run_attention = current_app.tasks[RUN_ATTENTION]
     try:
         if countdown:
             run_attention.apply_async((agent_id,), countdown=countdown)

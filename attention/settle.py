@@ -12,6 +12,7 @@ from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.work import liveness
+from notifications.models import Approval
 
 from . import records
 from .focus import Focus, Outcome
@@ -20,6 +21,7 @@ from .models import ActivityLogType as L
 from .models import LLMSession
 from .replies import deliver_chat_reply
 from .scenarios import CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
+from .services import wake_on_commit
 from .session import append_note, discard_session, session_id
 
 MAX_MARKER_RETRIES = 2
@@ -154,8 +156,6 @@ def complete(lease: Lease, item: MailboxItem, *, outcome: str) -> None:
 
 def park(lease: Lease, item: MailboxItem, *, approval_id: str) -> None:
     """Waiting for a person: deferred, and not due until the approval is answered."""
-    from notifications.models import Approval
-
     with fenced(lease):
         lifecycle.park(item, epoch=lease.epoch, approval_id=approval_id)
         # Answered already (between the tool call and this park)? Then the hook found
@@ -182,6 +182,4 @@ def on_approval_answered(approval) -> None:
         ]
         session.save(update_fields=["messages"])
     lifecycle.unpark(item)
-    from .services import wake_on_commit
-
     wake_on_commit(item.agent_id)

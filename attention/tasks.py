@@ -14,7 +14,7 @@ from . import loop, services
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="attention.run_attention", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@shared_task(name=services.RUN_ATTENTION, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_attention(agent_id: str) -> str:
     close_old_connections()
     try:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from markus.llm.base import COMPLETION_MARKER, CallContext, get_provider
-from markus.tools import ToolContext, execute_tool, schemas_for
 
 from . import records
 from .focus import Focus, Outcome
@@ -11,6 +10,7 @@ from .lease import LeaseKeeper, StaleLease, fenced, lease_renew
 from .models import ActivityLogType as L
 from .scenarios import SCENARIOS, item_brief, system_prompt
 from .session import load_session, save_session
+from .toolbox import ToolContext, execute_tool, schemas_for
 
 MAX_TURNS = 12
 

@@ -23,10 +23,10 @@ from django.utils import timezone
 from mailbox import services as mailbox
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
-from mailbox.registry import Status
+from mailbox.registry import Status, descriptor
 from markus.agents.models import Agent, WorkingMemory
 from markus.llm.base import CallContext, get_provider
-from notifications.events import agent_group, send_event_on_commit
+from markus.core.events import agent_group, send_event_on_commit
 
 from . import records
 from .lease import Lease, fenced
@@ -39,7 +39,8 @@ MAX_CANDIDATES = 10
 
 def candidate_brief(item: MailboxItem) -> dict[str, Any]:
     age = (timezone.now() - item.queued_at).total_seconds()
-    return {**item_brief(item), "queuedAt": item.queued_at.isoformat(), "ageSeconds": round(age, 1)}
+    return {**item_brief(item), "queuedAt": item.queued_at.isoformat(), "ageSeconds": round(age, 1),
+            "periodic": descriptor(item.source_type).periodic}
 
 
 def triage(lease: Lease, head: MailboxItem) -> MailboxItem:

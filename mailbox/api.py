@@ -7,11 +7,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markus.agents.auth import access_agent, acting_agent
-from markus.api import int_param, list_param
+from markus.core.api import int_param, list_param
 
-from markus.schema import errors
+from markus.core.schema import errors
 
-from . import selectors, services
+from attention.selectors import timeline
+
+from . import services
 from .serializers import EnqueueInput, ItemOut, TimelineOut
 
 TIMELINE_PARAMS = [
@@ -41,7 +43,7 @@ class MailboxView(APIView):
                    responses={200: TimelineOut, **errors(400, 401, 404)})
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
-        data = selectors.timeline(
+        data = timeline(
             agent.id,
             limit=int_param(request, "limit", 50, lo=1, hi=500),
             offset=int_param(request, "offset", 0, lo=0, hi=10**9),

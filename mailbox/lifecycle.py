@@ -21,7 +21,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from notifications.events import agent_group, send_event_on_commit
+from markus.core.events import agent_group, send_event_on_commit
 
 from .merge import fold, may_merge
 from .models import MailboxItem

@@ -12,9 +12,9 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from markus import ids
+from markus.core import ids
 
-from .registry import MailboxType, Status, category_choices, descriptor, type_choices
+from .registry import COMMENT_TYPES, MailboxType, Status, category_choices, descriptor, type_choices
 
 
 class MailboxItem(models.Model):
@@ -94,8 +94,6 @@ class MailboxItem(models.Model):
     @property
     def is_user_interaction(self) -> bool:
         """A human's chat, or a comment a human wrote (sender role ``user``)."""
-        from .registry import COMMENT_TYPES
-
         if self.source_type == MailboxType.HUMAN_CHAT:
             return True
         return self.source_type in COMMENT_TYPES and (self.metadata or {}).get("senderRole") == "user"

@@ -83,6 +83,8 @@ class MailboxTypeDescriptor:
     dedup_key: str | None = None
     # At most one queued item of this type per agent: a new one joins the queued one.
     one_queued: bool = False
+    # A periodic check-in (from beat): a newer one of its type supersedes it in triage.
+    periodic: bool = False
 
 
 T = MailboxType
@@ -98,9 +100,9 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
     T.REVIEW_REQUEST: _D("Review Request", Priority.HIGH, Category.TASK, "👀", ActivityType.CHAT, True, True),
     T.REQUIREMENT_COMMENT: _D("Requirement Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "requirementId"),
     T.REQUIREMENT_UPDATE: _D("Requirement Update", Priority.HIGH, Category.NOTIFICATION, "📝", ActivityType.INTERNAL, True, False),
-    T.DAILY_REPORT: _D("Daily Report", Priority.NORMAL, Category.SYSTEM, "📊", ActivityType.INTERNAL, True, True),
-    T.HEARTBEAT: _D("Heartbeat", Priority.LOW, Category.SYSTEM, "♡", ActivityType.HEARTBEAT, True, True, one_queued=True),
-    T.MEMORY_CONSOLIDATION: _D("Memory Consolidation", Priority.BACKGROUND, Category.SYSTEM, "🧠", ActivityType.INTERNAL, True, True),
+    T.DAILY_REPORT: _D("Daily Report", Priority.NORMAL, Category.SYSTEM, "📊", ActivityType.INTERNAL, True, True, periodic=True),
+    T.HEARTBEAT: _D("Heartbeat", Priority.LOW, Category.SYSTEM, "♡", ActivityType.HEARTBEAT, True, True, one_queued=True, periodic=True),
+    T.MEMORY_CONSOLIDATION: _D("Memory Consolidation", Priority.BACKGROUND, Category.SYSTEM, "🧠", ActivityType.INTERNAL, True, True, periodic=True),
 }
 
 # Types whose items a human may write; such an item is a user interaction when its

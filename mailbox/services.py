@@ -17,7 +17,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 
 from . import lifecycle
 from .lifecycle import MAX_HUMAN_ATTEMPTS, OPEN_STATUSES, emit_item, not_parked, queued, serialize_item

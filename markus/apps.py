@@ -6,4 +6,4 @@ class MarkusConfig(AppConfig):
     label = "markus"
 
     def ready(self) -> None:
-        from . import schema  # noqa: F401  registers the OpenAPI auth extension
+        from .core import schema  # noqa: F401  registers the OpenAPI auth extension

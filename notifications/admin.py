@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 
 from .models import Approval, UserNotification
 from .services import approval_respond

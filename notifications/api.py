@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markus.agents.auth import IsUser
-from markus.api import int_param
+from markus.core.api import int_param
 
 from . import selectors, services
 

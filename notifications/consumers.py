@@ -22,7 +22,7 @@ from rest_framework.authtoken.models import Token
 from markus.agents.auth import user_may_see_agent
 from markus.agents.models import Agent, hash_token
 
-from .events import agent_group, user_group
+from markus.core.events import agent_group, user_group
 
 
 class BrowserOriginValidator(OriginValidator):

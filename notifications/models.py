@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from markus import ids
+from markus.core import ids
 
 from .registry import PRIORITIES, USER_NOTIFICATION_TYPE_REGISTRY
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 
 from .models import Approval, UserNotification
 from .registry import NotificationType

@@ -15,9 +15,9 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from markus.errors import ConflictError, MarkusError
+from markus.core.errors import ConflictError, MarkusError
 
-from .events import send_event_on_commit, user_group
+from markus.core.events import send_event_on_commit, user_group
 from .models import Approval, UserNotification
 from .registry import PRIORITIES, USER_NOTIFICATION_TYPE_REGISTRY, NotificationType
 

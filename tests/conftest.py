@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from markus.agents.models import Team
 from markus.agents.services import agent_create
-from notifications import events
+from markus.core import events
 
 
 @pytest.fixture

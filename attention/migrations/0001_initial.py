@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.ids
+import markus.core.ids
 from django.db import migrations, models
 
 
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='AgentActivity',
             fields=[
-                ('id', models.CharField(default=markus.ids.activity_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.activity_id, max_length=64, primary_key=True, serialize=False)),
                 ('type', models.CharField(max_length=32)),
                 ('label', models.CharField(max_length=300)),
                 ('task_id', models.CharField(blank=True, max_length=64, null=True)),
@@ -72,7 +72,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='AgentDecision',
             fields=[
-                ('id', models.CharField(default=markus.ids.decision_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.decision_id, max_length=64, primary_key=True, serialize=False)),
                 ('decision_type', models.CharField(choices=[('pick', 'Pick'), ('continue', 'Continue'), ('preempt', 'Preempt'), ('cancel', 'Cancel'), ('merge', 'Merge'), ('defer', 'Defer'), ('delegate', 'Delegate'), ('drop', 'Drop')], max_length=16)),
                 ('context', models.JSONField(default=dict)),
                 ('reasoning', models.TextField(default='')),

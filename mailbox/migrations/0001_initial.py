@@ -3,7 +3,7 @@
 import django.db.models.deletion
 import django.utils.timezone
 import mailbox.registry
-import markus.ids
+import markus.core.ids
 from django.db import migrations, models
 
 
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='MailboxItem',
             fields=[
-                ('id', models.CharField(default=markus.ids.mailbox_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.mailbox_id, max_length=64, primary_key=True, serialize=False)),
                 ('source_type', models.CharField(choices=[('system_event', 'System Event'), ('human_chat', 'Chat'), ('task_comment', 'Task Comment'), ('mention', 'Mention'), ('session_reply', 'Session Reply'), ('task_status_update', 'Task Status'), ('a2a_message', 'Agent Message'), ('review_request', 'Review Request'), ('requirement_comment', 'Requirement Comment'), ('requirement_update', 'Requirement Update'), ('daily_report', 'Daily Report'), ('heartbeat', 'Heartbeat'), ('memory_consolidation', 'Memory Consolidation')], max_length=32)),
                 ('priority', models.PositiveSmallIntegerField(default=2)),
                 ('status', models.CharField(choices=[('queued', 'queued'), ('processing', 'processing'), ('completed', 'completed'), ('merged', 'merged'), ('deferred', 'deferred'), ('dropped', 'dropped')], default=mailbox.registry.Status['QUEUED'], max_length=16)),

@@ -13,7 +13,7 @@ from markus.agents.auth import IsUser, access_agent, visible_agents
 from markus.agents.models import Agent, Team
 from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut
 from markus.agents.services import AgentError, agent_create
-from markus.schema import errors
+from markus.core.schema import errors
 
 
 def agent_data(agent: Agent) -> dict[str, Any]:

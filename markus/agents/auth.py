@@ -5,6 +5,8 @@ teams they own or belong to, and everything if staff. Anything else answers 404.
 """
 from __future__ import annotations
 
+from markus.core.actors import Actor
+
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q, QuerySet
 from django.http import Http404
@@ -110,3 +112,9 @@ def authenticate_plain_request(request) -> tuple[object, Agent | None]:
     if agent is None and not (user and user.is_authenticated):
         raise exceptions.NotAuthenticated()
     return user, agent
+
+
+def actor_for_request(request) -> Actor:
+    """Who acts in this request: the authenticated agent, else the user."""
+    agent = acting_agent(request)
+    return Actor.for_agent(agent) if agent is not None else Actor.for_user(request.user)

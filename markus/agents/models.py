@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from markus import ids
+from markus.core import ids
 
 
 def hash_token(raw: str) -> str:

@@ -6,8 +6,8 @@ import secrets
 
 from django.db import IntegrityError, transaction
 
-from markus.errors import MarkusError
-from markus.ids import new_id
+from markus.core.errors import MarkusError
+from markus.core.ids import new_id
 
 from .models import Agent, ChatSession, Team, hash_token
 

@@ -30,7 +30,7 @@ from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
-from markus.ids import new_id
+from markus.core.ids import new_id
 
 from .mailbox import bare_dequeue, bare_enqueue, quiet_wakeups
 

@@ -24,7 +24,7 @@ from mailbox.registry import MailboxType, Status
 from mailbox.services import item_enqueued, mailbox_claim_next, mailbox_complete, mailbox_enqueue
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
-from markus.ids import mailbox_id, new_id
+from markus.core.ids import mailbox_id, new_id
 
 DEFAULT_N = 2000
 WARMUP = 20

@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 
 
 def run_each(modeladmin, request, objects: Iterable[Any], label: str, step: Callable[[Any], str | None]) -> None:

@@ -17,7 +17,7 @@ from attention.models import AgentAttention, AttentionState
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent
-from markus.db import count_subquery
+from markus.core.db import count_subquery
 
 
 def queue_depth_expression():

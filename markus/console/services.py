@@ -29,8 +29,8 @@ from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
-from markus.errors import MarkusError
-from markus.work.actors import Actor
+from markus.core.errors import MarkusError
+from markus.core.actors import Actor
 
 # Bookkeeping of one processing run that a fresh copy must not inherit.
 RUN_METADATA_KEYS = ("waitingForApproval", "approvalId", "markerRetries", "executionRetries", "reviewRetries",

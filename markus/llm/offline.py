@@ -14,13 +14,8 @@ import json
 import re
 from typing import Any
 
-from mailbox.registry import MailboxType
-
 from .base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, Usage
 
-# Periodic check-ins a newer one of the same type supersedes (triage).
-PERIODIC_TYPES = frozenset({MailboxType.HEARTBEAT.value, MailboxType.DAILY_REPORT.value,
-                            MailboxType.MEMORY_CONSOLIDATION.value})
 # Scenario names (attention.scenarios) and tool names, as the LLM sees them.
 HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION = "check_in", "daily_report_writing", "dream_cycle"
 TASK_COMMENT_TOOL = "task_comment"  # a tool name, not a mailbox type
@@ -135,10 +130,9 @@ class OfflineProvider(Provider):
         """By staleness: the item waiting longest goes first; a periodic check-in
         (heartbeat, daily report, dream cycle) that a newer one of its kind supersedes is
         redundant and dropped."""
-        periodic = PERIODIC_TYPES
         newest: dict[str, dict] = {}
         for c in candidates:
-            if c["type"] in periodic and (c["type"] not in newest or c["queuedAt"] > newest[c["type"]]["queuedAt"]):
+            if c.get("periodic") and (c["type"] not in newest or c["queuedAt"] > newest[c["type"]]["queuedAt"]):
                 newest[c["type"]] = c
         drop = [c["id"] for c in candidates if c["type"] in newest and newest[c["type"]]["id"] != c["id"]]
         remaining = [c for c in candidates if c["id"] not in drop]

@@ -106,7 +106,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/admin/"
 
-# Bodies over this answer 413 (mapped in markus.api.exception_handler).
+# Bodies over this answer 413 (mapped in markus.core.api.exception_handler).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("MARKUS_MAX_BODY_BYTES", default=1024 * 1024)
 
 REST_FRAMEWORK = {
@@ -117,7 +117,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["markus.agents.auth.IsUserOrAgent"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "markus.api.exception_handler",
+    "EXCEPTION_HANDLER": "markus.core.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -130,7 +130,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "markus.schema.document_plain_views",
+        "markus.core.schema.document_plain_views",
         "agentbus.schema.document_async_views",
     ],
     "COMPONENT_SPLIT_REQUEST": True,
@@ -146,7 +146,7 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "markus.channel_layer.ThreadSafeInMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
     # The memory transport polls; its 1 s default would add up to a second to every
     # wake-up (and to every budget re-send of run_attention).
@@ -178,6 +178,9 @@ MARKUS = {
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
+    # The modules whose @tool functions the loop offers to the LLM.
+    "TOOL_MODULES": ["markus.tools.mailbox_tools", "markus.tools.memory_tools", "markus.tools.work_tools",
+                     "markus.tools.human_tools"],
     # A task execution or review that ends without a verdict runs again after
     # BASE, 2×BASE, 4×BASE … seconds (at most CAP); after MAX retries the execution's
     # task fails, a review goes to a person.

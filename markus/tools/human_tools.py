@@ -14,7 +14,7 @@ from markus.agents.services import main_session
 from notifications.registry import PRIORITIES, NotificationType
 from notifications.services import approval_create, notify_user as send_notification
 
-from .registry import ToolContext, ToolError, tool
+from attention.toolbox import ToolContext, ToolError, tool
 
 S = {"type": "string"}
 # A chat has a person waiting for the reply; parking it would leave them hanging.

@@ -9,7 +9,7 @@ from django.utils import timezone
 from mailbox import services as mailbox
 from mailbox.selectors import queued_items
 
-from .registry import ToolContext, tool
+from attention.toolbox import ToolContext, tool
 
 
 @tool("check_mailbox", "List the items waiting in your mailbox, in the order you would take them.",

@@ -5,7 +5,8 @@ from django.utils import timezone
 
 from markus.agents.models import WorkingMemory
 
-from .registry import ToolContext, ToolError, tool
+from attention.models import AgentActivity
+from attention.toolbox import ToolContext, ToolError, tool
 
 
 @tool("update_working_memory", "Remember something under a key (situational awareness).",
@@ -34,8 +35,6 @@ def clear_working_memory(ctx: ToolContext, args: dict) -> dict:
 @tool("recall_activity", "List your recent activities (what you did, with outcomes).",
       {"type": "object", "properties": {"limit": {"type": "integer"}}})
 def recall_activity(ctx: ToolContext, args: dict) -> dict:
-    from attention.models import AgentActivity
-
     limit = max(1, min(int(args.get("limit") or 10), 50))
     rows = AgentActivity.objects.filter(agent_id=ctx.agent_id, ended_at__isnull=False).order_by("-started_at")[:limit]
     return {"activities": [

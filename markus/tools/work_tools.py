@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from markus.agents.models import Agent
 from markus.work import services
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.errors import WorkNotFound
 from markus.work.models import TaskState
 from markus.work.selectors import (
@@ -12,7 +12,7 @@ from markus.work.selectors import (
     task_data, tasks_visible_to,
 )
 
-from .registry import ToolContext, ToolError, tool
+from attention.toolbox import ToolContext, ToolError, tool
 
 # Tool names are what saved LLM sessions refer to: written here, not derived from the
 # mailbox types they happen to share a spelling with.

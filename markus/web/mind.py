@@ -17,7 +17,8 @@ from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
-from mailbox.selectors import queue_depth, timeline_entry, timeline_queryset
+from attention.selectors import timeline_entry
+from mailbox.selectors import queue_depth, timeline_queryset
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
 

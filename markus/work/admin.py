@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from django.contrib import admin, messages
 
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 
 from . import services
-from .actors import Actor
+from markus.core.actors import Actor
 from .models import Requirement, RequirementComment, RequirementState, Task, TaskComment, TaskState
 
 

@@ -16,20 +16,19 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markus.agents.auth import user_may_see_agent
+from agentbus.selectors import pending_count
+from markus.agents.auth import actor_for_request, user_may_see_agent
 from markus.agents.models import Agent
-from markus.api import int_param
+from markus.core.api import int_param
 
 from . import selectors, services
-from .actors import Actor
+from markus.core.actors import Actor
 from .errors import WorkError
 from .models import Task, TaskState
 
 
 def pending_inbox_for(agent_id: str | None) -> Any:
     """The owner's pending AgentBus inbox (CONTRACT: the task API carries it)."""
-    from agentbus.selectors import pending_count
-
     return pending_count(agent_id) if agent_id else None
 
 
@@ -92,7 +91,7 @@ def check_reviewer_user(actor: Actor, user_id: int | None, assignee_id: str | No
 class TaskListView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         rows = selectors.tasks_visible_to(actor)
         wanted = request.query_params.get("status")
         if wanted:
@@ -112,7 +111,7 @@ class TaskListView(APIView):
 
     @extend_schema(request=TaskCreateInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         body = valid(TaskCreateInput, request)
         watchers = body["metadata"].get("watchers")
         check_agent_refs(actor, assigneeId=body["assigneeId"], reviewerId=body["reviewerId"],
@@ -139,13 +138,13 @@ class TaskListView(APIView):
 class TaskDetailView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, task_id: str):
-        return Response(task_detail(selectors.access_task(Actor.from_request(request), task_id)))
+        return Response(task_detail(selectors.access_task(actor_for_request(request), task_id)))
 
 
 class TaskTransitionView(APIView):
     @extend_schema(request=TransitionInput, responses=OpenApiTypes.OBJECT)
     def post(self, request, task_id: str):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(TransitionInput, request)
         task = services.task_transition(task_id=task.id, to_status=body["status"], actor=actor, note=body["note"])
@@ -155,7 +154,7 @@ class TaskTransitionView(APIView):
 class TaskRetryView(APIView):
     @extend_schema(request=NoteInput, responses=OpenApiTypes.OBJECT)
     def post(self, request, task_id: str):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(NoteInput, request)
         return Response(task_detail(services.task_retry(task_id=task.id, actor=actor, note=body["note"])))
@@ -164,12 +163,12 @@ class TaskRetryView(APIView):
 class TaskCommentsView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, task_id: str):
-        task = selectors.access_task(Actor.from_request(request), task_id)
+        task = selectors.access_task(actor_for_request(request), task_id)
         return Response({"comments": selectors.task_comments(task)})
 
     @extend_schema(request=CommentInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request, task_id: str):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(CommentInput, request)
         comment = services.task_comment_create(

@@ -17,7 +17,7 @@ from django.db.models import Q, QuerySet
 from markus.agents.models import Agent
 
 from . import notices
-from .actors import Actor
+from markus.core.actors import Actor
 from .errors import WorkError, WorkNotFound
 from .inputs import clean_text
 from .models import Requirement, RequirementComment, Task, TaskComment, TaskState

@@ -1,7 +1,7 @@
 """Errors of the work app; the API maps ``status_code`` (400 / 403 / 404 / 409)."""
 from __future__ import annotations
 
-from markus.errors import ConflictError, MarkusError
+from markus.core.errors import ConflictError, MarkusError
 
 
 class WorkError(MarkusError):

@@ -34,7 +34,7 @@ from notifications.registry import NotificationType
 from notifications.services import notify_user
 
 from . import notices
-from .actors import Actor
+from markus.core.actors import Actor
 from .models import Task, TaskState
 from .selectors import task_reviewer
 from .services import request_review, task_transition
@@ -204,3 +204,9 @@ def review_gave_up(task_id: str, *, reason: str) -> bool:
         request_review(task, Actor.system(), user=owner,
                        reason=f"The reviewer could not reach a verdict ({reason}); please review it.")
         return True
+
+
+def tasks_resume_in_progress() -> list[MailboxItem]:
+    """Start-up (section 17): the liveness repair, run once before the workers start.
+    Returns the items it restored."""
+    return [item for _, item in work_liveness_repair().restored if item is not None]

@@ -6,7 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from markus.agents.models import Agent
-from markus import ids
+from markus.core import ids
 
 
 class TaskState(models.TextChoices):

@@ -12,7 +12,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Priority
 from mailbox.services import mailbox_enqueue
 
-from .actors import Actor
+from markus.core.actors import Actor
 from .models import Requirement, Task, TaskState
 
 

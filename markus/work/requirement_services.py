@@ -20,7 +20,7 @@ from notifications.registry import NotificationType
 from notifications.services import notify_user
 
 from . import notices
-from .actors import Actor
+from markus.core.actors import Actor
 from .errors import IllegalTransition, WorkError, WorkNotFound, WorkPermissionError
 from .inputs import clean_text
 from .models import Requirement, RequirementState, Task

@@ -8,10 +8,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markus.api import int_param
+from markus.core.api import int_param
 
 from . import selectors, services
-from .actors import Actor
+from markus.agents.auth import actor_for_request
 from .api import CommentInput, check_agent_refs, valid
 from .errors import WorkError
 from .models import RequirementState
@@ -38,7 +38,7 @@ class ResubmitInput(serializers.Serializer):
 class RequirementListView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request):
-        rows = selectors.requirements_visible_to(Actor.from_request(request))
+        rows = selectors.requirements_visible_to(actor_for_request(request))
         wanted = request.query_params.get("status")
         if wanted:
             if wanted not in RequirementState.values:
@@ -54,7 +54,7 @@ class RequirementListView(APIView):
 
     @extend_schema(request=RequirementCreateInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         body = valid(RequirementCreateInput, request)
         if actor.is_agent and body["agentId"] not in (None, actor.id):
             raise WorkError("an agent proposes requirements for itself: leave agentId out")
@@ -69,7 +69,7 @@ class RequirementListView(APIView):
 class RequirementDetailView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, requirement_id: str):
-        requirement = selectors.access_requirement(Actor.from_request(request), requirement_id)
+        requirement = selectors.access_requirement(actor_for_request(request), requirement_id)
         return Response(selectors.requirement_data(requirement))
 
 
@@ -85,7 +85,7 @@ class RequirementStepView(APIView):
 
     @extend_schema(request=ReasonInput, responses=OpenApiTypes.OBJECT)
     def post(self, request, requirement_id: str, step: str):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(ReasonInput, request)
         requirement = self.steps[step](requirement_id=requirement.id, actor=actor, reason=body["reason"])
@@ -95,7 +95,7 @@ class RequirementStepView(APIView):
 class RequirementResubmitView(APIView):
     @extend_schema(request=ResubmitInput, responses=OpenApiTypes.OBJECT)
     def post(self, request, requirement_id: str):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(ResubmitInput, request)
         requirement = services.requirement_resubmit(
@@ -107,12 +107,12 @@ class RequirementResubmitView(APIView):
 class RequirementCommentsView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, requirement_id: str):
-        requirement = selectors.access_requirement(Actor.from_request(request), requirement_id)
+        requirement = selectors.access_requirement(actor_for_request(request), requirement_id)
         return Response({"comments": selectors.requirement_comments(requirement)})
 
     @extend_schema(request=CommentInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request, requirement_id: str):
-        actor = Actor.from_request(request)
+        actor = actor_for_request(request)
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(CommentInput, request)
         comment = services.requirement_comment_create(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from notifications.models import Approval
 
-from .actors import Actor
+from markus.core.actors import Actor
 from .models import Task, TaskState
 from .services import task_comment_create, task_transition
 

@@ -10,7 +10,7 @@ from django.http import Http404
 from markus.agents.auth import agents_seen_by
 from markus.agents.models import Agent
 
-from .actors import Actor
+from markus.core.actors import Actor
 from .models import Requirement, RequirementComment, Task, TaskComment
 from .states import dependency_satisfied
 

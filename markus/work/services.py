@@ -25,7 +25,7 @@ from notifications.registry import NotificationType
 from notifications.services import approval_cancel, approval_create, notify_user
 
 from . import notices
-from .actors import Actor
+from markus.core.actors import Actor
 from .comment_services import requirement_comment_create, task_comment_create
 from .errors import IllegalTransition, WorkError, WorkNotFound
 from .inputs import clean_text
@@ -60,7 +60,7 @@ REVIEW_OPTIONS = [
 CREATOR_AGENT_NEWS = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELLED})
 
 __all__ = [
-    "task_create", "task_transition", "task_retry", "task_reset_for_rerun", "tasks_resume_in_progress",
+    "task_create", "task_transition", "task_retry", "task_reset_for_rerun",
     "task_comment_create", "requirement_comment_create", "requirement_create", "requirement_transition",
     "requirement_approve", "requirement_reject", "requirement_resubmit", "requirement_complete",
     "requirement_cancel", "REVIEW_OPTIONS",
@@ -386,12 +386,3 @@ def _restart(task_id: str, actor: Actor, allowed: frozenset[str], verb: str, not
     task.metadata = {**(task.metadata or {}), "restarts": int((task.metadata or {}).get("restarts", 0)) + 1}
     _apply(task, TaskState.IN_PROGRESS, actor, note=clean_text(note, "note", max_length=10_000) or f"task {verb}")
     return task
-
-
-def tasks_resume_in_progress() -> list[MailboxItem]:
-    """Start-up (section 17): the liveness repair, run once before the workers start:
-    every in-progress task gets its execution item back, every task in review its
-    review request or approval."""
-    from .liveness import work_liveness_repair
-
-    return [item for _, item in work_liveness_repair().restored if item is not None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-# kwargs: task, from_status, to_status, actor (markus.work.actors.Actor)
+# kwargs: task, from_status, to_status, actor (markus.core.actors.Actor)
 task_status_changed = Signal()
 # kwargs: requirement, from_status, to_status, actor
 requirement_status_changed = Signal()

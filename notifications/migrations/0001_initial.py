@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.ids
+import markus.core.ids
 from django.conf import settings
 from django.db import migrations, models
 
@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Approval',
             fields=[
-                ('id', models.CharField(default=markus.ids.approval_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.approval_id, max_length=64, primary_key=True, serialize=False)),
                 ('title', models.CharField(max_length=300)),
                 ('description', models.TextField(blank=True, default='')),
                 ('options', models.JSONField(default=list)),
@@ -42,7 +42,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='UserNotification',
             fields=[
-                ('id', models.CharField(default=markus.ids.notification_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.notification_id, max_length=64, primary_key=True, serialize=False)),
                 ('type', models.CharField(choices=[('approval_request', 'Approval Request'), ('task_created', 'Task Created'), ('task_completed', 'Task Completed'), ('task_review', 'Task Review'), ('task_failed', 'Task Failed'), ('requirement_created', 'Requirement Proposed'), ('requirement_decision', 'Requirement Decision'), ('agent_report', 'Agent Report'), ('system', 'System')], max_length=32)),
                 ('title', models.CharField(max_length=300)),
                 ('body', models.TextField(blank=True, default='')),

@@ -5,6 +5,7 @@ import logging
 
 import pytest
 
+from attention.selectors import timeline
 from mailbox import selectors
 from mailbox.models import MailboxItem
 from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
@@ -178,7 +179,7 @@ def test_the_absorbed_item_is_kept_as_a_merged_row_that_the_timeline_shows(agent
     second = enqueue(T.TASK_COMMENT, summary="B", taskId="t")
     row = MailboxItem.objects.get(id=second.id)
     assert row.payload["summary"] == "B" and row.completed_at is not None
-    history = {h["id"]: h for h in selectors.timeline(agent.id)["history"]}
+    history = {h["id"]: h for h in timeline(agent.id)["history"]}
     assert history[second.id]["status"] == Status.MERGED
     assert history[second.id]["mergedInto"] == first.id
     assert list(first.absorbed.values_list("id", flat=True)) == [second.id]

@@ -6,15 +6,15 @@ import pytest
 
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_defer, mailbox_dequeue, mailbox_enqueue
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.errors import IllegalTransition
 from markus.work.models import Task, TaskState
+from markus.work.liveness import tasks_resume_in_progress
 from markus.work.services import (
     task_comment_create,
     task_reset_for_rerun,
     task_retry,
     task_transition,
-    tasks_resume_in_progress,
 )
 
 from .conftest import executions, force_status, infos, items

@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.ids
+import markus.core.ids
 from django.conf import settings
 from django.db import migrations, models
 
@@ -36,7 +36,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='ChatSession',
             fields=[
-                ('id', models.CharField(default=markus.ids.session_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.session_id, max_length=64, primary_key=True, serialize=False)),
                 ('is_main', models.BooleanField(default=False)),
                 ('title', models.CharField(blank=True, default='', max_length=200)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
@@ -65,7 +65,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Team',
             fields=[
-                ('id', models.CharField(default=markus.ids.team_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.team_id, max_length=64, primary_key=True, serialize=False)),
                 ('name', models.CharField(max_length=200)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('members', models.ManyToManyField(blank=True, related_name='teams', to=settings.AUTH_USER_MODEL)),

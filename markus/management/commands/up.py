@@ -27,7 +27,7 @@ class Command(BaseCommand):
             start_worker_thread(app)
             start_beat_thread(app)
             self.stdout.write("embedded Celery worker and beat started (memory transport)")
-        from markus.work.services import tasks_resume_in_progress
+        from markus.work.liveness import tasks_resume_in_progress
 
         resumed = tasks_resume_in_progress()  # re-create execution items of tasks in progress
         if resumed:

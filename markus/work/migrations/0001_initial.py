@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.ids
+import markus.core.ids
 from django.conf import settings
 from django.db import migrations, models
 
@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Requirement',
             fields=[
-                ('id', models.CharField(default=markus.ids.requirement_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.requirement_id, max_length=64, primary_key=True, serialize=False)),
                 ('title', models.CharField(max_length=300)),
                 ('description', models.TextField(blank=True, default='')),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('in_progress', 'In Progress'), ('rejected', 'Rejected'), ('completed', 'Completed'), ('cancelled', 'Cancelled')], default='pending', max_length=16)),
@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Task',
             fields=[
-                ('id', models.CharField(default=markus.ids.task_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.task_id, max_length=64, primary_key=True, serialize=False)),
                 ('title', models.CharField(max_length=300)),
                 ('description', models.TextField(blank=True, default='')),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('in_progress', 'In Progress'), ('blocked', 'Blocked'), ('review', 'Review'), ('completed', 'Completed'), ('failed', 'Failed'), ('rejected', 'Rejected'), ('cancelled', 'Cancelled'), ('archived', 'Archived')], default='pending', max_length=16)),
@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='TaskComment',
             fields=[
-                ('id', models.CharField(default=markus.ids.comment_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.comment_id, max_length=64, primary_key=True, serialize=False)),
                 ('content', models.TextField()),
                 ('activity_id', models.CharField(blank=True, max_length=64, null=True)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
@@ -78,7 +78,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='RequirementComment',
             fields=[
-                ('id', models.CharField(default=markus.ids.comment_id, max_length=64, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=markus.core.ids.comment_id, max_length=64, primary_key=True, serialize=False)),
                 ('content', models.TextField()),
                 ('activity_id', models.CharField(blank=True, max_length=64, null=True)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),

@@ -32,13 +32,6 @@ class Actor:
     def system(cls) -> Actor:
         return cls("system", "system", "system")
 
-    @classmethod
-    def from_request(cls, request) -> Actor:
-        from markus.agents.auth import acting_agent
-
-        agent = acting_agent(request)
-        return cls.for_agent(agent) if agent is not None else cls.for_user(request.user)
-
     @property
     def is_user(self) -> bool:
         return self.kind == "user"

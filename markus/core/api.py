@@ -9,7 +9,7 @@ from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 
 
 def exception_handler(exc, context):

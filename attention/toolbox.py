@@ -1,4 +1,9 @@
-"""The tool registry and dispatcher."""
+"""The tool registry and dispatcher, owned by the loop that offers the tools.
+
+Tool implementations live above the loop (``markus.tools``) and register themselves
+with ``@tool`` when ``load_tools()`` imports the modules named in
+``settings.MARKUS["TOOL_MODULES"]``: the loop never imports its tools.
+"""
 from __future__ import annotations
 
 import importlib
@@ -8,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from markus.errors import MarkusError
+from django.conf import settings
+
+from markus.core.errors import MarkusError
 
 log = logging.getLogger(__name__)
 
-TOOL_MODULES = ["markus.tools.mailbox_tools", "markus.tools.memory_tools", "markus.tools.work_tools",
-                "markus.tools.human_tools"]
 
 
 class ToolError(MarkusError):
@@ -58,7 +63,7 @@ def tool(name: str, description: str, parameters: dict[str, Any], *, scenarios: 
 
 
 def load_tools() -> dict[str, Tool]:
-    for module in TOOL_MODULES:
+    for module in settings.MARKUS["TOOL_MODULES"]:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
