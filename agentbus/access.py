@@ -10,6 +10,7 @@
   it too (wait, pending, drain --peek) but not consume it: draining and the
   acknowledgement of a ``wait`` cursor belong to the agent itself (403 for a user).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,4 +1,5 @@
 """The bus in the operator console: read-mostly."""
+
 from __future__ import annotations
 
 from django.contrib import admin

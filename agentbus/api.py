@@ -2,6 +2,7 @@
 
 The blocking endpoints (inbox wait, request) are async views in ``async_views``.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,8 +28,11 @@ def _body(request) -> dict[str, Any]:
 
 
 class StreamOpenView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT},
-                   description="Open a stream: `{streamId?, sender, recipient?, members?, topic?, replyTo?}`.")
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+        description="Open a stream: `{streamId?, sender, recipient?, members?, topic?, replyTo?}`.",
+    )
     def post(self, request):
         body = _body(request)
         sender = access.access_acting_agent(request, body.get("sender"))
@@ -39,30 +43,43 @@ class StreamOpenView(APIView):
         if body.get("recipient") is not None:
             recipient = access.access_recipients(request, [body["recipient"]])[0]
         stream = services.stream_open(
-            sender=sender, recipient=recipient, members=access.access_recipients(request, members),
-            topic=body.get("topic"), stream_id=body.get("streamId"), reply_to=body.get("replyTo"),
+            sender=sender,
+            recipient=recipient,
+            members=access.access_recipients(request, members),
+            topic=body.get("topic"),
+            stream_id=body.get("streamId"),
+            reply_to=body.get("replyTo"),
             actor=access.caller_ref(request),
         )
         return Response(selectors.stream_data(stream), status=status.HTTP_201_CREATED)
 
 
 class StreamAppendView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT},
-                   description="Append `{sender, payload, topic?}`; a closed stream answers 409.")
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+        description="Append `{sender, payload, topic?}`; a closed stream answers 409.",
+    )
     def post(self, request, stream_id: str):
         body = _body(request)
         stream = access.access_stream(request, stream_id)
         sender = access.access_acting_agent(request, body.get("sender"))
         chunk = services.stream_append(
-            stream_id=stream.id, sender=sender, payload=body.get("payload"), topic=body.get("topic"),
+            stream_id=stream.id,
+            sender=sender,
+            payload=body.get("payload"),
+            topic=body.get("topic"),
             actor=access.caller_ref(request),
         )
         return Response(selectors.chunk_data(chunk), status=status.HTTP_201_CREATED)
 
 
 class StreamCloseView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
-                   description="Close `{sender}`: only the stream's sender may.")
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+        description="Close `{sender}`: only the stream's sender may.",
+    )
     def post(self, request, stream_id: str):
         body = _body(request)
         stream = access.access_stream(request, stream_id)
@@ -72,18 +89,22 @@ class StreamCloseView(APIView):
 
 
 class StreamEventsView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
-                   responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def get(self, request, stream_id: str):
         stream = access.access_stream(request, stream_id)
         after = int_param(request, "after", 0, lo=0, hi=2**31)
         limit = int_param(request, "limit", selectors.MAX_LIMIT, lo=1, hi=selectors.MAX_LIMIT)
-        return Response({
-            "streamId": stream.id,
-            "events": selectors.stream_events(stream, after=after, limit=limit),
-            "closed": stream.closed_at is not None,
-            "closedAt": selectors.iso(stream.closed_at),
-        })
+        return Response(
+            {
+                "streamId": stream.id,
+                "events": selectors.stream_events(stream, after=after, limit=limit),
+                "closed": stream.closed_at is not None,
+                "closedAt": selectors.iso(stream.closed_at),
+            }
+        )
 
 
 class InboxPendingView(APIView):
@@ -94,8 +115,11 @@ class InboxPendingView(APIView):
 
 
 class InboxDrainView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
-                   description="Drain `{peek?, limit?}` → `{messages, next_cursor}`; never closes a stream.")
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+        description="Drain `{peek?, limit?}` → `{messages, next_cursor}`; never closes a stream.",
+    )
     def post(self, request, agent_id: str):
         agent = _access_inbox(request, agent_id)
         body = request.data if isinstance(request.data, dict) else {}
@@ -107,8 +131,9 @@ class InboxDrainView(APIView):
             raise BusError(f"limit must be an integer from 1 to {selectors.MAX_LIMIT}")
         if not peek and acting_agent(request) is None:
             raise ForbiddenError("draining consumes the agent's inbox: only the agent's own token may (use peek)")
-        return Response(services.inbox_drain(agent_id=agent.id, peek=peek, limit=limit,
-                                             actor=access.caller_ref(request)))
+        return Response(
+            services.inbox_drain(agent_id=agent.id, peek=peek, limit=limit, actor=access.caller_ref(request))
+        )
 
 
 def _access_inbox(request, agent_id: str):

@@ -6,6 +6,7 @@ DRF's APIView is synchronous, so these authenticate themselves the same way the 
 does: ``Authorization: Bearer <agent token>``, ``Authorization: Token <user token>``,
 or the session (with the CSRF check DRF applies to session-authenticated writes).
 """
+
 from __future__ import annotations
 
 import json
@@ -72,14 +73,19 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
         user, agent = await _authenticate(request)
         target = await sync_to_async(_inbox_target)(agent_id, user, agent)
         timeout = _number(request.GET.get("timeout_seconds"), "timeout_seconds", 30.0, 0, MAX_WAIT_SECONDS)
-        limit = int(_number(request.GET.get("limit"), "limit", selectors.DEFAULT_LIMIT, 1, selectors.MAX_LIMIT,
-                            integer=True))
+        limit = int(
+            _number(request.GET.get("limit"), "limit", selectors.DEFAULT_LIMIT, 1, selectors.MAX_LIMIT, integer=True)
+        )
     except _Refusal as refusal:
         return _json({"detail": refusal.detail}, refusal.status)
     actor = f"agent:{agent.id}" if agent is not None else f"user:{user.pk}"
     result = await inbox_wait(
-        agent_id=target.id, after_cursor=request.GET.get("after_cursor"), timeout=timeout, limit=limit,
-        ack=agent is not None, actor=actor,
+        agent_id=target.id,
+        after_cursor=request.GET.get("after_cursor"),
+        timeout=timeout,
+        limit=limit,
+        ack=agent is not None,
+        actor=actor,
     )
     return _json(result)
 
@@ -113,8 +119,14 @@ async def request_view(request: HttpRequest) -> JsonResponse:
         timeout = _number(str(raw_timeout), "timeoutSeconds", 30.0, 0, MAX_WAIT_SECONDS)
         sender, recipient = await sync_to_async(_request_parties)(body, user, agent)
         actor = f"agent:{agent.id}" if agent is not None else f"user:{user.pk}"
-        result = await stream_request(sender=sender, recipient=recipient, payload=body["payload"],
-                                      topic=body.get("topic"), timeout=timeout, actor=actor)
+        result = await stream_request(
+            sender=sender,
+            recipient=recipient,
+            payload=body["payload"],
+            topic=body.get("topic"),
+            timeout=timeout,
+            actor=actor,
+        )
     except _Refusal as refusal:
         return _json({"detail": refusal.detail}, refusal.status)
     except MarkusError as exc:

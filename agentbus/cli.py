@@ -5,6 +5,7 @@ both modes (the seed's outage was a hub mode that wrapped everything but the inb
 Local mode trusts the caller (whoever can run manage.py owns the database) and acts
 as the agent named on the command line, like the agent's own token does in hub mode.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,8 @@ from asgiref.sync import async_to_sync
 from django.core.management.base import CommandError
 from rest_framework.utils.encoders import JSONEncoder
 
-from markus.agents.models import Agent
 from markus.agents.api import agent_data
+from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 from markus.work.api import task_detail
 from markus.work.models import Task
@@ -58,8 +59,9 @@ class LocalBus:
 
     def wait(self, agent_id: str, *, timeout: float, after_cursor: str | None, limit: int) -> dict:
         agent = self._agent(agent_id)
-        return async_to_sync(inbox_wait)(agent_id=agent.id, after_cursor=after_cursor, timeout=timeout,
-                                         limit=limit, ack=True, actor=CLI_ACTOR)
+        return async_to_sync(inbox_wait)(
+            agent_id=agent.id, after_cursor=after_cursor, timeout=timeout, limit=limit, ack=True, actor=CLI_ACTOR
+        )
 
     def pending(self, agent_id: str) -> dict:
         agent = self._agent(agent_id)
@@ -69,15 +71,23 @@ class LocalBus:
         agent = self._agent(agent_id)
         return services.inbox_drain(agent_id=agent.id, peek=peek, limit=limit, actor=CLI_ACTOR)
 
-    def open(self, sender: str, recipient: str, *, stream_id: str | None, topic: str | None,
-             reply_to: str | None) -> dict:
-        stream = services.stream_open(sender=self._agent(sender), recipient=self._agent(recipient),
-                                      stream_id=stream_id, topic=topic, reply_to=reply_to, actor=CLI_ACTOR)
+    def open(
+        self, sender: str, recipient: str, *, stream_id: str | None, topic: str | None, reply_to: str | None
+    ) -> dict:
+        stream = services.stream_open(
+            sender=self._agent(sender),
+            recipient=self._agent(recipient),
+            stream_id=stream_id,
+            topic=topic,
+            reply_to=reply_to,
+            actor=CLI_ACTOR,
+        )
         return selectors.stream_data(stream)
 
     def append(self, stream_id: str, sender: str, *, payload: dict, topic: str | None) -> dict:
-        chunk = services.stream_append(stream_id=stream_id, sender=self._agent(sender), payload=payload,
-                                       topic=topic, actor=CLI_ACTOR)
+        chunk = services.stream_append(
+            stream_id=stream_id, sender=self._agent(sender), payload=payload, topic=topic, actor=CLI_ACTOR
+        )
         return selectors.chunk_data(chunk)
 
     def close(self, stream_id: str, sender: str) -> dict:
@@ -85,8 +95,14 @@ class LocalBus:
         return selectors.stream_data(stream)
 
     def request(self, sender: str, recipient: str, *, payload: dict, topic: str | None, timeout: float) -> dict:
-        return async_to_sync(stream_request)(sender=self._agent(sender), recipient=self._agent(recipient),
-                                             payload=payload, topic=topic, timeout=timeout, actor=CLI_ACTOR)
+        return async_to_sync(stream_request)(
+            sender=self._agent(sender),
+            recipient=self._agent(recipient),
+            payload=payload,
+            topic=topic,
+            timeout=timeout,
+            actor=CLI_ACTOR,
+        )
 
     def agent_show(self, agent_id: str) -> dict:
         agent = self._agent(agent_id)
@@ -100,7 +116,6 @@ class LocalBus:
             for row in rows:
                 row["pending_inbox_count"] = counts[row["id"]]
         return {"agents": rows}
-
 
     def task_show(self, task_id: str) -> dict:
         task = Task.objects.filter(id=task_id).first()
@@ -127,9 +142,12 @@ class HubBus:
             raise CommandError(str(exc)) from None
 
     def wait(self, agent_id: str, *, timeout: float, after_cursor: str | None, limit: int) -> dict:
-        return self._call("GET", f"/api/agents/{_q(agent_id)}/agentbus/inbox",
-                          query={"after_cursor": after_cursor, "timeout_seconds": timeout, "limit": limit},
-                          timeout=timeout + HTTP_GRACE_SECONDS)
+        return self._call(
+            "GET",
+            f"/api/agents/{_q(agent_id)}/agentbus/inbox",
+            query={"after_cursor": after_cursor, "timeout_seconds": timeout, "limit": limit},
+            timeout=timeout + HTTP_GRACE_SECONDS,
+        )
 
     def pending(self, agent_id: str) -> dict:
         return self._call("GET", f"/api/agents/{_q(agent_id)}/agentbus/pending")
@@ -137,8 +155,9 @@ class HubBus:
     def drain(self, agent_id: str, *, peek: bool, limit: int) -> dict:
         return self._call("POST", f"/api/agents/{_q(agent_id)}/agentbus/drain", body={"peek": peek, "limit": limit})
 
-    def open(self, sender: str, recipient: str, *, stream_id: str | None, topic: str | None,
-             reply_to: str | None) -> dict:
+    def open(
+        self, sender: str, recipient: str, *, stream_id: str | None, topic: str | None, reply_to: str | None
+    ) -> dict:
         body = {"sender": sender, "recipient": recipient, "streamId": stream_id, "topic": topic, "replyTo": reply_to}
         return self._call("POST", "/api/agentbus/streams", body={k: v for k, v in body.items() if v is not None})
 
@@ -150,8 +169,13 @@ class HubBus:
         return self._call("POST", f"/api/agentbus/streams/{_q(stream_id)}/close", body={"sender": sender})
 
     def request(self, sender: str, recipient: str, *, payload: dict, topic: str | None, timeout: float) -> dict:
-        body = {"sender": sender, "recipient": recipient, "payload": payload, "timeoutSeconds": timeout,
-                **({"topic": topic} if topic else {})}
+        body = {
+            "sender": sender,
+            "recipient": recipient,
+            "payload": payload,
+            "timeoutSeconds": timeout,
+            **({"topic": topic} if topic else {}),
+        }
         return self._call("POST", "/api/agentbus/request", body=body, timeout=timeout + HTTP_GRACE_SECONDS)
 
     def agent_show(self, agent_id: str) -> dict:

@@ -5,6 +5,7 @@ agent's cursor is recognised and ignored instead of applied. Anything that does 
 decode to a cursor of this agent at or below the current clock is *ignored*, never
 applied as a bound: a watcher over-delivers, it never under-delivers.
 """
+
 from __future__ import annotations
 
 import base64

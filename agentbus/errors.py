@@ -1,4 +1,5 @@
 """Bus errors. Their messages are safe to show a caller (markus.core.api maps status_code)."""
+
 from __future__ import annotations
 
 from markus.core.errors import ConflictError, MarkusError

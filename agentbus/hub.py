@@ -1,5 +1,6 @@
 """A small HTTP client for hub mode (stdlib ``urllib``): the CLI talking to a remote
 Markus server with a token."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,15 @@ class HubClient:
         self.token = token
         self.timeout = timeout
 
-    def call(self, method: str, path: str, *, query: dict[str, Any] | None = None,
-             body: dict[str, Any] | None = None, timeout: float | None = None) -> dict[str, Any]:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         url = self.base_url + path
         params = {k: v for k, v in (query or {}).items() if v is not None}
         if params:

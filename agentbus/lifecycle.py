@@ -7,6 +7,7 @@ it, and "your task failed" would reach nobody. It is the task's owner (assignee)
 the agent ids in ``metadata["watchers"]``. The record carries the real actor; it is
 sent by the operator persona when the relay publishes it after commit.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,6 +49,11 @@ def on_task_status_changed(sender, *, task, from_status, to_status, actor, **kwa
     audience = lifecycle_audience(task)
     if not audience:
         return
-    outbox_write(topic=task_topic(str(to_status)), schema=TASK_LIFECYCLE_V1, audience=audience,
-                 payload=lifecycle_payload(task, from_status=from_status and str(from_status),
-                                           to_status=str(to_status), actor=actor))
+    outbox_write(
+        topic=task_topic(str(to_status)),
+        schema=TASK_LIFECYCLE_V1,
+        audience=audience,
+        payload=lifecycle_payload(
+            task, from_status=from_status and str(from_status), to_status=str(to_status), actor=actor
+        ),
+    )

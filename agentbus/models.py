@@ -29,6 +29,7 @@ from the responder back to the requester, which ``request`` waits on),
 ``Chunk.recipient`` (the direct recipient, copied from the stream for the inbox's
 index), a null sender meaning the virtual operator persona (``OPERATOR_ID``).
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -54,11 +55,19 @@ class Stream(models.Model):
 
     id = models.CharField(primary_key=True, max_length=128, default=stream_id)
     sender = models.ForeignKey(
-        "agents.Agent", null=True, blank=True, on_delete=models.CASCADE, db_column="sender_id",
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        db_column="sender_id",
         related_name="+",
     )
     recipient = models.ForeignKey(
-        "agents.Agent", null=True, blank=True, on_delete=models.CASCADE, db_column="recipient_id",
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        db_column="recipient_id",
         related_name="+",
     )
     topic = models.CharField(max_length=200, default=DEFAULT_TOPIC)
@@ -102,11 +111,19 @@ class Chunk(models.Model):
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, db_column="stream_id", related_name="chunks")
     sequence = models.PositiveIntegerField()
     sender = models.ForeignKey(
-        "agents.Agent", null=True, blank=True, on_delete=models.CASCADE, db_column="sender_id",
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        db_column="sender_id",
         related_name="+",
     )
     recipient = models.ForeignKey(
-        "agents.Agent", null=True, blank=True, on_delete=models.CASCADE, db_column="recipient_id",
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        db_column="recipient_id",
         related_name="+",
     )
     topic = models.CharField(max_length=200)
@@ -116,9 +133,7 @@ class Chunk(models.Model):
 
     class Meta:
         db_table = "agentbus_chunks"
-        constraints = [
-            models.UniqueConstraint(fields=["stream", "sequence"], name="uniq_agentbus_chunk_seq")
-        ]
+        constraints = [models.UniqueConstraint(fields=["stream", "sequence"], name="uniq_agentbus_chunk_seq")]
         indexes = [models.Index(fields=["recipient", "position"], name="idx_agentbus_chunks_rcpt")]
 
     @property
@@ -206,7 +221,8 @@ class OutboxRecord(models.Model):
         db_table = "agentbus_outbox"
         indexes = [
             models.Index(
-                fields=["available_at", "id"], condition=models.Q(status="pending"),
+                fields=["available_at", "id"],
+                condition=models.Q(status="pending"),
                 name="idx_agentbus_outbox_pending",
             )
         ]

@@ -16,6 +16,7 @@ still on its row). ``outbox_relay`` runs after that commit and from the sweep:
    relay moves on to the next row: a bus failure never stalls the rows behind it and
    never touches the transaction that wrote the row, which has committed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,7 +33,7 @@ from markus.agents.models import Agent
 
 from . import schemas, services
 from .errors import BusError
-from .models import AuditAction, OutboxRecord, OutboxStatus, OPERATOR_ID
+from .models import OPERATOR_ID, AuditAction, OutboxRecord, OutboxStatus
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,12 @@ def _relay_after_commit(row_id: int) -> None:
 
 
 def _claim(row_id: int, now: datetime) -> bool:
-    return OutboxRecord.objects.filter(
-        id=row_id, status=OutboxStatus.PENDING, available_at__lte=now
-    ).update(available_at=now + timedelta(seconds=CLAIM_SECONDS), attempts=F("attempts") + 1) == 1
+    return (
+        OutboxRecord.objects.filter(id=row_id, status=OutboxStatus.PENDING, available_at__lte=now).update(
+            available_at=now + timedelta(seconds=CLAIM_SECONDS), attempts=F("attempts") + 1
+        )
+        == 1
+    )
 
 
 def _publish(row: OutboxRecord) -> list[str]:
@@ -82,7 +86,11 @@ def _publish(row: OutboxRecord) -> list[str]:
     published = []
     for agent in Agent.objects.filter(id__in=row.audience).order_by("id"):
         stream = services.stream_open(
-            sender=None, recipient=agent, topic=row.topic, stream_id=f"{services.OPERATOR_STREAM_PREFIX}{row.id}.{agent.id}", actor=OPERATOR_ID
+            sender=None,
+            recipient=agent,
+            topic=row.topic,
+            stream_id=f"{services.OPERATOR_STREAM_PREFIX}{row.id}.{agent.id}",
+            actor=OPERATOR_ID,
         )
         services.stream_append(stream_id=stream.id, sender=None, payload=row.payload, actor=OPERATOR_ID)
         services.stream_close(stream_id=stream.id, sender=None, actor=OPERATOR_ID)
@@ -113,8 +121,11 @@ def _relay_one(row_id: int, now: datetime, report: RelayReport) -> None:
             )
             if marked != 1:
                 raise RuntimeError("the row was relayed by someone else")
-            services.audit(action=AuditAction.RELAY, actor=OPERATOR_ID,
-                           detail={"outboxId": row.id, "topic": row.topic, "audience": published})
+            services.audit(
+                action=AuditAction.RELAY,
+                actor=OPERATOR_ID,
+                detail={"outboxId": row.id, "topic": row.topic, "audience": published},
+            )
     except Exception as exc:
         log.warning("agentbus: outbox row %s not relayed (attempt %s): %s", row.id, row.attempts, exc)
         OutboxRecord.objects.filter(id=row.id, status=OutboxStatus.PENDING).update(

@@ -1,6 +1,7 @@
 """OpenAPI for the AgentBus's async views, which drf-spectacular cannot see: a
 postprocessing hook (``agentbus.schema.document_async_views``) for
 ``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,8 +10,12 @@ _ERROR = {"type": "object", "properties": {"detail": {"type": "string"}}, "requi
 _MESSAGE = {
     "type": "object",
     "properties": {
-        "streamId": {"type": "string"}, "sequence": {"type": "integer"}, "sender": {"type": "string"},
-        "topic": {"type": "string"}, "payload": {"type": "object"}, "createdAt": {"type": "string", "format": "date-time"},
+        "streamId": {"type": "string"},
+        "sequence": {"type": "integer"},
+        "sender": {"type": "string"},
+        "topic": {"type": "string"},
+        "payload": {"type": "object"},
+        "createdAt": {"type": "string", "format": "date-time"},
     },
 }
 _SECURITY = [{"tokenAuth": []}, {"agentBearer": []}, {"cookieAuth": []}]
@@ -30,43 +35,79 @@ def _query(name: str, kind: str, description: str) -> dict[str, Any]:
 
 def document_async_views(result, generator, request, public):
     paths = result.setdefault("paths", {})
-    paths["/api/agents/{agent_id}/agentbus/inbox"] = {"get": {
-        "operationId": "agents_agentbus_inbox",
-        "tags": ["agentbus"],
-        "summary": "Wait for messages in the agent's inbox (blocks up to timeout_seconds)",
-        "description": "Self-only for agent tokens; a user who may see the agent may read it. A cursor "
-                       "that cannot be used is ignored (the answer over-delivers, never under-delivers).",
-        "parameters": [
-            {"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}},
-            _query("after_cursor", "string", "next_cursor of an earlier answer (or of drain)"),
-            _query("timeout_seconds", "number", "0..3600, default 30; 0 answers at once"),
-            _query("limit", "integer", "1..500, default 100"),
-        ],
-        "responses": {
-            "200": {"description": "What arrived, and where to resume", **_json({
-                "type": "object", "required": ["messages", "next_cursor", "timed_out"],
-                "properties": {"messages": {"type": "array", "items": _MESSAGE}, "next_cursor": {"type": "string"},
-                               "timed_out": {"type": "boolean"}}})},
-            **_errors(400, 401, 404),
-        },
-        "security": _SECURITY,
-    }}
-    paths["/api/agentbus/request"] = {"post": {
-        "operationId": "agentbus_request",
-        "tags": ["agentbus"],
-        "summary": "Open a stream, append, wait for the reply stream (replyTo) to be closed, close",
-        "requestBody": {"required": True, **_json({
-            "type": "object", "required": ["sender", "recipient", "payload"],
-            "properties": {"sender": {"type": "string"}, "recipient": {"type": "string"}, "payload": {"type": "object"},
-                           "topic": {"type": "string"}, "timeoutSeconds": {"type": "number"}}})},
-        "responses": {
-            "200": {"description": "The request, the reply and whether it timed out", **_json({
-                "type": "object", "properties": {
-                    "streamId": {"type": "string"}, "request": _MESSAGE,
-                    "replyStreamId": {"type": "string", "nullable": True},
-                    "reply": {"type": "array", "items": _MESSAGE}, "timed_out": {"type": "boolean"}}})},
-            **_errors(400, 401, 403, 404, 409),
-        },
-        "security": _SECURITY,
-    }}
+    paths["/api/agents/{agent_id}/agentbus/inbox"] = {
+        "get": {
+            "operationId": "agents_agentbus_inbox",
+            "tags": ["agentbus"],
+            "summary": "Wait for messages in the agent's inbox (blocks up to timeout_seconds)",
+            "description": "Self-only for agent tokens; a user who may see the agent may read it. A cursor "
+            "that cannot be used is ignored (the answer over-delivers, never under-delivers).",
+            "parameters": [
+                {"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                _query("after_cursor", "string", "next_cursor of an earlier answer (or of drain)"),
+                _query("timeout_seconds", "number", "0..3600, default 30; 0 answers at once"),
+                _query("limit", "integer", "1..500, default 100"),
+            ],
+            "responses": {
+                "200": {
+                    "description": "What arrived, and where to resume",
+                    **_json(
+                        {
+                            "type": "object",
+                            "required": ["messages", "next_cursor", "timed_out"],
+                            "properties": {
+                                "messages": {"type": "array", "items": _MESSAGE},
+                                "next_cursor": {"type": "string"},
+                                "timed_out": {"type": "boolean"},
+                            },
+                        }
+                    ),
+                },
+                **_errors(400, 401, 404),
+            },
+            "security": _SECURITY,
+        }
+    }
+    paths["/api/agentbus/request"] = {
+        "post": {
+            "operationId": "agentbus_request",
+            "tags": ["agentbus"],
+            "summary": "Open a stream, append, wait for the reply stream (replyTo) to be closed, close",
+            "requestBody": {
+                "required": True,
+                **_json(
+                    {
+                        "type": "object",
+                        "required": ["sender", "recipient", "payload"],
+                        "properties": {
+                            "sender": {"type": "string"},
+                            "recipient": {"type": "string"},
+                            "payload": {"type": "object"},
+                            "topic": {"type": "string"},
+                            "timeoutSeconds": {"type": "number"},
+                        },
+                    }
+                ),
+            },
+            "responses": {
+                "200": {
+                    "description": "The request, the reply and whether it timed out",
+                    **_json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "streamId": {"type": "string"},
+                                "request": _MESSAGE,
+                                "replyStreamId": {"type": "string", "nullable": True},
+                                "reply": {"type": "array", "items": _MESSAGE},
+                                "timed_out": {"type": "boolean"},
+                            },
+                        }
+                    ),
+                },
+                **_errors(400, 401, 403, 404, 409),
+            },
+            "security": _SECURITY,
+        }
+    }
     return result

@@ -5,10 +5,11 @@
 new task state cannot exist without its topic, and the lifecycle schema's state enum
 comes from the same place.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
@@ -49,7 +50,7 @@ def schema_for(name: str) -> dict[str, Any]:
     return _BUILDERS[name]()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(name: str) -> Draft202012Validator:
     schema = schema_for(name)
     Draft202012Validator.check_schema(schema)

@@ -5,6 +5,7 @@ of a group stream), never the agent's own, ordered by inbox position (see
 ``models``). Reading the clock *before* the chunks makes an empty answer safe to
 advance to the clock: every position up to it had committed before the read.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -65,8 +66,7 @@ def current_clock() -> int:
 
 def consumer_position(agent_id: str) -> int:
     value = (
-        ConsumerCursor.objects.filter(agent_id=agent_id, topic=INBOX_TOPIC)
-        .values_list("position", flat=True).first()
+        ConsumerCursor.objects.filter(agent_id=agent_id, topic=INBOX_TOPIC).values_list("position", flat=True).first()
     )
     return int(value or 0)
 
@@ -74,10 +74,7 @@ def consumer_position(agent_id: str) -> int:
 def inbox_chunks(agent_id: str) -> QuerySet[Chunk]:
     """Everything addressed to the agent, never its own messages."""
     groups = StreamMember.objects.filter(agent_id=agent_id).values("stream_id")
-    return (
-        Chunk.objects.filter(Q(recipient_id=agent_id) | Q(stream_id__in=groups))
-        .exclude(sender_id=agent_id)
-    )
+    return Chunk.objects.filter(Q(recipient_id=agent_id) | Q(stream_id__in=groups)).exclude(sender_id=agent_id)
 
 
 def inbox_read_from(agent_id: str, position: int, *, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:

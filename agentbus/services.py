@@ -7,6 +7,7 @@ new stream back, with ``reply_to``); a group stream carries its members' message
 the other members. Only the sender closes a stream; a closed stream takes no more
 chunks (409). Draining never closes anything.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,16 @@ from . import selectors
 from .cursors import decode_cursor, encode_cursor
 from .errors import BusError, ConflictError, ForbiddenError, NotFoundError
 from .models import (
-    DEFAULT_TOPIC, INBOX_TOPIC, OPERATOR_ID, AuditAction, AuditEvent, Chunk, ConsumerCursor, InboxClock,
-    Stream, StreamMember,
+    DEFAULT_TOPIC,
+    INBOX_TOPIC,
+    OPERATOR_ID,
+    AuditAction,
+    AuditEvent,
+    Chunk,
+    ConsumerCursor,
+    InboxClock,
+    Stream,
+    StreamMember,
 )
 from .wakeup import wake_inboxes_on_commit
 
@@ -39,8 +48,14 @@ MAX_TOPIC = 200
 CAS_DEADLINE_SECONDS = 10.0
 
 
-def audit(*, action: str, actor: str, agent_id: str | None = None, stream_id: str | None = None,
-          detail: dict[str, Any] | None = None) -> None:
+def audit(
+    *,
+    action: str,
+    actor: str,
+    agent_id: str | None = None,
+    stream_id: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> None:
     AuditEvent.objects.create(
         action=action, actor=actor or "unknown", agent_id=agent_id, stream_id=stream_id, detail=detail or {}
     )
@@ -67,8 +82,14 @@ def _check_topic(topic: object, default: str) -> str:
 
 @transaction.atomic
 def stream_open(
-    *, sender: Agent | None, recipient: Agent | None = None, members: Sequence[Agent] = (),
-    topic: str | None = None, stream_id: str | None = None, reply_to: str | None = None, actor: str = "",
+    *,
+    sender: Agent | None,
+    recipient: Agent | None = None,
+    members: Sequence[Agent] = (),
+    topic: str | None = None,
+    stream_id: str | None = None,
+    reply_to: str | None = None,
+    actor: str = "",
 ) -> Stream:
     """Open a direct stream (``recipient``) or a group stream (``members``; the
     sender becomes a member too)."""
@@ -90,7 +111,10 @@ def stream_open(
         if original is None or (sender is not None and sender.id not in selectors.stream_audience(original)):
             raise NotFoundError("No such stream to reply to.")
     stream = Stream(
-        sender=sender, recipient=recipient, is_group=bool(members), reply_to=reply_to,
+        sender=sender,
+        recipient=recipient,
+        is_group=bool(members),
+        reply_to=reply_to,
         topic=_check_topic(topic, DEFAULT_TOPIC),
     )
     if stream_id is not None:
@@ -103,9 +127,13 @@ def stream_open(
     if members:
         everyone = list(group) + ([sender.id] if sender is not None else [])
         StreamMember.objects.bulk_create([StreamMember(stream=stream, agent_id=a) for a in sorted(everyone)])
-    audit(action=AuditAction.OPEN, actor=_actor(actor, sender), agent_id=_ref(sender), stream_id=stream.id,
-          detail={"recipient": stream.recipient_id, "members": sorted(group), "topic": stream.topic,
-                  "replyTo": reply_to})
+    audit(
+        action=AuditAction.OPEN,
+        actor=_actor(actor, sender),
+        agent_id=_ref(sender),
+        stream_id=stream.id,
+        detail={"recipient": stream.recipient_id, "members": sorted(group), "topic": stream.topic, "replyTo": reply_to},
+    )
     return stream
 
 
@@ -141,8 +169,9 @@ def _message_text(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, sort_keys=True)
 
 
-def _enqueue_for_attention(stream: Stream, sender: Agent, sequence: int, payload: dict[str, Any],
-                           audience: list[str]) -> None:
+def _enqueue_for_attention(
+    stream: Stream, sender: Agent, sequence: int, payload: dict[str, Any], audience: list[str]
+) -> None:
     """ARCHITECTURE decision 7: an agent the attention loop runs hears the bus through
     its mailbox; the channel key is the stream, so a burst coalesces."""
     internal = Agent.objects.filter(id__in=audience, kind=Agent.Kind.INTERNAL).values_list("id", flat=True)
@@ -154,14 +183,24 @@ def _enqueue_for_attention(stream: Stream, sender: Agent, sequence: int, payload
             agent_id=agent_id,
             source_type=MailboxType.A2A_MESSAGE,
             payload={"summary": summary, "content": text, "extra": {"channelKey": stream.id}},
-            metadata={"senderId": sender.id, "senderName": sender.name, "senderRole": "agent",
-                      "streamId": stream.id, "sequence": sequence},
+            metadata={
+                "senderId": sender.id,
+                "senderName": sender.name,
+                "senderRole": "agent",
+                "streamId": stream.id,
+                "sequence": sequence,
+            },
         )
 
 
 @transaction.atomic
 def stream_append(
-    *, stream_id: str, sender: Agent | None, payload: dict[str, Any], topic: str | None = None, actor: str = "",
+    *,
+    stream_id: str,
+    sender: Agent | None,
+    payload: dict[str, Any],
+    topic: str | None = None,
+    actor: str = "",
 ) -> Chunk:
     """Append a chunk: the next sequence of the stream, the next inbox position.
 
@@ -188,12 +227,23 @@ def stream_append(
     audience = [a for a in selectors.stream_audience(stream) if sender is None or a != sender.id]
     if sender is not None and audience:
         _enqueue_for_attention(stream, sender, sequence, payload, audience)
-    audit(action=AuditAction.APPEND, actor=_actor(actor, sender), agent_id=_ref(sender), stream_id=stream.id,
-          detail={"sequence": sequence, "topic": topic})
+    audit(
+        action=AuditAction.APPEND,
+        actor=_actor(actor, sender),
+        agent_id=_ref(sender),
+        stream_id=stream.id,
+        detail={"sequence": sequence, "topic": topic},
+    )
     position = _next_position()
     chunk = Chunk.objects.create(
-        stream=stream, sequence=sequence, sender=sender, recipient_id=None if stream.is_group else stream.recipient_id,
-        topic=topic, payload=payload, position=position, created_at=timezone.now(),
+        stream=stream,
+        sequence=sequence,
+        sender=sender,
+        recipient_id=None if stream.is_group else stream.recipient_id,
+        topic=topic,
+        payload=payload,
+        position=position,
+        created_at=timezone.now(),
     )
     wake_inboxes_on_commit(audience)
     return chunk
@@ -210,16 +260,22 @@ def stream_close(*, stream_id: str, sender: Agent | None, actor: str = "") -> St
     if stream.closed_at is None:
         stream.closed_at = timezone.now()
         stream.save(update_fields=["closed_at"])
-        audit(action=AuditAction.CLOSE, actor=_actor(actor, sender), agent_id=_ref(sender), stream_id=stream.id,
-              detail={"lastSequence": stream.last_sequence})
+        audit(
+            action=AuditAction.CLOSE,
+            actor=_actor(actor, sender),
+            agent_id=_ref(sender),
+            stream_id=stream.id,
+            detail={"lastSequence": stream.last_sequence},
+        )
         # A request waits on its reply stream's close: wake the audience.
         wake_inboxes_on_commit(selectors.stream_audience(stream))
     return stream
 
 
 @transaction.atomic
-def send_agent_message(*, sender: Agent, recipient: Agent, text: str, stream_id: str | None = None,
-                       actor: str = "") -> Chunk:
+def send_agent_message(
+    *, sender: Agent, recipient: Agent, text: str, stream_id: str | None = None, actor: str = ""
+) -> Chunk:
     """One agent's message to another, on the bus (the ``agent_send_message`` tool).
 
     Without ``stream_id`` a new direct stream is opened. With it, the message goes on
@@ -244,7 +300,8 @@ def send_agent_message(*, sender: Agent, recipient: Agent, text: str, stream_id:
     elif stream.recipient_id == sender.id and stream.sender_id == recipient.id:
         target = (
             Stream.objects.filter(reply_to=stream.id, sender=sender, recipient=recipient, closed_at__isnull=True)
-            .order_by("created_at").first()
+            .order_by("created_at")
+            .first()
         ) or stream_open(sender=sender, recipient=recipient, topic=stream.topic, reply_to=stream.id, actor=actor)
     else:
         raise NotFoundError("No such stream.")
@@ -260,7 +317,7 @@ def _cas_attempts():
     attempt = 0
     while attempt == 0 or time.monotonic() < deadline:
         if attempt:
-            time.sleep(random.random() * min(0.05, 0.001 * 2 ** attempt))
+            time.sleep(random.random() * min(0.05, 0.001 * 2**attempt))
         yield attempt
         attempt += 1
 
@@ -281,8 +338,9 @@ def _cas_cursor(agent_id: str, old: ConsumerCursor | None, position: int) -> boo
     return updated == 1
 
 
-def inbox_drain(*, agent_id: str, peek: bool = False, limit: int = selectors.DEFAULT_LIMIT,
-                actor: str = "") -> dict[str, Any]:
+def inbox_drain(
+    *, agent_id: str, peek: bool = False, limit: int = selectors.DEFAULT_LIMIT, actor: str = ""
+) -> dict[str, Any]:
     """Take what is waiting after the consumer cursor and advance it by compare-and-set
     (``peek``: look without consuming). Answers at once, whether or not anything was
     waiting. Two drains racing never hand out the same message twice."""
@@ -297,8 +355,12 @@ def inbox_drain(*, agent_id: str, peek: bool = False, limit: int = selectors.DEF
         with transaction.atomic():
             if result["position"] != start and not _cas_cursor(agent_id, row, result["position"]):
                 continue
-            audit(action=AuditAction.DRAIN, actor=actor, agent_id=agent_id,
-                  detail={"count": len(data["messages"]), "from": start, "to": result["position"]})
+            audit(
+                action=AuditAction.DRAIN,
+                actor=actor,
+                agent_id=agent_id,
+                detail={"count": len(data["messages"]), "from": start, "to": result["position"]},
+            )
         return data
     raise ConflictError("the inbox was being drained concurrently; try again")
 
@@ -315,7 +377,11 @@ def inbox_ack(*, agent_id: str, cursor: object, actor: str = "") -> bool:
             return False
         with transaction.atomic():
             if _cas_cursor(agent_id, row, position):
-                audit(action=AuditAction.ACK, actor=actor, agent_id=agent_id,
-                      detail={"from": row.position if row else 0, "to": position})
+                audit(
+                    action=AuditAction.ACK,
+                    actor=actor,
+                    agent_id=agent_id,
+                    detail={"from": row.position if row else 0, "to": position},
+                )
                 return True
     return False

@@ -1,5 +1,6 @@
 """AgentBus routes, spelled as the contract spells them (no trailing slash; one is
 accepted too). Included at the site root, so the paths are full."""
+
 from __future__ import annotations
 
 from django.urls import re_path

@@ -4,6 +4,7 @@ They hold no thread while they sleep: they wait on the inbox's wake-up group
 (``agentbus.wakeup``) and re-read the database when woken, with a short poll as the
 fallback for a lost wake-up. Database work runs through ``sync_to_async``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,13 +24,18 @@ MAX_WAIT_SECONDS = 3600.0
 
 
 def poll_seconds() -> float:
-    """The fallback poll interval (``MARKUS["AGENTBUS_POLL_SECONDS"]``, default 5)."""
-    return float(getattr(settings, "MARKUS", {}).get("AGENTBUS_POLL_SECONDS", 5.0))
+    """The fallback poll interval (``MARKUS["AGENTBUS_POLL_SECONDS"]``)."""
+    return float(settings.MARKUS["AGENTBUS_POLL_SECONDS"])
 
 
 async def inbox_wait(
-    *, agent_id: str, after_cursor: object = None, timeout: float = 30.0,
-    limit: int = selectors.DEFAULT_LIMIT, ack: bool = False, actor: str = "",
+    *,
+    agent_id: str,
+    after_cursor: object = None,
+    timeout: float = 30.0,
+    limit: int = selectors.DEFAULT_LIMIT,
+    ack: bool = False,
+    actor: str = "",
 ) -> dict[str, Any]:
     """Block until the inbox has a message after the cursor or ``timeout`` passes.
 
@@ -59,19 +65,30 @@ async def inbox_wait(
             await waiter.wait(min(remaining, poll_seconds()))
 
 
-def _request_start(*, sender: Agent, recipient: Agent, payload: dict[str, Any], topic: str | None,
-                   actor: str) -> tuple[str, dict[str, Any]]:
+def _request_start(
+    *, sender: Agent, recipient: Agent, payload: dict[str, Any], topic: str | None, actor: str
+) -> tuple[str, dict[str, Any]]:
     with transaction.atomic():
         stream = services.stream_open(sender=sender, recipient=recipient, topic=topic, actor=actor)
         chunk = services.stream_append(stream_id=stream.id, sender=sender, payload=payload, actor=actor)
-        services.audit(action=AuditAction.REQUEST, actor=actor or f"agent:{sender.id}", agent_id=sender.id,
-                       stream_id=stream.id, detail={"recipient": recipient.id})
+        services.audit(
+            action=AuditAction.REQUEST,
+            actor=actor or f"agent:{sender.id}",
+            agent_id=sender.id,
+            stream_id=stream.id,
+            detail={"recipient": recipient.id},
+        )
     return stream.id, selectors.chunk_data(chunk)
 
 
 async def stream_request(
-    *, sender: Agent, recipient: Agent, payload: dict[str, Any], topic: str | None = None,
-    timeout: float = 30.0, actor: str = "",
+    *,
+    sender: Agent,
+    recipient: Agent,
+    payload: dict[str, Any],
+    topic: str | None = None,
+    timeout: float = 30.0,
+    actor: str = "",
 ) -> dict[str, Any]:
     """Open a stream to ``recipient``, append ``payload``, wait for the reply and its
     close, then close the request stream.

@@ -15,6 +15,7 @@ How a wake-up is sent depends on the layer:
   no layer at all: a process-local registry woken with ``call_soon_threadsafe``
   stands in for it (both are process-local, so nothing is lost).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -189,7 +190,7 @@ class InboxWaiter:
         try:
             await asyncio.wait_for(self.event.wait(), timeout=max(timeout, 0.0))
             woken = True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             woken = False
         self.event.clear()
         return woken

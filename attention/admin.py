@@ -1,5 +1,6 @@
 """The attention records in the operator console, all read-only: they are the
 history of what each agent decided and did, written only by the loop."""
+
 from __future__ import annotations
 
 from django.contrib import admin
@@ -28,8 +29,16 @@ def item_link(item_id: str | None) -> str:
 
 @admin.register(AgentAttention)
 class AgentAttentionAdmin(ReadOnlyAdmin):
-    list_display = ("agent", "state", "current_item", "lease_owner", "lease_expires_at", "lease_epoch",
-                    "cancel_requested", "updated_at")
+    list_display = (
+        "agent",
+        "state",
+        "current_item",
+        "lease_owner",
+        "lease_expires_at",
+        "lease_epoch",
+        "cancel_requested",
+        "updated_at",
+    )
     list_filter = ("state", "cancel_requested")
     list_select_related = ("agent", "current_item")
     search_fields = ("agent__id", "agent__name", "lease_owner")
@@ -69,8 +78,18 @@ class ActivityLogInline(admin.TabularInline):
 
 @admin.register(AgentActivity)
 class AgentActivityAdmin(ReadOnlyAdmin):
-    list_display = ("id", "agent", "type", "label", "item", "success", "total_tokens", "total_tools", "started_at",
-                    "ended_at")
+    list_display = (
+        "id",
+        "agent",
+        "type",
+        "label",
+        "item",
+        "success",
+        "total_tokens",
+        "total_tools",
+        "started_at",
+        "ended_at",
+    )
     list_filter = ("type", "success")
     search_fields = ("id", "agent__id", "mailbox_item__id", "label", "task_id")
     list_select_related = ("agent",)

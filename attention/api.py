@@ -1,4 +1,5 @@
 """Attention endpoints: the mind, decisions, activity logs, loop control, and chat."""
+
 from __future__ import annotations
 
 from django.http import Http404
@@ -12,13 +13,12 @@ from mailbox.selectors import queue_depth, queued_items
 from markus.agents.auth import access_agent
 from markus.agents.models import WorkingMemory
 from markus.core.api import int_param
+from markus.core.schema import errors
 from markus.llm.base import get_provider
 
 from . import services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
-from markus.core.schema import errors
-
 from .records import serialize_decision
 from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
@@ -28,39 +28,49 @@ class MindView(APIView):
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         snap = attention_snapshot(agent.id)
-        waiting = MailboxItem.objects.filter(agent_id=agent.id, status=Status.DEFERRED,
-                                             metadata__waitingForApproval=True).exists()
-        return Response({
-            "agentId": agent.id,
-            "status": agent.status,
-            "state": snap["state"],
-            "currentFocus": snap["currentFocus"],
-            "queueDepth": queue_depth(agent.id),
-            "queue": queued_items(agent.id),
-            "workingMemory": [{"key": m.key, "content": m.content, "updatedAt": m.updated_at}
-                              for m in WorkingMemory.objects.filter(agent=agent).order_by("key")],
-            "waitingForApproval": waiting,
-            "brain": get_provider().name,
-        })
+        waiting = MailboxItem.objects.filter(
+            agent_id=agent.id, status=Status.DEFERRED, metadata__waitingForApproval=True
+        ).exists()
+        return Response(
+            {
+                "agentId": agent.id,
+                "status": agent.status,
+                "state": snap["state"],
+                "currentFocus": snap["currentFocus"],
+                "queueDepth": queue_depth(agent.id),
+                "queue": queued_items(agent.id),
+                "workingMemory": [
+                    {"key": m.key, "content": m.content, "updatedAt": m.updated_at}
+                    for m in WorkingMemory.objects.filter(agent=agent).order_by("key")
+                ],
+                "waitingForApproval": waiting,
+                "brain": get_provider().name,
+            }
+        )
 
 
 class DecisionsView(APIView):
-    @extend_schema(operation_id="agents_decisions", parameters=[OpenApiParameter("limit", int),
-                                                                OpenApiParameter("offset", int)],
-                   responses={200: DecisionsOut, **errors(400, 401, 404)})
+    @extend_schema(
+        operation_id="agents_decisions",
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses={200: DecisionsOut, **errors(400, 401, 404)},
+    )
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         rows = AgentDecision.objects.filter(agent=agent).order_by("-created_at", "-id")
-        return Response({"decisions": [serialize_decision(d) for d in rows[offset:offset + limit]],
-                         "totalCount": rows.count()})
+        return Response(
+            {"decisions": [serialize_decision(d) for d in rows[offset : offset + limit]], "totalCount": rows.count()}
+        )
 
 
 class ActivityLogsView(APIView):
-    @extend_schema(operation_id="agents_activity_logs",
-                   parameters=[OpenApiParameter("activityId", str, required=True)],
-                   responses={200: ActivityLogsOut, **errors(400, 401, 404)})
+    @extend_schema(
+        operation_id="agents_activity_logs",
+        parameters=[OpenApiParameter("activityId", str, required=True)],
+        responses={200: ActivityLogsOut, **errors(400, 401, 404)},
+    )
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         activity_id = request.query_params.get("activityId")
@@ -72,16 +82,31 @@ class ActivityLogsView(APIView):
         if activity is None:
             raise Http404("No such activity.")
         logs = AgentActivityLog.objects.filter(activity=activity).order_by("seq")
-        return Response({"activityId": activity.id, "logs": [
-            {"seq": entry.seq, "type": entry.type, "content": entry.content, "metadata": entry.metadata,
-             "createdAt": entry.created_at} for entry in logs
-        ]})
+        return Response(
+            {
+                "activityId": activity.id,
+                "logs": [
+                    {
+                        "seq": entry.seq,
+                        "type": entry.type,
+                        "content": entry.content,
+                        "metadata": entry.metadata,
+                        "createdAt": entry.created_at,
+                    }
+                    for entry in logs
+                ],
+            }
+        )
 
 
 class ControlView(APIView):
     action = ""
-    actions = {"pause": services.agent_pause, "resume": services.agent_resume,
-               "stop": services.agent_stop, "start": services.agent_start}
+    actions = {
+        "pause": services.agent_pause,
+        "resume": services.agent_resume,
+        "stop": services.agent_stop,
+        "start": services.agent_start,
+    }
 
     def post(self, request, agent_id: str):
         agent = access_agent(request, agent_id)

@@ -1,6 +1,7 @@
 """``POST /api/agents/{id}/chat``: enqueue a human_chat and wait for the reply in an async
 view, woken through the channel layer (a one-second re-check of the database is only
 the fallback). No worker or thread is held while waiting."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,12 @@ def _authenticate(request, agent_id: str):
 
 def _enqueue(drf, agent, text: str, session_id: str | None):
     metadata = sender_metadata(drf, {"sessionId": session_id} if session_id else {})
-    return mailbox.mailbox_enqueue(agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT,
-                                   payload={"summary": text[:120], "content": text}, metadata=metadata)
+    return mailbox.mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=MailboxType.HUMAN_CHAT,
+        payload={"summary": text[:120], "content": text},
+        metadata=metadata,
+    )
 
 
 def _parse(request) -> tuple[dict | None, JsonResponse | None]:
@@ -73,7 +78,7 @@ async def _wait_reply(agent_id: str, item_id: str, channel: str, timeout: float)
             return None
         try:
             await asyncio.wait_for(layer.receive(channel), timeout=min(1.0, remaining))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 
@@ -97,7 +102,7 @@ async def chat_view(request, agent_id: str):
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(chat_group(agent.id), channel)
-    timeout = float(settings.MARKUS.get("CHAT_TIMEOUT_S", 120))
+    timeout = float(settings.MARKUS["CHAT_TIMEOUT_S"])
     item = await sync_to_async(_enqueue)(drf, agent, body["text"], sid)
 
     async def finish() -> dict:
@@ -110,6 +115,7 @@ async def chat_view(request, agent_id: str):
         return {"reply": reply["reply"], "mailboxItemId": item.id, "sessionId": reply["sessionId"] or sid}
 
     if "text/event-stream" in request.headers.get("Accept", ""):
+
         async def events():
             yield f"event: queued\ndata: {json.dumps({'mailboxItemId': item.id})}\n\n"
             data = await finish()

@@ -1,4 +1,5 @@
 """What the loop holds while it is focused on one item, and how an item's run ends."""
+
 from __future__ import annotations
 
 import time

@@ -1,5 +1,6 @@
 """Interrupt heuristics, evaluated at a yield point (rules of the TypeScript code).
 First match wins; only the LLM judge (consulted when these say continue) can cancel."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ def _session(item: MailboxItem) -> str | None:
 def heuristic_decision(current: MailboxItem, new: MailboxItem, *, stream_cancelled: bool = False) -> Verdict:
     T, D = MailboxType, DecisionType
     if (
-        current.source_type == T.HUMAN_CHAT and new.source_type == T.HUMAN_CHAT
+        current.source_type == T.HUMAN_CHAT
+        and new.source_type == T.HUMAN_CHAT
         and _sender(current) == _sender(new)
         and (not _session(current) or not _session(new) or _session(current) == _session(new))
         and not stream_cancelled
@@ -42,7 +44,8 @@ def heuristic_decision(current: MailboxItem, new: MailboxItem, *, stream_cancell
         return Verdict(D.MERGE, "R2", "Comment on the task being worked on — merged")
     if (
         new.source_type in (T.REQUIREMENT_UPDATE, T.REQUIREMENT_COMMENT)
-        and current.requirement_id and new.requirement_id == current.requirement_id
+        and current.requirement_id
+        and new.requirement_id == current.requirement_id
     ):
         return Verdict(D.MERGE, "R3", "Update on the requirement being worked on — merged")
     if new.priority == 0 and current.priority > 0:

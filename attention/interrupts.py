@@ -1,5 +1,6 @@
 """The yield point between LLM turns: renew the lease, notice a stop or a revoked
 execution, and decide about every item that arrived (heuristics, then the judge)."""
+
 from __future__ import annotations
 
 import logging
@@ -33,9 +34,14 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
     if focus.stop_requested():
         return Outcome("stopped")
     if execution_revoked(focus):
-        records.record_decision(lease, item=item, decision_type=DecisionType.CANCEL,
-                                reasoning="The task left in_progress: its execution is cancelled",
-                                context={"rule": "task", "taskId": item.task_id}, outcome="stopped, will not resume")
+        records.record_decision(
+            lease,
+            item=item,
+            decision_type=DecisionType.CANCEL,
+            reasoning="The task left in_progress: its execution is cancelled",
+            context={"rule": "task", "taskId": item.task_id},
+            outcome="stopped, will not resume",
+        )
         return Outcome("cancelled", detail="the task left in_progress")
     arrivals = [n for n in lifecycle.queued(lease.agent_id) if n.id not in focus.seen]
     if not arrivals:
@@ -46,9 +52,13 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
         focus.seen.add(new.id)
         verdict = decide(focus, new)
         if focus.scenario in NON_PREEMPTABLE and verdict.decision in (DecisionType.PREEMPT, DecisionType.CANCEL):
-            records.record_decision(lease, item=new, decision_type=DecisionType.CONTINUE,
-                                    reasoning=f"{verdict.reason}; a chat is not preemptable, so it runs right after",
-                                    context={"rule": verdict.rule, "currentItemId": item.id, "restored": True})
+            records.record_decision(
+                lease,
+                item=new,
+                decision_type=DecisionType.CONTINUE,
+                reasoning=f"{verdict.reason}; a chat is not preemptable, so it runs right after",
+                context={"rule": verdict.rule, "currentItemId": item.id, "restored": True},
+            )
             continue
         ended = _apply(focus, session, new, verdict)
         if ended is not None:
@@ -68,16 +78,22 @@ def execution_revoked(focus: Focus) -> bool:
 def decide(focus: Focus, new: MailboxItem) -> Verdict:
     verdict = heuristic_decision(focus.item, new)
     if verdict.decision == DecisionType.MERGE and not may_merge(focus.item, new, into_focus=True):
-        verdict = Verdict(DecisionType.CONTINUE, verdict.rule,
-                          f"{verdict.reason} — but a {new.label.lower()} keeps its own identity: it runs by itself")
-    if verdict.decision != DecisionType.CONTINUE or not settings.MARKUS.get("INTERRUPT_JUDGE", True):
+        verdict = Verdict(
+            DecisionType.CONTINUE,
+            verdict.rule,
+            f"{verdict.reason} — but a {new.label.lower()} keeps its own identity: it runs by itself",
+        )
+    if verdict.decision != DecisionType.CONTINUE or not settings.MARKUS["INTERRUPT_JUDGE"]:
         return verdict
     provider = get_provider()
     if not provider.judges:
         return verdict
     try:
-        word = provider.judge(current=item_brief(focus.item), new=item_brief(new),
-                              context=CallContext(scenario="judge", agent_name=focus.agent.name))
+        word = provider.judge(
+            current=item_brief(focus.item),
+            new=item_brief(new),
+            context=CallContext(scenario="judge", agent_name=focus.agent.name),
+        )
     except Exception:
         log.exception("interrupt judge failed; continuing")
         return verdict
@@ -98,27 +114,52 @@ def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict
                 session.absorbed_ids = [*session.absorbed_ids, new.id]
                 focus.merged_ids.append(new.id)
                 save_session(focus, session)
-                records.record_decision(lease, item=new, decision_type=DecisionType.MERGE,
-                                        reasoning=verdict.reason, context=context)
+                records.record_decision(
+                    lease, item=new, decision_type=DecisionType.MERGE, reasoning=verdict.reason, context=context
+                )
         return None
     if verdict.decision == DecisionType.PREEMPT:
-        records.record_decision(lease, item=item, decision_type=DecisionType.PREEMPT, reasoning=verdict.reason,
-                                context=context, outcome="deferred for resumption")
+        records.record_decision(
+            lease,
+            item=item,
+            decision_type=DecisionType.PREEMPT,
+            reasoning=verdict.reason,
+            context=context,
+            outcome="deferred for resumption",
+        )
         return Outcome("preempted", detail=f"by {new.id}")
     if verdict.decision == DecisionType.CANCEL:
-        records.record_decision(lease, item=item, decision_type=DecisionType.CANCEL, reasoning=verdict.reason,
-                                context=context, outcome="stopped, will not resume")
+        records.record_decision(
+            lease,
+            item=item,
+            decision_type=DecisionType.CANCEL,
+            reasoning=verdict.reason,
+            context=context,
+            outcome="stopped, will not resume",
+        )
         return Outcome("cancelled", detail=f"by {new.id}")
     if verdict.decision == DecisionType.DEFER:
         if new.source_type == MailboxType.HUMAN_CHAT:  # protected: it waits its turn instead
-            records.record_decision(lease, item=new, decision_type=DecisionType.CONTINUE, context=context,
-                                    reasoning=f"{verdict.reason}; a human's chat is never deferred")
+            records.record_decision(
+                lease,
+                item=new,
+                decision_type=DecisionType.CONTINUE,
+                context=context,
+                reasoning=f"{verdict.reason}; a human's chat is never deferred",
+            )
             return None
         with fenced(lease):
             if lifecycle.defer_behind_queue(new):
-                records.record_decision(lease, item=new, decision_type=DecisionType.DEFER, reasoning=verdict.reason,
-                                        context=context, outcome="after the current focus, behind the queue")
+                records.record_decision(
+                    lease,
+                    item=new,
+                    decision_type=DecisionType.DEFER,
+                    reasoning=verdict.reason,
+                    context=context,
+                    outcome="after the current focus, behind the queue",
+                )
         return None
-    records.record_decision(lease, item=new, decision_type=DecisionType.CONTINUE, reasoning=verdict.reason,
-                            context=context)
+    records.record_decision(
+        lease, item=new, decision_type=DecisionType.CONTINUE, reasoning=verdict.reason, context=context
+    )
     return None

@@ -6,6 +6,7 @@ whether we won. Every later write about an item is fenced by that epoch, so a ho
 that stalled past its expiry (GC pause, SIGSTOP, lost connection) and wakes up finds
 its epoch gone and writes nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,9 +37,13 @@ class Lease:
 
     def fence(self) -> Q:
         """A condition on MailboxItem rows: the agent's lease is still this one."""
-        return Q(Exists(AgentAttention.objects.filter(
-            agent_id=OuterRef("agent_id"), lease_epoch=self.epoch, lease_owner=self.owner
-        )))
+        return Q(
+            Exists(
+                AgentAttention.objects.filter(
+                    agent_id=OuterRef("agent_id"), lease_epoch=self.epoch, lease_owner=self.owner
+                )
+            )
+        )
 
 
 def lease_seconds() -> float:
@@ -58,19 +63,25 @@ def lease_take(agent_id: str, *, seconds: float | None = None) -> Lease | None:
     ensure_row(agent_id)
     now = timezone.now()
     owner = new_owner()
-    won = AgentAttention.objects.filter(agent_id=agent_id).filter(
-        Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    ).update(
-        lease_owner=owner,
-        lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()),
-        lease_epoch=F("lease_epoch") + 1,
-        cancel_requested=False,
-        updated_at=now,
+    won = (
+        AgentAttention.objects.filter(agent_id=agent_id)
+        .filter(Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .update(
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()),
+            lease_epoch=F("lease_epoch") + 1,
+            cancel_requested=False,
+            updated_at=now,
+        )
     )
     if won != 1:
         return None
     # The owner string is unique to this take, so this reads our own epoch.
-    epoch = AgentAttention.objects.filter(agent_id=agent_id, lease_owner=owner).values_list("lease_epoch", flat=True).first()
+    epoch = (
+        AgentAttention.objects.filter(agent_id=agent_id, lease_owner=owner)
+        .values_list("lease_epoch", flat=True)
+        .first()
+    )
     return None if epoch is None else Lease(agent_id, owner, epoch)
 
 
@@ -78,23 +89,27 @@ def lease_renew(lease: Lease, *, seconds: float | None = None) -> bool:
     """Extend the lease. Fails (False) once another worker has taken it; renewing an
     expired lease that nobody took is safe, the epoch proves it."""
     now = timezone.now()
-    return AgentAttention.objects.filter(
-        agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner
-    ).update(lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()), updated_at=now) == 1
+    return (
+        AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner).update(
+            lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()), updated_at=now
+        )
+        == 1
+    )
 
 
 def lease_release(lease: Lease) -> bool:
     now = timezone.now()
-    return AgentAttention.objects.filter(
-        agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner
-    ).update(lease_owner="", lease_expires_at=None, state=AttentionState.IDLE, current_item=None,
-             focus_started_at=None, updated_at=now) == 1
-
-
-def lease_is_live(agent_id: str) -> bool:
-    return AgentAttention.objects.filter(
-        agent_id=agent_id, lease_expires_at__gt=timezone.now()
-    ).exclude(lease_owner="").exists()
+    return (
+        AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner).update(
+            lease_owner="",
+            lease_expires_at=None,
+            state=AttentionState.IDLE,
+            current_item=None,
+            focus_started_at=None,
+            updated_at=now,
+        )
+        == 1
+    )
 
 
 _held = threading.local()
@@ -112,9 +127,11 @@ def fenced(lease: Lease):
         yield
         return
     with transaction.atomic():
-        held = AgentAttention.objects.select_for_update().filter(
-            agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner
-        ).exists()
+        held = (
+            AgentAttention.objects.select_for_update()
+            .filter(agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner)
+            .exists()
+        )
         if not held:
             raise StaleLease(f"lease epoch {lease.epoch} of {lease.agent_id} is no longer current")
         _held.lease = lease

@@ -10,6 +10,7 @@
 4. Release the lease; tell the caller whether to run again (budget spent, a late
    arrival, or a deferred item coming due).
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,8 +68,12 @@ def _coalesce_into_head(lease: Lease, head: MailboxItem) -> None:
     about the head's task or requirement fold into it where the merge rule allows."""
     with fenced(lease):  # a stale worker must not merge into an item it lost
         for other in mailbox.mailbox_coalesce_into(head, epoch=lease.epoch):
-            records.record_decision(lease, item=other, decision_type=DecisionType.MERGE,
-                                    reasoning=f"Consolidated into {head.id} (same entity)")
+            records.record_decision(
+                lease,
+                item=other,
+                decision_type=DecisionType.MERGE,
+                reasoning=f"Consolidated into {head.id} (same entity)",
+            )
 
 
 def _next_due_in(agent_id: str) -> float | None:
@@ -109,9 +114,13 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
                 break
             result.processed += 1
             result.items.append(item.id)
-            records.record_decision(lease, item=item, decision_type=DecisionType.PICK,
-                                    reasoning="Idle — picked from queue",
-                                    context={"priority": item.priority, "queueDepth": mailbox.queued(agent_id).count()})
+            records.record_decision(
+                lease,
+                item=item,
+                decision_type=DecisionType.PICK,
+                reasoning="Idle — picked from queue",
+                context={"priority": item.priority, "queueDepth": mailbox.queued(agent_id).count()},
+            )
             process_item(lease, item)
     except StaleLease as exc:
         log.warning("attention: %s", exc)
@@ -138,6 +147,9 @@ def attention_snapshot(agent_id: str) -> dict[str, Any]:
     live = bool(row and row.lease_owner and row.lease_expires_at and row.lease_expires_at > timezone.now())
     state = row.state if (row and live) else AttentionState.IDLE
     focus = records.focus_of(row.current_item, row.focus_started_at) if (row and live) else None
-    return {"state": state, "currentFocus": focus, "leaseEpoch": row.lease_epoch if row else 0,
-            "leaseExpiresAt": row.lease_expires_at if row else None}
-
+    return {
+        "state": state,
+        "currentFocus": focus,
+        "leaseEpoch": row.lease_epoch if row else 0,
+        "leaseExpiresAt": row.lease_expires_at if row else None,
+    }

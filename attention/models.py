@@ -1,5 +1,6 @@
 """Attention state with its fenced lease, decisions, activities, their logs, and
 persisted LLM sessions."""
+
 from __future__ import annotations
 
 from django.db import models
@@ -32,9 +33,7 @@ class AgentAttention(models.Model):
     only ever grows, and every loop write about an item is fenced by it.
     """
 
-    agent = models.OneToOneField(
-        "agents.Agent", primary_key=True, on_delete=models.CASCADE, related_name="attention"
-    )
+    agent = models.OneToOneField("agents.Agent", primary_key=True, on_delete=models.CASCADE, related_name="attention")
     state = models.CharField(max_length=16, choices=AttentionState.choices, default=AttentionState.IDLE)
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -77,8 +76,12 @@ class AgentActivity(models.Model):
     id = models.CharField(primary_key=True, max_length=64, default=ids.activity_id)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, db_column="agent_id", related_name="activities")
     mailbox_item = models.ForeignKey(
-        "mailbox.MailboxItem", null=True, blank=True, on_delete=models.SET_NULL,
-        db_column="mailbox_item_id", related_name="activities",
+        "mailbox.MailboxItem",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_column="mailbox_item_id",
+        related_name="activities",
     )
     type = models.CharField(max_length=32)
     label = models.CharField(max_length=300)

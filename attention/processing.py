@@ -3,6 +3,7 @@ a comment on a task whose execution is open is injected into that execution's se
 everything else runs its scenario through the tool loop (``tool_loop``), with a yield
 point after every round of tool results (``interrupts``), and its outcome is settled
 through the mailbox lifecycle (``settle``). Sessions live in ``session``."""
+
 from __future__ import annotations
 
 import logging
@@ -27,7 +28,7 @@ from .tool_loop import run_tool_loop
 
 log = logging.getLogger(__name__)
 
-__all__ = ["process_item", "chat_group", "chat_reply_for", "on_approval_answered"]
+__all__ = ["chat_group", "chat_reply_for", "on_approval_answered", "process_item"]
 
 
 def process_item(lease: Lease, item: MailboxItem) -> None:
@@ -41,8 +42,13 @@ def process_item(lease: Lease, item: MailboxItem) -> None:
     if item.source_type in COMMENT_TYPES and _inject_into_active_task(lease, item):
         return
     agent = Agent.objects.get(id=lease.agent_id)
-    focus = Focus(lease=lease, item=item, scenario=scenario, agent=agent,
-                  seen=set(lifecycle.queued(lease.agent_id).values_list("id", flat=True)))
+    focus = Focus(
+        lease=lease,
+        item=item,
+        scenario=scenario,
+        agent=agent,
+        seen=set(lifecycle.queued(lease.agent_id).values_list("id", flat=True)),
+    )
     if execution_revoked(focus):  # the task left in_progress while this waited
         with fenced(lease):
             complete(lease, item, outcome="skipped: the task is no longer in progress")
@@ -68,10 +74,16 @@ def _inject_into_active_task(lease: Lease, item: MailboxItem) -> bool:
     deferred or queued) goes into that session instead of a new activity."""
     if not item.task_id:
         return False
-    execution = MailboxItem.objects.filter(
-        agent_id=item.agent_id, source_type=MailboxType.TASK_STATUS_UPDATE, payload__taskId=item.task_id,
-        status__in=[Status.QUEUED, Status.DEFERRED],
-    ).order_by("-queued_at").first()
+    execution = (
+        MailboxItem.objects.filter(
+            agent_id=item.agent_id,
+            source_type=MailboxType.TASK_STATUS_UPDATE,
+            payload__taskId=item.task_id,
+            status__in=[Status.QUEUED, Status.DEFERRED],
+        )
+        .order_by("-queued_at")
+        .first()
+    )
     if execution is None or not execution.triggers_execution:
         return False
     with fenced(lease):
@@ -81,8 +93,12 @@ def _inject_into_active_task(lease: Lease, item: MailboxItem) -> bool:
         # rebuilt); the saved session gets it appended when the execution resumes.
         if not lifecycle.merge_into(item.id, execution.id, claimed_epoch=lease.epoch, into_focus=True):
             return False
-    records.record_decision(lease, item=item, decision_type=DecisionType.MERGE,
-                            reasoning="Comment on an active task — injected into its session",
-                            context={"executionItemId": execution.id})
+    records.record_decision(
+        lease,
+        item=item,
+        decision_type=DecisionType.MERGE,
+        reasoning="Comment on an active task — injected into its session",
+        context={"executionItemId": execution.id},
+    )
     records.inject_main_session(lease, item=item, outcome="injected into the running task")
     return True

@@ -1,5 +1,6 @@
 """Decisions, activities, activity logs, attention state and their events — every write
 fenced by the lease it was made under."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,28 +20,53 @@ from .models import AgentActivity, AgentActivityLog, AgentAttention, AgentDecisi
 
 
 def serialize_decision(d: AgentDecision) -> dict[str, Any]:
-    return {"id": d.id, "agentId": d.agent_id, "decisionType": d.decision_type, "mailboxItemId": d.mailbox_item_id,
-            "context": d.context, "reasoning": d.reasoning, "outcome": d.outcome, "createdAt": d.created_at}
+    return {
+        "id": d.id,
+        "agentId": d.agent_id,
+        "decisionType": d.decision_type,
+        "mailboxItemId": d.mailbox_item_id,
+        "context": d.context,
+        "reasoning": d.reasoning,
+        "outcome": d.outcome,
+        "createdAt": d.created_at,
+    }
 
 
 def focus_of(item: MailboxItem | None, started_at=None) -> dict[str, Any] | None:
     if item is None:
         return None
-    return {"mailboxItemId": item.id, "sourceType": item.source_type, "label": item.summary or item.label,
-            "startedAt": started_at or item.started_at}
+    return {
+        "mailboxItemId": item.id,
+        "sourceType": item.source_type,
+        "label": item.summary or item.label,
+        "startedAt": started_at or item.started_at,
+    }
 
 
 def record_decision(
-    lease: Lease, *, item: MailboxItem, decision_type: str, reasoning: str, context: dict | None = None,
+    lease: Lease,
+    *,
+    item: MailboxItem,
+    decision_type: str,
+    reasoning: str,
+    context: dict | None = None,
     outcome: str | None = None,
 ) -> AgentDecision:
     with fenced(lease):
         d = AgentDecision.objects.create(
-            agent_id=lease.agent_id, mailbox_item=item, decision_type=decision_type, reasoning=reasoning,
-            context=context or {}, outcome=outcome, lease_epoch=lease.epoch,
+            agent_id=lease.agent_id,
+            mailbox_item=item,
+            decision_type=decision_type,
+            reasoning=reasoning,
+            context=context or {},
+            outcome=outcome,
+            lease_epoch=lease.epoch,
         )
-        send_event_on_commit(agent_group(lease.agent_id), "agent:decision",
-                             {"agentId": lease.agent_id, "decision": serialize_decision(d)})
+        send_event_on_commit(
+            agent_group(lease.agent_id),
+            "agent:decision",
+            {"agentId": lease.agent_id, "decision": serialize_decision(d)},
+        )
     return d
 
 
@@ -55,11 +81,17 @@ def set_state(lease: Lease, state: str, item: MailboxItem | None = None) -> None
         AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch).update(**fields)
         row = AgentAttention.objects.select_related("current_item").get(agent_id=lease.agent_id)
         focus = focus_of(row.current_item, row.focus_started_at)
-        send_event_on_commit(agent_group(lease.agent_id), "agent:attention",
-                             {"agentId": lease.agent_id, "state": row.state, "currentFocus": focus})
+        send_event_on_commit(
+            agent_group(lease.agent_id),
+            "agent:attention",
+            {"agentId": lease.agent_id, "state": row.state, "currentFocus": focus},
+        )
         if state != AttentionState.DECIDING:
-            send_event_on_commit(agent_group(lease.agent_id), "agent:focus",
-                                 {"agentId": lease.agent_id, "focus": focus, "mailboxDepth": queue_depth(lease.agent_id)})
+            send_event_on_commit(
+                agent_group(lease.agent_id),
+                "agent:focus",
+                {"agentId": lease.agent_id, "focus": focus, "mailboxDepth": queue_depth(lease.agent_id)},
+            )
 
 
 def activity_type_for(item: MailboxItem, scenario: str) -> str:
@@ -75,8 +107,12 @@ def start_activity(lease: Lease, *, item: MailboxItem, scenario: str) -> AgentAc
     label = f"{item.label}: {item.summary}"[:300] if item.summary else item.label
     with fenced(lease):
         activity = AgentActivity.objects.create(
-            agent_id=lease.agent_id, mailbox_item=item, type=activity_type_for(item, scenario), label=label,
-            task_id=item.task_id, lease_epoch=lease.epoch,
+            agent_id=lease.agent_id,
+            mailbox_item=item,
+            type=activity_type_for(item, scenario),
+            label=label,
+            task_id=item.task_id,
+            lease_epoch=lease.epoch,
         )
     activity._log_seq = 0  # a new activity has no log yet
     return activity
@@ -90,8 +126,9 @@ def log(lease: Lease, activity: AgentActivity, kind: str, content: str = "", met
         if seq is None:
             seq = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0
         activity._log_seq = seq + 1
-        AgentActivityLog.objects.create(activity=activity, seq=seq + 1, type=kind, content=content[:20000],
-                                        metadata=metadata or {})
+        AgentActivityLog.objects.create(
+            activity=activity, seq=seq + 1, type=kind, content=content[:20000], metadata=metadata or {}
+        )
 
 
 def add_usage(lease: Lease, activity: AgentActivity, *, tokens: int = 0, tools: int = 0) -> None:
@@ -113,7 +150,8 @@ def inject_main_session(lease: Lease, *, item: MailboxItem, outcome: str) -> Non
     with fenced(lease):
         session = main_session(lease.agent_id)
         ChatMessage.objects.create(
-            session=session, role="system",
+            session=session,
+            role="system",
             content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",
             metadata={"activityLog": True, "mailboxItemId": item.id},
         )

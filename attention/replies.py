@@ -1,5 +1,6 @@
 """A chat's reply: stored with the messages it answers, announced on the chat group,
 and found again by the waiting chat view."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,8 +10,8 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import ChatMessage, ChatSession
-from markus.llm.base import get_provider
 from markus.core.events import send_event_on_commit
+from markus.llm.base import get_provider
 
 from .focus import Focus
 from .lease import fenced
@@ -28,14 +29,30 @@ def deliver_chat_reply(focus: Focus, text: str) -> None:
     with fenced(focus.lease):
         for mid in answered:
             m = item if mid == item.id else MailboxItem.objects.get(id=mid)
-            ChatMessage.objects.create(session_id=sid, role="user", content=m.content,
-                                       metadata={"mailboxItemId": mid, "senderId": (m.metadata or {}).get("senderId")})
-        reply = ChatMessage.objects.create(session_id=sid, role="assistant", content=text,
-                                           metadata={"mailboxItemIds": answered, "provider": get_provider().name})
+            ChatMessage.objects.create(
+                session_id=sid,
+                role="user",
+                content=m.content,
+                metadata={"mailboxItemId": mid, "senderId": (m.metadata or {}).get("senderId")},
+            )
+        reply = ChatMessage.objects.create(
+            session_id=sid,
+            role="assistant",
+            content=text,
+            metadata={"mailboxItemIds": answered, "provider": get_provider().name},
+        )
         ChatSession.objects.filter(id=sid).update(last_message_at=timezone.now())
-        send_event_on_commit(chat_group(item.agent_id), "chat:reply",
-                             {"agentId": item.agent_id, "mailboxItemIds": answered, "sessionId": sid,
-                              "messageId": reply.id, "reply": text})
+        send_event_on_commit(
+            chat_group(item.agent_id),
+            "chat:reply",
+            {
+                "agentId": item.agent_id,
+                "mailboxItemIds": answered,
+                "sessionId": sid,
+                "messageId": reply.id,
+                "reply": text,
+            },
+        )
 
 
 def chat_reply_for(item_id: str) -> dict[str, Any] | None:
@@ -49,7 +66,8 @@ def chat_reply_for(item_id: str) -> dict[str, Any] | None:
         return None
     for msg in ChatMessage.objects.filter(session__agent_id=item.agent_id, role="assistant").order_by("-id")[:50]:
         if item.id in (msg.metadata or {}).get("mailboxItemIds", []) or item_id in (msg.metadata or {}).get(
-                "mailboxItemIds", []):
+            "mailboxItemIds", []
+        ):
             return {"reply": msg.content, "sessionId": msg.session_id, "mailboxItemId": item_id}
     if item.status in (Status.DROPPED, Status.COMPLETED):
         return {"reply": None, "sessionId": None, "mailboxItemId": item_id, "status": item.status}

@@ -1,4 +1,5 @@
 """Which scenario an item runs, and the prompts it runs with."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,26 +51,44 @@ _COMMENT_PROTOCOL = (
     "Several comments may be bundled, separated by ---: answer them in one consolidated reply, using "
     "reply_to_comment_id for the most important one."
 )
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
-    Scenario(CHAT, "A person is talking to you. Answer them directly and helpfully.", preemptable=False,
-             needs_marker=False, done="answered"),
-    Scenario(TASK_EXECUTION, "Execute the task. Use your tools; comment on the task as you go and submit it for "
-             "review (task_submit_review, with a note of your deliverables) when it is done, or fail it "
-             "(task_update status \"failed\" with the reason) if it cannot be done. You cannot complete your "
-             "own task.", done="executed"),
-    Scenario(REVIEW, "You were asked to review a task. Read it, comment, and complete it or send it back.",
-             done="reviewed"),
-    Scenario(COMMENT_RESPONSE, _COMMENT_PROTOCOL),
-    Scenario(REQUIREMENT_ACTION, "A requirement you proposed changed. Decide what to do next."),
-    Scenario(A2A, "Another agent wrote to you. Read what each sender said and act on it."),
-    Scenario(SESSION_RESPONSE, "A reply arrived in one of your sessions. Continue that work."),
-    Scenario(MENTION_RESPONSE, "You were mentioned. Read the context and answer if it needs you."),
-    Scenario(SYSTEM_NOTICE, "A system event happened. Act on it if it concerns your work."),
-    Scenario(CHECK_IN, "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
-             done="heartbeat processed"),
-    Scenario(DAILY_REPORT, "Write a short report of your day from your activity records."),
-    Scenario(DREAM_CYCLE, "Consolidate your memory from your recent activity records."),
-]}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario(
+            CHAT,
+            "A person is talking to you. Answer them directly and helpfully.",
+            preemptable=False,
+            needs_marker=False,
+            done="answered",
+        ),
+        Scenario(
+            TASK_EXECUTION,
+            "Execute the task. Use your tools; comment on the task as you go and submit it for "
+            "review (task_submit_review, with a note of your deliverables) when it is done, or fail it "
+            '(task_update status "failed" with the reason) if it cannot be done. You cannot complete your '
+            "own task.",
+            done="executed",
+        ),
+        Scenario(
+            REVIEW,
+            "You were asked to review a task. Read it, comment, and complete it or send it back.",
+            done="reviewed",
+        ),
+        Scenario(COMMENT_RESPONSE, _COMMENT_PROTOCOL),
+        Scenario(REQUIREMENT_ACTION, "A requirement you proposed changed. Decide what to do next."),
+        Scenario(A2A, "Another agent wrote to you. Read what each sender said and act on it."),
+        Scenario(SESSION_RESPONSE, "A reply arrived in one of your sessions. Continue that work."),
+        Scenario(MENTION_RESPONSE, "You were mentioned. Read the context and answer if it needs you."),
+        Scenario(SYSTEM_NOTICE, "A system event happened. Act on it if it concerns your work."),
+        Scenario(
+            CHECK_IN,
+            "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
+            done="heartbeat processed",
+        ),
+        Scenario(DAILY_REPORT, "Write a short report of your day from your activity records."),
+        Scenario(DREAM_CYCLE, "Consolidate your memory from your recent activity records."),
+    ]
+}
 NON_PREEMPTABLE = frozenset(name for name, s in SCENARIOS.items() if not s.preemptable)
 
 # Which scenario each item type runs. Task status and requirement updates run one only
@@ -104,14 +123,23 @@ def scenario(name: str) -> Scenario:
 
 
 def item_brief(item: MailboxItem) -> dict[str, Any]:
-    return {"id": item.id, "type": item.source_type, "summary": item.summary, "content": item.content,
-            "taskId": item.task_id, "requirementId": item.requirement_id, "priority": item.priority,
-            "sender": (item.metadata or {}).get("senderName")}
+    return {
+        "id": item.id,
+        "type": item.source_type,
+        "summary": item.summary,
+        "content": item.content,
+        "taskId": item.task_id,
+        "requirementId": item.requirement_id,
+        "priority": item.priority,
+        "sender": (item.metadata or {}).get("senderName"),
+    }
 
 
 def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:
-    lines = [f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
-             SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}."]
+    lines = [
+        f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
+        SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}.",
+    ]
     memory = list(WorkingMemory.objects.filter(agent=agent).order_by("key"))
     if memory:
         lines.append("## Working Memory")
@@ -129,7 +157,8 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
     messages: list[dict[str, Any]] = []
     if scenario == CHAT and chat_session_id:
         history = ChatMessage.objects.filter(session_id=chat_session_id, role__in=["user", "assistant"]).order_by(
-            "-created_at", "-id")[:20]
+            "-created_at", "-id"
+        )[:20]
         messages += [{"role": m.role, "content": m.content} for m in reversed(list(history))]
         messages.append({"role": "user", "content": item.content})
         return messages

@@ -1,5 +1,6 @@
 """Reads of the loop's records: an agent's timeline, each mailbox item with the
 decisions made about it and the activity that handled it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,7 +34,9 @@ def timeline_entry(item: MailboxItem) -> dict[str, Any]:
             {"id": d.id, "decisionType": d.decision_type, "reasoning": d.reasoning, "createdAt": d.created_at}
             for d in item.decisions.all()
         ],
-        "activity": None if activity is None else {
+        "activity": None
+        if activity is None
+        else {
             "id": activity.id,
             "type": activity.type,
             "label": activity.label,
@@ -47,14 +50,19 @@ def timeline_entry(item: MailboxItem) -> dict[str, Any]:
 
 
 def timeline(
-    agent_id: str, *, limit: int = 50, offset: int = 0, types: list[str] | None = None,
-    category: str | None = None, statuses: list[str] | None = None,
+    agent_id: str,
+    *,
+    limit: int = 50,
+    offset: int = 0,
+    types: list[str] | None = None,
+    category: str | None = None,
+    statuses: list[str] | None = None,
 ) -> dict[str, Any]:
     rows = timeline_queryset(agent_id, types=types, category=category, statuses=statuses)
     page = rows.prefetch_related(
         Prefetch("decisions", queryset=AgentDecision.objects.order_by("created_at", "id")),
         Prefetch("activities", queryset=AgentActivity.objects.order_by("started_at", "id")),
-    )[offset: offset + limit]
+    )[offset : offset + limit]
     return {
         "queued": queued_items(agent_id),
         "queueDepth": queue_depth(agent_id),

@@ -1,4 +1,5 @@
 """Response shapes of the attention endpoints."""
+
 from __future__ import annotations
 
 from rest_framework import serializers

@@ -1,5 +1,6 @@
 """Control of the loop: wake an agent, stop / pause / resume / start it, the sweep,
 periodic items and the beat schedule."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,8 @@ from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
-from markus.work.liveness import work_liveness_repair
 from markus.core.events import agent_group, send_event_on_commit
+from markus.work.liveness import work_liveness_repair
 
 from .models import AgentAttention
 
@@ -38,7 +39,7 @@ def wake(agent_id: str, *, countdown: float | None = None) -> None:
 
 
 def wake_on_commit(agent_id: str) -> None:
-    if settings.MARKUS.get("WAKE_ON_ENQUEUE", True):
+    if settings.MARKUS["WAKE_ON_ENQUEUE"]:
         transaction.on_commit(lambda: wake(agent_id))
 
 
@@ -87,14 +88,26 @@ def sweep() -> int:
     except Exception:
         log.exception("liveness repair failed")
     now = timezone.now()
-    due = MailboxItem.objects.filter(
-        Q(status=Status.QUEUED) | Q(status=Status.PROCESSING)
-        | (Q(status=Status.DEFERRED) & (Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)))
-    ).filter(mailbox.not_parked()).values_list("agent_id", flat=True).distinct()
-    live = AgentAttention.objects.filter(lease_expires_at__gt=now).exclude(lease_owner="").values_list(
-        "agent_id", flat=True)
-    agents = Agent.objects.filter(id__in=list(due), kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).exclude(
-        id__in=list(live)).values_list("id", flat=True)
+    due = (
+        MailboxItem.objects.filter(
+            Q(status=Status.QUEUED)
+            | Q(status=Status.PROCESSING)
+            | (Q(status=Status.DEFERRED) & (Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)))
+        )
+        .filter(mailbox.not_parked())
+        .values_list("agent_id", flat=True)
+        .distinct()
+    )
+    live = (
+        AgentAttention.objects.filter(lease_expires_at__gt=now)
+        .exclude(lease_owner="")
+        .values_list("agent_id", flat=True)
+    )
+    agents = (
+        Agent.objects.filter(id__in=list(due), kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING)
+        .exclude(id__in=list(live))
+        .values_list("id", flat=True)
+    )
     kicked = 0
     for agent_id in agents:
         wake(agent_id)
@@ -122,9 +135,14 @@ def enqueue_periodic(source_type: MailboxType) -> int:
     summary = _PERIODIC[source_type]
     n = 0
     for agent_id in Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list(
-            "id", flat=True):
-        mailbox.mailbox_enqueue(agent_id=agent_id, source_type=source_type,
-                                payload={"summary": summary, "content": summary}, metadata={"senderRole": "system"})
+        "id", flat=True
+    ):
+        mailbox.mailbox_enqueue(
+            agent_id=agent_id,
+            source_type=source_type,
+            payload={"summary": summary, "content": summary},
+            metadata={"senderRole": "system"},
+        )
         n += 1
     return n
 
@@ -135,12 +153,15 @@ def sync_beat_schedule() -> None:
     from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
     sweep_every, _ = IntervalSchedule.objects.get_or_create(
-        every=max(1, int(settings.MARKUS["SWEEP_SECONDS"])), period=IntervalSchedule.SECONDS)
+        every=max(1, int(settings.MARKUS["SWEEP_SECONDS"])), period=IntervalSchedule.SECONDS
+    )
     heartbeat_every, _ = IntervalSchedule.objects.get_or_create(every=30, period=IntervalSchedule.MINUTES)
-    nightly, _ = CrontabSchedule.objects.get_or_create(minute="0", hour="3", day_of_week="*", day_of_month="*",
-                                                      month_of_year="*")
-    evening, _ = CrontabSchedule.objects.get_or_create(minute="0", hour="18", day_of_week="1-5", day_of_month="*",
-                                                      month_of_year="*")
+    nightly, _ = CrontabSchedule.objects.get_or_create(
+        minute="0", hour="3", day_of_week="*", day_of_month="*", month_of_year="*"
+    )
+    evening, _ = CrontabSchedule.objects.get_or_create(
+        minute="0", hour="18", day_of_week="1-5", day_of_month="*", month_of_year="*"
+    )
     for name, task, schedule in [
         ("attention.sweep", "attention.sweep", {"interval": sweep_every}),
         ("attention.heartbeat", "attention.heartbeat_all", {"interval": heartbeat_every}),

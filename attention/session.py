@@ -1,5 +1,6 @@
 """The session store: an item's LLM session, saved under the lease so any worker can
 resume it (ARCHITECTURE decision 3)."""
+
 from __future__ import annotations
 
 from django.utils import timezone
@@ -39,9 +40,14 @@ def load_session(focus: Focus) -> LLMSession:
     session = LLMSession.objects.filter(id=session_id(focus.item)).first()
     if session is None:
         chat_sid = chat_session_id(focus.item) if focus.scenario == CHAT else None
-        session = LLMSession(id=session_id(focus.item), agent_id=focus.agent.id, mailbox_item=focus.item,
-                             scenario=focus.scenario, messages=first_messages(focus.item, focus.scenario, chat_sid),
-                             absorbed_ids=[m.id for m in _absorbed(focus.item)])
+        session = LLMSession(
+            id=session_id(focus.item),
+            agent_id=focus.agent.id,
+            mailbox_item=focus.item,
+            scenario=focus.scenario,
+            messages=first_messages(focus.item, focus.scenario, chat_sid),
+            absorbed_ids=[m.id for m in _absorbed(focus.item)],
+        )
         with fenced(focus.lease):
             session.save(force_insert=True)
         return session
@@ -57,8 +63,12 @@ def load_session(focus: Focus) -> LLMSession:
 
 def save_session(focus: Focus, session: LLMSession) -> None:
     with fenced(focus.lease):
-        LLMSession.objects.filter(id=session.id).update(messages=session.messages, turn_count=session.turn_count,
-                                                        absorbed_ids=session.absorbed_ids, updated_at=timezone.now())
+        LLMSession.objects.filter(id=session.id).update(
+            messages=session.messages,
+            turn_count=session.turn_count,
+            absorbed_ids=session.absorbed_ids,
+            updated_at=timezone.now(),
+        )
 
 
 def append_note(item: MailboxItem, text: str) -> None:

@@ -1,5 +1,6 @@
 """Settling an item's run: the outcome lands in one fenced transaction, through the
 mailbox lifecycle. Also the approval hook that resumes a parked item."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,14 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
     elif outcome.kind == "preempted":
         records.end_activity(lease, activity, success=True)
         # Being preempted is not a failed attempt (recovery counts attempts).
-        lifecycle.defer(item.id, until=timezone.now() + resume_delay(), epoch=lease.epoch, fenced=True,
-                        from_statuses=[Status.PROCESSING], refund_attempt=True)
+        lifecycle.defer(
+            item.id,
+            until=timezone.now() + resume_delay(),
+            epoch=lease.epoch,
+            fenced=True,
+            from_statuses=[Status.PROCESSING],
+            refund_attempt=True,
+        )
         records.inject_main_session(lease, item=item, outcome="paused (preempted), will resume")
     elif outcome.kind == "parked":
         records.end_activity(lease, activity, success=True)
@@ -75,8 +82,9 @@ def _retry(focus: Focus, outcome: Outcome) -> None:
     retries = int((item.metadata or {}).get("markerRetries", 0))
     if retries < MAX_MARKER_RETRIES:
         records.end_activity(lease, activity, success=False)
-        lifecycle.requeue(item.id, epoch=lease.epoch, fenced=True,
-                          metadata={**(item.metadata or {}), "markerRetries": retries + 1})
+        lifecycle.requeue(
+            item.id, epoch=lease.epoch, fenced=True, metadata={**(item.metadata or {}), "markerRetries": retries + 1}
+        )
         discard_session(item)
         return
     if focus.scenario in VERDICT_RETRIES:
@@ -95,7 +103,8 @@ def verdict_missing(focus: Focus) -> str:
     if not item.task_id:
         return ""
     if focus.scenario == TASK_EXECUTION and liveness.execution_awaits_verdict(
-            item.task_id, item.extra.get("executionRound")):
+        item.task_id, item.extra.get("executionRound")
+    ):
         return "the execution ended without task_submit_review or a failure; the task is still in_progress"
     if focus.scenario == REVIEW and liveness.review_awaits_verdict(item.task_id, item.extra.get("reviewRound")):
         return "the review ended without completing the task or sending it back; the task is still in review"
@@ -105,7 +114,7 @@ def verdict_missing(focus: Focus) -> str:
 def retry_delay(retries: int) -> timedelta:
     """30 s, 60 s, 120 s … (MARKUS EXECUTION_RETRY_BASE_S), at most the cap."""
     base, cap = settings.MARKUS["EXECUTION_RETRY_BASE_S"], settings.MARKUS["EXECUTION_RETRY_CAP_S"]
-    return timedelta(seconds=min(cap, base * 2 ** retries))
+    return timedelta(seconds=min(cap, base * 2**retries))
 
 
 def no_verdict(focus: Focus, reason: str) -> None:
@@ -122,12 +131,22 @@ def no_verdict(focus: Focus, reason: str) -> None:
         delay = retry_delay(retries)
         metadata = {k: v for k, v in (item.metadata or {}).items() if k != "markerRetries"}
         metadata.update({key: retries + 1, "lastFailure": reason})
-        lifecycle.defer(item.id, until=timezone.now() + delay, epoch=lease.epoch, fenced=True,
-                        from_statuses=[Status.PROCESSING], metadata=metadata)
-        append_note(item, f"Your previous attempt failed: {reason}. Finish it now: give your verdict with the "
-                          "task tools (see your instructions).")
-        records.inject_main_session(lease, item=item, outcome=f"no verdict, retry {retries + 1} in "
-                                                              f"{int(delay.total_seconds())} s")
+        lifecycle.defer(
+            item.id,
+            until=timezone.now() + delay,
+            epoch=lease.epoch,
+            fenced=True,
+            from_statuses=[Status.PROCESSING],
+            metadata=metadata,
+        )
+        append_note(
+            item,
+            f"Your previous attempt failed: {reason}. Finish it now: give your verdict with the "
+            "task tools (see your instructions).",
+        )
+        records.inject_main_session(
+            lease, item=item, outcome=f"no verdict, retry {retries + 1} in {int(delay.total_seconds())} s"
+        )
         return
     complete(lease, item, outcome=f"failed: {reason}")
     gave_up = f"{retries} retries without a verdict: {reason}"
@@ -172,8 +191,14 @@ def on_approval_answered(approval) -> None:
     item = lifecycle.parked_for(approval.mailbox_item_id, approval.id) if approval.mailbox_item_id else None
     if item is None:
         return
-    answer = json.dumps({"status": "ok", "approved": approval.selected_option in ("approve", "approved", "yes"),
-                         "selected_option": approval.selected_option, "comment": approval.comment})
+    answer = json.dumps(
+        {
+            "status": "ok",
+            "approved": approval.selected_option in ("approve", "approved", "yes"),
+            "selected_option": approval.selected_option,
+            "comment": approval.comment,
+        }
+    )
     session = LLMSession.objects.select_for_update().filter(id=session_id(item)).first()
     if session is not None:
         session.messages = [

@@ -1,5 +1,6 @@
 """Celery tasks: thin wrappers over plain functions. The database is the queue; these
 only carry wake-ups, so running one twice is harmless."""
+
 from __future__ import annotations
 
 import logging

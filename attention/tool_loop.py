@@ -1,4 +1,5 @@
 """The tool loop: LLM turn, tool round, yield point, until a final answer."""
+
 from __future__ import annotations
 
 from markus.llm.base import COMPLETION_MARKER, CallContext, get_provider
@@ -21,17 +22,29 @@ def run_tool_loop(focus: Focus) -> Outcome:
     provider = get_provider()
     session = load_session(focus)
     tools = schemas_for(focus.scenario)
-    ctx = CallContext(scenario=focus.scenario, agent_name=focus.agent.name, item=item_brief(item),
-                      cancelled=focus.stop_requested)
-    tool_ctx = ToolContext(agent_id=focus.agent.id, agent_name=focus.agent.name, mailbox_item_id=item.id,
-                           activity_id=activity.id, scenario=focus.scenario, task_id=item.task_id)
+    ctx = CallContext(
+        scenario=focus.scenario, agent_name=focus.agent.name, item=item_brief(item), cancelled=focus.stop_requested
+    )
+    tool_ctx = ToolContext(
+        agent_id=focus.agent.id,
+        agent_name=focus.agent.name,
+        mailbox_item_id=item.id,
+        activity_id=activity.id,
+        scenario=focus.scenario,
+        task_id=item.task_id,
+    )
     for _ in range(MAX_TURNS):
         if focus.stop_requested():
             save_session(focus, session)
             return Outcome("stopped")
         system = system_prompt(focus.agent, item, focus.scenario)
-        records.log(lease, activity, L.LLM_REQUEST, f"turn {session.turn_count + 1}",
-                    {"provider": provider.name, "messages": len(session.messages)})
+        records.log(
+            lease,
+            activity,
+            L.LLM_REQUEST,
+            f"turn {session.turn_count + 1}",
+            {"provider": provider.name, "messages": len(session.messages)},
+        )
         with LeaseKeeper(lease):
             response = provider.complete(system=system, messages=session.messages, tools=tools, context=ctx)
         if not lease_renew(lease):

@@ -4,6 +4,7 @@ Tool implementations live above the loop (``markus.tools``) and register themsel
 with ``@tool`` when ``load_tools()`` imports the modules named in
 ``settings.MARKUS["TOOL_MODULES"]``: the loop never imports its tools.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -18,7 +19,6 @@ from django.conf import settings
 from markus.core.errors import MarkusError
 
 log = logging.getLogger(__name__)
-
 
 
 class ToolError(MarkusError):
@@ -47,8 +47,10 @@ class Tool:
     scenarios: frozenset[str] | None = None
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 TOOLS: dict[str, Tool] = {}

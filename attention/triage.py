@@ -11,6 +11,7 @@
 4. ``agent:triage`` announces the result; the reasoning lands in working memory under
    ``triage-decision``; deferred and dropped items get their decision records.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,8 +26,8 @@ from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import Status, descriptor
 from markus.agents.models import Agent, WorkingMemory
-from markus.llm.base import CallContext, get_provider
 from markus.core.events import agent_group, send_event_on_commit
+from markus.llm.base import CallContext, get_provider
 
 from . import records
 from .lease import Lease, fenced
@@ -39,13 +40,17 @@ MAX_CANDIDATES = 10
 
 def candidate_brief(item: MailboxItem) -> dict[str, Any]:
     age = (timezone.now() - item.queued_at).total_seconds()
-    return {**item_brief(item), "queuedAt": item.queued_at.isoformat(), "ageSeconds": round(age, 1),
-            "periodic": descriptor(item.source_type).periodic}
+    return {
+        **item_brief(item),
+        "queuedAt": item.queued_at.isoformat(),
+        "ageSeconds": round(age, 1),
+        "periodic": descriptor(item.source_type).periodic,
+    }
 
 
 def triage(lease: Lease, head: MailboxItem) -> MailboxItem:
     """Return the item to process now (claimed): the head, or what tier 1 chose."""
-    if head.is_user_interaction or not settings.MARKUS.get("TRIAGE", True):
+    if head.is_user_interaction or not settings.MARKUS["TRIAGE"]:
         return head
     rivals = list(mailbox.queued(lease.agent_id).filter(priority=head.priority)[: MAX_CANDIDATES - 1])
     provider = get_provider()
@@ -54,8 +59,10 @@ def triage(lease: Lease, head: MailboxItem) -> MailboxItem:
     candidates = [head, *rivals]
     agent = Agent.objects.get(id=lease.agent_id)
     try:
-        answer = provider.triage(candidates=[candidate_brief(c) for c in candidates],
-                                 context=CallContext(scenario="triage", agent_name=agent.name))
+        answer = provider.triage(
+            candidates=[candidate_brief(c) for c in candidates],
+            context=CallContext(scenario="triage", agent_name=agent.name),
+        )
     except Exception:
         log.exception("triage failed for %s; processing the head", lease.agent_id)
         return head
@@ -74,10 +81,11 @@ def _apply(lease: Lease, head: MailboxItem, candidates: list[MailboxItem], answe
     # A human's item, and a strict one a task waits for, are never deferred or dropped.
     untouchable = {chosen.id} | {c.id for c in candidates if c.is_user_interaction or is_strict(c)}
     drop = [i for i in dict.fromkeys(_ids(answer, "dropItemIds")) if i in by_id and i not in untouchable]
-    defer = [i for i in dict.fromkeys(_ids(answer, "deferItemIds"))
-             if i in by_id and i not in untouchable and i not in drop]
+    defer = [
+        i for i in dict.fromkeys(_ids(answer, "deferItemIds")) if i in by_id and i not in untouchable and i not in drop
+    ]
     reasoning = str(answer.get("reasoning") or "")[:2000]
-    until = timezone.now() + timedelta(seconds=float(settings.MARKUS.get("TRIAGE_DEFER_SECONDS", 300)))
+    until = timezone.now() + timedelta(seconds=float(settings.MARKUS["TRIAGE_DEFER_SECONDS"]))
     with fenced(lease):
         if chosen.id != head.id:
             mailbox.mailbox_put_back(head.id, epoch=lease.epoch)
@@ -89,12 +97,24 @@ def _apply(lease: Lease, head: MailboxItem, candidates: list[MailboxItem], answe
             if mailbox.mailbox_defer(item_id, until=until, from_statuses=[Status.QUEUED]):
                 _record(lease, by_id[item_id], DecisionType.DEFER, reasoning)
         if reasoning:
-            WorkingMemory.objects.update_or_create(agent_id=lease.agent_id, key="triage-decision",
-                                                   defaults={"content": reasoning, "updated_at": timezone.now()})
-        send_event_on_commit(agent_group(lease.agent_id), "agent:triage", {
-            "agentId": lease.agent_id, "tier": 1, "candidates": [c.id for c in candidates],
-            "processItemId": chosen.id, "deferItemIds": defer, "dropItemIds": drop, "reasoning": reasoning,
-        })
+            WorkingMemory.objects.update_or_create(
+                agent_id=lease.agent_id,
+                key="triage-decision",
+                defaults={"content": reasoning, "updated_at": timezone.now()},
+            )
+        send_event_on_commit(
+            agent_group(lease.agent_id),
+            "agent:triage",
+            {
+                "agentId": lease.agent_id,
+                "tier": 1,
+                "candidates": [c.id for c in candidates],
+                "processItemId": chosen.id,
+                "deferItemIds": defer,
+                "dropItemIds": drop,
+                "reasoning": reasoning,
+            },
+        )
     if chosen.id == head.id:
         return head
     claimed = mailbox.mailbox_claim(chosen.id, epoch=lease.epoch, fence=lease.fence())
@@ -106,5 +126,6 @@ def _apply(lease: Lease, head: MailboxItem, candidates: list[MailboxItem], answe
 
 
 def _record(lease: Lease, item: MailboxItem, decision: str, reasoning: str) -> None:
-    records.record_decision(lease, item=item, decision_type=decision, reasoning=f"Triage: {reasoning}",
-                            context={"tier": 1})
+    records.record_decision(
+        lease, item=item, decision_type=decision, reasoning=f"Triage: {reasoning}", context={"tier": 1}
+    )

@@ -2,6 +2,7 @@
 the services), filters by status, category, type and a date range, the decisions and
 the activity inline, and the retry / drop actions (semantics in
 ``markus.console.services``)."""
+
 from __future__ import annotations
 
 from django.contrib import admin
@@ -75,8 +76,16 @@ def drop_items(modeladmin, request, queryset):
 
         run_each(modeladmin, request, queryset, "Drop", step)
 
-    return form_action(modeladmin, request, queryset, form_class=DropForm, title="Drop mailbox items",
-                       action="drop_items", submit="Drop", on_valid=drop)
+    return form_action(
+        modeladmin,
+        request,
+        queryset,
+        form_class=DropForm,
+        title="Drop mailbox items",
+        action="drop_items",
+        submit="Drop",
+        on_valid=drop,
+    )
 
 
 @admin.register(MailboxItem)
@@ -88,9 +97,24 @@ class MailboxItemAdmin(admin.ModelAdmin):
     date_hierarchy = "queued_at"
     inlines = [DecisionInline, ActivityInline]
     actions = [retry_items, drop_items]
-    fields = ("id", "agent", "source_type", "priority", "status", "summary_text", "payload", "metadata",
-              "queued_at", "started_at", "completed_at", "deferred_until", "merged_into_link", "drop_reason",
-              "attempts", "lease_epoch")
+    fields = (
+        "id",
+        "agent",
+        "source_type",
+        "priority",
+        "status",
+        "summary_text",
+        "payload",
+        "metadata",
+        "queued_at",
+        "started_at",
+        "completed_at",
+        "deferred_until",
+        "merged_into_link",
+        "drop_reason",
+        "attempts",
+        "lease_epoch",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request):

@@ -1,4 +1,5 @@
 """Mailbox endpoints: enqueue and the enriched timeline."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -6,12 +7,10 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from attention.selectors import timeline
 from markus.agents.auth import access_agent, acting_agent
 from markus.core.api import int_param, list_param
-
 from markus.core.schema import errors
-
-from attention.selectors import timeline
 
 from . import services
 from .serializers import EnqueueInput, ItemOut, TimelineOut
@@ -39,8 +38,11 @@ def sender_metadata(request, metadata: dict) -> dict:
 
 
 class MailboxView(APIView):
-    @extend_schema(operation_id="agents_mailbox_list", parameters=TIMELINE_PARAMS,
-                   responses={200: TimelineOut, **errors(400, 401, 404)})
+    @extend_schema(
+        operation_id="agents_mailbox_list",
+        parameters=TIMELINE_PARAMS,
+        responses={200: TimelineOut, **errors(400, 401, 404)},
+    )
     def get(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         data = timeline(
@@ -53,8 +55,11 @@ class MailboxView(APIView):
         )
         return Response(data)
 
-    @extend_schema(operation_id="agents_mailbox_enqueue", request=EnqueueInput,
-                   responses={201: ItemOut, **errors(400, 401, 404, 413)})
+    @extend_schema(
+        operation_id="agents_mailbox_enqueue",
+        request=EnqueueInput,
+        responses={201: ItemOut, **errors(400, 401, 404, 413)},
+    )
     def post(self, request, agent_id: str):
         agent = access_agent(request, agent_id)
         body = request.data

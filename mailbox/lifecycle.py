@@ -9,6 +9,7 @@ matches no row. The loop, the console, the approval hook, the tools and the work
 call these functions; nothing else writes ``mailbox_items`` (tests/attention/
 test_mailbox_one_writer.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -65,15 +66,12 @@ def emit_item(item: MailboxItem) -> None:
     )
 
 
-def is_parked(item: MailboxItem) -> bool:
-    return (item.metadata or {}).get("waitingForApproval") is True
-
-
 def not_parked() -> Q:
     """Items not parked for an approval, as a SQL condition. (``exclude(metadata__
     waitingForApproval=True)`` would also drop rows without the key: NOT NULL is NULL.)"""
-    return Q(metadata__isnull=True) | Q(metadata__waitingForApproval__isnull=True) | Q(
-        metadata__waitingForApproval=False)
+    return (
+        Q(metadata__isnull=True) | Q(metadata__waitingForApproval__isnull=True) | Q(metadata__waitingForApproval=False)
+    )
 
 
 # ---------------------------------------------------------------------------- the transition
@@ -108,9 +106,7 @@ def transition(
 
 def queued(agent_id: str):
     """Queued items in the order they would be dequeued: priority, then FIFO."""
-    return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).order_by(
-        "priority", "queued_at", "id"
-    )
+    return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).order_by("priority", "queued_at", "id")
 
 
 def claim(item_id: str, *, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
@@ -119,8 +115,10 @@ def claim(item_id: str, *, epoch: int | None = None, fence: Q | None = None) -> 
     rows = MailboxItem.objects.filter(id=item_id, status=Status.QUEUED)
     if fence is not None:
         rows = rows.filter(fence)
-    if rows.update(status=Status.PROCESSING, started_at=timezone.now(), lease_epoch=epoch,
-                   attempts=F("attempts") + 1) != 1:
+    if (
+        rows.update(status=Status.PROCESSING, started_at=timezone.now(), lease_epoch=epoch, attempts=F("attempts") + 1)
+        != 1
+    ):
         return None
     item = MailboxItem.objects.get(id=item_id)
     with transaction.atomic():
@@ -146,16 +144,30 @@ def claim_next(*, agent_id: str, epoch: int | None = None, fence: Q | None = Non
 def put_back(item_id: str, *, epoch: int) -> bool:
     """Return a claimed item to the queue as if it had not been claimed (its place and
     its attempt count are kept): triage chose another item to go first."""
-    return transition(item_id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=True, refund_attempt=True,
-                      status=Status.QUEUED, started_at=None, lease_epoch=None)
+    return transition(
+        item_id,
+        from_statuses=[Status.PROCESSING],
+        epoch=epoch,
+        fenced=True,
+        refund_attempt=True,
+        status=Status.QUEUED,
+        started_at=None,
+        lease_epoch=None,
+    )
 
 
 # ---------------------------------------------------------------------------- outcomes
 
 
 def complete(item_id: str, *, epoch: int | None = None, fenced: bool = False) -> bool:
-    return transition(item_id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=fenced,
-                      status=Status.COMPLETED, completed_at=timezone.now())
+    return transition(
+        item_id,
+        from_statuses=[Status.PROCESSING],
+        epoch=epoch,
+        fenced=fenced,
+        status=Status.COMPLETED,
+        completed_at=timezone.now(),
+    )
 
 
 def defer(
@@ -171,8 +183,16 @@ def defer(
     """Defer an item; with no ``until`` it resurfaces at the agent's next idle cycle.
     ``metadata`` replaces the item's metadata (a retry count, the behind-queue flag)."""
     extra = {} if metadata is None else {"metadata": metadata}
-    return transition(item_id, from_statuses=from_statuses, epoch=epoch, fenced=fenced,
-                      refund_attempt=refund_attempt, status=Status.DEFERRED, deferred_until=until, **extra)
+    return transition(
+        item_id,
+        from_statuses=from_statuses,
+        epoch=epoch,
+        fenced=fenced,
+        refund_attempt=refund_attempt,
+        status=Status.DEFERRED,
+        deferred_until=until,
+        **extra,
+    )
 
 
 def defer_behind_queue(item: MailboxItem) -> bool:
@@ -191,9 +211,17 @@ def requeue(
 ) -> bool:
     """Put an in-flight item back at its place in the queue (its ``queued_at`` is kept)."""
     extra = {} if metadata is None else {"metadata": metadata}
-    return transition(item_id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=fenced,
-                      refund_attempt=refund_attempt, status=Status.QUEUED, started_at=None, lease_epoch=None,
-                      **extra)
+    return transition(
+        item_id,
+        from_statuses=[Status.PROCESSING],
+        epoch=epoch,
+        fenced=fenced,
+        refund_attempt=refund_attempt,
+        status=Status.QUEUED,
+        started_at=None,
+        lease_epoch=None,
+        **extra,
+    )
 
 
 def drop(
@@ -204,8 +232,15 @@ def drop(
     fenced: bool = False,
     from_statuses: Iterable[str] = OPEN_STATUSES,
 ) -> bool:
-    return transition(item_id, from_statuses=from_statuses, epoch=epoch, fenced=fenced,
-                      status=Status.DROPPED, completed_at=timezone.now(), drop_reason=reason[:300])
+    return transition(
+        item_id,
+        from_statuses=from_statuses,
+        epoch=epoch,
+        fenced=fenced,
+        status=Status.DROPPED,
+        completed_at=timezone.now(),
+        drop_reason=reason[:300],
+    )
 
 
 def set_priority(item_id: str, priority: int) -> bool:
@@ -220,8 +255,15 @@ def park(item: MailboxItem, *, epoch: int, approval_id: str) -> bool:
     """Processing → deferred, waiting for a person's answer: not due until
     ``unpark`` (the approval hook) re-queues it."""
     metadata = {**(item.metadata or {}), "waitingForApproval": True, "approvalId": approval_id}
-    return transition(item.id, from_statuses=[Status.PROCESSING], epoch=epoch, fenced=True,
-                      status=Status.DEFERRED, deferred_until=None, metadata=metadata)
+    return transition(
+        item.id,
+        from_statuses=[Status.PROCESSING],
+        epoch=epoch,
+        fenced=True,
+        status=Status.DEFERRED,
+        deferred_until=None,
+        metadata=metadata,
+    )
 
 
 def parked_for(item_id: str, approval_id: str) -> MailboxItem | None:
@@ -235,8 +277,15 @@ def parked_for(item_id: str, approval_id: str) -> MailboxItem | None:
 def unpark(item: MailboxItem) -> bool:
     """Deferred and parked → queued (the approval was answered)."""
     metadata = {k: v for k, v in (item.metadata or {}).items() if k != "waitingForApproval"}
-    return transition(item.id, from_statuses=[Status.DEFERRED], status=Status.QUEUED, deferred_until=None,
-                      started_at=None, lease_epoch=None, metadata=metadata)
+    return transition(
+        item.id,
+        from_statuses=[Status.DEFERRED],
+        status=Status.QUEUED,
+        deferred_until=None,
+        started_at=None,
+        lease_epoch=None,
+        metadata=metadata,
+    )
 
 
 # ---------------------------------------------------------------------------- resurfacing
@@ -250,8 +299,9 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
     due = MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED).filter(
         Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)
     )
-    rows = [(i, meta or {}) for i, meta in due.values_list("id", "metadata") if not (meta or {}).get(
-        "waitingForApproval")]
+    rows = [
+        (i, meta or {}) for i, meta in due.values_list("id", "metadata") if not (meta or {}).get("waitingForApproval")
+    ]
     if not rows:
         return 0
     count = 0
@@ -259,13 +309,19 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
         plain = [i for i, meta in rows if not meta.get(BEHIND_QUEUE)]
         if plain:
             count += MailboxItem.objects.filter(id__in=plain, status=Status.DEFERRED).update(
-                status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None)
+                status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None
+            )
         for item_id, meta in rows:
             if meta.get(BEHIND_QUEUE):
                 rest = {k: v for k, v in meta.items() if k != BEHIND_QUEUE}
                 count += MailboxItem.objects.filter(id=item_id, status=Status.DEFERRED).update(
-                    status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None,
-                    queued_at=timezone.now(), metadata=rest)
+                    status=Status.QUEUED,
+                    deferred_until=None,
+                    started_at=None,
+                    lease_epoch=None,
+                    queued_at=timezone.now(),
+                    metadata=rest,
+                )
         for item in MailboxItem.objects.filter(id__in=[i for i, _ in rows]):
             emit_item(item)
     return count
@@ -274,8 +330,11 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
 def resurface_now(item_id: str) -> bool:
     """Deferred → queued now, unless parked for an approval (the operator's retry)."""
     with transaction.atomic():
-        changed = MailboxItem.objects.filter(id=item_id, status=Status.DEFERRED).filter(not_parked()).update(
-            status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None)
+        changed = (
+            MailboxItem.objects.filter(id=item_id, status=Status.DEFERRED)
+            .filter(not_parked())
+            .update(status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None)
+        )
         if changed:
             emit_item(MailboxItem.objects.get(id=item_id))
     return changed == 1

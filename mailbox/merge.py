@@ -11,6 +11,7 @@ excepted: a follow-up joins the chat it follows), and it absorbs another item on
 the *focus*: the item whose LLM session is open (a comment on the task being executed
 is injected into that execution; it does not change what the execution is).
 """
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@ Additions to the seed's columns, needed by the Django design:
   loop makes about the item is conditional on it (ARCHITECTURE decision 2).
 - ``drop_reason``: why an item was dropped (recovery, retry cleanup, a tool, a judge).
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -24,9 +25,7 @@ class MailboxItem(models.Model):
     )
     source_type = models.CharField(max_length=32, choices=type_choices())
     priority = models.PositiveSmallIntegerField(default=2)
-    status = models.CharField(
-        max_length=16, choices=[(s.value, s.value) for s in Status], default=Status.QUEUED
-    )
+    status = models.CharField(max_length=16, choices=[(s.value, s.value) for s in Status], default=Status.QUEUED)
     payload = models.JSONField(default=dict)
     metadata = models.JSONField(default=dict, null=True, blank=True)
     queued_at = models.DateTimeField(default=timezone.now)
@@ -34,7 +33,11 @@ class MailboxItem(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     deferred_until = models.DateTimeField(null=True, blank=True)
     merged_into = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, db_column="merged_into",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_column="merged_into",
         related_name="absorbed",
     )
     attempts = models.PositiveSmallIntegerField(default=0)

@@ -4,6 +4,7 @@ Every other module (model choices, admin and API filters, attention heuristics,
 activity-type derivation, the mind view's labels, icons and colours) reads from here.
 No mailbox type literal may appear anywhere else (tests/test_registry_literals.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -94,15 +95,44 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
     T.HUMAN_CHAT: _D("Chat", Priority.CRITICAL, Category.INTERACTION, "💬", ActivityType.CHAT, True, True),
     T.TASK_COMMENT: _D("Task Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "taskId"),
     T.MENTION: _D("Mention", Priority.HIGH, Category.INTERACTION, "@", ActivityType.CHAT, True, True),
-    T.SESSION_REPLY: _D("Session Reply", Priority.HIGH, Category.TASK, "↩", ActivityType.RESPOND_IN_SESSION, True, True),
+    T.SESSION_REPLY: _D(
+        "Session Reply", Priority.HIGH, Category.TASK, "↩", ActivityType.RESPOND_IN_SESSION, True, True
+    ),
     T.TASK_STATUS_UPDATE: _D("Task Status", Priority.HIGH, Category.TASK, "📋", None, True, False),
-    T.A2A_MESSAGE: _D("Agent Message", Priority.NORMAL, Category.INTERACTION, "🔗", ActivityType.A2A, True, True, "extra.channelKey"),
+    T.A2A_MESSAGE: _D(
+        "Agent Message", Priority.NORMAL, Category.INTERACTION, "🔗", ActivityType.A2A, True, True, "extra.channelKey"
+    ),
     T.REVIEW_REQUEST: _D("Review Request", Priority.HIGH, Category.TASK, "👀", ActivityType.CHAT, True, True),
-    T.REQUIREMENT_COMMENT: _D("Requirement Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "requirementId"),
-    T.REQUIREMENT_UPDATE: _D("Requirement Update", Priority.HIGH, Category.NOTIFICATION, "📝", ActivityType.INTERNAL, True, False),
-    T.DAILY_REPORT: _D("Daily Report", Priority.NORMAL, Category.SYSTEM, "📊", ActivityType.INTERNAL, True, True, periodic=True),
-    T.HEARTBEAT: _D("Heartbeat", Priority.LOW, Category.SYSTEM, "♡", ActivityType.HEARTBEAT, True, True, one_queued=True, periodic=True),
-    T.MEMORY_CONSOLIDATION: _D("Memory Consolidation", Priority.BACKGROUND, Category.SYSTEM, "🧠", ActivityType.INTERNAL, True, True, periodic=True),
+    T.REQUIREMENT_COMMENT: _D(
+        "Requirement Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "requirementId"
+    ),
+    T.REQUIREMENT_UPDATE: _D(
+        "Requirement Update", Priority.HIGH, Category.NOTIFICATION, "📝", ActivityType.INTERNAL, True, False
+    ),
+    T.DAILY_REPORT: _D(
+        "Daily Report", Priority.NORMAL, Category.SYSTEM, "📊", ActivityType.INTERNAL, True, True, periodic=True
+    ),
+    T.HEARTBEAT: _D(
+        "Heartbeat",
+        Priority.LOW,
+        Category.SYSTEM,
+        "♡",
+        ActivityType.HEARTBEAT,
+        True,
+        True,
+        one_queued=True,
+        periodic=True,
+    ),
+    T.MEMORY_CONSOLIDATION: _D(
+        "Memory Consolidation",
+        Priority.BACKGROUND,
+        Category.SYSTEM,
+        "🧠",
+        ActivityType.INTERNAL,
+        True,
+        True,
+        periodic=True,
+    ),
 }
 
 # Types whose items a human may write; such an item is a user interaction when its

@@ -1,5 +1,6 @@
 """Reads of the mailbox: the queue in dequeue order and the filtered history. (The
 timeline enriched with decisions and activities is the loop's: attention.selectors.)"""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,9 +9,9 @@ from django.db.models import QuerySet
 
 from markus.core.errors import MarkusError
 
+from .lifecycle import queued, serialize_item
 from .models import MailboxItem
 from .registry import MAILBOX_TYPE_REGISTRY, Category, Status, is_known_type, types_in_category
-from .lifecycle import queued, serialize_item
 
 
 def queue_depth(agent_id: str) -> int:
@@ -22,7 +23,10 @@ def queued_items(agent_id: str) -> list[dict[str, Any]]:
 
 
 def timeline_queryset(
-    agent_id: str, *, types: list[str] | None = None, category: str | None = None,
+    agent_id: str,
+    *,
+    types: list[str] | None = None,
+    category: str | None = None,
     statuses: list[str] | None = None,
 ) -> QuerySet[MailboxItem]:
     rows = MailboxItem.objects.filter(agent_id=agent_id)

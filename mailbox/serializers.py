@@ -1,4 +1,5 @@
 """Request and response shapes of the mailbox endpoints."""
+
 from __future__ import annotations
 
 from rest_framework import serializers
@@ -19,8 +20,9 @@ class PayloadIn(serializers.Serializer):
 class EnqueueInput(serializers.Serializer):
     sourceType = serializers.ChoiceField(choices=type_choices())
     payload = PayloadIn()
-    priority = serializers.IntegerField(min_value=0, max_value=4, required=False,
-                                        help_text="0 critical … 4 background; default from the registry")
+    priority = serializers.IntegerField(
+        min_value=0, max_value=4, required=False, help_text="0 critical … 4 background; default from the registry"
+    )
     metadata = serializers.DictField(required=False)
 
 

@@ -6,6 +6,7 @@ Nothing here knows about LLMs or leases. The attention loop passes a ``fence`` (
 boolean expression, e.g. "the agent's lease epoch is still E") that claims and
 transitions must also satisfy, so a stale worker's writes match no row.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,7 +41,13 @@ log = logging.getLogger(__name__)
 item_enqueued = Signal()  # kwargs: item
 
 __all__ = [
-    "MAX_HUMAN_ATTEMPTS", "OPEN_STATUSES", "emit_item", "not_parked", "queued", "serialize_item", "dedup_key",
+    "MAX_HUMAN_ATTEMPTS",
+    "OPEN_STATUSES",
+    "dedup_key",
+    "emit_item",
+    "not_parked",
+    "queued",
+    "serialize_item",
 ]
 
 
@@ -134,7 +141,8 @@ def _find_absorber(item: MailboxItem, key: str) -> MailboxItem | None:
     Only a *queued* item can absorb (one being processed cannot change under the
     worker's feet)."""
     rows = MailboxItem.objects.select_for_update().filter(
-        agent_id=item.agent_id, source_type=item.source_type, status=Status.QUEUED)
+        agent_id=item.agent_id, source_type=item.source_type, status=Status.QUEUED
+    )
     key_path = descriptor(item.source_type).dedup_key
     if key != "*" and key_path is not None:
         rows = rows.filter(**{"payload__" + key_path.replace(".", "__"): key})
@@ -245,8 +253,9 @@ def mailbox_coalesce_into(head: MailboxItem, *, epoch: int) -> list[MailboxItem]
     key = entity_key(head)
     if key is None or is_strict(head) or not _needs_agent(head):
         return []
-    locked = MailboxItem.objects.select_for_update().filter(
-        id=head.id, status=Status.PROCESSING, lease_epoch=epoch).first()
+    locked = (
+        MailboxItem.objects.select_for_update().filter(id=head.id, status=Status.PROCESSING, lease_epoch=epoch).first()
+    )
     if locked is None:
         return []
     lookup = {"payload__taskId": key[1]} if key[0] == "task" else {"payload__requirementId": key[1]}
@@ -264,7 +273,9 @@ def mailbox_drop_status_updates_by_task_id(*, agent_id: str, task_id: str) -> in
     of the task. Execution triggers, comments, mentions, a2a messages and anything
     already processing are kept."""
     rows = MailboxItem.objects.select_for_update().filter(
-        agent_id=agent_id, status=Status.QUEUED, source_type=MailboxType.TASK_STATUS_UPDATE,
+        agent_id=agent_id,
+        status=Status.QUEUED,
+        source_type=MailboxType.TASK_STATUS_UPDATE,
         payload__taskId=task_id,
     )
     dropped = 0
@@ -300,8 +311,10 @@ def mailbox_recover(agent_id: str) -> RecoveryReport:
 
 def _dedupe_queue(agent_id: str, report: RecoveryReport) -> None:
     items = list(queued(agent_id).select_for_update())
-    heartbeats = sorted((i for i in items if descriptor(i.source_type).one_queued and not is_strict(i)),
-                        key=lambda i: (i.queued_at, i.id))
+    heartbeats = sorted(
+        (i for i in items if descriptor(i.source_type).one_queued and not is_strict(i)),
+        key=lambda i: (i.queued_at, i.id),
+    )
     for stale in heartbeats[:-1]:
         if mailbox_drop(stale.id, reason="recovery: heartbeat collapse", from_statuses=[Status.QUEUED]):
             report.heartbeats_collapsed.append(stale.id)

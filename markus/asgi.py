@@ -3,6 +3,7 @@
 WebSockets: the origin is checked against ALLOWED_HOSTS, then the caller is the session
 user or the owner of ``?token=``; each consumer decides who may connect.
 """
+
 import os
 
 from django.core.asgi import get_asgi_application
@@ -28,7 +29,9 @@ websocket_urlpatterns = [
     path("ws/notifications/", NotificationsConsumer.as_asgi()),
 ]
 
-application = ProtocolTypeRouter({
-    "http": django_asgi_app,
-    "websocket": origin_validated(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
-})
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": origin_validated(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
+    }
+)

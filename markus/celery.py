@@ -1,4 +1,5 @@
 """The Celery app. The database is the queue; the broker only carries wake-ups."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The embedded runtime: a Celery worker and beat inside this process, for the memory
 transport and the in-memory channel layer (which only work within one process)."""
+
 from __future__ import annotations
 
 import threading
@@ -9,9 +10,16 @@ from celery.beat import EmbeddedService
 
 def start_worker_thread(app, *, concurrency: int = 2, loglevel: str = "WARNING"):
     """Run a real Celery worker consuming in a daemon thread; returns (worker, thread)."""
-    worker = app.Worker(pool="threads", concurrency=concurrency, loglevel=loglevel, without_heartbeat=True,
-                        without_mingle=True, without_gossip=True, hostname=f"embedded@{threading.get_ident()}",
-                        quiet=True)
+    worker = app.Worker(
+        pool="threads",
+        concurrency=concurrency,
+        loglevel=loglevel,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        hostname=f"embedded@{threading.get_ident()}",
+        quiet=True,
+    )
     thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
     thread.start()
     return worker, thread

@@ -3,6 +3,7 @@ its own page (``…/approval/<id>/answer/``, linked from the list and the change
 which calls ``approval_respond`` on behalf of the user who was asked, so the parked
 mailbox item is re-queued exactly as if they had answered; the admin log records
 which operator answered."""
+
 from __future__ import annotations
 
 from django import forms
@@ -67,8 +68,21 @@ class ApprovalAdmin(admin.ModelAdmin):
     search_fields = ("id", "title", "user__username", "agent__id")
     list_select_related = ("user", "agent")
     raw_id_fields = ("user", "agent", "mailbox_item")
-    readonly_fields = ("id", "user", "agent", "mailbox_item", "title", "description", "options", "allow_freeform",
-                       "status", "selected_option", "comment", "created_at", "answered_at")
+    readonly_fields = (
+        "id",
+        "user",
+        "agent",
+        "mailbox_item",
+        "title",
+        "description",
+        "options",
+        "allow_freeform",
+        "status",
+        "selected_option",
+        "comment",
+        "created_at",
+        "answered_at",
+    )
     fields = readonly_fields
 
     def has_add_permission(self, request):
@@ -88,14 +102,18 @@ class ApprovalAdmin(admin.ModelAdmin):
         return format_html('<a href="{}">Answer</a>', reverse("admin:notifications_approval_answer", args=[obj.pk]))
 
     def get_urls(self):
-        answer = path("<path:object_id>/answer/", self.admin_site.admin_view(self.answer_view),
-                      name="notifications_approval_answer")
+        answer = path(
+            "<path:object_id>/answer/",
+            self.admin_site.admin_view(self.answer_view),
+            name="notifications_approval_answer",
+        )
         return [answer, *super().get_urls()]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         approval = Approval.objects.filter(pk=object_id).first()
-        extra = {"can_answer": bool(approval and approval.status == Approval.State.PENDING
-                                    and self.may_answer(request))}
+        extra = {
+            "can_answer": bool(approval and approval.status == Approval.State.PENDING and self.may_answer(request))
+        }
         return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
 
     def answer_view(self, request, object_id):
@@ -109,8 +127,12 @@ class ApprovalAdmin(admin.ModelAdmin):
         form = AnswerForm(request.POST if request.method == "POST" else None, approval=approval)
         if request.method == "POST" and form.is_valid():
             try:
-                approval_respond(user=approval.user, approval_id=approval.id,
-                                 selected_option=form.cleaned_data["answer"], comment=form.cleaned_data["comment"])
+                approval_respond(
+                    user=approval.user,
+                    approval_id=approval.id,
+                    selected_option=form.cleaned_data["answer"],
+                    comment=form.cleaned_data["comment"],
+                )
             except (MarkusError, Http404) as exc:
                 form.add_error(None, str(exc))
             else:
@@ -120,7 +142,10 @@ class ApprovalAdmin(admin.ModelAdmin):
                 return HttpResponseRedirect(change_url)
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Answer: {approval.title}", "approval": approval, "form": form,
-            "opts": self.model._meta, "change_url": change_url,
+            "title": f"Answer: {approval.title}",
+            "approval": approval,
+            "form": form,
+            "opts": self.model._meta,
+            "change_url": change_url,
         }
         return TemplateResponse(request, "admin/console/approval_answer.html", context)

@@ -1,5 +1,6 @@
 """Notification and approval endpoints (seed 12.4, CONTRACT). Users only: an agent
 token has no notifications of its own."""
+
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
@@ -24,11 +25,13 @@ class NotificationListView(UserAPIView):
         rows = selectors.notifications_for(request.user, type=request.query_params.get("type") or None)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
-        return Response({
-            "notifications": [services.serialize_notification(n) for n in rows[offset: offset + limit]],
-            "totalCount": rows.count(),
-            "unreadCount": selectors.unread_count(request.user),
-        })
+        return Response(
+            {
+                "notifications": [services.serialize_notification(n) for n in rows[offset : offset + limit]],
+                "totalCount": rows.count(),
+                "unreadCount": selectors.unread_count(request.user),
+            }
+        )
 
 
 class NotificationReadView(UserAPIView):
@@ -50,10 +53,12 @@ class ApprovalListView(UserAPIView):
         rows = selectors.approvals_for(request.user, status=request.query_params.get("status") or None)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
-        return Response({
-            "approvals": [services.serialize_approval(a) for a in rows[offset: offset + limit]],
-            "totalCount": rows.count(),
-        })
+        return Response(
+            {
+                "approvals": [services.serialize_approval(a) for a in rows[offset : offset + limit]],
+                "totalCount": rows.count(),
+            }
+        )
 
 
 class ApprovalRespondInput(serializers.Serializer):
@@ -67,7 +72,9 @@ class ApprovalRespondView(UserAPIView):
         body = ApprovalRespondInput(data=request.data)
         body.is_valid(raise_exception=True)
         approval = services.approval_respond(
-            user=request.user, approval_id=approval_id,
-            selected_option=body.validated_data["selectedOption"], comment=body.validated_data["comment"],
+            user=request.user,
+            approval_id=approval_id,
+            selected_option=body.validated_data["selectedOption"],
+            comment=body.validated_data["comment"],
         )
         return Response(services.serialize_approval(approval), status=status.HTTP_200_OK)

@@ -6,6 +6,7 @@
 bearer token (which sees only its own agent). Anyone who may not see the agent is
 refused at the handshake, a foreign agent exactly like a missing one.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +22,6 @@ from rest_framework.authtoken.models import Token
 
 from markus.agents.auth import user_may_see_agent
 from markus.agents.models import Agent, hash_token
-
 from markus.core.events import agent_group, user_group
 
 

@@ -1,4 +1,5 @@
 """User notifications (seed section 12.1) and approval requests (human in the loop)."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,4 +1,5 @@
 """USER_NOTIFICATION_TYPE_REGISTRY (seed section 12.2), defined once."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """Reads of notifications and approvals; always scoped to one user."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

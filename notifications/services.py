@@ -6,6 +6,7 @@ an approval and calls every hook in ``approval_answered_hooks`` inside the same
 transaction, so whoever asked (the attention loop re-queuing a parked item, a human
 task review) reacts atomically with the answer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,8 +17,8 @@ from django.http import Http404
 from django.utils import timezone
 
 from markus.core.errors import ConflictError, MarkusError
-
 from markus.core.events import send_event_on_commit, user_group
+
 from .models import Approval, UserNotification
 from .registry import PRIORITIES, USER_NOTIFICATION_TYPE_REGISTRY, NotificationType
 
@@ -99,9 +100,14 @@ def notify_user(
     if action_type not in ACTION_TYPES:
         raise MarkusError(f"action_type must be one of {', '.join(ACTION_TYPES)}")
     notification = UserNotification.objects.create(
-        user=user, type=type, title=title[:300], body=body or "", priority=priority,
+        user=user,
+        type=type,
+        title=title[:300],
+        body=body or "",
+        priority=priority,
         action_type=None if action_type == "none" else action_type,
-        action_target=action_target, metadata=metadata or {},
+        action_target=action_target,
+        metadata=metadata or {},
     )
     send_event_on_commit(user_group(user.pk), "notification", {"notification": serialize_notification(notification)})
     return notification
@@ -155,11 +161,20 @@ def approval_create(
     ``approval_request``; a human task review uses ``task_review``). The notification's
     metadata carries ``approvalId``."""
     approval = Approval.objects.create(
-        user=user, agent=agent, mailbox_item=mailbox_item, title=title[:300], description=description or "",
-        options=_check_options(options), allow_freeform=allow_freeform,
+        user=user,
+        agent=agent,
+        mailbox_item=mailbox_item,
+        title=title[:300],
+        description=description or "",
+        options=_check_options(options),
+        allow_freeform=allow_freeform,
     )
     notify_user(
-        user=user, type=notification_type, title=title, body=description, priority=priority,
+        user=user,
+        type=notification_type,
+        title=title,
+        body=description,
+        priority=priority,
         action_target=action_target,
         metadata={**(metadata or {}), "approvalId": approval.id, "agentId": approval.agent_id},
     )

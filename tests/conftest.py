@@ -1,5 +1,6 @@
 """Shared fixtures: named personas (alice owns the agents, bob is a teammate, charlie
 an outsider) and API clients for them."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The admin is the operator console: every changelist opens, with its filters and search."""
+
 from __future__ import annotations
 
 import pytest
@@ -53,13 +54,16 @@ def test_each_changelist_opens_for_an_operator(operator, console_data, name):
     assert response.context["cl"].result_count >= 1
 
 
-@pytest.mark.parametrize("params", [
-    {"status": Status.QUEUED},
-    {"category": Category.INTERACTION},
-    {"source_type": T.HUMAN_CHAT},
-    {"q": "Hello"},
-    {"status": Status.QUEUED, "category": Category.INTERACTION, "q": "hello"},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"status": Status.QUEUED},
+        {"category": Category.INTERACTION},
+        {"source_type": T.HUMAN_CHAT},
+        {"q": "Hello"},
+        {"status": Status.QUEUED, "category": Category.INTERACTION, "q": "hello"},
+    ],
+)
 def test_mailbox_items_filter_by_status_category_type_and_search_summaries(operator, console_data, params):
     response = operator.get(reverse("admin:mailbox_mailboxitem_changelist"), params)
     assert response.status_code == 200
@@ -72,8 +76,10 @@ def test_a_mailbox_filter_with_no_match_shows_an_empty_list(operator, console_da
 
 
 def test_the_change_pages_of_a_mailbox_item_and_a_task_open(operator, console_data):
-    for name, obj in (("admin:mailbox_mailboxitem_change", console_data["chat"]),
-                      ("admin:work_task_change", console_data["task"])):
+    for name, obj in (
+        ("admin:mailbox_mailboxitem_change", console_data["chat"]),
+        ("admin:work_task_change", console_data["task"]),
+    ):
         response = operator.get(reverse(name, args=[obj.pk]))
         assert response.status_code == 200
         assert response.context["original"].pk == obj.pk

@@ -1,5 +1,6 @@
 """Agents over the API: create (token shown once), list, show; agent bearer tokens act
 only as their agent; what a caller may not see answers 404."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,20 +34,24 @@ def test_creating_an_agent_returns_it_with_a_token_once(alice_client):
 
 def test_an_agent_can_be_created_with_an_id_a_kind_and_a_team(alice_client, team):
     response = alice_client.post(
-        "/api/agents/", {"name": "Cli", "id": "cli-1", "kind": "external", "teamId": team.id}, format="json")
+        "/api/agents/", {"name": "Cli", "id": "cli-1", "kind": "external", "teamId": team.id}, format="json"
+    )
     assert response.status_code == 201
     body = response.json()
     assert (body["id"], body["kind"], body["teamId"], body["ownerId"]) == ("cli-1", "external", team.id, team.owner_id)
 
 
-@pytest.mark.parametrize("body,message", [
-    ({}, "name is required"),
-    ({"name": "  "}, "name is required"),
-    ({"name": "X", "kind": "robot"}, "kind must be one of"),
-    ({"name": "X", "id": "bad id!"}, "id may hold"),
-    ({"name": 3}, "name must be a string"),
-    ({"name": "X", "teamId": "team_missing"}, "no such team"),
-])
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ({}, "name is required"),
+        ({"name": "  "}, "name is required"),
+        ({"name": "X", "kind": "robot"}, "kind must be one of"),
+        ({"name": "X", "id": "bad id!"}, "id may hold"),
+        ({"name": 3}, "name must be a string"),
+        ({"name": "X", "teamId": "team_missing"}, "no such team"),
+    ],
+)
 def test_creating_an_agent_with_bad_input_answers_400_with_a_message(alice_client, body, message):
     response = alice_client.post("/api/agents/", body, format="json")
     assert response.status_code == 400

@@ -1,5 +1,6 @@
 """The mailbox over the API: enqueue, the timeline with its filters, and the error
 answers (400 with a message, 404, 413) — never a 500."""
+
 from __future__ import annotations
 
 import json
@@ -25,18 +26,25 @@ def post(client, agent_id, body, **kwargs):
 
 
 def seed(agent_id, source_type, summary, **fields):
-    return mailbox_enqueue(agent_id=agent_id, source_type=source_type,
-                           payload={"summary": summary, "content": summary, **fields})
+    return mailbox_enqueue(
+        agent_id=agent_id, source_type=source_type, payload={"summary": summary, "content": summary, **fields}
+    )
 
 
 # ---------------------------------------------------------------- enqueue
 
 
 def test_enqueue_answers_201_with_the_stored_item(agent, alice_client):
-    response = post(alice_client, agent.id, {
-        "sourceType": T.MENTION, "payload": {"summary": "Look", "content": "here", "taskId": "tsk_1"},
-        "priority": 3, "metadata": {"channel": "web"},
-    })
+    response = post(
+        alice_client,
+        agent.id,
+        {
+            "sourceType": T.MENTION,
+            "payload": {"summary": "Look", "content": "here", "taskId": "tsk_1"},
+            "priority": 3,
+            "metadata": {"channel": "web"},
+        },
+    )
     assert response.status_code == 201
     body = response.json()
     stored = MailboxItem.objects.get(id=body["id"])
@@ -58,8 +66,15 @@ def test_an_agent_token_cannot_pose_as_a_human(agent_with_token):
     own, token = agent_with_token
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    response = post(client, own.id, {"sourceType": T.TASK_COMMENT, "payload": {"taskId": "t"},
-                                     "metadata": {"senderRole": "user", "senderId": "alice"}})
+    response = post(
+        client,
+        own.id,
+        {
+            "sourceType": T.TASK_COMMENT,
+            "payload": {"taskId": "t"},
+            "metadata": {"senderRole": "user", "senderId": "alice"},
+        },
+    )
     assert response.status_code == 201
     assert response.json()["metadata"]["senderRole"] == "agent"
     assert response.json()["metadata"]["senderId"] == own.id
@@ -74,21 +89,24 @@ def test_an_item_merged_at_enqueue_answers_with_status_merged_and_merged_into(ag
     assert second.json()["mergedInto"] == first.json()["id"]
 
 
-@pytest.mark.parametrize("body,message", [
-    ({"sourceType": "bogus", "payload": {}}, "unknown sourceType"),
-    ({"payload": {}}, "unknown sourceType"),
-    ({"sourceType": T.MENTION, "payload": {}, "priority": 5}, "priority"),
-    ({"sourceType": T.MENTION, "payload": {}, "priority": -1}, "priority"),
-    ({"sourceType": T.MENTION, "payload": {}, "priority": True}, "priority"),
-    ({"sourceType": T.MENTION, "payload": {}, "priority": "1"}, "priority"),
-    ({"sourceType": T.MENTION, "payload": {}, "priority": 1.5}, "priority"),
-    ({"sourceType": T.MENTION, "payload": ["x"]}, "payload must be an object"),
-    ({"sourceType": T.MENTION, "payload": "x"}, "payload must be an object"),
-    ({"sourceType": T.MENTION}, "payload must be an object"),
-    ({"sourceType": T.MENTION, "payload": {"summary": 3}}, "payload.summary"),
-    ({"sourceType": T.MENTION, "payload": {"extra": []}}, "payload.extra"),
-    ({"sourceType": T.MENTION, "payload": {}, "metadata": "x"}, "metadata must be an object"),
-])
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ({"sourceType": "bogus", "payload": {}}, "unknown sourceType"),
+        ({"payload": {}}, "unknown sourceType"),
+        ({"sourceType": T.MENTION, "payload": {}, "priority": 5}, "priority"),
+        ({"sourceType": T.MENTION, "payload": {}, "priority": -1}, "priority"),
+        ({"sourceType": T.MENTION, "payload": {}, "priority": True}, "priority"),
+        ({"sourceType": T.MENTION, "payload": {}, "priority": "1"}, "priority"),
+        ({"sourceType": T.MENTION, "payload": {}, "priority": 1.5}, "priority"),
+        ({"sourceType": T.MENTION, "payload": ["x"]}, "payload must be an object"),
+        ({"sourceType": T.MENTION, "payload": "x"}, "payload must be an object"),
+        ({"sourceType": T.MENTION}, "payload must be an object"),
+        ({"sourceType": T.MENTION, "payload": {"summary": 3}}, "payload.summary"),
+        ({"sourceType": T.MENTION, "payload": {"extra": []}}, "payload.extra"),
+        ({"sourceType": T.MENTION, "payload": {}, "metadata": "x"}, "metadata must be an object"),
+    ],
+)
 def test_bad_enqueue_input_answers_400_with_a_message_and_stores_nothing(agent, alice_client, body, message):
     response = post(alice_client, agent.id, body)
     assert response.status_code == 400
@@ -166,8 +184,19 @@ def test_the_timeline_lists_history_newest_first_and_the_queue_in_dequeue_order(
     assert body["queueDepth"] == 3 and body["totalCount"] == 5
     merged = next(h for h in body["history"] if h["id"] == i["merged"].id)
     assert merged["status"] == Status.MERGED and merged["mergedInto"] == i["comment"].id
-    assert set(body["history"][0]) >= {"id", "sourceType", "priority", "status", "summary", "queuedAt", "startedAt",
-                                       "completedAt", "mergedInto", "decisions", "activity"}
+    assert set(body["history"][0]) >= {
+        "id",
+        "sourceType",
+        "priority",
+        "status",
+        "summary",
+        "queuedAt",
+        "startedAt",
+        "completedAt",
+        "mergedInto",
+        "decisions",
+        "activity",
+    }
 
 
 def test_the_timeline_filters_by_type(agent, alice_client, timeline_items):
@@ -194,16 +223,19 @@ def test_the_timeline_pages_with_limit_and_offset(agent, alice_client, timeline_
     assert body["totalCount"] == 5
 
 
-@pytest.mark.parametrize("params,message", [
-    ({"type": "bogus"}, "unknown type"),
-    ({"type": f"{T.MENTION},nope"}, "unknown type"),
-    ({"category": "bogus"}, "unknown category"),
-    ({"status": "bogus"}, "unknown status"),
-    ({"limit": "abc"}, "limit must be an integer"),
-    ({"limit": "0"}, "limit must be between"),
-    ({"limit": "100000"}, "limit must be between"),
-    ({"offset": "-1"}, "offset must be between"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"type": "bogus"}, "unknown type"),
+        ({"type": f"{T.MENTION},nope"}, "unknown type"),
+        ({"category": "bogus"}, "unknown category"),
+        ({"status": "bogus"}, "unknown status"),
+        ({"limit": "abc"}, "limit must be an integer"),
+        ({"limit": "0"}, "limit must be between"),
+        ({"limit": "100000"}, "limit must be between"),
+        ({"offset": "-1"}, "offset must be between"),
+    ],
+)
 def test_bad_timeline_filters_answer_400_with_a_message(agent, alice_client, params, message):
     response = alice_client.get(url(agent.id), params)
     assert response.status_code == 400

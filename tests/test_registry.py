@@ -1,4 +1,5 @@
 """The registry is the one place mailbox type literals live."""
+
 from __future__ import annotations
 
 import re
@@ -6,8 +7,8 @@ import sys
 from pathlib import Path
 
 import mailbox
-from mailbox.registry import MAILBOX_TYPE_REGISTRY, Category, MailboxType, descriptor, types_in_category
 from mailbox.models import MailboxItem
+from mailbox.registry import MAILBOX_TYPE_REGISTRY, Category, MailboxType, descriptor, types_in_category
 
 ROOT = Path(__file__).resolve().parent.parent
 # An LLM tool that shares its spelling with a type says so: its name must not follow a

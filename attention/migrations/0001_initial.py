@@ -2,123 +2,242 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.core.ids
 from django.db import migrations, models
+
+import markus.core.ids
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('agents', '0001_initial'),
-        ('mailbox', '0001_initial'),
+        ("agents", "0001_initial"),
+        ("mailbox", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AgentActivity',
+            name="AgentActivity",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.activity_id, max_length=64, primary_key=True, serialize=False)),
-                ('type', models.CharField(max_length=32)),
-                ('label', models.CharField(max_length=300)),
-                ('task_id', models.CharField(blank=True, max_length=64, null=True)),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('total_tokens', models.IntegerField(default=0)),
-                ('total_tools', models.IntegerField(default=0)),
-                ('success', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('lease_epoch', models.BigIntegerField(blank=True, null=True)),
-                ('agent', models.ForeignKey(db_column='agent_id', on_delete=django.db.models.deletion.CASCADE, related_name='activities', to='agents.agent')),
-                ('mailbox_item', models.ForeignKey(blank=True, db_column='mailbox_item_id', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='activities', to='mailbox.mailboxitem')),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.activity_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("type", models.CharField(max_length=32)),
+                ("label", models.CharField(max_length=300)),
+                ("task_id", models.CharField(blank=True, max_length=64, null=True)),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("total_tokens", models.IntegerField(default=0)),
+                ("total_tools", models.IntegerField(default=0)),
+                ("success", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("lease_epoch", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        db_column="agent_id",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="activities",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "mailbox_item",
+                    models.ForeignKey(
+                        blank=True,
+                        db_column="mailbox_item_id",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="activities",
+                        to="mailbox.mailboxitem",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agent_activities',
+                "db_table": "agent_activities",
             },
         ),
         migrations.CreateModel(
-            name='AgentActivityLog',
+            name="AgentActivityLog",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('seq', models.IntegerField()),
-                ('type', models.CharField(choices=[('status', 'Status'), ('text', 'Text'), ('tool_start', 'Tool Start'), ('tool_end', 'Tool End'), ('error', 'Error'), ('llm_request', 'Llm Request')], max_length=16)),
-                ('content', models.TextField(default='')),
-                ('metadata', models.JSONField(blank=True, default=dict, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('activity', models.ForeignKey(db_column='activity_id', on_delete=django.db.models.deletion.CASCADE, related_name='logs', to='attention.agentactivity')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("seq", models.IntegerField()),
+                (
+                    "type",
+                    models.CharField(
+                        choices=[
+                            ("status", "Status"),
+                            ("text", "Text"),
+                            ("tool_start", "Tool Start"),
+                            ("tool_end", "Tool End"),
+                            ("error", "Error"),
+                            ("llm_request", "Llm Request"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("content", models.TextField(default="")),
+                ("metadata", models.JSONField(blank=True, default=dict, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "activity",
+                    models.ForeignKey(
+                        db_column="activity_id",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="logs",
+                        to="attention.agentactivity",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agent_activity_logs',
+                "db_table": "agent_activity_logs",
             },
         ),
         migrations.CreateModel(
-            name='AgentAttention',
+            name="AgentAttention",
             fields=[
-                ('agent', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='attention', serialize=False, to='agents.agent')),
-                ('state', models.CharField(choices=[('idle', 'Idle'), ('focused', 'Focused'), ('deciding', 'Deciding')], default='idle', max_length=16)),
-                ('lease_owner', models.CharField(blank=True, default='', max_length=200)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('lease_epoch', models.BigIntegerField(default=0)),
-                ('focus_started_at', models.DateTimeField(blank=True, null=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('current_item', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='mailbox.mailboxitem')),
+                (
+                    "agent",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="attention",
+                        serialize=False,
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("idle", "Idle"), ("focused", "Focused"), ("deciding", "Deciding")],
+                        default="idle",
+                        max_length=16,
+                    ),
+                ),
+                ("lease_owner", models.CharField(blank=True, default="", max_length=200)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("lease_epoch", models.BigIntegerField(default=0)),
+                ("focus_started_at", models.DateTimeField(blank=True, null=True)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "current_item",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="mailbox.mailboxitem",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agent_attention',
+                "db_table": "agent_attention",
             },
         ),
         migrations.CreateModel(
-            name='AgentDecision',
+            name="AgentDecision",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.decision_id, max_length=64, primary_key=True, serialize=False)),
-                ('decision_type', models.CharField(choices=[('pick', 'Pick'), ('continue', 'Continue'), ('preempt', 'Preempt'), ('cancel', 'Cancel'), ('merge', 'Merge'), ('defer', 'Defer'), ('delegate', 'Delegate'), ('drop', 'Drop')], max_length=16)),
-                ('context', models.JSONField(default=dict)),
-                ('reasoning', models.TextField(default='')),
-                ('outcome', models.TextField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('lease_epoch', models.BigIntegerField(blank=True, null=True)),
-                ('agent', models.ForeignKey(db_column='agent_id', on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='agents.agent')),
-                ('mailbox_item', models.ForeignKey(db_column='mailbox_item_id', on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='mailbox.mailboxitem')),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.decision_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "decision_type",
+                    models.CharField(
+                        choices=[
+                            ("pick", "Pick"),
+                            ("continue", "Continue"),
+                            ("preempt", "Preempt"),
+                            ("cancel", "Cancel"),
+                            ("merge", "Merge"),
+                            ("defer", "Defer"),
+                            ("delegate", "Delegate"),
+                            ("drop", "Drop"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("context", models.JSONField(default=dict)),
+                ("reasoning", models.TextField(default="")),
+                ("outcome", models.TextField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("lease_epoch", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        db_column="agent_id",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="decisions",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "mailbox_item",
+                    models.ForeignKey(
+                        db_column="mailbox_item_id",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="decisions",
+                        to="mailbox.mailboxitem",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agent_decisions',
+                "db_table": "agent_decisions",
             },
         ),
         migrations.CreateModel(
-            name='LLMSession',
+            name="LLMSession",
             fields=[
-                ('id', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('messages', models.JSONField(default=list)),
-                ('turn_count', models.IntegerField(default=0)),
-                ('scenario', models.CharField(default='', max_length=32)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='llm_sessions', to='agents.agent')),
-                ('mailbox_item', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='llm_sessions', to='mailbox.mailboxitem')),
+                ("id", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("messages", models.JSONField(default=list)),
+                ("turn_count", models.IntegerField(default=0)),
+                ("scenario", models.CharField(default="", max_length=32)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="llm_sessions", to="agents.agent"
+                    ),
+                ),
+                (
+                    "mailbox_item",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="llm_sessions",
+                        to="mailbox.mailboxitem",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'llm_sessions',
+                "db_table": "llm_sessions",
             },
         ),
         migrations.AddIndex(
-            model_name='agentactivity',
-            index=models.Index(fields=['agent', '-started_at'], name='idx_activities_agent'),
+            model_name="agentactivity",
+            index=models.Index(fields=["agent", "-started_at"], name="idx_activities_agent"),
         ),
         migrations.AddIndex(
-            model_name='agentactivity',
-            index=models.Index(fields=['mailbox_item'], name='idx_activities_mailbox_item'),
+            model_name="agentactivity",
+            index=models.Index(fields=["mailbox_item"], name="idx_activities_mailbox_item"),
         ),
         migrations.AddIndex(
-            model_name='agentactivitylog',
-            index=models.Index(fields=['activity', 'seq'], name='idx_activity_logs_activity'),
+            model_name="agentactivitylog",
+            index=models.Index(fields=["activity", "seq"], name="idx_activity_logs_activity"),
         ),
         migrations.AddIndex(
-            model_name='agentdecision',
-            index=models.Index(fields=['agent', '-created_at'], name='idx_decisions_agent'),
+            model_name="agentdecision",
+            index=models.Index(fields=["agent", "-created_at"], name="idx_decisions_agent"),
         ),
         migrations.AddIndex(
-            model_name='agentdecision',
-            index=models.Index(fields=['mailbox_item'], name='idx_decisions_mailbox_item'),
+            model_name="agentdecision",
+            index=models.Index(fields=["mailbox_item"], name="idx_decisions_mailbox_item"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('attention', '0001_initial'),
+        ("attention", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='llmsession',
-            name='absorbed_ids',
+            model_name="llmsession",
+            name="absorbed_ids",
             field=models.JSONField(default=list),
         ),
     ]

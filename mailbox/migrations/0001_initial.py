@@ -2,42 +2,108 @@
 
 import django.db.models.deletion
 import django.utils.timezone
+from django.db import migrations, models
+
 import mailbox.registry
 import markus.core.ids
-from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('agents', '0001_initial'),
+        ("agents", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MailboxItem',
+            name="MailboxItem",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.mailbox_id, max_length=64, primary_key=True, serialize=False)),
-                ('source_type', models.CharField(choices=[('system_event', 'System Event'), ('human_chat', 'Chat'), ('task_comment', 'Task Comment'), ('mention', 'Mention'), ('session_reply', 'Session Reply'), ('task_status_update', 'Task Status'), ('a2a_message', 'Agent Message'), ('review_request', 'Review Request'), ('requirement_comment', 'Requirement Comment'), ('requirement_update', 'Requirement Update'), ('daily_report', 'Daily Report'), ('heartbeat', 'Heartbeat'), ('memory_consolidation', 'Memory Consolidation')], max_length=32)),
-                ('priority', models.PositiveSmallIntegerField(default=2)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('processing', 'processing'), ('completed', 'completed'), ('merged', 'merged'), ('deferred', 'deferred'), ('dropped', 'dropped')], default=mailbox.registry.Status['QUEUED'], max_length=16)),
-                ('payload', models.JSONField(default=dict)),
-                ('metadata', models.JSONField(blank=True, default=dict, null=True)),
-                ('queued_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('deferred_until', models.DateTimeField(blank=True, null=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('lease_epoch', models.BigIntegerField(blank=True, null=True)),
-                ('drop_reason', models.CharField(blank=True, default='', max_length=300)),
-                ('agent', models.ForeignKey(db_column='agent_id', on_delete=django.db.models.deletion.CASCADE, related_name='mailbox_items', to='agents.agent')),
-                ('merged_into', models.ForeignKey(blank=True, db_column='merged_into', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='absorbed', to='mailbox.mailboxitem')),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.mailbox_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "source_type",
+                    models.CharField(
+                        choices=[
+                            ("system_event", "System Event"),
+                            ("human_chat", "Chat"),
+                            ("task_comment", "Task Comment"),
+                            ("mention", "Mention"),
+                            ("session_reply", "Session Reply"),
+                            ("task_status_update", "Task Status"),
+                            ("a2a_message", "Agent Message"),
+                            ("review_request", "Review Request"),
+                            ("requirement_comment", "Requirement Comment"),
+                            ("requirement_update", "Requirement Update"),
+                            ("daily_report", "Daily Report"),
+                            ("heartbeat", "Heartbeat"),
+                            ("memory_consolidation", "Memory Consolidation"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("priority", models.PositiveSmallIntegerField(default=2)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("processing", "processing"),
+                            ("completed", "completed"),
+                            ("merged", "merged"),
+                            ("deferred", "deferred"),
+                            ("dropped", "dropped"),
+                        ],
+                        default=mailbox.registry.Status["QUEUED"],
+                        max_length=16,
+                    ),
+                ),
+                ("payload", models.JSONField(default=dict)),
+                ("metadata", models.JSONField(blank=True, default=dict, null=True)),
+                ("queued_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                ("deferred_until", models.DateTimeField(blank=True, null=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("lease_epoch", models.BigIntegerField(blank=True, null=True)),
+                ("drop_reason", models.CharField(blank=True, default="", max_length=300)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        db_column="agent_id",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mailbox_items",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "merged_into",
+                    models.ForeignKey(
+                        blank=True,
+                        db_column="merged_into",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="absorbed",
+                        to="mailbox.mailboxitem",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'mailbox_items',
-                'indexes': [models.Index(fields=['agent', 'status'], name='idx_mailbox_agent_status'), models.Index(fields=['agent', '-queued_at'], name='idx_mailbox_agent_queued'), models.Index(fields=['agent', 'source_type', '-queued_at'], name='idx_mailbox_agent_type'), models.Index(condition=models.Q(('status', 'queued')), fields=['agent', 'priority', 'queued_at', 'id'], name='idx_mailbox_queue_head')],
+                "db_table": "mailbox_items",
+                "indexes": [
+                    models.Index(fields=["agent", "status"], name="idx_mailbox_agent_status"),
+                    models.Index(fields=["agent", "-queued_at"], name="idx_mailbox_agent_queued"),
+                    models.Index(fields=["agent", "source_type", "-queued_at"], name="idx_mailbox_agent_type"),
+                    models.Index(
+                        condition=models.Q(("status", "queued")),
+                        fields=["agent", "priority", "queued_at", "id"],
+                        name="idx_mailbox_queue_head",
+                    ),
+                ],
             },
         ),
     ]

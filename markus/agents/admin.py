@@ -1,6 +1,7 @@
 """Agents in the operator console: live attention state, queue depth and pending bus
 inbox as columns (annotated, one query per page), and the controls as actions. The run
 status changes only through the actions, which call the attention services."""
+
 from __future__ import annotations
 
 from django.contrib import admin
@@ -35,8 +36,9 @@ def _control(label: str, step):
 def wake_now(modeladmin, request, queryset):
     def step(agent: Agent) -> None:
         if agent.kind != Agent.Kind.INTERNAL or agent.status != Agent.RunStatus.RUNNING:
-            raise console.ConsoleError(f"{agent.id} is {agent.kind} and {agent.status}; only running internal "
-                                       "agents have a loop to wake")
+            raise console.ConsoleError(
+                f"{agent.id} is {agent.kind} and {agent.status}; only running internal agents have a loop to wake"
+            )
         attention.wake(agent.id)
 
     run_each(modeladmin, request, queryset, "Wake", step)
@@ -59,23 +61,54 @@ def send_message(modeladmin, request, queryset):
 
         run_each(modeladmin, request, queryset, "Message", step)
 
-    return form_action(modeladmin, request, queryset, form_class=MessageForm, title="Send a message",
-                       action="send_message", submit="Send", on_valid=send)
+    return form_action(
+        modeladmin,
+        request,
+        queryset,
+        form_class=MessageForm,
+        title="Send a message",
+        action="send_message",
+        submit="Send",
+        on_valid=send,
+    )
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "role", "kind", "status", "attention_state", "current_focus", "queue_depth",
-                    "pending_inbox", "team", "owner")
+    list_display = (
+        "id",
+        "name",
+        "role",
+        "kind",
+        "status",
+        "attention_state",
+        "current_focus",
+        "queue_depth",
+        "pending_inbox",
+        "team",
+        "owner",
+    )
     list_filter = ("kind", "status", "team")
     search_fields = ("id", "name", "role")
     list_select_related = ("team", "owner", "attention__current_item")
     raw_id_fields = ("team", "owner")
-    readonly_fields = ("status", "token_hash", "created_at", "attention_state", "current_focus", "queue_depth",
-                       "pending_inbox")
-    actions = [_control("Pause", attention.agent_pause), _control("Resume", attention.agent_resume),
-               _control("Stop", attention.agent_stop),
-               wake_now, send_message, heartbeat_now]
+    readonly_fields = (
+        "status",
+        "token_hash",
+        "created_at",
+        "attention_state",
+        "current_focus",
+        "queue_depth",
+        "pending_inbox",
+    )
+    actions = [
+        _control("Pause", attention.agent_pause),
+        _control("Resume", attention.agent_resume),
+        _control("Stop", attention.agent_stop),
+        wake_now,
+        send_message,
+        heartbeat_now,
+    ]
 
     def get_queryset(self, request):
         return selectors.agents_for_console(super().get_queryset(request))

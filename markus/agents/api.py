@@ -1,4 +1,5 @@
 """Agent endpoints: create (token shown once), list, show."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,8 +36,11 @@ class AgentListView(APIView):
             return [IsUser()]
         return super().get_permissions()
 
-    @extend_schema(operation_id="agents_list", responses={200: AgentOut(many=True), **errors(401)},
-                   parameters=[OpenApiParameter("inbox", str, description="1 adds pendingInboxCount")])
+    @extend_schema(
+        operation_id="agents_list",
+        responses={200: AgentOut(many=True), **errors(401)},
+        parameters=[OpenApiParameter("inbox", str, description="1 adds pendingInboxCount")],
+    )
     def get(self, request):
         agents = list(visible_agents(request).order_by("created_at", "id"))
         rows = [agent_data(a) for a in agents]
@@ -46,8 +50,11 @@ class AgentListView(APIView):
                 row["pendingInboxCount"] = counts[row["id"]]
         return Response(rows)
 
-    @extend_schema(operation_id="agents_create", request=AgentCreateInput,
-                   responses={201: AgentCreatedOut, **errors(400, 401, 403, 413)})
+    @extend_schema(
+        operation_id="agents_create",
+        request=AgentCreateInput,
+        responses={201: AgentCreatedOut, **errors(400, 401, 403, 413)},
+    )
     def post(self, request):
         body = request.data if isinstance(request.data, dict) else None
         if body is None:
@@ -55,16 +62,22 @@ class AgentListView(APIView):
         team = None
         if body.get("teamId"):
             team = Team.objects.filter(id=body["teamId"]).first()
-            if team is None or not (request.user.is_staff or team.owner_id == request.user.id
-                                    or team.members.filter(id=request.user.id).exists()):
+            if team is None or not (
+                request.user.is_staff
+                or team.owner_id == request.user.id
+                or team.members.filter(id=request.user.id).exists()
+            ):
                 raise AgentError("no such team")
         for key in ("name", "role", "kind", "id"):
             if body.get(key) is not None and not isinstance(body[key], str):
                 raise AgentError(f"{key} must be a string")
         agent, token = agent_create(
-            name=body.get("name") or "", role=body.get("role") or "",
-            kind=body.get("kind") or Agent.Kind.INTERNAL, agent_id=body.get("id"),
-            team=team, owner=request.user,
+            name=body.get("name") or "",
+            role=body.get("role") or "",
+            kind=body.get("kind") or Agent.Kind.INTERNAL,
+            agent_id=body.get("id"),
+            team=team,
+            owner=request.user,
         )
         return Response({**agent_data(agent), "token": token}, status=status.HTTP_201_CREATED)
 

@@ -3,14 +3,15 @@
 An agent token acts only as that agent. A user sees the agents they own, the agents of
 teams they own or belong to, and everything if staff. Anything else answers 404.
 """
-from __future__ import annotations
 
-from markus.core.actors import Actor
+from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from rest_framework import authentication, exceptions, permissions
+
+from markus.core.actors import Actor
 
 from .models import Agent, hash_token
 

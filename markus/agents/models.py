@@ -1,4 +1,5 @@
 """Teams, agents, chat sessions and working memory."""
+
 from __future__ import annotations
 
 import hashlib
@@ -17,9 +18,7 @@ def hash_token(raw: str) -> str:
 class Team(models.Model):
     id = models.CharField(primary_key=True, max_length=64, default=ids.team_id)
     name = models.CharField(max_length=200)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_teams"
-    )
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_teams")
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -69,9 +68,7 @@ class ChatSession(models.Model):
 
     id = models.CharField(primary_key=True, max_length=64, default=ids.session_id)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="chat_sessions")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     is_main = models.BooleanField(default=False)
     title = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)

@@ -1,4 +1,5 @@
 """Request and response shapes of the agent endpoints (for validation docs and the schema)."""
+
 from __future__ import annotations
 
 from rest_framework import serializers

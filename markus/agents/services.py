@@ -1,4 +1,5 @@
 """Writes about agents and teams."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,13 @@ class AgentError(MarkusError):
 
 @transaction.atomic
 def agent_create(
-    *, name: str, role: str = "", kind: str = Agent.Kind.INTERNAL, agent_id: str | None = None,
-    team: Team | None = None, owner=None,
+    *,
+    name: str,
+    role: str = "",
+    kind: str = Agent.Kind.INTERNAL,
+    agent_id: str | None = None,
+    team: Team | None = None,
+    owner=None,
 ) -> tuple[Agent, str]:
     """Create an agent with its main chat session. Returns the agent and its raw API
     token, which is stored only as a hash and cannot be shown again."""
@@ -33,8 +39,13 @@ def agent_create(
         raise AgentError("id may hold letters, digits, '_', '-' and '.', at most 64 characters")
     raw = "mk_" + secrets.token_urlsafe(32)
     agent = Agent(
-        id=agent_id or new_id("agt"), name=name.strip()[:200], role=(role or "")[:200], kind=kind,
-        team=team, owner=owner, token_hash=hash_token(raw),
+        id=agent_id or new_id("agt"),
+        name=name.strip()[:200],
+        role=(role or "")[:200],
+        kind=kind,
+        team=team,
+        owner=owner,
+        token_hash=hash_token(raw),
     )
     try:
         with transaction.atomic():
@@ -45,14 +56,6 @@ def agent_create(
     return agent, raw
 
 
-def agent_rotate_token(agent: Agent) -> str:
-    raw = "mk_" + secrets.token_urlsafe(32)
-    Agent.objects.filter(id=agent.id).update(token_hash=hash_token(raw))
-    return raw
-
-
 def main_session(agent_id: str) -> ChatSession:
-    session, _ = ChatSession.objects.get_or_create(
-        agent_id=agent_id, is_main=True, defaults={"title": "Main session"}
-    )
+    session, _ = ChatSession.objects.get_or_create(agent_id=agent_id, is_main=True, defaults={"title": "Main session"})
     return session

@@ -14,6 +14,7 @@ Steps:
    BRPOP's return - the stamp.
 4. Delete the agents and their rows, whatever happened.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,8 +32,8 @@ from django.db import transaction
 from django.test.utils import override_settings
 
 from agentbus import services
-from agentbus.models import AuditEvent, ConsumerCursor
 from agentbus.cursors import encode_cursor
+from agentbus.models import AuditEvent, ConsumerCursor
 from agentbus.selectors import current_clock
 from agentbus.waiting import inbox_wait
 from agentbus.wakeup import InboxWaiter
@@ -154,7 +155,9 @@ def run(stdout, options) -> None:
     Agent.objects.filter(id__in=[writer.id, watcher.id]).update(status=Agent.RunStatus.STOPPED)
     write: Callable[[str], None] = stdout.write
     try:
-        write(f"agentbus bench: n={n} (after {WARMUP} warm-up rounds), database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}")
+        write(
+            f"agentbus bench: n={n} (after {WARMUP} warm-up rounds), database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}"
+        )
         brpop = _stats(measure_brpop(n, url))
         results = [(_layer_name(), _stats(measure_wait(n, writer, watcher)))]
         if isinstance(get_channel_layer(), InMemoryChannelLayer):

@@ -15,6 +15,7 @@ Steps:
    started_at - queued_at of the stored row.
 5. Baseline: bare SQL enqueue + claim + complete of N rows.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -39,8 +40,11 @@ LATENCY_SAMPLES = 40
 
 
 def _enqueue(agent_id: str, i: int) -> MailboxItem:
-    return mailbox_enqueue(agent_id=agent_id, source_type=MailboxType.SYSTEM_EVENT,
-                           payload={"summary": f"bench {i}", "content": f"bench content {i}"})
+    return mailbox_enqueue(
+        agent_id=agent_id,
+        source_type=MailboxType.SYSTEM_EVENT,
+        payload={"summary": f"bench {i}", "content": f"bench content {i}"},
+    )
 
 
 def _wait_all_done(agent_id: str, n: int, timeout: float = 600) -> None:
@@ -118,5 +122,7 @@ def run(stdout, options) -> None:
     stdout.write(f"  bare claim+complete   {bare_rate:10.1f} items/s   (baseline, same run)")
     stdout.write(f"  ratio loop/bare       {loop_rate / bare_rate:10.3f}")
     stdout.write(f"  statements per item   {statements:10.1f}")
-    stdout.write(f"  enqueue-to-start ms   median {statistics.median(latencies):.1f}   p99 "
-                 f"{_percentile(latencies, 0.99):.1f}   (n={len(latencies)})")
+    stdout.write(
+        f"  enqueue-to-start ms   median {statistics.median(latencies):.1f}   p99 "
+        f"{_percentile(latencies, 0.99):.1f}   (n={len(latencies)})"
+    )

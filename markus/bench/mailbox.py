@@ -9,6 +9,7 @@ Steps:
    its rows are deleted before the next.
 3. Delete the agent and its rows, whatever happened.
 """
+
 from __future__ import annotations
 
 import time
@@ -73,11 +74,19 @@ def bare_enqueue(agent_id: str, n: int) -> None:
     ops = connection.ops
     with connection.cursor() as cursor:
         for i in range(n):
-            cursor.execute(INSERT_SQL, [
-                mailbox_id(), agent_id, SOURCE_TYPE.value, i % 5, Status.QUEUED.value,
-                ops.adapt_json_value(_payload(i), None), ops.adapt_json_value({}, None),
-                ops.adapt_datetimefield_value(timezone.now()),
-            ])
+            cursor.execute(
+                INSERT_SQL,
+                [
+                    mailbox_id(),
+                    agent_id,
+                    SOURCE_TYPE.value,
+                    i % 5,
+                    Status.QUEUED.value,
+                    ops.adapt_json_value(_payload(i), None),
+                    ops.adapt_json_value({}, None),
+                    ops.adapt_datetimefield_value(timezone.now()),
+                ],
+            )
 
 
 def bare_dequeue(agent_id: str) -> int:
@@ -85,7 +94,9 @@ def bare_dequeue(agent_id: str) -> int:
     with connection.cursor() as cursor:
         while True:
             now = ops.adapt_datetimefield_value(timezone.now())
-            cursor.execute(CLAIM_SQL, [Status.PROCESSING.value, now, agent_id, Status.QUEUED.value, Status.QUEUED.value])
+            cursor.execute(
+                CLAIM_SQL, [Status.PROCESSING.value, now, agent_id, Status.QUEUED.value, Status.QUEUED.value]
+            )
             row = cursor.fetchone()
             if row is None:
                 return done
@@ -99,7 +110,9 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def _measure(agent_id: str, n: int, enqueue: Callable[[str, int], None], dequeue: Callable[[str], int]) -> tuple[float, float]:
+def _measure(
+    agent_id: str, n: int, enqueue: Callable[[str, int], None], dequeue: Callable[[str], int]
+) -> tuple[float, float]:
     """Rates (items per second) of one path: enqueue n, then drain."""
     rows = MailboxItem.objects.filter(agent_id=agent_id)
     enqueue(agent_id, WARMUP)
@@ -132,8 +145,12 @@ def run(stdout, options: dict) -> dict[str, float]:
         MailboxItem.objects.filter(agent_id=agent.id).delete()
         agent.delete()
     figures = {
-        "enqueue_service": service[0], "enqueue_bare": bare[0], "enqueue_ratio": service[0] / bare[0],
-        "dequeue_service": service[1], "dequeue_bare": bare[1], "dequeue_ratio": service[1] / bare[1],
+        "enqueue_service": service[0],
+        "enqueue_bare": bare[0],
+        "enqueue_ratio": service[0] / bare[0],
+        "dequeue_service": service[1],
+        "dequeue_bare": bare[1],
+        "dequeue_ratio": service[1] / bare[1],
     }
     # Lines end in "\n" themselves, so a plain stream reads as well as a command's stdout.
     stdout.write(f"mailbox bench on {connection.vendor}, {n} items per phase\n")

@@ -1,5 +1,6 @@
 """Helpers for admin actions: run a step per object and report, and the intermediate
 form page (message text, drop reason) that posts back to the same action."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -34,16 +35,28 @@ def run_each(modeladmin, request, objects: Iterable[Any], label: str, step: Call
 
 
 class MessageForm(forms.Form):
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 5, "cols": 80}), max_length=20000,
-                           help_text="Sent as a chat from you (sender role: user).")
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5, "cols": 80}),
+        max_length=20000,
+        help_text="Sent as a chat from you (sender role: user).",
+    )
 
 
 class DropForm(forms.Form):
     reason = forms.CharField(max_length=250, help_text="Stored on the item, with your name.")
 
 
-def form_action(modeladmin, request, queryset, *, form_class: type[forms.Form], title: str, action: str,
-                submit: str, on_valid: Callable[[dict[str, Any]], None]) -> TemplateResponse | None:
+def form_action(
+    modeladmin,
+    request,
+    queryset,
+    *,
+    form_class: type[forms.Form],
+    title: str,
+    action: str,
+    submit: str,
+    on_valid: Callable[[dict[str, Any]], None],
+) -> TemplateResponse | None:
     """First call: show the form. The form posts back to the changelist with the
     action and the selection; when it is valid, ``on_valid`` runs and the admin
     returns to the changelist (None)."""
@@ -57,8 +70,13 @@ def form_action(modeladmin, request, queryset, *, form_class: type[forms.Form], 
     opts = modeladmin.model._meta
     context = {
         **modeladmin.admin_site.each_context(request),
-        "title": title, "form": form, "queryset": queryset, "action": action, "submit": submit,
-        "opts": opts, "app_label": opts.app_label,
+        "title": title,
+        "form": form,
+        "queryset": queryset,
+        "action": action,
+        "submit": submit,
+        "opts": opts,
+        "app_label": opts.app_label,
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
     }
     return TemplateResponse(request, "admin/console/action_form.html", context)

@@ -1,5 +1,6 @@
 """Bar charts as plain geometry; ``admin/console/bar_chart.html`` draws them as inline
 SVG (no JavaScript, no CDN, labels escaped by the template engine)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,8 +46,9 @@ def _fit(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
-def bar_chart(title: str, points: list[dict[str, Any]], *, width: int = 720, height: int = 220,
-              label_every: int = 1) -> BarChart:
+def bar_chart(
+    title: str, points: list[dict[str, Any]], *, width: int = 720, height: int = 220, label_every: int = 1
+) -> BarChart:
     """Vertical bars scaled to the largest value; every ``label_every``-th bar gets its
     label under the axis (all bars carry it as a tooltip)."""
     top, bottom, left, right = 18, 28, 8, 8
@@ -60,9 +62,17 @@ def bar_chart(title: str, points: list[dict[str, Any]], *, width: int = 720, hei
         value = int(p["value"])
         h = plot_h * value / max_value
         x = left + i * slot + (slot - bar_w) / 2
-        chart.bars.append(Bar(
-            label=_fit(str(p["label"]), fits), full_label=str(p["label"]), value=value, x=round(x, 1), y=round(top + plot_h - h, 1),
-            width=round(bar_w, 1), height=round(h, 1), label_x=round(x + bar_w / 2, 1),
-            show_label=i % label_every == 0,
-        ))
+        chart.bars.append(
+            Bar(
+                label=_fit(str(p["label"]), fits),
+                full_label=str(p["label"]),
+                value=value,
+                x=round(x, 1),
+                y=round(top + plot_h - h, 1),
+                width=round(bar_w, 1),
+                height=round(h, 1),
+                label_x=round(x + bar_w / 2, 1),
+                show_label=i % label_every == 0,
+            )
+        )
     return chart

@@ -1,5 +1,6 @@
 """A from / to date range filter for any date-time field of a changelist (both ends
 inclusive, whole days in the current time zone)."""
+
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
@@ -57,10 +58,15 @@ class DateRangeFilter(admin.ListFilter):
         """One 'choice' for the template: the form's values, the other parameters to
         keep as hidden inputs, and the link that clears the range."""
         mine = set(self.expected_parameters())
-        keep = [(k, v) for k, values in changelist.params.items() if k not in mine and k != "p"
-                for v in (values if isinstance(values, list) else [values])]
+        keep = [
+            (k, v)
+            for k, values in changelist.params.items()
+            if k not in mine and k != "p"
+            for v in (values if isinstance(values, list) else [values])
+        ]
         yield {
-            "param_from": self.param_from, "param_to": self.param_to,
+            "param_from": self.param_from,
+            "param_to": self.param_to,
             "value_from": self.used_parameters.get(self.param_from, ""),
             "value_to": self.used_parameters.get(self.param_to, ""),
             "hidden": keep,
@@ -70,5 +76,8 @@ class DateRangeFilter(admin.ListFilter):
 
 
 def date_range_filter(field_name: str, title: str) -> type[DateRangeFilter]:
-    return type(f"{field_name.title().replace('_', '')}RangeFilter", (DateRangeFilter,),
-                {"field_name": field_name, "title": title})
+    return type(
+        f"{field_name.title().replace('_', '')}RangeFilter",
+        (DateRangeFilter,),
+        {"field_name": field_name, "title": title},
+    )

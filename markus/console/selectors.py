@@ -1,10 +1,10 @@
 """Reads for the console, written as annotations so a changelist page costs the same
 number of queries for 1 agent as for 100."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -27,7 +27,8 @@ def queue_depth_expression():
 
 def agents_for_console(queryset: QuerySet[Agent]) -> QuerySet[Agent]:
     return queryset.select_related("team", "owner", "attention__current_item").annotate(
-        queue_depth=queue_depth_expression(), pending_inbox=pending_inbox_expression(),
+        queue_depth=queue_depth_expression(),
+        pending_inbox=pending_inbox_expression(),
     )
 
 
@@ -67,20 +68,24 @@ def handled_per_hour(now: datetime | None = None, hours: int = 24) -> list[dict[
     """Items completed in each of the last ``hours`` clock hours, the current one
     last (it is partial). Merged items are not counted: their survivor is."""
     now = now or timezone.now()
-    current = now.astimezone(dt_timezone.utc).replace(minute=0, second=0, microsecond=0)
+    current = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     first = current - timedelta(hours=hours - 1)
     counts = {
         row["hour"]: row["n"]
         for row in MailboxItem.objects.filter(status=Status.COMPLETED, completed_at__gte=first, completed_at__lte=now)
-        .annotate(hour=TruncHour("completed_at", tzinfo=dt_timezone.utc))
-        .values("hour").annotate(n=Count("id")).order_by()
+        .annotate(hour=TruncHour("completed_at", tzinfo=UTC))
+        .values("hour")
+        .annotate(n=Count("id"))
+        .order_by()
     }
     buckets = []
     for i in range(hours):
         start = first + timedelta(hours=i)
-        buckets.append({
-            "start": start,
-            "label": timezone.localtime(start).strftime("%H:00"),
-            "value": counts.get(start, 0),
-        })
+        buckets.append(
+            {
+                "start": start,
+                "label": timezone.localtime(start).strftime("%H:00"),
+                "value": counts.get(start, 0),
+            }
+        )
     return buckets

@@ -16,6 +16,7 @@ Drop (``console_drop_item``): queued or deferred items, any type (an operator ma
 a human's chat; the protection of ``PROTECTED_TYPES`` is for agent tools). A
 processing item is refused: pause the agent first, which puts it back in the queue.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,12 +30,20 @@ from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
-from markus.core.errors import MarkusError
 from markus.core.actors import Actor
+from markus.core.errors import MarkusError
 
 # Bookkeeping of one processing run that a fresh copy must not inherit.
-RUN_METADATA_KEYS = ("waitingForApproval", "approvalId", "markerRetries", "executionRetries", "reviewRetries",
-                     "lastFailure", "resurfaceBehindQueue", "repairReason")
+RUN_METADATA_KEYS = (
+    "waitingForApproval",
+    "approvalId",
+    "markerRetries",
+    "executionRetries",
+    "reviewRetries",
+    "lastFailure",
+    "resurfaceBehindQueue",
+    "repairReason",
+)
 HEARTBEAT_SUMMARY = "Heartbeat check-in (requested by an operator)"
 
 
@@ -61,8 +70,11 @@ def console_retry_item(*, item_id: str, operator) -> RetryResult:
     metadata = {k: v for k, v in (item.metadata or {}).items() if k not in RUN_METADATA_KEYS}
     metadata.update(retryOf=item.id, retriedBy=operator.get_username())
     copy = mailbox.mailbox_enqueue(
-        agent_id=item.agent_id, source_type=item.source_type, payload=dict(item.payload or {}),
-        priority=item.priority, metadata=metadata,
+        agent_id=item.agent_id,
+        source_type=item.source_type,
+        payload=dict(item.payload or {}),
+        priority=item.priority,
+        metadata=metadata,
     )
     return RetryResult(copy, "merged" if copy.status == Status.MERGED else "copied")
 
@@ -109,7 +121,8 @@ def console_send_message(*, agent: Agent, text: str, operator) -> MailboxItem:
         raise ConsoleError("the message is empty")
     _check_internal(agent)
     return mailbox.mailbox_enqueue(
-        agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT,
+        agent_id=agent.id,
+        source_type=MailboxType.HUMAN_CHAT,
         payload={"summary": text[:120], "content": text},
         metadata={**Actor.for_user(operator).sender_metadata(), "via": "admin"},
     )
@@ -119,8 +132,12 @@ def console_heartbeat(*, agent: Agent, operator) -> MailboxItem:
     """One heartbeat now, like the beat job's, for one agent."""
     _check_internal(agent)
     return mailbox.mailbox_enqueue(
-        agent_id=agent.id, source_type=MailboxType.HEARTBEAT,
+        agent_id=agent.id,
+        source_type=MailboxType.HEARTBEAT,
         payload={"summary": HEARTBEAT_SUMMARY, "content": HEARTBEAT_SUMMARY},
-        metadata={"senderRole": "system", "requestedBy": operator.get_username(),
-                  "requestedAt": timezone.now().isoformat()},
+        metadata={
+            "senderRole": "system",
+            "requestedBy": operator.get_username(),
+            "requestedAt": timezone.now().isoformat(),
+        },
     )

@@ -1,5 +1,6 @@
 """The console dashboard: queue depth per agent and items handled per hour, drawn as
 inline SVG on the server. Staff only (``admin_view`` in ``urls``)."""
+
 from __future__ import annotations
 
 from django.contrib import admin

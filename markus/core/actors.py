@@ -1,4 +1,5 @@
 """Who is acting: a user, an agent, or the system itself (cascades, start-up)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

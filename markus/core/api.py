@@ -1,5 +1,6 @@
 """API plumbing shared by every app: the exception handler (400 / 404 / 413, never 500
 for bad input) and small helpers for query parameters."""
+
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig

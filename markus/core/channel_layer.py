@@ -8,6 +8,7 @@ for it from any other thread is handed over with ``call_soon_threadsafe``.
 ``group_send_sync`` lets synchronous code (the event helper) send without starting an
 event loop per event.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """Small query helpers shared by the apps."""
+
 from __future__ import annotations
 
 from django.db.models import F, Func, IntegerField, QuerySet, Subquery

@@ -1,4 +1,5 @@
 """Errors whose message is safe to show a caller. The API maps them to 400 / 409."""
+
 from __future__ import annotations
 
 

@@ -4,6 +4,7 @@ Groups: ``agent.<id>`` for an agent's live view, ``user.<id>`` for a user's
 notifications. Payloads are JSON-serialisable by construction: they pass through
 ``json`` here, so a bad payload fails where it is made, not in a consumer.
 """
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 The hex timestamp first makes ids sort by creation time, so ``id`` is a meaningful
 tie-breaker after ``queued_at``.
 """
+
 from __future__ import annotations
 
 import secrets

@@ -1,6 +1,7 @@
 """OpenAPI description helpers: the agent bearer-token extension, shared response
 shapes, and documentation of the plain (async) Django views that drf-spectacular cannot
 see on its own."""
+
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -19,8 +20,14 @@ class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
-ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer,
-          409: ErrorSerializer, 413: ErrorSerializer}
+ERRORS = {
+    400: ErrorSerializer,
+    401: ErrorSerializer,
+    403: ErrorSerializer,
+    404: ErrorSerializer,
+    409: ErrorSerializer,
+    413: ErrorSerializer,
+}
 
 
 def errors(*codes: int) -> dict:
@@ -37,24 +44,53 @@ _ERROR = {"type": "object", "properties": {"detail": {"type": "string"}}, "requi
 def document_plain_views(result, generator, request, public):
     """Postprocessing hook: add the async views (chat) to the schema."""
     paths = result.setdefault("paths", {})
-    paths["/api/agents/{agent_id}/chat"] = {"post": {
-        "operationId": "agents_chat",
-        "tags": ["agents"],
-        "summary": "Chat with an agent: enqueue a human_chat and wait for the reply",
-        "parameters": [{"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-        "requestBody": {"required": True, **_json({
-            "type": "object", "required": ["text"],
-            "properties": {"text": {"type": "string", "minLength": 1}, "sessionId": {"type": "string"}}})},
-        "responses": {
-            "200": {"description": "The reply", **_json({"type": "object", "properties": {
-                "reply": {"type": "string"}, "mailboxItemId": {"type": "string"},
-                "sessionId": {"type": "string", "nullable": True}}})},
-            "202": {"description": "Not answered within the wait; the item stays queued", **_json({
-                "type": "object", "properties": {"reply": {"type": "string", "nullable": True},
-                                                 "mailboxItemId": {"type": "string"}, "pending": {"type": "boolean"}}})},
-            **{str(c): {"description": "Error", **_json(_ERROR)} for c in (400, 401, 403, 404, 413)},
-            "409": {"description": "The agent is paused, stopped or external", **_json(_ERROR)},
-        },
-        "security": [{"tokenAuth": []}, {"agentBearer": []}],
-    }}
+    paths["/api/agents/{agent_id}/chat"] = {
+        "post": {
+            "operationId": "agents_chat",
+            "tags": ["agents"],
+            "summary": "Chat with an agent: enqueue a human_chat and wait for the reply",
+            "parameters": [{"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "requestBody": {
+                "required": True,
+                **_json(
+                    {
+                        "type": "object",
+                        "required": ["text"],
+                        "properties": {"text": {"type": "string", "minLength": 1}, "sessionId": {"type": "string"}},
+                    }
+                ),
+            },
+            "responses": {
+                "200": {
+                    "description": "The reply",
+                    **_json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "reply": {"type": "string"},
+                                "mailboxItemId": {"type": "string"},
+                                "sessionId": {"type": "string", "nullable": True},
+                            },
+                        }
+                    ),
+                },
+                "202": {
+                    "description": "Not answered within the wait; the item stays queued",
+                    **_json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "reply": {"type": "string", "nullable": True},
+                                "mailboxItemId": {"type": "string"},
+                                "pending": {"type": "boolean"},
+                            },
+                        }
+                    ),
+                },
+                **{str(c): {"description": "Error", **_json(_ERROR)} for c in (400, 401, 403, 404, 413)},
+                "409": {"description": "The agent is paused, stopped or external", **_json(_ERROR)},
+            },
+            "security": [{"tokenAuth": []}, {"agentBearer": []}],
+        }
+    }
     return result

@@ -1,4 +1,5 @@
 """LLM providers: one small interface (see base.py) and its implementations."""
+
 from __future__ import annotations
 
 from .base import LLMCancelled, LLMResponse, Provider, ToolCall, Usage, get_provider

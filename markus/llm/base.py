@@ -5,6 +5,7 @@ Messages use the OpenAI chat shape (``role`` user / assistant / tool, ``tool_cal
 assistant turns, ``tool_call_id`` on tool results), because it is plain JSON and is what
 gets persisted in an LLM session.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

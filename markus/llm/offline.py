@@ -8,6 +8,7 @@ Each scenario is a short plan of tool steps; the next step is the first one whos
 is offered and has not been called yet in this session. When no step is left, it writes
 its final text from what the tools returned.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,13 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[tuple[str, di
     if scenario == "task_execution" and task_id:
         return [
             ("task_get", {"task_id": task_id}),
-            (TASK_COMMENT_TOOL, {"task_id": task_id, "content": f"{agent} worked on this task: {summary}. "
-                              "Done as described; ready for review."}),
+            (
+                TASK_COMMENT_TOOL,
+                {
+                    "task_id": task_id,
+                    "content": f"{agent} worked on this task: {summary}. Done as described; ready for review.",
+                },
+            ),
             ("task_submit_review", {"task_id": task_id, "summary": f"Completed: {summary}"}),
             ("update_working_memory", {"key": f"task:{task_id}", "content": f"Executed task {task_id}: {summary}"}),
         ]
@@ -66,11 +72,15 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[tuple[str, di
         ]
     if scenario in ("comment_response", "requirement_action") and (task_id or item.get("requirementId")):
         if task_id:
-            return [("task_get", {"task_id": task_id}),
-                    (TASK_COMMENT_TOOL, {"task_id": task_id, "content": f"{agent} read the thread and noted it."})]
+            return [
+                ("task_get", {"task_id": task_id}),
+                (TASK_COMMENT_TOOL, {"task_id": task_id, "content": f"{agent} read the thread and noted it."}),
+            ]
         rid = item.get("requirementId")
-        return [("requirement_get", {"requirement_id": rid}),
-                (REQUIREMENT_COMMENT_TOOL, {"requirement_id": rid, "content": f"{agent} noted it."})]
+        return [
+            ("requirement_get", {"requirement_id": rid}),
+            (REQUIREMENT_COMMENT_TOOL, {"requirement_id": rid, "content": f"{agent} noted it."}),
+        ]
     if scenario in (HEARTBEAT, DAILY_REPORT):
         return [("check_mailbox", {}), ("recall_activity", {"limit": 10})]
     if scenario == MEMORY_CONSOLIDATION:
@@ -117,12 +127,14 @@ class OfflineProvider(Provider):
             if name in offered and name not in results:
                 n = sum(1 for m in messages if m.get("role") == "assistant")
                 return LLMResponse(
-                    text="", tool_calls=[ToolCall(id=f"off_{n}", name=name, arguments=args)],
+                    text="",
+                    tool_calls=[ToolCall(id=f"off_{n}", name=name, arguments=args)],
                     usage=Usage(prompt_tokens=_tokens(system, messages), completion_tokens=8),
                 )
         text = _final_text(context.scenario, context.item, context.agent_name, results, _last_user_text(messages))
-        return LLMResponse(text=text, usage=Usage(prompt_tokens=_tokens(system, messages),
-                                                  completion_tokens=len(text.split())))
+        return LLMResponse(
+            text=text, usage=Usage(prompt_tokens=_tokens(system, messages), completion_tokens=len(text.split()))
+        )
 
     triages = True
 
@@ -137,7 +149,9 @@ class OfflineProvider(Provider):
         drop = [c["id"] for c in candidates if c["type"] in newest and newest[c["type"]]["id"] != c["id"]]
         remaining = [c for c in candidates if c["id"] not in drop]
         chosen = min(remaining, key=lambda c: (c["queuedAt"], c["id"]))
-        reasoning = f"{len(candidates)} items at priority {chosen['priority']}: “{chosen['summary']}” has waited longest"
+        reasoning = (
+            f"{len(candidates)} items at priority {chosen['priority']}: “{chosen['summary']}” has waited longest"
+        )
         if drop:
             reasoning += f"; {len(drop)} periodic item(s) superseded by a newer one dropped"
         return {"processItemId": chosen["id"], "deferItemIds": [], "dropItemIds": drop, "reasoning": reasoning}

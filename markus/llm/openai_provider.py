@@ -1,5 +1,6 @@
 """The ``openai`` provider: the official SDK with a configurable base URL, which covers
 OpenAI and every OpenAI-compatible server (Ollama, vLLM, llama.cpp, gateways)."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,7 @@ def _wire_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str
         m = dict(m)
         if m.get("tool_calls"):
             m["tool_calls"] = [
-                {**c, "function": {"name": c["function"]["name"],
-                                   "arguments": json.dumps(c["function"]["arguments"])}}
+                {**c, "function": {"name": c["function"]["name"], "arguments": json.dumps(c["function"]["arguments"])}}
                 for c in m["tool_calls"]
             ]
         wire.append(m)
@@ -49,8 +49,10 @@ class OpenAIProvider(Provider):
         return LLMResponse(
             text=choice.content or "",
             tool_calls=calls,
-            usage=Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                        completion_tokens=getattr(usage, "completion_tokens", 0) or 0),
+            usage=Usage(
+                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            ),
         )
 
     def judge(self, *, current, new, context) -> str:
@@ -75,12 +77,13 @@ class OpenAIProvider(Provider):
             f"\n\n{json.dumps(candidates)[:8000]}"
         )
         response = self.client.chat.completions.create(
-            model=self.model, messages=[{"role": "user", "content": prompt}],
+            model=self.model,
+            messages=[{"role": "user", "content": prompt}],
             response_format={"type": "json_object"},
         )
         text = response.choices[0].message.content or "{}"
         try:
-            answer = json.loads(text[text.find("{"): text.rfind("}") + 1])
+            answer = json.loads(text[text.find("{") : text.rfind("}") + 1])
         except json.JSONDecodeError:
             return {"processItemId": candidates[0]["id"], "reasoning": "unreadable triage answer"}
         return answer if isinstance(answer, dict) else {"processItemId": candidates[0]["id"]}

@@ -4,6 +4,7 @@ so a test can place an interrupt exactly between two turns.
 Every call is recorded (system prompt, messages as sent), so a test can assert what a
 resumed session saw.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,14 @@ class Turn:
 class ScriptedProvider(Provider):
     name = "scripted"
 
-    def __init__(self, turns: list[Turn] | None = None, *, default: Turn | None = None, judge_word: str | None = None,
-                 triage_answer=None):
+    def __init__(
+        self,
+        turns: list[Turn] | None = None,
+        *,
+        default: Turn | None = None,
+        judge_word: str | None = None,
+        triage_answer=None,
+    ):
         self.turns: list[Turn] = list(turns or [])
         self.default = default
         self.calls: list[dict[str, Any]] = []
@@ -48,8 +55,14 @@ class ScriptedProvider(Provider):
     def complete(self, *, system, messages, tools, context: CallContext) -> LLMResponse:
         with self._lock:
             turn = self.turns.pop(0) if self.turns else self.default
-            self.calls.append({"system": system, "messages": copy.deepcopy(messages), "scenario": context.scenario,
-                               "item": context.item})
+            self.calls.append(
+                {
+                    "system": system,
+                    "messages": copy.deepcopy(messages),
+                    "scenario": context.scenario,
+                    "item": context.item,
+                }
+            )
             n = len(self.calls)
         if turn is None:
             raise RuntimeError("scripted provider has no turn left")
@@ -61,7 +74,9 @@ class ScriptedProvider(Provider):
             time.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
         if turn.error is not None:
             raise turn.error
-        calls = [ToolCall(id=f"call_{n}_{i}", name=name, arguments=args) for i, (name, args) in enumerate(turn.tool_calls)]
+        calls = [
+            ToolCall(id=f"call_{n}_{i}", name=name, arguments=args) for i, (name, args) in enumerate(turn.tool_calls)
+        ]
         return LLMResponse(text=turn.text, tool_calls=calls, usage=Usage(prompt_tokens=10, completion_tokens=5))
 
     def judge(self, *, current, new, context) -> str:

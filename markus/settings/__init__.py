@@ -4,6 +4,7 @@ SQLite in WAL mode by default; PostgreSQL from DATABASE_URL. With REDIS_URL unse
 in-memory channel layer and the in-process (memory) Celery broker are used, which only
 work when server, worker and beat share one process (`manage.py up`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,9 +20,7 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 SECRET_KEY = env.str("SECRET_KEY", default="markus-dev-insecure-key-change-me")
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
-CSRF_TRUSTED_ORIGINS = env.list(
-    "CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"]
-)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
 
 INSTALLED_APPS = [
     "daphne",
@@ -83,9 +82,7 @@ SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 20,
 }
-DATABASES = {
-    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'markus.sqlite3'}")
-}
+DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'markus.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
 else:
@@ -178,9 +175,24 @@ MARKUS = {
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
+    # Send run_attention when an item is enqueued (tests that drive the loop by hand
+    # turn it off; the sweep still finds the work).
+    "WAKE_ON_ENQUEUE": env.bool("MARKUS_WAKE_ON_ENQUEUE", default=True),
+    # Ask the LLM judge when the heuristics say "continue" at a yield point.
+    "INTERRUPT_JUDGE": env.bool("MARKUS_INTERRUPT_JUDGE", default=True),
+    # Let the brain choose among equal-priority items before processing (tier 1).
+    "TRIAGE": env.bool("MARKUS_TRIAGE", default=True),
+    # How long an item the triage deferred waits before it is due again.
+    "TRIAGE_DEFER_SECONDS": env.float("MARKUS_TRIAGE_DEFER_SECONDS", default=300.0),
+    # The fallback poll of an AgentBus wait when no channel-layer wake-up arrives.
+    "AGENTBUS_POLL_SECONDS": env.float("MARKUS_AGENTBUS_POLL_SECONDS", default=5.0),
     # The modules whose @tool functions the loop offers to the LLM.
-    "TOOL_MODULES": ["markus.tools.mailbox_tools", "markus.tools.memory_tools", "markus.tools.work_tools",
-                     "markus.tools.human_tools"],
+    "TOOL_MODULES": [
+        "markus.tools.mailbox_tools",
+        "markus.tools.memory_tools",
+        "markus.tools.work_tools",
+        "markus.tools.human_tools",
+    ],
     # A task execution or review that ends without a verdict runs again after
     # BASE, 2×BASE, 4×BASE … seconds (at most CAP); after MAX retries the execution's
     # task fails, a review goes to a person.

@@ -1,11 +1,12 @@
 """Settings for the test suite: a file-backed SQLite test database (worker threads and
 live servers need a real file), fast hashing, short loop timings."""
+
 from __future__ import annotations
 
 import os
 
 from . import *  # noqa: F403
-from . import DATABASES, DATA_DIR, MARKUS
+from . import DATA_DIR, DATABASES, MARKUS
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

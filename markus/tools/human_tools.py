@@ -2,19 +2,20 @@
 ``request_user_approval``, which parks the item instead of holding a worker: the item is
 deferred until the person answers, then re-queued with the answer as the tool result
 (ARCHITECTURE decision 4)."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
 from markus.agents.auth import user_may_see_agent
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
 from notifications.registry import PRIORITIES, NotificationType
-from notifications.services import approval_create, notify_user as send_notification
-
-from attention.toolbox import ToolContext, ToolError, tool
+from notifications.services import approval_create
+from notifications.services import notify_user as send_notification
 
 S = {"type": "string"}
 # A chat has a person waiting for the reply; parking it would leave them hanging.
@@ -50,41 +51,72 @@ def _priority(value: str | None) -> str | None:
     return value
 
 
-@tool("notify_user", "Send a person a message that appears in your chat and their notification bell.",
-      {"type": "object", "properties": {"title": S, "body": S, "priority": S, "related_task_id": S,
-                                        "target_user_id": S}, "required": ["title", "body"]})
+@tool(
+    "notify_user",
+    "Send a person a message that appears in your chat and their notification bell.",
+    {
+        "type": "object",
+        "properties": {"title": S, "body": S, "priority": S, "related_task_id": S, "target_user_id": S},
+        "required": ["title", "body"],
+    },
+)
 def notify_user(ctx: ToolContext, args: dict) -> dict:
     user = _target_user(ctx, args.get("target_user_id"))
     session = main_session(ctx.agent_id)
     task_id = args.get("related_task_id")
     context = f"\n<!-- notify_context: task_id={task_id} -->" if task_id else ""
-    ChatMessage.objects.create(session=session, role="assistant", content=f"**{args['title']}**\n\n{args['body']}{context}",
-                               metadata={"notifyUser": True, "priority": args.get("priority") or "normal",
-                                         "taskId": task_id})
+    ChatMessage.objects.create(
+        session=session,
+        role="assistant",
+        content=f"**{args['title']}**\n\n{args['body']}{context}",
+        metadata={"notifyUser": True, "priority": args.get("priority") or "normal", "taskId": task_id},
+    )
     ChatSession.objects.filter(id=session.id).update(last_message_at=timezone.now())
     target = {"path": f"/work?task={task_id}"} if task_id else {"agentId": ctx.agent_id, "sessionId": session.id}
-    n = send_notification(user=user, type=NotificationType.SYSTEM, title=args["title"], body=args["body"],
-                          priority=_priority(args.get("priority")),
-                          action_type="navigate" if task_id else "open_chat", action_target=target,
-                          metadata={"agentId": ctx.agent_id, "taskId": task_id})
+    n = send_notification(
+        user=user,
+        type=NotificationType.SYSTEM,
+        title=args["title"],
+        body=args["body"],
+        priority=_priority(args.get("priority")),
+        action_type="navigate" if task_id else "open_chat",
+        action_target=target,
+        metadata={"agentId": ctx.agent_id, "taskId": task_id},
+    )
     return {"notificationId": n.id, "userId": user.pk}
 
 
-@tool("request_user_approval", "Ask a person to decide. Your work pauses until they answer; the answer "
-      "comes back as this tool's result.",
-      {"type": "object", "properties": {"title": S, "description": S, "options": {"type": "array"},
-                                        "allow_freeform": {"type": "boolean"}, "related_task_id": S,
-                                        "priority": S}, "required": ["title", "description"]},
-      scenarios=APPROVAL_SCENARIOS)
+@tool(
+    "request_user_approval",
+    "Ask a person to decide. Your work pauses until they answer; the answer comes back as this tool's result.",
+    {
+        "type": "object",
+        "properties": {
+            "title": S,
+            "description": S,
+            "options": {"type": "array"},
+            "allow_freeform": {"type": "boolean"},
+            "related_task_id": S,
+            "priority": S,
+        },
+        "required": ["title", "description"],
+    },
+    scenarios=APPROVAL_SCENARIOS,
+)
 def request_user_approval(ctx: ToolContext, args: dict) -> dict:
     options = args.get("options") or [{"id": "approve", "label": "Approve"}, {"id": "reject", "label": "Reject"}]
     if not all(isinstance(o, dict) and isinstance(o.get("id"), str) and o["id"] for o in options):
         raise ToolError("options must be objects with an id and a label")
     user = _target_user(ctx, None)
     approval = approval_create(
-        user=user, title=args["title"], description=args["description"], options=options,
-        allow_freeform=bool(args.get("allow_freeform")), agent=Agent.objects.get(id=ctx.agent_id),
-        mailbox_item=MailboxItem.objects.filter(id=ctx.mailbox_item_id).first(), priority=_priority(args.get("priority")),
+        user=user,
+        title=args["title"],
+        description=args["description"],
+        options=options,
+        allow_freeform=bool(args.get("allow_freeform")),
+        agent=Agent.objects.get(id=ctx.agent_id),
+        mailbox_item=MailboxItem.objects.filter(id=ctx.mailbox_item_id).first(),
+        priority=_priority(args.get("priority")),
         metadata={"taskId": args.get("related_task_id")},
     )
     ctx.effects["parked_approval"] = approval.id

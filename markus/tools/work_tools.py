@@ -1,25 +1,43 @@
 """Task and requirement tools. Every call acts as the calling agent (permission checks
 live in the work services); refusals come back as readable errors."""
+
 from __future__ import annotations
 
+from attention.toolbox import ToolContext, ToolError, tool
 from markus.agents.models import Agent
-from markus.work import services
 from markus.core.actors import Actor
+from markus.work import services
 from markus.work.errors import WorkNotFound
 from markus.work.models import TaskState
 from markus.work.selectors import (
-    access_requirement, access_task, comment_data, requirement_comments, requirement_data, requirements_visible_to, task_comments,
-    task_data, tasks_visible_to,
+    access_requirement,
+    access_task,
+    comment_data,
+    requirement_comments,
+    requirement_data,
+    requirements_visible_to,
+    task_comments,
+    task_data,
+    tasks_visible_to,
 )
-
-from attention.toolbox import ToolContext, ToolError, tool
 
 # Tool names are what saved LLM sessions refer to: written here, not derived from the
 # mailbox types they happen to share a spelling with.
 TASK_COMMENT = "task_comment"  # a tool name, not a mailbox type
 REQUIREMENT_COMMENT = "requirement_comment"  # a tool name, not a mailbox type
-WORK_SCENARIOS = {"chat", "task_execution", "review", "comment_response", "requirement_action", "a2a",
-                  "session_response", "mention_response", "system_notice", "check_in", "daily_report_writing"}
+WORK_SCENARIOS = {
+    "chat",
+    "task_execution",
+    "review",
+    "comment_response",
+    "requirement_action",
+    "a2a",
+    "session_response",
+    "mention_response",
+    "system_notice",
+    "check_in",
+    "daily_report_writing",
+}
 
 
 def _actor(ctx: ToolContext) -> Actor:
@@ -36,8 +54,11 @@ def _task(ctx: ToolContext, task_id: str):
 S = {"type": "string"}
 
 
-@tool("task_list", "List tasks you can see (yours, ones you review or created), optionally by status.",
-      {"type": "object", "properties": {"status": S}})
+@tool(
+    "task_list",
+    "List tasks you can see (yours, ones you review or created), optionally by status.",
+    {"type": "object", "properties": {"status": S}},
+)
 def task_list(ctx: ToolContext, args: dict) -> dict:
     rows = tasks_visible_to(_actor(ctx))
     if args.get("status"):
@@ -45,59 +66,95 @@ def task_list(ctx: ToolContext, args: dict) -> dict:
     return {"tasks": [task_data(t) for t in rows.order_by("-updated_at")[:50]]}
 
 
-@tool("task_get", "Fetch a task with all its comments.", {"type": "object", "properties": {"task_id": S},
-                                                          "required": ["task_id"]})
+@tool(
+    "task_get",
+    "Fetch a task with all its comments.",
+    {"type": "object", "properties": {"task_id": S}, "required": ["task_id"]},
+)
 def task_get(ctx: ToolContext, args: dict) -> dict:
     task = _task(ctx, args["task_id"])
     return {**task_data(task), "comments": task_comments(task)}
 
 
-@tool("task_create", "Create a task, optionally assigned to an agent and with a reviewer.",
-      {"type": "object", "properties": {"title": S, "description": S, "assignee_id": S, "reviewer_id": S,
-                                        "requirement_id": S}, "required": ["title"]}, scenarios=WORK_SCENARIOS)
+@tool(
+    "task_create",
+    "Create a task, optionally assigned to an agent and with a reviewer.",
+    {
+        "type": "object",
+        "properties": {"title": S, "description": S, "assignee_id": S, "reviewer_id": S, "requirement_id": S},
+        "required": ["title"],
+    },
+    scenarios=WORK_SCENARIOS,
+)
 def task_create(ctx: ToolContext, args: dict) -> dict:
-    task = services.task_create(actor=_actor(ctx), title=args["title"], description=args.get("description") or "",
-                                assignee_id=args.get("assignee_id"), reviewer_agent_id=args.get("reviewer_id"),
-                                requirement_id=args.get("requirement_id"))
+    task = services.task_create(
+        actor=_actor(ctx),
+        title=args["title"],
+        description=args.get("description") or "",
+        assignee_id=args.get("assignee_id"),
+        reviewer_agent_id=args.get("reviewer_id"),
+        requirement_id=args.get("requirement_id"),
+    )
     return task_data(task)
 
 
-@tool("task_update", "Move a task to another status (for example a reviewer completes it, or sends it back "
-      "with in_progress).", {"type": "object", "properties": {"task_id": S, "status": S, "note": S},
-                            "required": ["task_id", "status"]}, scenarios=WORK_SCENARIOS)
+@tool(
+    "task_update",
+    "Move a task to another status (for example a reviewer completes it, or sends it back with in_progress).",
+    {"type": "object", "properties": {"task_id": S, "status": S, "note": S}, "required": ["task_id", "status"]},
+    scenarios=WORK_SCENARIOS,
+)
 def task_update(ctx: ToolContext, args: dict) -> dict:
     _task(ctx, args["task_id"])
-    task = services.task_transition(task_id=args["task_id"], to_status=args["status"], actor=_actor(ctx),
-                                    note=args.get("note") or "")
+    task = services.task_transition(
+        task_id=args["task_id"], to_status=args["status"], actor=_actor(ctx), note=args.get("note") or ""
+    )
     return task_data(task)
 
 
-@tool(TASK_COMMENT, "Comment on a task; reply_to_comment_id links your reply to a comment.",
-      {"type": "object", "properties": {"task_id": S, "content": S, "reply_to_comment_id": S},
-       "required": ["task_id", "content"]})
+@tool(
+    TASK_COMMENT,
+    "Comment on a task; reply_to_comment_id links your reply to a comment.",
+    {
+        "type": "object",
+        "properties": {"task_id": S, "content": S, "reply_to_comment_id": S},
+        "required": ["task_id", "content"],
+    },
+)
 def task_comment(ctx: ToolContext, args: dict) -> dict:
     _task(ctx, args["task_id"])
-    comment = services.task_comment_create(task_id=args["task_id"], actor=_actor(ctx), content=args["content"],
-                                           reply_to_comment_id=args.get("reply_to_comment_id"),
-                                           activity_id=ctx.activity_id)
+    comment = services.task_comment_create(
+        task_id=args["task_id"],
+        actor=_actor(ctx),
+        content=args["content"],
+        reply_to_comment_id=args.get("reply_to_comment_id"),
+        activity_id=ctx.activity_id,
+    )
     return comment_data(comment)
 
 
-@tool("task_submit_review", "Submit your task for review when the work is done.",
-      {"type": "object", "properties": {"task_id": S, "summary": S}, "required": ["task_id"]},
-      scenarios=WORK_SCENARIOS)
+@tool(
+    "task_submit_review",
+    "Submit your task for review when the work is done.",
+    {"type": "object", "properties": {"task_id": S, "summary": S}, "required": ["task_id"]},
+    scenarios=WORK_SCENARIOS,
+)
 def task_submit_review(ctx: ToolContext, args: dict) -> dict:
     task = _task(ctx, args["task_id"])
     if task.assignee_id != ctx.agent_id:
         raise ToolError("only the assignee submits a task for review")
-    task = services.task_transition(task_id=task.id, to_status=TaskState.REVIEW, actor=_actor(ctx),
-                                    note=args.get("summary") or "")
+    task = services.task_transition(
+        task_id=task.id, to_status=TaskState.REVIEW, actor=_actor(ctx), note=args.get("summary") or ""
+    )
     return task_data(task)
 
 
-@tool("requirement_propose", "Propose a requirement (a human approves it; at most 3 pending).",
-      {"type": "object", "properties": {"title": S, "description": S}, "required": ["title"]},
-      scenarios=WORK_SCENARIOS)
+@tool(
+    "requirement_propose",
+    "Propose a requirement (a human approves it; at most 3 pending).",
+    {"type": "object", "properties": {"title": S, "description": S}, "required": ["title"]},
+    scenarios=WORK_SCENARIOS,
+)
 def requirement_propose(ctx: ToolContext, args: dict) -> dict:
     req = services.requirement_create(actor=_actor(ctx), title=args["title"], description=args.get("description") or "")
     return requirement_data(req)
@@ -118,29 +175,53 @@ def _requirement(ctx: ToolContext, rid: str):
         raise ToolError(f"no requirement {rid!r} that you can see") from exc
 
 
-@tool("requirement_get", "Fetch a requirement with its comments.",
-      {"type": "object", "properties": {"requirement_id": S}, "required": ["requirement_id"]})
+@tool(
+    "requirement_get",
+    "Fetch a requirement with its comments.",
+    {"type": "object", "properties": {"requirement_id": S}, "required": ["requirement_id"]},
+)
 def requirement_get(ctx: ToolContext, args: dict) -> dict:
     req = _requirement(ctx, args["requirement_id"])
     return {**requirement_data(req), "comments": requirement_comments(req)}
 
 
-@tool(REQUIREMENT_COMMENT, "Comment on a requirement.",
-      {"type": "object", "properties": {"requirement_id": S, "content": S, "reply_to_comment_id": S},
-       "required": ["requirement_id", "content"]})
+@tool(
+    REQUIREMENT_COMMENT,
+    "Comment on a requirement.",
+    {
+        "type": "object",
+        "properties": {"requirement_id": S, "content": S, "reply_to_comment_id": S},
+        "required": ["requirement_id", "content"],
+    },
+)
 def requirement_comment(ctx: ToolContext, args: dict) -> dict:
     _requirement(ctx, args["requirement_id"])
     comment = services.requirement_comment_create(
-        requirement_id=args["requirement_id"], actor=_actor(ctx), content=args["content"],
-        reply_to_comment_id=args.get("reply_to_comment_id"), activity_id=ctx.activity_id)
+        requirement_id=args["requirement_id"],
+        actor=_actor(ctx),
+        content=args["content"],
+        reply_to_comment_id=args.get("reply_to_comment_id"),
+        activity_id=ctx.activity_id,
+    )
     return comment_data(comment)
 
 
-@tool("requirement_resubmit", "Resubmit a rejected requirement, optionally reworded.",
-      {"type": "object", "properties": {"requirement_id": S, "title": S, "description": S},
-       "required": ["requirement_id"]}, scenarios=WORK_SCENARIOS)
+@tool(
+    "requirement_resubmit",
+    "Resubmit a rejected requirement, optionally reworded.",
+    {
+        "type": "object",
+        "properties": {"requirement_id": S, "title": S, "description": S},
+        "required": ["requirement_id"],
+    },
+    scenarios=WORK_SCENARIOS,
+)
 def requirement_resubmit(ctx: ToolContext, args: dict) -> dict:
     _requirement(ctx, args["requirement_id"])
-    req = services.requirement_resubmit(requirement_id=args["requirement_id"], actor=_actor(ctx),
-                                        title=args.get("title"), description=args.get("description"))
+    req = services.requirement_resubmit(
+        requirement_id=args["requirement_id"],
+        actor=_actor(ctx),
+        title=args.get("title"),
+        description=args.get("description"),
+    )
     return requirement_data(req)

@@ -1,5 +1,6 @@
 """``/ws/agents/<id>/mind/``: the mind page's socket. The same access rules as the
 JSON stream of ``/ws/agents/<id>/``, but it sends rendered HTML for htmx to swap."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -10,6 +10,7 @@ the page holds (``known``) to tell a new item (inserted at the top) from a chang
    is lost.
 2. ``apply(event)`` for each event of the agent's group.
 """
+
 from __future__ import annotations
 
 from typing import Any

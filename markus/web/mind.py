@@ -4,6 +4,7 @@ Labels, icons, categories and status colours are read from the mailbox registry 
 page or partial is rendered, never written into a template: a type added to the
 registry shows up (and is filterable) with no template change.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,9 +16,9 @@ from django.shortcuts import get_object_or_404
 
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
+from attention.selectors import timeline_entry
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
-from attention.selectors import timeline_entry
 from mailbox.selectors import queue_depth, timeline_queryset
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
@@ -52,13 +53,19 @@ class MindFilters:
         return urlencode([(k, v) for k, v in pairs if v])
 
     def rows(self, agent_id: str) -> QuerySet[MailboxItem]:
-        return timeline_queryset(agent_id, types=[self.type] if self.type else None,
-                                 category=self.category or None, statuses=list(self.statuses) or None)
+        return timeline_queryset(
+            agent_id,
+            types=[self.type] if self.type else None,
+            category=self.category or None,
+            statuses=list(self.statuses) or None,
+        )
 
     def matches(self, item: MailboxItem) -> bool:
-        return ((not self.category or item.category == self.category)
-                and (not self.type or item.source_type == self.type)
-                and (not self.statuses or item.status in self.statuses))
+        return (
+            (not self.category or item.category == self.category)
+            and (not self.type or item.source_type == self.type)
+            and (not self.statuses or item.status in self.statuses)
+        )
 
 
 def filter_groups() -> list[dict[str, Any]]:
@@ -86,8 +93,15 @@ def header_context(agent_id: str, *, live: bool = False) -> dict[str, Any]:
         d = descriptor(focus["sourceType"])
         focus = {**focus, "icon": d.icon, "typeLabel": d.label}
     brain = get_provider().name
-    return {"agent": agent, "state": str(snap["state"]), "focus": focus, "queue_depth": queue_depth(agent_id),
-            "brain": brain, "offline_brain": brain == OFFLINE_BRAIN, "live": live}
+    return {
+        "agent": agent,
+        "state": str(snap["state"]),
+        "focus": focus,
+        "queue_depth": queue_depth(agent_id),
+        "brain": brain,
+        "offline_brain": brain == OFFLINE_BRAIN,
+        "live": live,
+    }
 
 
 def _with_details(rows: QuerySet[MailboxItem]) -> QuerySet[MailboxItem]:
@@ -115,7 +129,7 @@ def present(item: MailboxItem) -> dict[str, Any]:
 
 def timeline_page(agent_id: str, filters: MindFilters, *, offset: int = 0, limit: int = PAGE_SIZE) -> dict[str, Any]:
     """One page of the timeline, newest first; ``next_offset`` is None on the last."""
-    rows = list(_with_details(filters.rows(agent_id))[offset: offset + limit + 1])
+    rows = list(_with_details(filters.rows(agent_id))[offset : offset + limit + 1])
     more = len(rows) > limit
     return {"entries": [present(i) for i in rows[:limit]], "next_offset": offset + limit if more else None}
 

@@ -1,4 +1,5 @@
 """The mind view and its partials. Thin: access check, filters, one template each."""
+
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
@@ -24,10 +25,16 @@ def _offset(request) -> int:
 def mind_view(request, agent_id: str):
     agent = access_agent(request, agent_id)
     filters = mind.MindFilters.from_query(request.GET)
-    return render(request, "mind/mind.html", {
-        **mind.header_context(agent.id), **mind.filters_context(filters),
-        **mind.timeline_page(agent.id, filters), "agent_id": agent.id,
-    })
+    return render(
+        request,
+        "mind/mind.html",
+        {
+            **mind.header_context(agent.id),
+            **mind.filters_context(filters),
+            **mind.timeline_page(agent.id, filters),
+            "agent_id": agent.id,
+        },
+    )
 
 
 @require_GET

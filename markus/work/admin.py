@@ -1,16 +1,17 @@
 """The operator console for tasks and requirements. Status is read-only in the forms:
 it changes only through the actions, which call the transition services and report
 illegal moves as messages."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from django.contrib import admin, messages
 
+from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 
 from . import services
-from markus.core.actors import Actor
 from .models import Requirement, RequirementComment, RequirementState, Task, TaskComment, TaskState
 
 
@@ -42,8 +43,13 @@ class ReadOnlyCommentInline(admin.TabularInline):
 
 def task_action(to_status: str, label: str):
     def action(modeladmin, request, queryset):
-        _run(modeladmin, request, queryset, label,
-             lambda task_id, actor: services.task_transition(task_id=task_id, to_status=to_status, actor=actor))
+        _run(
+            modeladmin,
+            request,
+            queryset,
+            label,
+            lambda task_id, actor: services.task_transition(task_id=task_id, to_status=to_status, actor=actor),
+        )
 
     action.__name__ = f"task_to_{to_status}"
     return admin.action(description=label)(action)
@@ -51,14 +57,20 @@ def task_action(to_status: str, label: str):
 
 @admin.action(description="Retry (fresh execution)")
 def task_retry(modeladmin, request, queryset):
-    _run(modeladmin, request, queryset, "Retry",
-         lambda task_id, actor: services.task_retry(task_id=task_id, actor=actor))
+    _run(
+        modeladmin, request, queryset, "Retry", lambda task_id, actor: services.task_retry(task_id=task_id, actor=actor)
+    )
 
 
 def requirement_action(step: Callable, label: str, name: str):
     def action(modeladmin, request, queryset):
-        _run(modeladmin, request, queryset, label,
-             lambda requirement_id, actor: step(requirement_id=requirement_id, actor=actor))
+        _run(
+            modeladmin,
+            request,
+            queryset,
+            label,
+            lambda requirement_id, actor: step(requirement_id=requirement_id, actor=actor),
+        )
 
     action.__name__ = f"requirement_{name}"
     return admin.action(description=label)(action)
@@ -75,7 +87,12 @@ class TaskAdmin(admin.ModelAdmin):
     search_fields = ("id", "title")
     list_select_related = ("assignee", "reviewer_agent")
     raw_id_fields = (
-        "assignee", "reviewer_agent", "reviewer_user", "created_by_agent", "created_by_user", "requirement",
+        "assignee",
+        "reviewer_agent",
+        "reviewer_user",
+        "created_by_agent",
+        "created_by_user",
+        "requirement",
     )
     filter_horizontal = ("depends_on",)
     readonly_fields = ("status", "execution_round", "cancel_requested_at", "completed_at", "created_at", "updated_at")

@@ -5,6 +5,7 @@ Visibility: a user sees the tasks of agents they may see, and tasks they created
 review; an agent token sees tasks it is assignee, reviewer or creator of. Anything
 else answers 404, exactly like a missing task.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,10 +20,10 @@ from rest_framework.views import APIView
 from agentbus.selectors import pending_count
 from markus.agents.auth import actor_for_request, user_may_see_agent
 from markus.agents.models import Agent
+from markus.core.actors import Actor
 from markus.core.api import int_param
 
 from . import selectors, services
-from markus.core.actors import Actor
 from .errors import WorkError
 from .models import Task, TaskState
 
@@ -104,31 +105,44 @@ class TaskListView(APIView):
         rows = rows.order_by("-created_at", "-id")
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
-        return Response({
-            "tasks": [selectors.task_data(t) for t in rows.prefetch_related("depends_on")[offset: offset + limit]],
-            "totalCount": rows.count(),
-        })
+        return Response(
+            {
+                "tasks": [selectors.task_data(t) for t in rows.prefetch_related("depends_on")[offset : offset + limit]],
+                "totalCount": rows.count(),
+            }
+        )
 
     @extend_schema(request=TaskCreateInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
         actor = actor_for_request(request)
         body = valid(TaskCreateInput, request)
         watchers = body["metadata"].get("watchers")
-        check_agent_refs(actor, assigneeId=body["assigneeId"], reviewerId=body["reviewerId"],
-                         **{"metadata.watchers": watchers if isinstance(watchers, list) else None})
+        check_agent_refs(
+            actor,
+            assigneeId=body["assigneeId"],
+            reviewerId=body["reviewerId"],
+            **{"metadata.watchers": watchers if isinstance(watchers, list) else None},
+        )
         check_reviewer_user(actor, body["reviewerUserId"], body["assigneeId"])
         visible = selectors.tasks_visible_to(actor)
         for dependency in body["dependsOn"]:
             if not visible.filter(id=dependency).exists():
                 raise WorkError(f"dependsOn: no such task {dependency!r}")
-        if body["requirementId"] and not selectors.requirements_visible_to(actor).filter(
-            id=body["requirementId"]
-        ).exists():
+        if (
+            body["requirementId"]
+            and not selectors.requirements_visible_to(actor).filter(id=body["requirementId"]).exists()
+        ):
             raise WorkError(f"requirementId: no such requirement {body['requirementId']!r}")
         task = services.task_create(
-            actor=actor, title=body["title"], description=body["description"], assignee_id=body["assigneeId"],
-            reviewer_agent_id=body["reviewerId"], reviewer_user_id=body["reviewerUserId"],
-            depends_on=body["dependsOn"], requirement_id=body["requirementId"], metadata=body["metadata"],
+            actor=actor,
+            title=body["title"],
+            description=body["description"],
+            assignee_id=body["assigneeId"],
+            reviewer_agent_id=body["reviewerId"],
+            reviewer_user_id=body["reviewerUserId"],
+            depends_on=body["dependsOn"],
+            requirement_id=body["requirementId"],
+            metadata=body["metadata"],
             start=body["start"],
         )
         task.refresh_from_db()
@@ -172,7 +186,10 @@ class TaskCommentsView(APIView):
         task = selectors.access_task(actor, task_id)
         body = valid(CommentInput, request)
         comment = services.task_comment_create(
-            task_id=task.id, actor=actor, content=body["content"],
-            reply_to_comment_id=body["replyToCommentId"], activity_id=body["activityId"],
+            task_id=task.id,
+            actor=actor,
+            content=body["content"],
+            reply_to_comment_id=body["replyToCommentId"],
+            activity_id=body["activityId"],
         )
         return Response(selectors.comment_data(comment), status=status.HTTP_201_CREATED)

@@ -6,6 +6,7 @@ mentions send ``mention`` items instead. While a task is in review, its reviewer
 comments notify nobody but the agents they mention: the outcome of a review travels
 through the status transition, not through intermediate comments.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,9 +16,9 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from markus.agents.models import Agent
+from markus.core.actors import Actor
 
 from . import notices
-from markus.core.actors import Actor
 from .errors import WorkError, WorkNotFound
 from .inputs import clean_text
 from .models import Requirement, RequirementComment, Task, TaskComment, TaskState
@@ -63,9 +64,9 @@ def _reply_to(model, reply_to_comment_id, **parent) -> TaskComment | Requirement
         return None
     reply_to = None
     if isinstance(reply_to_comment_id, str):
-        reply_to = model.objects.select_related("author_agent", "author_user").filter(
-            id=reply_to_comment_id, **parent
-        ).first()
+        reply_to = (
+            model.objects.select_related("author_agent", "author_user").filter(id=reply_to_comment_id, **parent).first()
+        )
     if reply_to is None:
         where = "task" if model is TaskComment else "requirement"
         raise WorkError(f"reply_to_comment_id {reply_to_comment_id!r} is not a comment on this {where}")
@@ -79,18 +80,36 @@ def _activity_id(actor: Actor, activity_id) -> str | None:
     return clean_text(activity_id, "activity_id", max_length=64) or None
 
 
-def _deliver(kind: str, obj: Task | Requirement, comment, actor: Actor, *, recipients: list[str | None],
-             candidates: QuerySet[Agent], reply_to, streak: int) -> None:
+def _deliver(
+    kind: str,
+    obj: Task | Requirement,
+    comment,
+    actor: Actor,
+    *,
+    recipients: list[str | None],
+    candidates: QuerySet[Agent],
+    reply_to,
+    streak: int,
+) -> None:
     mentioned = [a for a in mentioned_agents(comment.content, candidates) if a.id != actor.agent_id]
     mentioned_ids = {a.id for a in mentioned}
     wanted = [r for r in dict.fromkeys(recipients) if r and r != actor.agent_id and r not in mentioned_ids]
     existing = set(Agent.objects.filter(id__in=wanted).values_list("id", flat=True))
     reply = (author_of(reply_to)[2], reply_to.content[:REPLY_SNIPPET]) if reply_to is not None else None
     for agent_id, mention in [*((a.id, True) for a in mentioned), *((r, False) for r in wanted if r in existing)]:
-        text = notices.comment_text(kind=kind, obj=obj, actor=actor, content=comment.content,
-                                    comment_id=comment.id, reply_to=reply, streak=streak, mention=mention)
-        notices.send_comment(agent_id, kind=kind, obj=obj, actor=actor, text=text, comment_id=comment.id,
-                             streak=streak, mention=mention)
+        text = notices.comment_text(
+            kind=kind,
+            obj=obj,
+            actor=actor,
+            content=comment.content,
+            comment_id=comment.id,
+            reply_to=reply,
+            streak=streak,
+            mention=mention,
+        )
+        notices.send_comment(
+            agent_id, kind=kind, obj=obj, actor=actor, text=text, comment_id=comment.id, streak=streak, mention=mention
+        )
 
 
 @transaction.atomic
@@ -110,8 +129,12 @@ def task_comment_create(
         raise WorkNotFound(f"no task {task_id!r}")
     reply_to = _reply_to(TaskComment, reply_to_comment_id, task=task)
     comment = TaskComment.objects.create(
-        task=task, author_agent_id=actor.agent_id, author_user_id=actor.user_id, content=content,
-        reply_to=reply_to, activity_id=_activity_id(actor, activity_id),
+        task=task,
+        author_agent_id=actor.agent_id,
+        author_user_id=actor.user_id,
+        content=content,
+        reply_to=reply_to,
+        activity_id=_activity_id(actor, activity_id),
     )
     watchers = (task.metadata or {}).get("watchers") or []
     if task.status == TaskState.REVIEW and actor_is_reviewer(task, actor):
@@ -120,7 +143,12 @@ def task_comment_create(
         recipients = [task.assignee_id, task.created_by_agent_id, *[w for w in watchers if isinstance(w, str)]]
     participants = [task.assignee_id, task.reviewer_agent_id, task.created_by_agent_id, *recipients]
     _deliver(
-        "task", task, comment, actor, recipients=recipients, reply_to=reply_to,
+        "task",
+        task,
+        comment,
+        actor,
+        recipients=recipients,
+        reply_to=reply_to,
         candidates=_candidates(actor, participants, task.team_id),
         streak=agent_streak(TaskComment.objects.filter(task=task)),
     )
@@ -144,12 +172,21 @@ def requirement_comment_create(
         raise WorkNotFound(f"no requirement {requirement_id!r}")
     reply_to = _reply_to(RequirementComment, reply_to_comment_id, requirement=requirement)
     comment = RequirementComment.objects.create(
-        requirement=requirement, author_agent_id=actor.agent_id, author_user_id=actor.user_id, content=content,
-        reply_to=reply_to, activity_id=_activity_id(actor, activity_id),
+        requirement=requirement,
+        author_agent_id=actor.agent_id,
+        author_user_id=actor.user_id,
+        content=content,
+        reply_to=reply_to,
+        activity_id=_activity_id(actor, activity_id),
     )
     agent_id = requirement_agent_id(requirement)
     _deliver(
-        "requirement", requirement, comment, actor, recipients=[agent_id], reply_to=reply_to,
+        "requirement",
+        requirement,
+        comment,
+        actor,
+        recipients=[agent_id],
+        reply_to=reply_to,
         candidates=_candidates(actor, [agent_id], requirement.team_id),
         streak=agent_streak(RequirementComment.objects.filter(requirement=requirement)),
     )

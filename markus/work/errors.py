@@ -1,4 +1,5 @@
 """Errors of the work app; the API maps ``status_code`` (400 / 403 / 404 / 409)."""
+
 from __future__ import annotations
 
 from markus.core.errors import ConflictError, MarkusError

@@ -4,20 +4,10 @@ Leaving ``in_progress`` sets ``Task.cancel_requested_at``; the attention loop ca
 ``execution_cancelled`` at each yield point of a task execution and stops when it is
 true. It lives in the database, so a worker on another machine sees it.
 """
+
 from __future__ import annotations
 
-from django.utils import timezone
-
 from .models import Task, TaskState
-
-
-def request_execution_cancel(task_id: str) -> bool:
-    """Flag the task's execution as cancelled. True if the task exists."""
-    return Task.objects.filter(id=task_id).update(cancel_requested_at=timezone.now()) == 1
-
-
-def clear_execution_cancel(task_id: str) -> None:
-    Task.objects.filter(id=task_id).update(cancel_requested_at=None)
 
 
 def execution_cancelled(task_id: str, execution_round: int | None = None) -> bool:

@@ -1,4 +1,5 @@
 """Small input checks shared by the work services; each raises WorkError (400)."""
+
 from __future__ import annotations
 
 from typing import Any

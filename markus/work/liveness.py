@@ -16,6 +16,7 @@ losing its reviewer goes to a person.
 The loop calls the verdict helpers when a task execution or a review ends: if the task
 still waits, the run is a failed attempt (see ``attention.settle``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,12 +30,12 @@ from mailbox.lifecycle import OPEN_STATUSES
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents.models import Agent
+from markus.core.actors import Actor
 from notifications.models import Approval
 from notifications.registry import NotificationType
 from notifications.services import notify_user
 
 from . import notices
-from markus.core.actors import Actor
 from .models import Task, TaskState
 from .selectors import task_reviewer
 from .services import request_review, task_transition
@@ -58,14 +59,19 @@ class RepairReport:
 
 def live_execution(task: Task) -> bool:
     return MailboxItem.objects.filter(
-        agent_id=task.assignee_id, source_type=MailboxType.TASK_STATUS_UPDATE, payload__taskId=task.id,
-        payload__extra__triggerExecution=True, status__in=list(OPEN_STATUSES),
+        agent_id=task.assignee_id,
+        source_type=MailboxType.TASK_STATUS_UPDATE,
+        payload__taskId=task.id,
+        payload__extra__triggerExecution=True,
+        status__in=list(OPEN_STATUSES),
     ).exists()
 
 
 def live_review_request(task: Task, reviewer_id: str) -> bool:
     rows = MailboxItem.objects.filter(
-        agent_id=reviewer_id, source_type=MailboxType.REVIEW_REQUEST, payload__taskId=task.id,
+        agent_id=reviewer_id,
+        source_type=MailboxType.REVIEW_REQUEST,
+        payload__taskId=task.id,
         status__in=list(OPEN_STATUSES),
     )
     # For the current round (an item written before rounds were recorded counts too).
@@ -119,14 +125,18 @@ def _repair(task: Task, reason: str, report: RepairReport) -> None:
             execution_gave_up(task.id, reason=f"{reason}, after {limit} repairs")
             report.failed.append(task.id)
             return
-        item = notices.send_task_execution(task, actor=Actor.system(), from_status=task.status, resumed=True,
-                                           reason=f"liveness repair: {reason}")
+        item = notices.send_task_execution(
+            task, actor=Actor.system(), from_status=task.status, resumed=True, reason=f"liveness repair: {reason}"
+        )
         report.restored.append((task.id, item))
         return
     reviewer = task_reviewer(task)
     assert reviewer is not None
-    if reviewer[0] == "agent" and repairs > limit and review_gave_up(task.id, reason=f"{reason}, after {limit} "
-                                                                                      "repairs"):
+    if (
+        reviewer[0] == "agent"
+        and repairs > limit
+        and review_gave_up(task.id, reason=f"{reason}, after {limit} repairs")
+    ):
         report.escalated.append(task.id)
         return
     report.restored.append((task.id, request_review(task, Actor.system(), reason=f"Liveness repair: {reason}.")))
@@ -184,10 +194,14 @@ def execution_gave_up(task_id: str, *, reason: str) -> None:
         task_transition(task_id=task.id, to_status=TaskState.FAILED, actor=Actor.system(), note=reason)
         owner = _owner(task)
         if owner is not None and task.created_by_user_id is None:
-            notify_user(user=owner, type=NotificationType.TASK_FAILED, title=f"Task failed: {task.title}",
-                        body=f"{task.title} ({task.id}) failed: {reason}",
-                        action_target={"path": f"/work?task={task.id}"},
-                        metadata={"taskId": task.id, "agentId": task.assignee_id})
+            notify_user(
+                user=owner,
+                type=NotificationType.TASK_FAILED,
+                title=f"Task failed: {task.title}",
+                body=f"{task.title} ({task.id}) failed: {reason}",
+                action_target={"path": f"/work?task={task.id}"},
+                metadata={"taskId": task.id, "agentId": task.assignee_id},
+            )
 
 
 def review_gave_up(task_id: str, *, reason: str) -> bool:
@@ -201,8 +215,12 @@ def review_gave_up(task_id: str, *, reason: str) -> bool:
         if owner is None:
             log.warning("liveness: review of %s stalled (%s) and nobody to escalate to", task_id, reason)
             return False
-        request_review(task, Actor.system(), user=owner,
-                       reason=f"The reviewer could not reach a verdict ({reason}); please review it.")
+        request_review(
+            task,
+            Actor.system(),
+            user=owner,
+            reason=f"The reviewer could not reach a verdict ({reason}); please review it.",
+        )
         return True
 
 

@@ -1,4 +1,5 @@
 """Tasks and requirements, with their comments."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -37,9 +38,7 @@ class Requirement(models.Model):
     created_by_agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposed_requirements"
     )
-    created_by_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    created_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     team = models.ForeignKey("agents.Team", null=True, blank=True, on_delete=models.SET_NULL)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -72,9 +71,7 @@ class Task(models.Model):
     description = models.TextField(blank=True, default="")
     deliverables = models.TextField(blank=True, default="")
     status = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.PENDING)
-    assignee = models.ForeignKey(
-        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_tasks"
-    )
+    assignee = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_tasks")
     reviewer_agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="review_tasks"
     )
@@ -87,9 +84,7 @@ class Task(models.Model):
     created_by_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="created_tasks"
     )
-    requirement = models.ForeignKey(
-        Requirement, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
-    )
+    requirement = models.ForeignKey(Requirement, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
     depends_on = models.ManyToManyField("self", symmetrical=False, related_name="dependents", blank=True)
     team = models.ForeignKey("agents.Team", null=True, blank=True, on_delete=models.SET_NULL)
     metadata = models.JSONField(default=dict, blank=True)

@@ -4,6 +4,7 @@ Every item goes through ``mailbox_enqueue`` (inside the caller's transaction); t
 texts are what the agent's LLM reads, so they say what happened and what, if
 anything, is expected.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,13 +12,19 @@ from typing import Any
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Priority
 from mailbox.services import mailbox_enqueue
-
 from markus.core.actors import Actor
+
 from .models import Requirement, Task, TaskState
 
 
-def _enqueue(agent_id: str, source_type: MailboxType, payload: dict[str, Any], *,
-             priority: int | None = None, metadata: dict[str, Any] | None = None) -> MailboxItem:
+def _enqueue(
+    agent_id: str,
+    source_type: MailboxType,
+    payload: dict[str, Any],
+    *,
+    priority: int | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> MailboxItem:
     return mailbox_enqueue(
         agent_id=agent_id, source_type=source_type, payload=payload, priority=priority, metadata=metadata or {}
     )
@@ -26,8 +33,9 @@ def _enqueue(agent_id: str, source_type: MailboxType, payload: dict[str, Any], *
 # ---------------------------------------------------------------------------- tasks
 
 
-def send_task_execution(task: Task, *, actor: Actor, from_status: str, note: str = "",
-                        resumed: bool = False, reason: str = "") -> MailboxItem:
+def send_task_execution(
+    task: Task, *, actor: Actor, from_status: str, note: str = "", resumed: bool = False, reason: str = ""
+) -> MailboxItem:
     """The execution trigger (seed 3.4): it is the assignee's notification too.
     ``reason``: why a resumed execution was sent again (recorded on the item)."""
     lines = [f'Execute task "{task.title}" ({task.id}), execution round {task.execution_round}.']
@@ -40,8 +48,7 @@ def send_task_execution(task: Task, *, actor: Actor, from_status: str, note: str
     if task.description:
         lines.append(f"\n{task.description}")
     lines.append(
-        "\nWhen the work is done, submit it for review with task_submit_review; "
-        "a worker cannot complete its own task."
+        "\nWhen the work is done, submit it for review with task_submit_review; a worker cannot complete its own task."
     )
     extra: dict[str, Any] = {"triggerExecution": True, "executionRound": task.execution_round}
     if resumed:
@@ -50,14 +57,15 @@ def send_task_execution(task: Task, *, actor: Actor, from_status: str, note: str
     if reason:
         metadata["repairReason"] = reason
     return _enqueue(
-        task.assignee_id, MailboxType.TASK_STATUS_UPDATE,
+        task.assignee_id,
+        MailboxType.TASK_STATUS_UPDATE,
         {"summary": f"Execute task: {task.title}", "content": "\n".join(lines), "taskId": task.id, "extra": extra},
-        priority=Priority.HIGH, metadata=metadata,
+        priority=Priority.HIGH,
+        metadata=metadata,
     )
 
 
-def send_task_status_info(agent_id: str, task: Task, *, actor: Actor, from_status: str,
-                          note: str = "") -> MailboxItem:
+def send_task_status_info(agent_id: str, task: Task, *, actor: Actor, from_status: str, note: str = "") -> MailboxItem:
     """An informational status update: logged by the loop without an LLM call."""
     by = "" if actor.kind == "system" else f" by {actor.name}"
     content = f'Task "{task.title}" ({task.id}) moved from {from_status} to {task.status}{by}.'
@@ -65,9 +73,12 @@ def send_task_status_info(agent_id: str, task: Task, *, actor: Actor, from_statu
         content += f"\nNote: {note}"
     content += "\nInformational: the system has already acted on this change; no action is needed."
     return _enqueue(
-        agent_id, MailboxType.TASK_STATUS_UPDATE,
+        agent_id,
+        MailboxType.TASK_STATUS_UPDATE,
         {
-            "summary": f"Task {task.status}: {task.title}", "content": content, "taskId": task.id,
+            "summary": f"Task {task.status}: {task.title}",
+            "content": content,
+            "taskId": task.id,
             "extra": {"fromStatus": from_status, "toStatus": task.status},
         },
         metadata={**actor.sender_metadata(), "fromStatus": from_status, "toStatus": task.status},
@@ -80,9 +91,14 @@ def send_task_assigned(task: Task, *, actor: Actor, waiting_for: list[str]) -> M
         content += f" It starts by itself once these tasks are completed: {', '.join(waiting_for)}."
     content += "\nInformational: no action is needed until it starts."
     return _enqueue(
-        task.assignee_id, MailboxType.TASK_STATUS_UPDATE,
-        {"summary": f"Task assigned: {task.title}", "content": content, "taskId": task.id,
-         "extra": {"fromStatus": None, "toStatus": task.status}},
+        task.assignee_id,
+        MailboxType.TASK_STATUS_UPDATE,
+        {
+            "summary": f"Task assigned: {task.title}",
+            "content": content,
+            "taskId": task.id,
+            "extra": {"fromStatus": None, "toStatus": task.status},
+        },
         metadata={**actor.sender_metadata(), "toStatus": task.status},
     )
 
@@ -104,9 +120,14 @@ def send_review_request(reviewer_id: str, task: Task, *, actor: Actor, reason: s
     if reason:
         metadata["repairReason"] = reason
     return _enqueue(
-        reviewer_id, MailboxType.REVIEW_REQUEST,
-        {"summary": f"Review requested: {task.title}", "content": content, "taskId": task.id,
-         "extra": {"reviewRound": task.execution_round}},
+        reviewer_id,
+        MailboxType.REVIEW_REQUEST,
+        {
+            "summary": f"Review requested: {task.title}",
+            "content": content,
+            "taskId": task.id,
+            "extra": {"reviewRound": task.execution_round},
+        },
         metadata=metadata,
     )
 
@@ -123,8 +144,17 @@ If several comments are bundled here (separated by ---), answer them in ONE cons
 reply: use reply_to_comment_id for the most important one and quote the others inline."""
 
 
-def comment_text(*, kind: str, obj: Task | Requirement, actor: Actor, content: str, comment_id: str,
-                 reply_to: tuple[str, str] | None, streak: int, mention: bool = False) -> str:
+def comment_text(
+    *,
+    kind: str,
+    obj: Task | Requirement,
+    actor: Actor,
+    content: str,
+    comment_id: str,
+    reply_to: tuple[str, str] | None,
+    streak: int,
+    mention: bool = False,
+) -> str:
     """The notification text of a comment, with the section 3.5 instructions."""
     # The agent tools are named after the kind: task_get / requirement_get, ..._comment.
     getter, commenter = f"{kind}_get", f"{kind}_comment"
@@ -134,13 +164,25 @@ def comment_text(*, kind: str, obj: Task | Requirement, actor: Actor, content: s
         lines += ["", f'(In reply to {reply_to[0]}: "{reply_to[1]}")']
     lines += ["", _PROTOCOL.format(kind=kind, getter=getter, id=obj.id, commenter=commenter, comment_id=comment_id)]
     if streak >= 2:
-        lines += ["", f"Agent streak: the last {streak} comments in this thread are all from agents. "
-                      "Reply only if it adds something a human needs; otherwise stay silent."]
+        lines += [
+            "",
+            f"Agent streak: the last {streak} comments in this thread are all from agents. "
+            "Reply only if it adds something a human needs; otherwise stay silent.",
+        ]
     return "\n".join(lines)
 
 
-def send_comment(agent_id: str, *, kind: str, obj: Task | Requirement, actor: Actor, text: str,
-                 comment_id: str, streak: int, mention: bool) -> MailboxItem:
+def send_comment(
+    agent_id: str,
+    *,
+    kind: str,
+    obj: Task | Requirement,
+    actor: Actor,
+    text: str,
+    comment_id: str,
+    streak: int,
+    mention: bool,
+) -> MailboxItem:
     if mention:
         source_type = MailboxType.MENTION
         summary = f"{actor.name} mentioned you on {kind}: {obj.title}"
@@ -149,7 +191,9 @@ def send_comment(agent_id: str, *, kind: str, obj: Task | Requirement, actor: Ac
         summary = f"{actor.name} commented on {kind}: {obj.title}"
     key = "taskId" if kind == "task" else "requirementId"
     return _enqueue(
-        agent_id, source_type, {"summary": summary, "content": text, key: obj.id},
+        agent_id,
+        source_type,
+        {"summary": summary, "content": text, key: obj.id},
         metadata={**actor.sender_metadata(), "commentId": comment_id, "agentStreak": streak},
     )
 
@@ -157,17 +201,28 @@ def send_comment(agent_id: str, *, kind: str, obj: Task | Requirement, actor: Ac
 # ---------------------------------------------------------------------------- requirements
 
 
-def send_requirement_update(agent_id: str, requirement: Requirement, *, actor: Actor, from_status: str | None,
-                            content: str, action_required: bool = False,
-                            priority: int | None = None, summary: str | None = None) -> MailboxItem:
+def send_requirement_update(
+    agent_id: str,
+    requirement: Requirement,
+    *,
+    actor: Actor,
+    from_status: str | None,
+    content: str,
+    action_required: bool = False,
+    priority: int | None = None,
+    summary: str | None = None,
+) -> MailboxItem:
     extra: dict[str, Any] = {"fromStatus": from_status, "toStatus": requirement.status}
     if action_required:
         extra["actionRequired"] = True
     return _enqueue(
-        agent_id, MailboxType.REQUIREMENT_UPDATE,
+        agent_id,
+        MailboxType.REQUIREMENT_UPDATE,
         {
             "summary": summary or f"Requirement {requirement.status}: {requirement.title}",
-            "content": content, "requirementId": requirement.id, "extra": extra,
+            "content": content,
+            "requirementId": requirement.id,
+            "extra": extra,
         },
         priority=priority,
         metadata={**actor.sender_metadata(), "fromStatus": from_status, "toStatus": requirement.status},

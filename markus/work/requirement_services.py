@@ -8,6 +8,7 @@ agent in charge (``metadata.agentId``) who is told to create its tasks. Only hum
 approve or reject; only the agent in charge (or a human) resubmits, completes or
 cancels.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,11 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from markus.agents.models import Agent
+from markus.core.actors import Actor
 from notifications.registry import NotificationType
 from notifications.services import notify_user
 
 from . import notices
-from markus.core.actors import Actor
 from .errors import IllegalTransition, WorkError, WorkNotFound, WorkPermissionError
 from .inputs import clean_text
 from .models import Requirement, RequirementState, Task
@@ -33,7 +34,6 @@ from .states import (
 )
 
 R = RequirementState
-
 
 
 def _path(requirement: Requirement) -> dict[str, str]:
@@ -86,15 +86,22 @@ def requirement_create(
             raise WorkError(f"no such agent {actor.id!r}")
         _check_pending_quota(agent.id)
         requirement = Requirement.objects.create(
-            title=title, description=description, status=R.PENDING, created_by_agent=agent,
-            team_id=agent.team_id, metadata=metadata,
+            title=title,
+            description=description,
+            status=R.PENDING,
+            created_by_agent=agent,
+            team_id=agent.team_id,
+            metadata=metadata,
         )
         owner = _owner_user(requirement)
         if owner is not None:
             notify_user(
-                user=owner, type=NotificationType.REQUIREMENT_CREATED,
-                title=f"{agent.name} proposes: {title}", body=description[:2000],
-                action_target=_path(requirement), metadata={"requirementId": requirement.id, "agentId": agent.id},
+                user=owner,
+                type=NotificationType.REQUIREMENT_CREATED,
+                title=f"{agent.name} proposes: {title}",
+                body=description[:2000],
+                action_target=_path(requirement),
+                metadata={"requirementId": requirement.id, "agentId": agent.id},
             )
         return requirement
     agent = None
@@ -104,15 +111,24 @@ def requirement_create(
             raise WorkError(f"agentId: no such agent {agent_id!r}")
         metadata["agentId"] = agent.id
     requirement = Requirement.objects.create(
-        title=title, description=description, status=R.IN_PROGRESS, created_by_user_id=actor.user_id,
-        team_id=agent.team_id if agent else None, metadata=metadata,
+        title=title,
+        description=description,
+        status=R.IN_PROGRESS,
+        created_by_user_id=actor.user_id,
+        team_id=agent.team_id if agent else None,
+        metadata=metadata,
     )
     if agent is not None:
         notices.send_requirement_update(
-            agent.id, requirement, actor=actor, from_status=None, action_required=True, priority=1,
+            agent.id,
+            requirement,
+            actor=actor,
+            from_status=None,
+            action_required=True,
+            priority=1,
             content=(
                 f'{actor.name} created requirement "{title}" ({requirement.id}) and put you in charge.\n'
-                f"Create the tasks that fulfil it (task_create with requirement_id=\"{requirement.id}\").\n\n"
+                f'Create the tasks that fulfil it (task_create with requirement_id="{requirement.id}").\n\n'
                 f"{description}"
             ).strip(),
         )
@@ -168,30 +184,59 @@ def _side_effects(requirement: Requirement, actor: Actor, from_status: str, reas
     head = f'Requirement "{requirement.title}" ({requirement.id})'
     if agent_id and agent_id != actor.agent_id:
         if from_status == R.PENDING and to_status == R.IN_PROGRESS:
-            content = (f"{head} was approved by {actor.name}.{because}\nCreate the tasks that fulfil it "
-                       f'(task_create with requirement_id="{requirement.id}").')
-            notices.send_requirement_update(agent_id, requirement, actor=actor, from_status=from_status,
-                                            content=content, action_required=True, priority=1)
+            content = (
+                f"{head} was approved by {actor.name}.{because}\nCreate the tasks that fulfil it "
+                f'(task_create with requirement_id="{requirement.id}").'
+            )
+            notices.send_requirement_update(
+                agent_id,
+                requirement,
+                actor=actor,
+                from_status=from_status,
+                content=content,
+                action_required=True,
+                priority=1,
+            )
         elif to_status == R.REJECTED:
-            content = (f"{head} was rejected by {actor.name}.{because}\nDecide whether to resubmit it with "
-                       "changes (requirement_resubmit) or to abandon it.")
-            notices.send_requirement_update(agent_id, requirement, actor=actor, from_status=from_status,
-                                            content=content, action_required=True, priority=1)
+            content = (
+                f"{head} was rejected by {actor.name}.{because}\nDecide whether to resubmit it with "
+                "changes (requirement_resubmit) or to abandon it."
+            )
+            notices.send_requirement_update(
+                agent_id,
+                requirement,
+                actor=actor,
+                from_status=from_status,
+                content=content,
+                action_required=True,
+                priority=1,
+            )
         else:
             content = f"{head} moved from {from_status} to {to_status} (by {actor.name}).{because}\nInformational."
-            notices.send_requirement_update(agent_id, requirement, actor=actor, from_status=from_status,
-                                            content=content)
+            notices.send_requirement_update(
+                agent_id, requirement, actor=actor, from_status=from_status, content=content
+            )
     owner = _owner_user(requirement)
     if owner is None or (actor.is_user and actor.id == str(owner.pk)):
         return
     if to_status == R.PENDING:
-        notify_user(user=owner, type=NotificationType.REQUIREMENT_CREATED,
-                    title=f"Requirement resubmitted: {requirement.title}", body=requirement.description[:2000],
-                    action_target=_path(requirement), metadata={"requirementId": requirement.id, "agentId": agent_id})
+        notify_user(
+            user=owner,
+            type=NotificationType.REQUIREMENT_CREATED,
+            title=f"Requirement resubmitted: {requirement.title}",
+            body=requirement.description[:2000],
+            action_target=_path(requirement),
+            metadata={"requirementId": requirement.id, "agentId": agent_id},
+        )
     elif to_status in (R.COMPLETED, R.CANCELLED):
-        notify_user(user=owner, type=NotificationType.REQUIREMENT_DECISION,
-                    title=f"Requirement {to_status}: {requirement.title}", body=f"By {actor.name}.{because}".strip(),
-                    action_target=_path(requirement), metadata={"requirementId": requirement.id, "agentId": agent_id})
+        notify_user(
+            user=owner,
+            type=NotificationType.REQUIREMENT_DECISION,
+            title=f"Requirement {to_status}: {requirement.title}",
+            body=f"By {actor.name}.{because}".strip(),
+            action_target=_path(requirement),
+            metadata={"requirementId": requirement.id, "agentId": agent_id},
+        )
 
 
 def requirement_approve(*, requirement_id: str, actor: Actor, reason: str = "") -> Requirement:
@@ -212,7 +257,11 @@ def requirement_cancel(*, requirement_id: str, actor: Actor, reason: str = "") -
 
 @transaction.atomic
 def requirement_resubmit(
-    *, requirement_id: str, actor: Actor, title: str | None = None, description: str | None = None,
+    *,
+    requirement_id: str,
+    actor: Actor,
+    title: str | None = None,
+    description: str | None = None,
 ) -> Requirement:
     """rejected → pending, optionally with a new title and description."""
     requirement = _lock(requirement_id)
@@ -249,14 +298,26 @@ def requirement_tasks_settled(*, requirement_id: str) -> bool:
     agent_id = requirement_agent_id(requirement)
     system = Actor.system()
     if agent_id:
-        notices.send_requirement_update(agent_id, requirement, actor=system, from_status=requirement.status,
-                                        content=content, action_required=True, priority=2,
-                                        summary=f"Review needed: {requirement.title}")
+        notices.send_requirement_update(
+            agent_id,
+            requirement,
+            actor=system,
+            from_status=requirement.status,
+            content=content,
+            action_required=True,
+            priority=2,
+            summary=f"Review needed: {requirement.title}",
+        )
         return True
     owner = _owner_user(requirement)
     if owner is None:
         return False
-    notify_user(user=owner, type=NotificationType.REQUIREMENT_DECISION,
-                title=f"Review needed: {requirement.title}", body=content, action_target=_path(requirement),
-                metadata={"requirementId": requirement.id})
+    notify_user(
+        user=owner,
+        type=NotificationType.REQUIREMENT_DECISION,
+        title=f"Review needed: {requirement.title}",
+        body=content,
+        action_target=_path(requirement),
+        metadata={"requirementId": requirement.id},
+    )
     return True

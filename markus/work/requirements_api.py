@@ -1,5 +1,6 @@
 """Requirement endpoints (CONTRACT "Tasks and requirements"). An agent token
 proposes (pending); a user creates (in progress) and decides (approve / reject)."""
+
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
@@ -8,10 +9,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from markus.agents.auth import actor_for_request
 from markus.core.api import int_param
 
 from . import selectors, services
-from markus.agents.auth import actor_for_request
 from .api import CommentInput, check_agent_refs, valid
 from .errors import WorkError
 from .models import RequirementState
@@ -47,10 +48,12 @@ class RequirementListView(APIView):
         rows = rows.order_by("-created_at", "-id")
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
-        return Response({
-            "requirements": [selectors.requirement_data(r) for r in rows[offset: offset + limit]],
-            "totalCount": rows.count(),
-        })
+        return Response(
+            {
+                "requirements": [selectors.requirement_data(r) for r in rows[offset : offset + limit]],
+                "totalCount": rows.count(),
+            }
+        )
 
     @extend_schema(request=RequirementCreateInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
@@ -60,7 +63,10 @@ class RequirementListView(APIView):
             raise WorkError("an agent proposes requirements for itself: leave agentId out")
         check_agent_refs(actor, agentId=body["agentId"])
         requirement = services.requirement_create(
-            actor=actor, title=body["title"], description=body["description"], agent_id=body["agentId"],
+            actor=actor,
+            title=body["title"],
+            description=body["description"],
+            agent_id=body["agentId"],
             metadata=body["metadata"],
         )
         return Response(selectors.requirement_data(requirement), status=status.HTTP_201_CREATED)
@@ -99,7 +105,10 @@ class RequirementResubmitView(APIView):
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(ResubmitInput, request)
         requirement = services.requirement_resubmit(
-            requirement_id=requirement.id, actor=actor, title=body["title"], description=body["description"],
+            requirement_id=requirement.id,
+            actor=actor,
+            title=body["title"],
+            description=body["description"],
         )
         return Response(selectors.requirement_data(requirement))
 
@@ -116,7 +125,10 @@ class RequirementCommentsView(APIView):
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(CommentInput, request)
         comment = services.requirement_comment_create(
-            requirement_id=requirement.id, actor=actor, content=body["content"],
-            reply_to_comment_id=body["replyToCommentId"], activity_id=body["activityId"],
+            requirement_id=requirement.id,
+            actor=actor,
+            content=body["content"],
+            reply_to_comment_id=body["replyToCommentId"],
+            activity_id=body["activityId"],
         )
         return Response(selectors.comment_data(comment), status=status.HTTP_201_CREATED)

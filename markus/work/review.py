@@ -1,10 +1,11 @@
 """A human reviewer's answer: the approval created when a task entered review comes
 back through ``notifications.services.approval_answered_hooks``."""
+
 from __future__ import annotations
 
+from markus.core.actors import Actor
 from notifications.models import Approval
 
-from markus.core.actors import Actor
 from .models import Task, TaskState
 from .services import task_comment_create, task_transition
 
@@ -21,5 +22,4 @@ def on_approval_answered(approval: Approval) -> None:
     actor = Actor.for_user(approval.user)
     if approval.comment.strip():
         task_comment_create(task_id=task.id, actor=actor, content=approval.comment)
-    task_transition(task_id=task.id, to_status=OUTCOMES[approval.selected_option], actor=actor,
-                    note=approval.comment)
+    task_transition(task_id=task.id, to_status=OUTCOMES[approval.selected_option], actor=actor, note=approval.comment)

@@ -1,5 +1,6 @@
 """Reads of tasks, requirements and their comments, always through what an actor may
 see. An object the actor may not see is reported exactly like a missing one."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,8 +10,8 @@ from django.http import Http404
 
 from markus.agents.auth import agents_seen_by
 from markus.agents.models import Agent
-
 from markus.core.actors import Actor
+
 from .models import Requirement, RequirementComment, Task, TaskComment
 from .states import dependency_satisfied
 
@@ -49,8 +50,11 @@ def tasks_visible_to(actor: Actor) -> QuerySet[Task]:
     agents = agents_visible_to(actor).values("id")
     uid = actor.user_id
     return Task.objects.filter(
-        Q(created_by_user_id=uid) | Q(reviewer_user_id=uid) | Q(assignee_id__in=agents)
-        | Q(reviewer_agent_id__in=agents) | Q(created_by_agent_id__in=agents)
+        Q(created_by_user_id=uid)
+        | Q(reviewer_user_id=uid)
+        | Q(assignee_id__in=agents)
+        | Q(reviewer_agent_id__in=agents)
+        | Q(created_by_agent_id__in=agents)
     )
 
 
@@ -63,8 +67,7 @@ def requirements_visible_to(actor: Actor) -> QuerySet[Requirement]:
         return Requirement.objects.filter(Q(created_by_agent_id=a) | Q(metadata__agentId=a) | Q(id__in=ids))
     agent_ids = list(agents_visible_to(actor).values_list("id", flat=True))
     return Requirement.objects.filter(
-        Q(created_by_user_id=actor.user_id) | Q(created_by_agent_id__in=agent_ids)
-        | Q(metadata__agentId__in=agent_ids)
+        Q(created_by_user_id=actor.user_id) | Q(created_by_agent_id__in=agent_ids) | Q(metadata__agentId__in=agent_ids)
     )
 
 
@@ -88,7 +91,8 @@ def access_requirement(actor: Actor, requirement_id: str) -> Requirement:
 
 def unmet_dependencies(task: Task) -> list[str]:
     return [
-        d["id"] for d in task.depends_on.values("id", "status", "completed_at")
+        d["id"]
+        for d in task.depends_on.values("id", "status", "completed_at")
         if not dependency_satisfied(d["status"], d["completed_at"])
     ]
 
@@ -182,7 +186,8 @@ def comment_data(comment: TaskComment | RequirementComment) -> dict[str, Any]:
         # The execution log behind an agent's comment (section 15).
         "activityLogUrl": (
             f"/api/agents/{author_id}/activity-logs?activityId={comment.activity_id}"
-            if kind == "agent" and comment.activity_id else None
+            if kind == "agent" and comment.activity_id
+            else None
         ),
         "createdAt": comment.created_at,
     }

@@ -7,6 +7,7 @@ must be called holding SELECT FOR UPDATE on the task row). Side effects are writ
 the same transaction: mailbox items through ``mailbox_enqueue``, user notifications
 through ``notify_user``; events go out on commit through their helpers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,13 +20,13 @@ from django.utils import timezone
 
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import OPEN_STATUSES, mailbox_drop, mailbox_drop_status_updates_by_task_id
+from mailbox.services import mailbox_drop, mailbox_drop_status_updates_by_task_id
 from markus.agents.models import Agent
+from markus.core.actors import Actor
 from notifications.registry import NotificationType
 from notifications.services import approval_cancel, approval_create, notify_user
 
 from . import notices
-from markus.core.actors import Actor
 from .comment_services import requirement_comment_create, task_comment_create
 from .errors import IllegalTransition, WorkError, WorkNotFound
 from .inputs import clean_text
@@ -60,12 +61,21 @@ REVIEW_OPTIONS = [
 CREATOR_AGENT_NEWS = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELLED})
 
 __all__ = [
-    "task_create", "task_transition", "task_retry", "task_reset_for_rerun",
-    "task_comment_create", "requirement_comment_create", "requirement_create", "requirement_transition",
-    "requirement_approve", "requirement_reject", "requirement_resubmit", "requirement_complete",
-    "requirement_cancel", "REVIEW_OPTIONS",
+    "REVIEW_OPTIONS",
+    "requirement_approve",
+    "requirement_cancel",
+    "requirement_comment_create",
+    "requirement_complete",
+    "requirement_create",
+    "requirement_reject",
+    "requirement_resubmit",
+    "requirement_transition",
+    "task_comment_create",
+    "task_create",
+    "task_reset_for_rerun",
+    "task_retry",
+    "task_transition",
 ]
-
 
 
 def _agent(agent_id: str | None, name: str) -> Agent | None:
@@ -129,9 +139,14 @@ def task_create(
     dependency_ids = _check_dependencies(depends_on)
     creator_agent = Agent.objects.filter(id=actor.agent_id).first() if actor.is_agent else None
     task = Task.objects.create(
-        title=title, description=description, assignee=assignee, reviewer_agent=reviewer,
-        reviewer_user=reviewer_user, created_by_agent=creator_agent,
-        created_by_user_id=actor.user_id, requirement=requirement,
+        title=title,
+        description=description,
+        assignee=assignee,
+        reviewer_agent=reviewer,
+        reviewer_user=reviewer_user,
+        created_by_agent=creator_agent,
+        created_by_user_id=actor.user_id,
+        requirement=requirement,
         team_id=(assignee.team_id if assignee else None) or (creator_agent.team_id if creator_agent else None),
         metadata=metadata,
     )
@@ -145,9 +160,12 @@ def task_create(
         notices.send_task_assigned(task, actor=actor, waiting_for=waiting)
     if creator_agent is not None and creator_agent.owner_id:
         notify_user(
-            user=creator_agent.owner, type=NotificationType.TASK_CREATED,
-            title=f"{creator_agent.name} created a task: {title}", body=description[:500],
-            action_target=_task_path(task), metadata={"taskId": task.id, "agentId": creator_agent.id},
+            user=creator_agent.owner,
+            type=NotificationType.TASK_CREATED,
+            title=f"{creator_agent.name} created a task: {title}",
+            body=description[:500],
+            action_target=_task_path(task),
+            metadata={"taskId": task.id, "agentId": creator_agent.id},
         )
     return task
 
@@ -250,9 +268,17 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     approval_id = None
     if from_status == TaskState.REVIEW:
         approval_id = (task.metadata or {}).pop("reviewApprovalId", None)
-    task.save(update_fields=[
-        "status", "updated_at", "execution_round", "cancel_requested_at", "completed_at", "metadata", "deliverables",
-    ])
+    task.save(
+        update_fields=[
+            "status",
+            "updated_at",
+            "execution_round",
+            "cancel_requested_at",
+            "completed_at",
+            "metadata",
+            "deliverables",
+        ]
+    )
     log.info("task %s: %s -> %s by %s %s", task.id, from_status, to_status, actor.kind, actor.id)
 
     if from_status == TaskState.IN_PROGRESS:
@@ -286,7 +312,9 @@ def _drop_open_items(task: Task, agent_id: str | None, *, reason: str, execution
         return
     source_type = MailboxType.TASK_STATUS_UPDATE if execution else MailboxType.REVIEW_REQUEST
     rows = MailboxItem.objects.filter(
-        agent_id=agent_id, source_type=source_type, payload__taskId=task.id,
+        agent_id=agent_id,
+        source_type=source_type,
+        payload__taskId=task.id,
         status__in=[Status.QUEUED, Status.DEFERRED],
     )
     for item in rows:
@@ -312,9 +340,13 @@ def request_review(task: Task, actor: Actor, *, user=None, reason: str = "") -> 
     if task.description:
         lines.append(task.description)
     approval = approval_create(
-        user=user, title=f"Review task: {task.title}", description="\n\n".join(lines),
-        options=[dict(o) for o in REVIEW_OPTIONS], agent=task.assignee,
-        notification_type=NotificationType.TASK_REVIEW, action_target=_task_path(task),
+        user=user,
+        title=f"Review task: {task.title}",
+        description="\n\n".join(lines),
+        options=[dict(o) for o in REVIEW_OPTIONS],
+        agent=task.assignee,
+        notification_type=NotificationType.TASK_REVIEW,
+        action_target=_task_path(task),
         metadata={"taskId": task.id},
     )
     task.metadata = {**(task.metadata or {}), "reviewApprovalId": approval.id}
@@ -342,17 +374,27 @@ def _notify_people(task: Task, actor: Actor, from_status: str, note: str) -> Non
     if note:
         body += f"\n{note}"
     notify_user(
-        user=task.created_by_user, type=kind, title=f"Task {task.status}: {task.title}", body=body,
-        action_target=_task_path(task), metadata={"taskId": task.id, "agentId": task.assignee_id},
+        user=task.created_by_user,
+        type=kind,
+        title=f"Task {task.status}: {task.title}",
+        body=body,
+        action_target=_task_path(task),
+        metadata={"taskId": task.id, "agentId": task.assignee_id},
     )
 
 
 def _unblock_dependents(task: Task) -> None:
     """Start pending or blocked dependents with an assignee once all their
     dependencies are completed."""
-    dependents = Task.objects.select_for_update().filter(
-        depends_on=task, status__in=[TaskState.PENDING, TaskState.BLOCKED], assignee__isnull=False,
-    ).order_by("created_at", "id")
+    dependents = (
+        Task.objects.select_for_update()
+        .filter(
+            depends_on=task,
+            status__in=[TaskState.PENDING, TaskState.BLOCKED],
+            assignee__isnull=False,
+        )
+        .order_by("created_at", "id")
+    )
     for dependent in dependents:
         if not unmet_dependencies(dependent):
             _apply(dependent, TaskState.IN_PROGRESS, Actor.system(), note=f"its dependency {task.id} is completed")

@@ -7,6 +7,7 @@ terminal asks its agent for a review. Only a *completed* dependency satisfies a
 dependent (also once archived, see ``Task.completed_at``): a failed or cancelled
 dependency keeps its dependents waiting until a human decides.
 """
+
 from __future__ import annotations
 
 from .models import RequirementState as R

@@ -2,61 +2,126 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.core.ids
 from django.conf import settings
 from django.db import migrations, models
 
+import markus.core.ids
+
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('agents', '0001_initial'),
-        ('mailbox', '0001_initial'),
+        ("agents", "0001_initial"),
+        ("mailbox", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Approval',
+            name="Approval",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.approval_id, max_length=64, primary_key=True, serialize=False)),
-                ('title', models.CharField(max_length=300)),
-                ('description', models.TextField(blank=True, default='')),
-                ('options', models.JSONField(default=list)),
-                ('allow_freeform', models.BooleanField(default=False)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('answered', 'Answered'), ('cancelled', 'Cancelled')], default='pending', max_length=16)),
-                ('selected_option', models.CharField(blank=True, default='', max_length=200)),
-                ('comment', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('answered_at', models.DateTimeField(blank=True, null=True)),
-                ('agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='agents.agent')),
-                ('mailbox_item', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='mailbox.mailboxitem')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='approvals', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.approval_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("title", models.CharField(max_length=300)),
+                ("description", models.TextField(blank=True, default="")),
+                ("options", models.JSONField(default=list)),
+                ("allow_freeform", models.BooleanField(default=False)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("answered", "Answered"), ("cancelled", "Cancelled")],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("selected_option", models.CharField(blank=True, default="", max_length=200)),
+                ("comment", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("answered_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to="agents.agent"
+                    ),
+                ),
+                (
+                    "mailbox_item",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to="mailbox.mailboxitem"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="approvals",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'approvals',
+                "db_table": "approvals",
             },
         ),
         migrations.CreateModel(
-            name='UserNotification',
+            name="UserNotification",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.notification_id, max_length=64, primary_key=True, serialize=False)),
-                ('type', models.CharField(choices=[('approval_request', 'Approval Request'), ('task_created', 'Task Created'), ('task_completed', 'Task Completed'), ('task_review', 'Task Review'), ('task_failed', 'Task Failed'), ('requirement_created', 'Requirement Proposed'), ('requirement_decision', 'Requirement Decision'), ('agent_report', 'Agent Report'), ('system', 'System')], max_length=32)),
-                ('title', models.CharField(max_length=300)),
-                ('body', models.TextField(blank=True, default='')),
-                ('priority', models.CharField(choices=[('low', 'low'), ('normal', 'normal'), ('high', 'high'), ('urgent', 'urgent')], default='normal', max_length=8)),
-                ('read', models.BooleanField(default=False)),
-                ('action_type', models.CharField(blank=True, max_length=16, null=True)),
-                ('action_target', models.JSONField(blank=True, null=True)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('user', models.ForeignKey(db_column='user_id', on_delete=django.db.models.deletion.CASCADE, related_name='notifications', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.notification_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "type",
+                    models.CharField(
+                        choices=[
+                            ("approval_request", "Approval Request"),
+                            ("task_created", "Task Created"),
+                            ("task_completed", "Task Completed"),
+                            ("task_review", "Task Review"),
+                            ("task_failed", "Task Failed"),
+                            ("requirement_created", "Requirement Proposed"),
+                            ("requirement_decision", "Requirement Decision"),
+                            ("agent_report", "Agent Report"),
+                            ("system", "System"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("title", models.CharField(max_length=300)),
+                ("body", models.TextField(blank=True, default="")),
+                (
+                    "priority",
+                    models.CharField(
+                        choices=[("low", "low"), ("normal", "normal"), ("high", "high"), ("urgent", "urgent")],
+                        default="normal",
+                        max_length=8,
+                    ),
+                ),
+                ("read", models.BooleanField(default=False)),
+                ("action_type", models.CharField(blank=True, max_length=16, null=True)),
+                ("action_target", models.JSONField(blank=True, null=True)),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_column="user_id",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notifications",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'user_notifications',
-                'indexes': [models.Index(fields=['user', 'read', '-created_at'], name='idx_notifications_user')],
+                "db_table": "user_notifications",
+                "indexes": [models.Index(fields=["user", "read", "-created_at"], name="idx_notifications_user")],
             },
         ),
     ]

@@ -1,5 +1,6 @@
 """The agents changelist shows live state, queue depth and the bus inbox in one query
 per page; the actions drive the attention services."""
+
 from __future__ import annotations
 
 import pytest
@@ -125,7 +126,9 @@ def test_send_message_asks_for_the_text_then_enqueues_a_chat_from_the_operator(o
     assert done.status_code == 302
     items = MailboxItem.objects.order_by("agent_id")
     assert [(i.agent_id, i.source_type, i.status) for i in items] == [
-        ("ada", T.HUMAN_CHAT, Status.QUEUED), ("bea", T.HUMAN_CHAT, Status.QUEUED)]
+        ("ada", T.HUMAN_CHAT, Status.QUEUED),
+        ("bea", T.HUMAN_CHAT, Status.QUEUED),
+    ]
     assert items[0].content == "Please report in"
     assert items[0].metadata["senderRole"] == "user"
     assert items[0].metadata["senderId"] == str(operator_user.pk)

@@ -1,5 +1,6 @@
 """Approvals are answered in the console on behalf of the user who was asked: the
 answer goes through approval_respond, so a parked item is re-queued."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,8 +44,11 @@ def test_answering_stores_the_answer_and_requeues_the_parked_item(operator, park
     response = operator.post(answer_url(approval), {"option": "approve", "comment": "ship it"})
     assert response.status_code == 302
     approval.refresh_from_db()
-    assert (approval.status, approval.selected_option, approval.comment) == (Approval.State.ANSWERED, "approve",
-                                                                            "ship it")
+    assert (approval.status, approval.selected_option, approval.comment) == (
+        Approval.State.ANSWERED,
+        "approve",
+        "ship it",
+    )
     item.refresh_from_db()
     assert item.status == Status.QUEUED and "waitingForApproval" not in item.metadata
     entry = LogEntry.objects.get(object_id=approval.pk)

@@ -1,5 +1,6 @@
 """The chart geometry: bars scale to the largest value and long labels are shortened
 (the tooltip keeps them whole)."""
+
 from __future__ import annotations
 
 from markus.console.charts import bar_chart

@@ -1,5 +1,6 @@
 """The dashboard: queue depth per agent and items handled per hour, as inline SVG,
 with numbers that match the database; staff only."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -18,8 +19,9 @@ URL = reverse("console:dashboard")
 
 
 def enqueue(agent, n: int) -> list[MailboxItem]:
-    return [mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": f"b{i}"})
-            for i in range(n)]
+    return [
+        mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": f"b{i}"}) for i in range(n)
+    ]
 
 
 def finish(items: list[MailboxItem], hours_ago: int, status=Status.COMPLETED) -> None:
@@ -52,8 +54,12 @@ def test_the_dashboard_counts_items_handled_in_each_of_the_last_24_hours(operato
     assert len(hourly) == 24 and sum(h["value"] for h in hourly) == 5
     for bucket in hourly:
         start = bucket["start"]
-        assert bucket["value"] == MailboxItem.objects.filter(
-            status=Status.COMPLETED, completed_at__gte=start, completed_at__lt=start + timedelta(hours=1)).count()
+        assert (
+            bucket["value"]
+            == MailboxItem.objects.filter(
+                status=Status.COMPLETED, completed_at__gte=start, completed_at__lt=start + timedelta(hours=1)
+            ).count()
+        )
     assert sorted(h["value"] for h in hourly)[-2:] == [2, 3]
     html = response.content.decode()
     assert html.count('<td class="handled">3</td>') == 1 and html.count('<td class="handled">2</td>') == 1

@@ -1,9 +1,9 @@
 """Mailbox items in the console: the date range filter, and the retry and drop
 actions with the semantics of markus.console.services."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
@@ -18,8 +18,9 @@ CHANGELIST = "admin:mailbox_mailboxitem_changelist"
 
 
 def enqueue(agent, source_type=T.HEARTBEAT, summary="Beat", **payload):
-    return mailbox_enqueue(agent_id=agent.id, source_type=source_type,
-                           payload={"summary": summary, "content": summary, **payload})
+    return mailbox_enqueue(
+        agent_id=agent.id, source_type=source_type, payload={"summary": summary, "content": summary, **payload}
+    )
 
 
 def act(client, action, *items, **extra):
@@ -41,7 +42,7 @@ def messages_of(client) -> list[str]:
 
 def queued_on(agent, day: str, summary: str) -> MailboxItem:
     item = enqueue(agent, summary=summary)
-    at = datetime.fromisoformat(day).replace(hour=12, tzinfo=dt_timezone.utc)
+    at = datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC)
     MailboxItem.objects.filter(id=item.id).update(queued_at=at)
     return item
 
@@ -58,7 +59,7 @@ def test_the_date_range_filter_keeps_items_queued_between_both_days_inclusive(op
 def test_the_date_range_combines_with_the_other_filters_and_keeps_them_in_its_form(operator, agent):
     queued_on(agent, "2026-05-02", "beat")
     chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "hi"})
-    MailboxItem.objects.filter(id=chat.id).update(queued_at=datetime(2026, 5, 2, 9, tzinfo=dt_timezone.utc))
+    MailboxItem.objects.filter(id=chat.id).update(queued_at=datetime(2026, 5, 2, 9, tzinfo=UTC))
     params = {"queued_at_from": "2026-05-01", "queued_at_to": "2026-05-02", "source_type__exact": T.HUMAN_CHAT}
     assert listed(operator, **params) == [chat.id]
     html = operator.get(reverse(CHANGELIST), params).content.decode()
@@ -87,7 +88,11 @@ def test_retrying_a_completed_item_queues_a_fresh_copy_and_keeps_the_original(op
     act(operator, "retry_items", original)
     copy = MailboxItem.objects.exclude(id=original.id).get()
     assert (copy.status, copy.source_type, copy.payload, copy.priority) == (
-        Status.QUEUED, original.source_type, original.payload, original.priority)
+        Status.QUEUED,
+        original.source_type,
+        original.payload,
+        original.priority,
+    )
     assert copy.metadata["retryOf"] == original.id and copy.metadata["retriedBy"] == "operator"
     original.refresh_from_db()
     assert original.status == Status.COMPLETED
@@ -95,8 +100,12 @@ def test_retrying_a_completed_item_queues_a_fresh_copy_and_keeps_the_original(op
 
 
 def test_retrying_a_dropped_human_chat_queues_a_copy(operator, agent):
-    chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "hi", "content": "hi"},
-                           metadata={"senderRole": "user", "senderId": "1"})
+    chat = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "hi", "content": "hi"},
+        metadata={"senderRole": "user", "senderId": "1"},
+    )
     mailbox_drop(chat.id, reason="recovery: gave up")
     act(operator, "retry_items", chat)
     copy = MailboxItem.objects.get(metadata__retryOf=chat.id)
@@ -105,7 +114,7 @@ def test_retrying_a_dropped_human_chat_queues_a_copy(operator, agent):
 
 def test_retrying_a_deferred_item_resurfaces_it_in_place(operator, agent):
     item = enqueue(agent)
-    mailbox_defer(item.id, until=datetime.now(dt_timezone.utc) + timedelta(hours=3))
+    mailbox_defer(item.id, until=datetime.now(UTC) + timedelta(hours=3))
     act(operator, "retry_items", item)
     item.refresh_from_db()
     assert (item.status, item.deferred_until) == (Status.QUEUED, None)

@@ -1,4 +1,5 @@
 """Every page of the console opens for the operator with rows in it."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """AgentBus personas: alice owns the team's agents; ada is an internal agent (the
 attention loop runs it), eve and max are external harnesses (coding CLIs), zed
 belongs to charlie, an outsider."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ class Persona:
 
 
 def make_persona(agent_id: str, *, kind: str, owner, team=None) -> Persona:
-    agent, token = agent_create(name=agent_id.title(), role="engineer", kind=kind, owner=owner, team=team,
-                                agent_id=agent_id)
+    agent, token = agent_create(
+        name=agent_id.title(), role="engineer", kind=kind, owner=owner, team=team, agent_id=agent_id
+    )
     return Persona(agent, token)
 
 

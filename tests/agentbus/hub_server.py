@@ -5,6 +5,7 @@ pytest-django's ``live_server`` is a threaded WSGI server: it would run the asyn
 inbox view through ``async_to_sync`` in a thread per request, which is not how the
 view runs in production. Daphne is what ``manage.py up`` serves with.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,10 @@ class HubServer:
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "markus.settings.test", **self.env}
         self.process = subprocess.Popen(
             [sys.executable, "-c", SCRIPT, self.db_name, str(self.port), json.dumps(self.markus)],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,6 +1,7 @@
 """ARCHITECTURE decision 7: a bus message to an agent the attention loop runs is also
 an agent message in its mailbox (channel key = stream id); an external harness only
 reads its inbox. ``send_agent_message`` is the one path agent tools use."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,10 +20,18 @@ def test_a_message_to_an_internal_agent_is_enqueued_in_its_mailbox(eve, ada):
     services.stream_append(stream_id=stream.id, sender=eve.agent, payload={"text": "stop, wrong file"})
     item = MailboxItem.objects.get(agent_id="ada")
     assert item.source_type == MailboxType.A2A_MESSAGE
-    assert item.payload == {"summary": "Eve: stop, wrong file", "content": "stop, wrong file",
-                            "extra": {"channelKey": stream.id}}
-    assert item.metadata == {"senderId": "eve", "senderName": "Eve", "senderRole": "agent",
-                             "streamId": stream.id, "sequence": 1}
+    assert item.payload == {
+        "summary": "Eve: stop, wrong file",
+        "content": "stop, wrong file",
+        "extra": {"channelKey": stream.id},
+    }
+    assert item.metadata == {
+        "senderId": "eve",
+        "senderName": "Eve",
+        "senderRole": "agent",
+        "streamId": stream.id,
+        "sequence": 1,
+    }
 
 
 def test_a_burst_on_one_stream_coalesces_into_one_queued_item(eve, ada):
@@ -64,18 +73,21 @@ def test_a_failing_enqueue_rolls_the_append_back(eve, ada, monkeypatch):
 
 def test_send_agent_message_opens_a_stream_and_continues_it(ada, eve):
     first = services.send_agent_message(sender=ada.agent, recipient=eve.agent, text="build is red")
-    again = services.send_agent_message(sender=ada.agent, recipient=eve.agent, text="still red",
-                                        stream_id=first.stream_id)
+    again = services.send_agent_message(
+        sender=ada.agent, recipient=eve.agent, text="still red", stream_id=first.stream_id
+    )
     assert again.stream_id == first.stream_id and again.sequence == 2
     assert [m["payload"]["text"] for m in selectors.inbox_read("eve")["messages"]] == ["build is red", "still red"]
 
 
 def test_send_agent_message_answers_on_a_reply_stream(ada, eve):
     question = services.send_agent_message(sender=eve.agent, recipient=ada.agent, text="which branch?")
-    answer = services.send_agent_message(sender=ada.agent, recipient=eve.agent, text="main",
-                                         stream_id=question.stream_id)
-    more = services.send_agent_message(sender=ada.agent, recipient=eve.agent, text="and rebase",
-                                       stream_id=question.stream_id)
+    answer = services.send_agent_message(
+        sender=ada.agent, recipient=eve.agent, text="main", stream_id=question.stream_id
+    )
+    more = services.send_agent_message(
+        sender=ada.agent, recipient=eve.agent, text="and rebase", stream_id=question.stream_id
+    )
     reply_stream = Stream.objects.get(id=answer.stream_id)
     assert reply_stream.reply_to == question.stream_id and more.stream_id == reply_stream.id
     assert [m["payload"]["text"] for m in selectors.inbox_read("eve")["messages"]] == ["main", "and rebase"]

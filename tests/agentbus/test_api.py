@@ -1,4 +1,5 @@
 """The AgentBus REST surface as CONTRACT.md spells it, and who may use it."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,6 +17,7 @@ def session_client(user) -> APIClient:
     client.force_login(user)
     return client
 
+
 pytestmark = pytest.mark.django_db
 
 CHUNK_KEYS = {"streamId", "sequence", "sender", "topic", "payload", "createdAt"}
@@ -23,27 +25,33 @@ CHUNK_KEYS = {"streamId", "sequence", "sender", "topic", "payload", "createdAt"}
 
 def test_open_append_close_and_events_over_rest(eve, max_):
     client = eve.client()
-    opened = client.post("/api/agentbus/streams", {"streamId": "correction-1", "sender": "eve",
-                                                   "recipient": "max", "topic": "review"}, format="json")
+    opened = client.post(
+        "/api/agentbus/streams",
+        {"streamId": "correction-1", "sender": "eve", "recipient": "max", "topic": "review"},
+        format="json",
+    )
     assert opened.status_code == 201, opened.content
     assert opened.json()["streamId"] == "correction-1" and opened.json()["recipient"] == "max"
-    appended = client.post("/api/agentbus/streams/correction-1/append",
-                           {"sender": "eve", "payload": {"text": "stop, wrong file"}}, format="json")
+    appended = client.post(
+        "/api/agentbus/streams/correction-1/append",
+        {"sender": "eve", "payload": {"text": "stop, wrong file"}},
+        format="json",
+    )
     assert appended.status_code == 201
     assert set(appended.json()) == CHUNK_KEYS and appended.json()["sequence"] == 1
     assert appended.json()["topic"] == "review"
     closed = client.post("/api/agentbus/streams/correction-1/close", {"sender": "eve"}, format="json")
     assert closed.status_code == 200 and closed.json()["closed"] is True
-    late = client.post("/api/agentbus/streams/correction-1/append",
-                       {"sender": "eve", "payload": {"text": "late"}}, format="json")
+    late = client.post(
+        "/api/agentbus/streams/correction-1/append", {"sender": "eve", "payload": {"text": "late"}}, format="json"
+    )
     assert late.status_code == 409
     events = max_.client().get("/api/agentbus/streams/correction-1/events", {"after": 0}).json()
     assert [e["payload"]["text"] for e in events["events"]] == ["stop, wrong file"] and events["closed"]
 
 
 def test_a_group_stream_over_rest(eve, max_, ada):
-    response = eve.client().post("/api/agentbus/streams", {"sender": "eve", "members": ["max", "ada"]},
-                                 format="json")
+    response = eve.client().post("/api/agentbus/streams", {"sender": "eve", "members": ["max", "ada"]}, format="json")
     assert response.status_code == 201 and response.json()["members"] == ["ada", "eve", "max"]
 
 
@@ -63,8 +71,12 @@ def test_a_stream_of_others_answers_404(eve, max_, ada, zed):
     stream_id = Stream.objects.get().id
     for client in (eve.client(), zed.client()):
         assert client.get(f"/api/agentbus/streams/{stream_id}/events").status_code == 404
-        assert client.post(f"/api/agentbus/streams/{stream_id}/append",
-                           {"sender": "eve", "payload": {}}, format="json").status_code == 404
+        assert (
+            client.post(
+                f"/api/agentbus/streams/{stream_id}/append", {"sender": "eve", "payload": {}}, format="json"
+            ).status_code
+            == 404
+        )
     assert eve.client().get("/api/agentbus/streams/nope/events").status_code == 404
 
 
@@ -73,19 +85,26 @@ def test_the_recipient_may_not_close_or_append_to_a_direct_stream(eve, max_):
     stream_id = Stream.objects.get().id
     client = max_.client()
     assert client.post(f"/api/agentbus/streams/{stream_id}/close", {"sender": "max"}, format="json").status_code == 403
-    assert client.post(f"/api/agentbus/streams/{stream_id}/append", {"sender": "max", "payload": {}},
-                       format="json").status_code == 403
+    assert (
+        client.post(
+            f"/api/agentbus/streams/{stream_id}/append", {"sender": "max", "payload": {}}, format="json"
+        ).status_code
+        == 403
+    )
 
 
-@pytest.mark.parametrize("body, status", [
-    ({"sender": "eve"}, 400),
-    ({"sender": "eve", "recipient": "max", "members": ["ada"]}, 400),
-    ({"sender": "eve", "members": "max"}, 400),
-    ({"sender": "eve", "recipient": "max", "streamId": "bad id"}, 400),
-    ({"sender": "eve", "recipient": "max", "topic": 5}, 400),
-    ({"sender": "eve", "recipient": "ghost"}, 404),
-    ({"sender": "ghost", "recipient": "max"}, 404),
-])
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        ({"sender": "eve"}, 400),
+        ({"sender": "eve", "recipient": "max", "members": ["ada"]}, 400),
+        ({"sender": "eve", "members": "max"}, 400),
+        ({"sender": "eve", "recipient": "max", "streamId": "bad id"}, 400),
+        ({"sender": "eve", "recipient": "max", "topic": 5}, 400),
+        ({"sender": "eve", "recipient": "ghost"}, 404),
+        ({"sender": "ghost", "recipient": "max"}, 404),
+    ],
+)
 def test_bad_open_requests_answer_4xx(eve, max_, ada, body, status):
     assert eve.client().post("/api/agentbus/streams", body, format="json").status_code == status
 
@@ -137,14 +156,19 @@ def test_a_user_reads_an_agents_inbox_but_only_the_agent_consumes_it(alice, eve,
     assert client.post("/api/agents/eve/agentbus/drain", {"peek": True}, format="json").status_code == 200
     assert client.post("/api/agents/eve/agentbus/drain", {}, format="json").status_code == 403
     # A user's wait with a cursor does not acknowledge it on the agent's behalf.
-    client.get("/api/agents/eve/agentbus/inbox", {"timeout_seconds": 0,
-                                                  "after_cursor": waited.json()["next_cursor"]})
+    client.get("/api/agents/eve/agentbus/inbox", {"timeout_seconds": 0, "after_cursor": waited.json()["next_cursor"]})
     assert client.get("/api/agents/eve/agentbus/pending").json()["pending"] == 1
 
 
-@pytest.mark.parametrize("header, status", [
-    (None, 401), ("Bearer nope", 401), ("Bearer", 401), ("Token nope", 401),
-])
+@pytest.mark.parametrize(
+    "header, status",
+    [
+        (None, 401),
+        ("Bearer nope", 401),
+        ("Bearer", 401),
+        ("Token nope", 401),
+    ],
+)
 def test_the_inbox_needs_valid_credentials(eve, header, status):
     client = APIClient()
     if header:
@@ -159,8 +183,10 @@ def test_the_inbox_accepts_a_user_api_token(eve, max_, alice_token):
     assert len(client.get("/api/agents/eve/agentbus/inbox", {"timeout_seconds": 0}).json()["messages"]) == 1
 
 
-@pytest.mark.parametrize("query", [{"timeout_seconds": "soon"}, {"timeout_seconds": -1},
-                                   {"timeout_seconds": 10**6}, {"limit": 0}, {"limit": "x"}])
+@pytest.mark.parametrize(
+    "query",
+    [{"timeout_seconds": "soon"}, {"timeout_seconds": -1}, {"timeout_seconds": 10**6}, {"limit": 0}, {"limit": "x"}],
+)
 def test_bad_inbox_parameters_answer_400(eve, query):
     assert eve.client().get("/api/agents/eve/agentbus/inbox", query).status_code == 400
 

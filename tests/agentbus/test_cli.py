@@ -1,6 +1,7 @@
 """The CLI exactly as CONTRACT.md spells it. Every test runs twice: on the local
 database and in hub mode against a daphne hub over HTTP with a token (the seed's
 outage was a hub mode that wrapped everything but the inbox)."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,7 @@ def in_thread(fn) -> tuple[threading.Thread, list]:
     def run():
         try:
             fn()
-        except BaseException as exc:  # noqa: BLE001 - asserted by the caller
+        except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()
@@ -49,8 +50,9 @@ def in_thread(fn) -> tuple[threading.Thread, list]:
 def test_open_append_close(cli, eve, max_):
     opened = cli("agentbus", "open", "eve", "max", "--stream-id", "correction-1", "--topic", "review", token=eve.token)
     assert opened["streamId"] == "correction-1" and opened["recipient"] == "max"
-    chunk = cli("agentbus", "append", "correction-1", "eve", "--payload", '{"text":"stop, wrong file"}',
-                token=eve.token)
+    chunk = cli(
+        "agentbus", "append", "correction-1", "eve", "--payload", '{"text":"stop, wrong file"}', token=eve.token
+    )
     assert set(chunk) == {"streamId", "sequence", "sender", "topic", "payload", "createdAt"}
     assert chunk["sequence"] == 1 and chunk["topic"] == "review" and chunk["sender"] == "eve"
     assert cli("agentbus", "close", "correction-1", "eve", token=eve.token)["closed"] is True
@@ -74,8 +76,9 @@ def test_wait_prints_what_arrived_and_resumes_after_the_cursor(cli, eve, max_):
     say(max_, eve, "two")
     second = cli("agentbus", "wait", "eve", "--after-cursor", first["next_cursor"], token=eve.token)
     assert texts(second) == ["two"]
-    third = cli("agentbus", "wait", "eve", "--after-cursor", second["next_cursor"], "--timeout-seconds", "0.2",
-                token=eve.token)
+    third = cli(
+        "agentbus", "wait", "eve", "--after-cursor", second["next_cursor"], "--timeout-seconds", "0.2", token=eve.token
+    )
     assert third["timed_out"] is True and third["next_cursor"]
 
 
@@ -134,8 +137,17 @@ def test_request_waits_for_the_reply_and_its_close(cli, eve, max_):
 
     thread, errors = in_thread(responder)
     started = time.monotonic()
-    result = cli("agentbus", "request", "eve", "max", "--payload", '{"text":"is main green?"}',
-                 "--timeout-seconds", "20", token=eve.token)
+    result = cli(
+        "agentbus",
+        "request",
+        "eve",
+        "max",
+        "--payload",
+        '{"text":"is main green?"}',
+        "--timeout-seconds",
+        "20",
+        token=eve.token,
+    )
     thread.join(15)
     assert not errors
     assert result["timed_out"] is False and time.monotonic() - started < 10
@@ -146,8 +158,17 @@ def test_request_waits_for_the_reply_and_its_close(cli, eve, max_):
 
 
 def test_a_request_without_an_answer_times_out_successfully(cli, eve, max_):
-    result = cli("agentbus", "request", "eve", "max", "--payload", '{"text":"anyone?"}',
-                 "--timeout-seconds", "0.3", token=eve.token)
+    result = cli(
+        "agentbus",
+        "request",
+        "eve",
+        "max",
+        "--payload",
+        '{"text":"anyone?"}',
+        "--timeout-seconds",
+        "0.3",
+        token=eve.token,
+    )
     assert result["timed_out"] is True and result["reply"] == []
     assert Stream.objects.get(id=result["streamId"]).closed_at is not None
 
@@ -221,7 +242,10 @@ def test_exit_codes_stdout_and_stderr_as_a_shell_sees_them(request, mode, eve, m
     def run(*args):
         return subprocess.run(
             [sys.executable, "-c", RUNNER, connection.settings_dict["NAME"], *args, *extra],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
             env={**__import__("os").environ, "DJANGO_SETTINGS_MODULE": "markus.settings.test"},
         )
 
@@ -235,7 +259,7 @@ def test_exit_codes_stdout_and_stderr_as_a_shell_sees_them(request, mode, eve, m
 
 
 def test_task_show_carries_the_owners_pending_inbox(cli, alice, alice_token, eve, max_):
-    from markus.work.actors import Actor
+    from markus.core.actors import Actor
     from markus.work.services import task_create
 
     task = task_create(actor=Actor.for_user(alice), title="Answer eve", assignee_id="eve", start=False)
@@ -243,5 +267,6 @@ def test_task_show_carries_the_owners_pending_inbox(cli, alice, alice_token, eve
     shown = cli("task", "show", task.id, token=alice_token)
     # The filing itself reached eve's inbox too (task lifecycle on the bus).
     assert shown["id"] == task.id and shown["pending_inbox"] == 2 and "pendingInbox" not in shown
-    assert "no such task" in cli.fails("task", "show", "tsk_missing", token=alice_token).lower() or \
-        "404" in cli.fails("task", "show", "tsk_missing", token=alice_token)
+    assert "no such task" in cli.fails("task", "show", "tsk_missing", token=alice_token).lower() or "404" in cli.fails(
+        "task", "show", "tsk_missing", token=alice_token
+    )

@@ -1,5 +1,6 @@
 """The ordering hole, closed: under concurrent writers a cursor reader never skips a
 committed chunk. Runs on SQLite, and on PostgreSQL in the ``pg`` pass."""
+
 from __future__ import annotations
 
 import random
@@ -30,10 +31,11 @@ def _run_threads(targets) -> list[BaseException]:
         def run():
             try:
                 fn()
-            except BaseException as exc:  # noqa: BLE001 - reported by the test
+            except BaseException as exc:
                 errors.append(exc)
             finally:
                 connection.close()
+
         return run
 
     threads = [threading.Thread(target=wrap(fn)) for fn in targets]
@@ -45,10 +47,11 @@ def _run_threads(targets) -> list[BaseException]:
 
 
 def test_a_watcher_with_a_cursor_sees_every_message_under_concurrent_writers(alice, team, monkeypatch):
-    watcher = agent_create(name="Watcher", owner=alice, team=team, agent_id="watcher",
-                           kind=Agent.Kind.EXTERNAL)[0]
-    writers = [agent_create(name=f"W{i}", owner=alice, team=team, agent_id=f"w{i}",
-                            kind=Agent.Kind.EXTERNAL)[0] for i in range(WRITERS)]
+    watcher = agent_create(name="Watcher", owner=alice, team=team, agent_id="watcher", kind=Agent.Kind.EXTERNAL)[0]
+    writers = [
+        agent_create(name=f"W{i}", owner=alice, team=team, agent_id=f"w{i}", kind=Agent.Kind.EXTERNAL)[0]
+        for i in range(WRITERS)
+    ]
     streams = {}
     for w in writers:  # several streams per writer: direct ones and a shared group
         streams[w.id] = [services.stream_open(sender=w, recipient=watcher).id for _ in range(2)]
@@ -78,6 +81,7 @@ def test_a_watcher_with_a_cursor_sees_every_message_under_concurrent_writers(ali
                 with sent_lock:
                     sent.append(text)
                 time.sleep(rng.random() * 0.002)
+
         return run
 
     seen: list[str] = []
@@ -86,8 +90,9 @@ def test_a_watcher_with_a_cursor_sees_every_message_under_concurrent_writers(ali
         cursor, idle_after_done = None, 0
         rng = random.Random(7)
         while idle_after_done < 3:
-            result = async_to_sync(inbox_wait)(agent_id="watcher", after_cursor=cursor, timeout=0.05,
-                                               limit=rng.randint(1, 7))
+            result = async_to_sync(inbox_wait)(
+                agent_id="watcher", after_cursor=cursor, timeout=0.05, limit=rng.randint(1, 7)
+            )
             seen.extend(m["payload"]["text"] for m in result["messages"])
             cursor = result["next_cursor"]
             if done.is_set() and not result["messages"]:
@@ -112,7 +117,7 @@ def test_a_watcher_with_a_cursor_sees_every_message_under_concurrent_writers(ali
 def _guard(fn, errors: list[BaseException]) -> None:
     try:
         fn()
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         errors.append(exc)
     finally:
         connection.close()
@@ -122,8 +127,10 @@ def test_a_later_append_cannot_commit_before_an_earlier_uncommitted_one(alice, t
     """The mechanism itself: B's append waits for A's commit, so A's position (lower)
     is visible no later than B's."""
     watcher = agent_create(name="Watcher", owner=alice, team=team, agent_id="watcher")[0]
-    a, b = (agent_create(name=n, owner=alice, team=team, agent_id=n, kind=Agent.Kind.EXTERNAL)[0]
-            for n in ("writer-a", "writer-b"))
+    a, b = (
+        agent_create(name=n, owner=alice, team=team, agent_id=n, kind=Agent.Kind.EXTERNAL)[0]
+        for n in ("writer-a", "writer-b")
+    )
     sa = services.stream_open(sender=a, recipient=watcher).id
     sb = services.stream_open(sender=b, recipient=watcher).id
     a_has_position = threading.Event()

@@ -1,5 +1,6 @@
 """A cursor that cannot be trusted is ignored, never applied: no 5xx, nothing missed.
 (The seed's bug: ``not-a-cursor`` sorted above every timestamp and hid the inbox.)"""
+
 from __future__ import annotations
 
 import base64
@@ -60,8 +61,7 @@ def test_the_inbox_endpoint_never_fails_on_a_malformed_cursor(eve, max_, name):
     cursor = MALFORMED[name]
     if cursor == "OTHER":
         cursor = encode_cursor("max", 1)
-    response = eve.client().get("/api/agents/eve/agentbus/inbox",
-                                {"after_cursor": cursor, "timeout_seconds": 0})
+    response = eve.client().get("/api/agents/eve/agentbus/inbox", {"after_cursor": cursor, "timeout_seconds": 0})
     assert response.status_code == 200, response.content
     body = response.json()
     assert [m["payload"]["text"] for m in body["messages"]] == ["hello"]

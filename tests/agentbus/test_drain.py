@@ -1,5 +1,6 @@
 """pending and drain: at once, with the consumed position kept at the server
 (compare-and-set), the same cursor as wait's, and never closing a stream."""
+
 from __future__ import annotations
 
 import threading
@@ -109,7 +110,7 @@ def test_concurrent_drains_hand_out_each_message_exactly_once(eve, max_):
                 got = texts(services.inbox_drain(agent_id="eve", limit=3))
                 with lock:
                     taken.extend(got)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()

@@ -1,5 +1,6 @@
 """The inbox: everything said to an agent across streams, in position order, never its
 own messages, never others' conversations; every answer carries next_cursor."""
+
 from __future__ import annotations
 
 import random
@@ -90,8 +91,16 @@ def test_membership_exclusions_hold_for_random_conversations(alice, team, seed):
     """Random agents, direct and group streams and messages: each inbox holds exactly
     the messages on streams it can see, minus its own."""
     rng = random.Random(seed)
-    agents = [agent_create(name=f"a{i}", owner=alice, team=team, agent_id=f"r{seed}-{i}",
-                           kind=rng.choice([Agent.Kind.INTERNAL, Agent.Kind.EXTERNAL]))[0] for i in range(6)]
+    agents = [
+        agent_create(
+            name=f"a{i}",
+            owner=alice,
+            team=team,
+            agent_id=f"r{seed}-{i}",
+            kind=rng.choice([Agent.Kind.INTERNAL, Agent.Kind.EXTERNAL]),
+        )[0]
+        for i in range(6)
+    ]
     expected: dict[str, list[str]] = {a.id: [] for a in agents}
     streams = []
     for n in range(10):

@@ -1,6 +1,7 @@
 """The outbox and the schema registry: written inside the causing transaction, relayed
 after commit, best effort (a bus failure leaves the row pending and never stalls the
 rows behind it), payloads validated against registered schemas at publish time."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -19,14 +20,23 @@ pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
 
 def lifecycle(task_id: str = "tsk_1", to: str = TaskState.IN_PROGRESS, **extra) -> dict:
-    return {"schema": TASK_LIFECYCLE_V1, "taskId": task_id, "title": "Fix the build", "from": TaskState.PENDING,
-            "to": to, "actor": {"type": "user", "id": "1", "name": "alice"}, "ownerId": "eve",
-            "at": timezone.now().isoformat(), **extra}
+    return {
+        "schema": TASK_LIFECYCLE_V1,
+        "taskId": task_id,
+        "title": "Fix the build",
+        "from": TaskState.PENDING,
+        "to": to,
+        "actor": {"type": "user", "id": "1", "name": "alice"},
+        "ownerId": "eve",
+        "at": timezone.now().isoformat(),
+        **extra,
+    }
 
 
 def write(payload=None, audience=("eve",), topic="task.in_progress") -> OutboxRecord:
-    return outbox.outbox_write(topic=topic, payload=payload or lifecycle(), audience=list(audience),
-                               schema=TASK_LIFECYCLE_V1)
+    return outbox.outbox_write(
+        topic=topic, payload=payload or lifecycle(), audience=list(audience), schema=TASK_LIFECYCLE_V1
+    )
 
 
 def test_every_task_state_has_its_topic():
@@ -42,8 +52,12 @@ def test_the_lifecycle_schema_is_registered_and_follows_the_states():
     assert TASK_LIFECYCLE_V1 in schemas.registered_schemas()
     assert schemas.schema_for(TASK_LIFECYCLE_V1)["properties"]["to"]["enum"] == list(TaskState.values)
     schemas.validate_payload(TASK_LIFECYCLE_V1, lifecycle())
-    for bad in (lifecycle(to="teleported"), {**lifecycle(), "actor": {"type": "robot", "id": "x"}},
-                {k: v for k, v in lifecycle().items() if k != "taskId"}, ["not", "an", "object"]):
+    for bad in (
+        lifecycle(to="teleported"),
+        {**lifecycle(), "actor": {"type": "robot", "id": "x"}},
+        {k: v for k, v in lifecycle().items() if k != "taskId"},
+        ["not", "an", "object"],
+    ):
         with pytest.raises(schemas.SchemaViolation):
             schemas.validate_payload(TASK_LIFECYCLE_V1, bad)
 
@@ -107,8 +121,9 @@ def test_a_failing_bus_leaves_the_row_pending_and_relays_the_rows_behind_it(eve,
     assert [m["payload"]["taskId"] for m in selectors.inbox_read("eve")["messages"]] == ["tsk_2", "tsk_3", "tsk_1"]
 
 
-def test_a_failure_after_commit_never_reaches_the_committing_caller(eve, monkeypatch,
-                                                                    django_capture_on_commit_callbacks):
+def test_a_failure_after_commit_never_reaches_the_committing_caller(
+    eve, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(outbox, "_publish", lambda row: (_ for _ in ()).throw(ConnectionError("bus down")))
     with django_capture_on_commit_callbacks(execute=True):
         with transaction.atomic():

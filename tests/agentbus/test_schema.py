@@ -1,4 +1,5 @@
 """The AgentBus in the OpenAPI schema, async views included (through the hook)."""
+
 from __future__ import annotations
 
 from drf_spectacular.generators import SchemaGenerator

@@ -1,5 +1,6 @@
 """Streams: open, append with a per-stream sequence, close by the sender only, events
 after a sequence, and an audit row for every action."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,10 @@ pytestmark = pytest.mark.django_db
 def test_direct_stream_sequences_are_per_stream(eve, max_, ada):
     one = services.stream_open(sender=eve.agent, recipient=max_.agent, stream_id="one")
     two = services.stream_open(sender=eve.agent, recipient=ada.agent)
-    seqs = [services.stream_append(stream_id=s.id, sender=eve.agent, payload={"n": i}).sequence
-            for i, s in enumerate([one, two, one, one, two])]
+    seqs = [
+        services.stream_append(stream_id=s.id, sender=eve.agent, payload={"n": i}).sequence
+        for i, s in enumerate([one, two, one, one, two])
+    ]
     assert seqs == [1, 1, 2, 3, 2]
     assert Stream.objects.get(id="one").last_sequence == 3
 
@@ -66,13 +69,16 @@ def test_group_stream_members_include_the_sender_and_may_append(eve, max_, ada):
     assert chunk.topic == "standup" and chunk.recipient_id is None
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({}, BusError),
-    ({"recipient": "self"}, BusError),
-    ({"stream_id": "has space", "recipient": "max"}, BusError),
-    ({"topic": "x" * 201, "recipient": "max"}, BusError),
-    ({"stream_id": "outbox.1.max", "recipient": "max"}, BusError),  # reserved for the outbox relay
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({}, BusError),
+        ({"recipient": "self"}, BusError),
+        ({"stream_id": "has space", "recipient": "max"}, BusError),
+        ({"topic": "x" * 201, "recipient": "max"}, BusError),
+        ({"stream_id": "outbox.1.max", "recipient": "max"}, BusError),  # reserved for the outbox relay
+    ],
+)
 def test_open_rejects_bad_input(eve, max_, kwargs, error):
     if kwargs.get("recipient") == "self":
         kwargs["recipient"] = eve.agent

@@ -1,6 +1,7 @@
 """Task transitions on the bus: a validated ``markus.task.lifecycle.v1`` record per
 transition, addressed to the owner and the watchers, with the real actor, relayed
 after commit by the operator persona."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,7 @@ from django.db import transaction
 from agentbus import outbox, selectors
 from agentbus.models import OPERATOR_ID, OutboxRecord, OutboxStatus
 from markus.agents.services import agent_create
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.models import Task, TaskState
 from markus.work.services import task_create, task_transition
 
@@ -31,11 +32,19 @@ def topics(agent_id):
 def test_filing_and_transitions_reach_the_owner_and_the_watchers_with_the_real_actor(people, alice):
     owner, watcher, reviewer = people
     human = Actor.for_user(alice)
-    task = task_create(actor=human, title="Ship it", assignee_id=owner.id, reviewer_agent_id=reviewer.id,
-                       metadata={"watchers": [watcher.id]})
+    task = task_create(
+        actor=human,
+        title="Ship it",
+        assignee_id=owner.id,
+        reviewer_agent_id=reviewer.id,
+        metadata={"watchers": [watcher.id]},
+    )
     task_transition(task_id=task.id, to_status=TaskState.BLOCKED, actor=human)
-    expected = [("task.pending", OPERATOR_ID, "pending"), ("task.in_progress", OPERATOR_ID, "in_progress"),
-                ("task.blocked", OPERATOR_ID, "blocked")]
+    expected = [
+        ("task.pending", OPERATOR_ID, "pending"),
+        ("task.in_progress", OPERATOR_ID, "in_progress"),
+        ("task.blocked", OPERATOR_ID, "blocked"),
+    ]
     assert topics(watcher.id) == expected
     assert topics(owner.id) == expected
     assert topics(reviewer.id) == []  # not the owner, not a watcher

@@ -1,14 +1,15 @@
 """wait blocks in an async view, woken through the channel layer when an append
 commits; the short poll is only the fallback. The ``redis`` tests use
 channels_redis (they fail, never skip, when Redis is unreachable)."""
+
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
 import urllib.request
-import json
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -32,7 +33,7 @@ def append_later(sender, recipient, text: str, delay: float = 0.3) -> tuple[thre
         try:
             time.sleep(delay)
             say(sender, recipient, text)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()
@@ -54,7 +55,7 @@ def timed_wait(**kwargs) -> tuple[dict, float]:
 
 
 def test_a_waiter_is_woken_through_the_embedded_channel_layer(long_poll, settings, eve, max_, monkeypatch):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "markus.channel_layer.ThreadSafeInMemoryChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
     layer = get_channel_layer()
     assert type(layer).__name__ == "ThreadSafeInMemoryChannelLayer"
     sent = []
@@ -83,8 +84,9 @@ def test_the_async_view_blocks_and_is_woken(long_poll, eve, max_):
     async def scenario():
         client = AsyncClient()
         started = time.monotonic()
-        response = await client.get("/api/agents/eve/agentbus/inbox", {"timeout_seconds": 10},
-                                  headers={"authorization": f"Bearer {eve.token}"})
+        response = await client.get(
+            "/api/agents/eve/agentbus/inbox", {"timeout_seconds": 10}, headers={"authorization": f"Bearer {eve.token}"}
+        )
         return response, time.monotonic() - started
 
     thread, errors = append_later(max_, eve, "through the view")
@@ -98,6 +100,7 @@ def test_the_async_view_blocks_and_is_woken(long_poll, eve, max_):
 
 def test_many_idle_waiters_share_one_event_loop(long_poll, eve, max_, ada):
     """An idle waiter is a coroutine, not a thread: 50 of them wait in one loop."""
+
     async def scenario():
         waits = [inbox_wait(agent_id=a, timeout=10) for a in ["eve", "ada"] * 25]
         return await asyncio.gather(*waits)
@@ -162,7 +165,7 @@ def redis_layer(settings, long_poll):
     url = redis_url()
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
-    except Exception as exc:  # noqa: BLE001 - a missing Redis is a failure, never a skip
+    except Exception as exc:
         pytest.fail(f"Redis is not reachable at {url} ({exc}); start it, or deselect with -m 'not redis'")
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [url]}}
@@ -185,12 +188,15 @@ def test_a_waiter_is_woken_through_redis(redis_layer, eve, max_):
 def test_an_append_in_one_process_wakes_a_waiter_on_another_hub(redis_layer, eve, max_):
     """The scale-out case: the waiter blocks in a daphne hub, the append commits in
     this process; only Redis connects the two."""
-    server = HubServer(connection.settings_dict["NAME"], markus={"AGENTBUS_POLL_SECONDS": 30.0},
-                       env={"REDIS_URL": redis_layer}).start()
+    server = HubServer(
+        connection.settings_dict["NAME"], markus={"AGENTBUS_POLL_SECONDS": 30.0}, env={"REDIS_URL": redis_layer}
+    ).start()
     try:
         thread, errors = append_later(max_, eve, "across processes", delay=1.0)
-        request = urllib.request.Request(f"{server.url}/api/agents/eve/agentbus/inbox?timeout_seconds=15",
-                                         headers={"Authorization": f"Bearer {eve.token}"})
+        request = urllib.request.Request(
+            f"{server.url}/api/agents/eve/agentbus/inbox?timeout_seconds=15",
+            headers={"Authorization": f"Bearer {eve.token}"},
+        )
         started = time.monotonic()
         with urllib.request.urlopen(request, timeout=30) as response:
             body = json.loads(response.read())

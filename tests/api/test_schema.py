@@ -1,5 +1,6 @@
 """The OpenAPI description: served, typed, Swagger UI from local files, and schemathesis
 against a running server finds no 5xx."""
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,12 @@ def _free_port() -> int:
 def _post(base: str, token: str, path: str, body: dict) -> dict:
     import json
 
-    req = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read())
 
@@ -84,24 +89,37 @@ def _seed(base: str, token: str) -> dict:
     history = _get(base, token, "/api/agents/ada/mailbox")["history"]
     activity = next(h["activity"]["id"] for h in history if h["id"] == chat["mailboxItemId"])
     approvals = approval["approvals"] if isinstance(approval, dict) else approval
-    return {"agent_id": "ada", "task_id": task["id"], "requirement_id": req["id"], "stream_id": stream["streamId"],
-            "approval_id": approvals[0]["id"], "notification_id": notes["notifications"][0]["id"],
-            "activityId": activity}
+    return {
+        "agent_id": "ada",
+        "task_id": task["id"],
+        "requirement_id": req["id"],
+        "stream_id": stream["streamId"],
+        "approval_id": approvals[0]["id"],
+        "notification_id": notes["notifications"][0]["id"],
+        "activityId": activity,
+    }
 
 
 @pytest.mark.slow
 def test_schemathesis_finds_no_server_error_on_a_running_server(tmp_path):
     port = _free_port()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "markus.settings", "MARKUS_DATA_DIR": str(tmp_path),
-           "MARKUS_CHAT_TIMEOUT_S": "0.5", "DATABASE_URL": f"sqlite:///{tmp_path / 'fuzz.sqlite3'}"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "markus.settings",
+        "MARKUS_DATA_DIR": str(tmp_path),
+        "MARKUS_CHAT_TIMEOUT_S": "0.5",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'fuzz.sqlite3'}",
+    }
     env.pop("REDIS_URL", None)
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
     subprocess.run([*manage, "demo"], env=env, check=True, cwd=ROOT, capture_output=True)
-    token = subprocess.run([*manage, "drf_create_token", "admin"], env=env, check=True, cwd=ROOT,
-                           capture_output=True, text=True).stdout.split()[2]
-    server = subprocess.Popen([*manage, "up", "--port", str(port)], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    token = subprocess.run(
+        [*manage, "drf_create_token", "admin"], env=env, check=True, cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()[2]
+    server = subprocess.Popen(
+        [*manage, "up", "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -115,12 +133,33 @@ def test_schemathesis_finds_no_server_error_on_a_running_server(tmp_path):
         # Real ids, so operations reach their logic instead of answering 404.
         ids = _seed(base, token)
         (tmp_path / "schemathesis.toml").write_text(
-            "[parameters]\n" + "".join(f'{name} = "{value}"\n' for name, value in ids.items()))
+            "[parameters]\n" + "".join(f'{name} = "{value}"\n' for name, value in ids.items())
+        )
         run = subprocess.run(
-            [sys.executable, "-m", "schemathesis.cli", "run", f"{base}/api/schema/", "--checks", "not_a_server_error",
-             "-n", "12", "--phases", "examples,coverage,fuzzing", "--request-timeout", "20",
-             "-H", f"Authorization: Token {token}", "--suppress-health-check", "all"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=900)
+            [
+                sys.executable,
+                "-m",
+                "schemathesis.cli",
+                "run",
+                f"{base}/api/schema/",
+                "--checks",
+                "not_a_server_error",
+                "-n",
+                "12",
+                "--phases",
+                "examples,coverage,fuzzing",
+                "--request-timeout",
+                "20",
+                "-H",
+                f"Authorization: Token {token}",
+                "--suppress-health-check",
+                "all",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         report = run.stdout[-6000:] + run.stderr[-2000:]
         assert run.returncode == 0, report
         assert "Coverage" in run.stdout and "Fuzzing" in run.stdout

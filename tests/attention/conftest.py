@@ -1,6 +1,7 @@
 """A real Celery worker in the test process (not eager mode), and helpers to wait for
 the loop. The worker thread has its own database connection, so tests that use it run
 with ``django_db(transaction=True)``."""
+
 from __future__ import annotations
 
 import time
@@ -24,8 +25,9 @@ def wake_on_enqueue():
 @pytest.fixture
 def celery_worker(transactional_db, wake_on_enqueue):
     celery_app.conf.task_always_eager = False
-    with start_worker(celery_app, pool="threads", concurrency=2, perform_ping_check=False,
-                      shutdown_timeout=15, loglevel="WARNING") as worker:
+    with start_worker(
+        celery_app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=15, loglevel="WARNING"
+    ) as worker:
         yield worker
         _quiesce()
 
@@ -42,8 +44,10 @@ def _quiesce(timeout: float = 30.0) -> None:
     settings.MARKUS["WAKE_ON_ENQUEUE"] = False
     Agent.objects.update(status=Agent.RunStatus.PAUSED)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and AgentAttention.objects.exclude(lease_owner="").filter(
-            lease_expires_at__gt=timezone.now()).exists():
+    while (
+        time.monotonic() < deadline
+        and AgentAttention.objects.exclude(lease_owner="").filter(lease_expires_at__gt=timezone.now()).exists()
+    ):
         time.sleep(0.05)
 
 

@@ -1,4 +1,5 @@
 """Counting the single-focus invariant from the records the loop leaves behind."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,10 +18,13 @@ def assert_single_focus(agent_id: str) -> dict:
     finished = [a for a in acts if a.ended_at is not None]
     for a, b in zip(finished, finished[1:]):
         assert a.ended_at <= b.started_at, f"overlap: {a.id} ({a.started_at}–{a.ended_at}) and {b.id} ({b.started_at})"
-    epochs = sorted({a.lease_epoch for a in acts} | set(
-        AgentDecision.objects.filter(agent_id=agent_id).values_list("lease_epoch", flat=True)))
+    epochs = sorted(
+        {a.lease_epoch for a in acts}
+        | set(AgentDecision.objects.filter(agent_id=agent_id).values_list("lease_epoch", flat=True))
+    )
     records = [(a.created_at, a.lease_epoch, a.id) for a in acts] + [
-        (d.created_at, d.lease_epoch, d.id) for d in AgentDecision.objects.filter(agent_id=agent_id)]
+        (d.created_at, d.lease_epoch, d.id) for d in AgentDecision.objects.filter(agent_id=agent_id)
+    ]
     first_of = {}
     for at, epoch, _ in sorted(records):
         first_of.setdefault(epoch, at)
@@ -30,8 +34,14 @@ def assert_single_focus(agent_id: str) -> dict:
             assert at <= min(later), f"stale write {rid} of epoch {epoch} after a later epoch started"
     open_acts = [a for a in acts if a.ended_at is None]
     assert all(a.lease_epoch < max(epochs) for a in open_acts), "an open activity in the current epoch"
-    picks = Counter(AgentDecision.objects.filter(agent_id=agent_id, decision_type="pick").values_list(
-        "mailbox_item_id", flat=True))
+    picks = Counter(
+        AgentDecision.objects.filter(agent_id=agent_id, decision_type="pick").values_list("mailbox_item_id", flat=True)
+    )
     statuses = Counter(MailboxItem.objects.filter(agent_id=agent_id).values_list("status", flat=True))
-    return {"activities": len(acts), "open": len(open_acts), "epochs": len(epochs), "picks": sum(picks.values()),
-            "statuses": dict(statuses)}
+    return {
+        "activities": len(acts),
+        "open": len(open_acts),
+        "epochs": len(epochs),
+        "picks": sum(picks.values()),
+        "statuses": dict(statuses),
+    }

@@ -1,4 +1,5 @@
 """The chat endpoint's answers when no reply can come, and its input errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,10 +25,16 @@ def test_chat_with_an_external_agent_points_to_the_bus(alice, team, alice_client
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("body,needle", [
-    (b"{not json", "valid JSON"), (b"[1]", "object"), (b'{"text": ""}', "text"), (b'{"text": 5}', "text"),
-    (b'{"text": "hi", "sessionId": 3}', "sessionId"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        (b"{not json", "valid JSON"),
+        (b"[1]", "object"),
+        (b'{"text": ""}', "text"),
+        (b'{"text": 5}', "text"),
+        (b'{"text": "hi", "sessionId": 3}', "sessionId"),
+    ],
+)
 def test_bad_chat_bodies_get_a_400_with_a_message(agent, alice_client, body, needle):
     r = alice_client.post(f"/api/agents/{agent.id}/chat", body, content_type="application/json")
     assert r.status_code == 400 and needle in r.json()["detail"]
@@ -36,8 +43,9 @@ def test_bad_chat_bodies_get_a_400_with_a_message(agent, alice_client, body, nee
 @pytest.mark.django_db
 def test_chat_with_someone_elses_agent_is_404_and_anonymous_is_401(agent, charlie_client, client):
     assert charlie_client.post(f"/api/agents/{agent.id}/chat", {"text": "hi"}, format="json").status_code == 404
-    assert client.post(f"/api/agents/{agent.id}/chat", {"text": "hi"},
-                       content_type="application/json").status_code == 401
+    assert (
+        client.post(f"/api/agents/{agent.id}/chat", {"text": "hi"}, content_type="application/json").status_code == 401
+    )
 
 
 @pytest.mark.django_db

@@ -26,11 +26,14 @@ def test_chat_is_answered_end_to_end_by_the_offline_brain_through_a_real_worker(
 
 
 def test_heartbeat_runs_its_scenario_and_lands_in_the_main_session(celery_worker, agent):
-    from mailbox.services import mailbox_enqueue
     from mailbox.registry import MailboxType
+    from mailbox.services import mailbox_enqueue
 
-    item = mailbox_enqueue(agent_id=agent.id, source_type=MailboxType.HEARTBEAT,
-                           payload={"summary": "Heartbeat check-in", "content": "tick"})
+    item = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=MailboxType.HEARTBEAT,
+        payload={"summary": "Heartbeat check-in", "content": "tick"},
+    )
     wait_for(lambda: MailboxItem.objects.get(id=item.id).status == "completed", message="heartbeat completed")
     activity = AgentActivity.objects.get(mailbox_item_id=item.id)
     assert activity.type == "heartbeat" and activity.success

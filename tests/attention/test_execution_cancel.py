@@ -1,6 +1,7 @@
 """Leaving in_progress cancels the running execution: the loop sees it at its next
 yield point, and an execution item whose task left in_progress while it waited is
 skipped without an LLM call."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,8 @@ import pytest
 from attention.models import AgentActivity, AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
+from markus.core.actors import Actor
 from markus.llm.scripted import Turn
-from markus.work.actors import Actor
 from markus.work.models import Task, TaskState
 from markus.work.services import task_create, task_transition
 
@@ -17,8 +18,9 @@ from .conftest import wait_for
 
 
 def execution_of(task):
-    return MailboxItem.objects.get(source_type=T.TASK_STATUS_UPDATE, payload__taskId=task.id,
-                                   payload__extra__triggerExecution=True)
+    return MailboxItem.objects.get(
+        source_type=T.TASK_STATUS_UPDATE, payload__taskId=task.id, payload__extra__triggerExecution=True
+    )
 
 
 @pytest.mark.pg

@@ -1,4 +1,5 @@
 """Each interrupt rule, first match wins (pure function, no database)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,26 +13,71 @@ def item(kind, priority=None, **payload_and_meta):
     meta = payload_and_meta.pop("meta", {})
     from mailbox.registry import descriptor
 
-    return MailboxItem(id=f"mbx_{kind}", agent_id="a", source_type=kind,
-                       priority=descriptor(kind).default_priority if priority is None else priority,
-                       payload=payload_and_meta, metadata=meta)
+    return MailboxItem(
+        id=f"mbx_{kind}",
+        agent_id="a",
+        source_type=kind,
+        priority=descriptor(kind).default_priority if priority is None else priority,
+        payload=payload_and_meta,
+        metadata=meta,
+    )
 
 
 CASES = [
-    ("R0", item(T.HUMAN_CHAT, meta={"senderId": "u1", "sessionId": "s"}), item(T.HUMAN_CHAT, meta={"senderId": "u1", "sessionId": "s"}), "merge"),
-    ("R0 either without session", item(T.HUMAN_CHAT, meta={"senderId": "u1"}), item(T.HUMAN_CHAT, meta={"senderId": "u1", "sessionId": "s"}), "merge"),
-    ("R1 chat preempts task work", item(T.TASK_STATUS_UPDATE, taskId="t", extra={"triggerExecution": True}), item(T.HUMAN_CHAT, meta={"senderId": "u1"}), "preempt"),
-    ("R1 human comment preempts", item(T.HEARTBEAT), item(T.TASK_COMMENT, 0, taskId="x", meta={"senderRole": "user"}), "preempt"),
+    (
+        "R0",
+        item(T.HUMAN_CHAT, meta={"senderId": "u1", "sessionId": "s"}),
+        item(T.HUMAN_CHAT, meta={"senderId": "u1", "sessionId": "s"}),
+        "merge",
+    ),
+    (
+        "R0 either without session",
+        item(T.HUMAN_CHAT, meta={"senderId": "u1"}),
+        item(T.HUMAN_CHAT, meta={"senderId": "u1", "sessionId": "s"}),
+        "merge",
+    ),
+    (
+        "R1 chat preempts task work",
+        item(T.TASK_STATUS_UPDATE, taskId="t", extra={"triggerExecution": True}),
+        item(T.HUMAN_CHAT, meta={"senderId": "u1"}),
+        "preempt",
+    ),
+    (
+        "R1 human comment preempts",
+        item(T.HEARTBEAT),
+        item(T.TASK_COMMENT, 0, taskId="x", meta={"senderRole": "user"}),
+        "preempt",
+    ),
     ("R1.5 a2a preempts background", item(T.MEMORY_CONSOLIDATION), item(T.A2A_MESSAGE), "preempt"),
-    ("R2 comment on current task merges", item(T.TASK_STATUS_UPDATE, taskId="t", extra={"triggerExecution": True}), item(T.TASK_COMMENT, taskId="t", meta={"senderRole": "agent"}), "merge"),
-    ("R3 requirement comment merges", item(T.REQUIREMENT_UPDATE, requirementId="r", extra={"actionRequired": True}), item(T.REQUIREMENT_COMMENT, requirementId="r"), "merge"),
+    (
+        "R2 comment on current task merges",
+        item(T.TASK_STATUS_UPDATE, taskId="t", extra={"triggerExecution": True}),
+        item(T.TASK_COMMENT, taskId="t", meta={"senderRole": "agent"}),
+        "merge",
+    ),
+    (
+        "R3 requirement comment merges",
+        item(T.REQUIREMENT_UPDATE, requirementId="r", extra={"actionRequired": True}),
+        item(T.REQUIREMENT_COMMENT, requirementId="r"),
+        "merge",
+    ),
     ("R4 critical preempts", item(T.REVIEW_REQUEST, 1), item(T.SYSTEM_EVENT, 0), "preempt"),
     ("R6 more urgent preempts", item(T.DAILY_REPORT, 2, taskId=None), item(T.REVIEW_REQUEST, 1), "preempt"),
     ("R8 equal priority over system work", item(T.SYSTEM_EVENT, 1), item(T.REVIEW_REQUEST, 1), "preempt"),
     ("R9 mention on normal work", item(T.A2A_MESSAGE, 2), item(T.MENTION, 2), "preempt"),
     ("continue otherwise", item(T.REVIEW_REQUEST, 1), item(T.SESSION_REPLY, 1), "continue"),
-    ("a2a does not preempt a user interaction", item(T.HUMAN_CHAT, meta={"senderId": "u"}), item(T.A2A_MESSAGE), "continue"),
-    ("other sender's chat is not merged", item(T.HUMAN_CHAT, meta={"senderId": "u1"}), item(T.HUMAN_CHAT, meta={"senderId": "u2"}), "continue"),
+    (
+        "a2a does not preempt a user interaction",
+        item(T.HUMAN_CHAT, meta={"senderId": "u"}),
+        item(T.A2A_MESSAGE),
+        "continue",
+    ),
+    (
+        "other sender's chat is not merged",
+        item(T.HUMAN_CHAT, meta={"senderId": "u1"}),
+        item(T.HUMAN_CHAT, meta={"senderId": "u2"}),
+        "continue",
+    ),
 ]
 
 

@@ -1,4 +1,5 @@
 """Preempt, resume, cancel and merge through a real worker and the scripted brain."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,11 @@ MARK = "<<HANDLE_COMPLETE>>"
 
 
 def decisions(item_id):
-    return list(AgentDecision.objects.filter(mailbox_item_id=item_id).order_by("created_at", "id")
-                .values_list("decision_type", flat=True))
+    return list(
+        AgentDecision.objects.filter(mailbox_item_id=item_id)
+        .order_by("created_at", "id")
+        .values_list("decision_type", flat=True)
+    )
 
 
 def status(item_id):
@@ -37,10 +41,16 @@ def no_judge():
 def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scripted, agent, no_judge):
     first = Turn(tool_calls=[("update_working_memory", {"key": "k", "content": "step one done"})], delay=1.0)
     provider = scripted(first, Turn(text="Hi there"), Turn(text=f"finished {MARK}"))
-    work = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "long job", "content": "do it"})
+    work = mailbox_enqueue(
+        agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "long job", "content": "do it"}
+    )
     assert first.started.wait(15)
-    chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "hey", "content": "hey"},
-                           metadata={"senderId": "1", "senderRole": "user"})
+    chat = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "hey", "content": "hey"},
+        metadata={"senderId": "1", "senderRole": "user"},
+    )
     wait_for(lambda: status(work.id) == "completed", message="resumed work completed")
     assert status(chat.id) == "completed"
     assert decisions(work.id) == ["pick", "preempt", "pick"]
@@ -58,10 +68,15 @@ def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scr
 def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, scripted, agent):
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
     scripted(first, Turn(text=f"review done {MARK}"), default=Turn(text=f"x {MARK}"), judge_word="cancel")
-    work = mailbox_enqueue(agent_id=agent.id, source_type=T.REVIEW_REQUEST, payload={"summary": "review A", "content": "a"})
+    work = mailbox_enqueue(
+        agent_id=agent.id, source_type=T.REVIEW_REQUEST, payload={"summary": "review A", "content": "a"}
+    )
     assert first.started.wait(15)
-    revoke = mailbox_enqueue(agent_id=agent.id, source_type=T.SESSION_REPLY,
-                             payload={"summary": "cancel that review", "content": "cancel it"})
+    revoke = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.SESSION_REPLY,
+        payload={"summary": "cancel that review", "content": "cancel it"},
+    )
     wait_for(lambda: status(revoke.id) == "completed", message="revoking item processed")
     assert status(work.id) == "completed"
     assert decisions(work.id) == ["pick", "cancel"]
@@ -76,13 +91,23 @@ def test_comment_on_the_current_task_is_merged_into_the_next_turn(celery_worker,
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
     submit = Turn(tool_calls=[("task_submit_review", {"task_id": "tsk_1", "summary": "painted blue"})])
     provider = scripted(first, submit, Turn(text=f"done {MARK}"))
-    work = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_STATUS_UPDATE,
-                           payload={"summary": "Task: build", "content": "build it", "taskId": "tsk_1",
-                                    "extra": {"triggerExecution": True}})
+    work = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.TASK_STATUS_UPDATE,
+        payload={
+            "summary": "Task: build",
+            "content": "build it",
+            "taskId": "tsk_1",
+            "extra": {"triggerExecution": True},
+        },
+    )
     assert first.started.wait(15)
-    comment = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_COMMENT,
-                              payload={"summary": "comment", "content": "use the blue paint", "taskId": "tsk_1"},
-                              metadata={"senderRole": "agent", "senderName": "Bo"})
+    comment = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.TASK_COMMENT,
+        payload={"summary": "comment", "content": "use the blue paint", "taskId": "tsk_1"},
+        metadata={"senderRole": "agent", "senderName": "Bo"},
+    )
     wait_for(lambda: status(work.id) == "completed", message="task completed")
     merged = MailboxItem.objects.get(id=comment.id)
     assert merged.status == "merged" and merged.merged_into_id == work.id
@@ -95,11 +120,16 @@ def test_comment_on_the_current_task_is_merged_into_the_next_turn(celery_worker,
 def test_chat_honours_only_merge_and_the_preempting_item_runs_right_after(celery_worker, scripted, agent):
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
     provider = scripted(first, Turn(text="chat answer"), Turn(text=f"event handled {MARK}"), judge_word="preempt")
-    chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "q", "content": "question"},
-                           metadata={"senderId": "1", "senderRole": "user"})
+    chat = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "q", "content": "question"},
+        metadata={"senderId": "1", "senderRole": "user"},
+    )
     assert first.started.wait(15)
-    urgent = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, priority=0,
-                             payload={"summary": "urgent", "content": "now"})
+    urgent = mailbox_enqueue(
+        agent_id=agent.id, source_type=T.SYSTEM_EVENT, priority=0, payload={"summary": "urgent", "content": "now"}
+    )
     wait_for(lambda: status(urgent.id) == "completed", message="urgent item handled")
     assert decisions(chat.id) == ["pick"]
     assert decisions(urgent.id) == ["continue", "pick"]
@@ -112,11 +142,19 @@ def test_a_second_chat_from_the_same_user_merges_into_the_one_in_flight(celery_w
 
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
     provider = scripted(first, Turn(text="answering both"))
-    a = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "a", "content": "first"},
-                        metadata={"senderId": "1", "senderRole": "user"})
+    a = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "a", "content": "first"},
+        metadata={"senderId": "1", "senderRole": "user"},
+    )
     assert first.started.wait(15)
-    b = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "b", "content": "second"},
-                        metadata={"senderId": "1", "senderRole": "user"})
+    b = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "b", "content": "second"},
+        metadata={"senderId": "1", "senderRole": "user"},
+    )
     wait_for(lambda: status(a.id) == "completed", message="chat answered")
     assert status(b.id) == "merged" and decisions(b.id) == ["merge"]
     assert provider.calls[1]["messages"][-1] == {"role": "user", "content": "second"}

@@ -3,6 +3,7 @@ a review request is not swallowed by a human's comment, work in flight at a cras
 re-queued, every waiting task has a waker the sweep restores, an execution without a
 verdict is retried and finally failed, a blank chat answer is no reply, the judge's
 defer sends an item behind its peers, and the submit note reaches the reviewer."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -22,9 +23,9 @@ from mailbox.registry import Status
 from mailbox.services import mailbox_claim_next, mailbox_drop, mailbox_enqueue
 from markus.agents.models import ChatMessage
 from markus.agents.services import agent_create
+from markus.core.actors import Actor
 from markus.llm.base import COMPLETION_MARKER as MARK
 from markus.llm.scripted import Turn
-from markus.work.actors import Actor
 from markus.work.models import Task
 from markus.work.services import task_comment_create, task_create, task_transition
 from notifications.models import Approval
@@ -65,8 +66,12 @@ def status(item_id: str) -> str:
 
 
 def executions(agent_id: str, task_id: str):
-    return MailboxItem.objects.filter(agent_id=agent_id, source_type=T.TASK_STATUS_UPDATE, payload__taskId=task_id,
-                                      payload__extra__triggerExecution=True)
+    return MailboxItem.objects.filter(
+        agent_id=agent_id,
+        source_type=T.TASK_STATUS_UPDATE,
+        payload__taskId=task_id,
+        payload__extra__triggerExecution=True,
+    )
 
 
 def review_requests(agent_id: str, task_id: str):
@@ -117,10 +122,14 @@ def seconds_until(item: MailboxItem, since) -> float:
 # ---------------------------------------------------------------------------- symptom 1
 
 
-def test_a_humans_comment_on_a_task_in_review_leaves_the_review_request_to_run_its_review(
-        scripted, agent, bea, human):
-    task = task_create(actor=human, title="Write the parser", assignee_id=bea.id, reviewer_agent_id=agent.id,
-                       metadata={"watchers": [agent.id]})
+def test_a_humans_comment_on_a_task_in_review_leaves_the_review_request_to_run_its_review(scripted, agent, bea, human):
+    task = task_create(
+        actor=human,
+        title="Write the parser",
+        assignee_id=bea.id,
+        reviewer_agent_id=agent.id,
+        metadata={"watchers": [agent.id]},
+    )
     task_transition(task_id=task.id, to_status="review", actor=Actor.for_agent(bea), note="parser written")
     review = review_requests(agent.id, task.id).get()
     task_comment_create(task_id=task.id, actor=human, content="Please check the edge cases too")
@@ -141,15 +150,32 @@ def test_a_humans_comment_on_a_task_in_review_leaves_the_review_request_to_run_i
 
 
 def test_an_action_required_requirement_update_runs_its_own_scenario_beside_an_informational_one(scripted, agent):
-    chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT,
-                           payload={"summary": "hi", "content": "hi"}, metadata=HUMAN_CHAT_META)
-    info = mailbox_enqueue(agent_id=agent.id, source_type=T.REQUIREMENT_UPDATE,
-                           payload={"summary": "Requirement in_progress", "content": "approved",
-                                    "requirementId": "req_1", "extra": {"toStatus": "in_progress"}})
-    action = mailbox_enqueue(agent_id=agent.id, source_type=T.REQUIREMENT_UPDATE,
-                             payload={"summary": "All tasks settled", "content": "decide what is next",
-                                      "requirementId": "req_1",
-                                      "extra": {"toStatus": "in_progress", "actionRequired": True}})
+    chat = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "hi", "content": "hi"},
+        metadata=HUMAN_CHAT_META,
+    )
+    info = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.REQUIREMENT_UPDATE,
+        payload={
+            "summary": "Requirement in_progress",
+            "content": "approved",
+            "requirementId": "req_1",
+            "extra": {"toStatus": "in_progress"},
+        },
+    )
+    action = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.REQUIREMENT_UPDATE,
+        payload={
+            "summary": "All tasks settled",
+            "content": "decide what is next",
+            "requirementId": "req_1",
+            "extra": {"toStatus": "in_progress", "actionRequired": True},
+        },
+    )
     provider = scripted(default=Turn(text=f"ok {MARK}"))
     run_attention(agent.id)
     assert status(chat.id) == Status.COMPLETED and status(info.id) in (Status.COMPLETED, Status.MERGED)
@@ -161,13 +187,14 @@ def test_an_action_required_requirement_update_runs_its_own_scenario_beside_an_i
 # ---------------------------------------------------------------------------- symptom 2
 
 
-def test_an_execution_in_flight_when_its_worker_died_is_requeued_and_the_task_submitted(
-        scripted, agent, bea, human):
+def test_an_execution_in_flight_when_its_worker_died_is_requeued_and_the_task_submitted(scripted, agent, bea, human):
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
     assert die_holding(agent.id).id == execution.id
-    provider = scripted(Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser written"})]),
-                        Turn(text=f"submitted {MARK}"))
+    provider = scripted(
+        Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser written"})]),
+        Turn(text=f"submitted {MARK}"),
+    )
     run_attention(agent.id)
     execution.refresh_from_db()
     assert execution.status == Status.COMPLETED, execution.drop_reason
@@ -181,9 +208,10 @@ def test_a_review_in_flight_when_its_worker_died_is_requeued_and_the_review_done
     task_transition(task_id=task.id, to_status="review", actor=Actor.for_agent(bea))
     review = review_requests(agent.id, task.id).get()
     assert die_holding(agent.id).id == review.id
-    provider = scripted(Turn(tool_calls=[("task_update", {"task_id": task.id, "status": "completed",
-                                                          "note": "LGTM"})]),
-                        Turn(text=f"reviewed {MARK}"))
+    provider = scripted(
+        Turn(tool_calls=[("task_update", {"task_id": task.id, "status": "completed", "note": "LGTM"})]),
+        Turn(text=f"reviewed {MARK}"),
+    )
     run_attention(agent.id)
     review.refresh_from_db()
     assert review.status == Status.COMPLETED, review.drop_reason
@@ -193,7 +221,8 @@ def test_a_review_in_flight_when_its_worker_died_is_requeued_and_the_review_done
 
 @pytest.mark.parametrize("lost", ["dropped", "deleted"])
 def test_a_task_in_progress_without_a_live_execution_gets_exactly_one_back_from_the_sweep(
-        agent, bea, human, no_kick, lost):
+    agent, bea, human, no_kick, lost
+):
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
     if lost == "dropped":
@@ -212,7 +241,8 @@ def test_a_task_in_progress_without_a_live_execution_gets_exactly_one_back_from_
 
 
 def test_a_task_in_review_without_a_live_review_request_gets_exactly_one_back_from_the_sweep(
-        agent, bea, human, no_kick):
+    agent, bea, human, no_kick
+):
     task = task_create(actor=human, title="Write the parser", assignee_id=bea.id, reviewer_agent_id=agent.id)
     task_transition(task_id=task.id, to_status="review", actor=Actor.for_agent(bea))
     assert mailbox_drop(review_requests(agent.id, task.id).get().id, reason="lost in a crash")
@@ -223,7 +253,8 @@ def test_a_task_in_review_without_a_live_review_request_gets_exactly_one_back_fr
     assert isinstance(reason, str) and reason.strip()
     services.sweep()
     assert list(review_requests(agent.id, task.id).filter(status__in=OPEN).values_list("id", flat=True)) == [
-        repaired.id]
+        repaired.id
+    ]
     assert Task.objects.get(id=task.id).status == "review"
 
 
@@ -269,8 +300,10 @@ def test_an_execution_whose_submission_fails_is_retried_not_forgotten(scripted, 
     # The agent filed the task for itself: it has no reviewer, so the submission is refused.
     task = task_create(actor=Actor.for_agent(agent), title="Write the parser", assignee_id=agent.id)
     execution = executions(agent.id, task.id).get()
-    provider = scripted(Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser written"})]),
-                        Turn(text=f"submitted {MARK}"))
+    provider = scripted(
+        Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser written"})]),
+        Turn(text=f"submitted {MARK}"),
+    )
     started = timezone.now()
     run_attention(agent.id)
     assert "no reviewer" in provider.calls[1]["messages"][-1]["content"]  # the brain saw the refusal
@@ -283,7 +316,8 @@ def test_an_execution_whose_submission_fails_is_retried_not_forgotten(scripted, 
 
 
 def test_an_execution_that_never_submits_fails_the_task_once_its_retries_are_spent(
-        scripted, agent, bea, human, monkeypatch):
+    scripted, agent, bea, human, monkeypatch
+):
     monkeypatch.setitem(settings.MARKUS, "EXECUTION_MAX_RETRIES", 1)
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
@@ -320,19 +354,25 @@ def test_a_retry_that_comes_due_after_its_task_left_in_progress_is_skipped(scrip
 
 @pytest.mark.parametrize("blank", ["", "   \n\t "])
 def test_a_blank_answer_to_a_human_chat_is_retried_and_the_next_answer_is_the_reply(scripted, agent, blank):
-    chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT,
-                           payload={"summary": "question", "content": "What is the status?"},
-                           metadata=HUMAN_CHAT_META)
+    chat = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "question", "content": "What is the status?"},
+        metadata=HUMAN_CHAT_META,
+    )
     provider = scripted(Turn(text=blank), Turn(text="The parser is in review."))
     run_until_quiet(agent.id)
     assert status(chat.id) == Status.COMPLETED
-    replies = list(ChatMessage.objects.filter(session__agent_id=agent.id, role="assistant")
-                   .values_list("content", flat=True))
+    replies = list(
+        ChatMessage.objects.filter(session__agent_id=agent.id, role="assistant").values_list("content", flat=True)
+    )
     assert replies == ["The parser is in review."]
     assert chat_reply_for(chat.id)["reply"] == "The parser is in review."
     assert len(provider.calls) == 2
     assert [a.success for a in AgentActivity.objects.filter(mailbox_item_id=chat.id).order_by("started_at")] == [
-        False, True]
+        False,
+        True,
+    ]
 
 
 # ---------------------------------------------------------------------------- symptom 5
@@ -343,17 +383,26 @@ def test_an_item_the_judge_defers_runs_after_the_rest_of_its_priority(scripted, 
 
     def tool(ctx, name, args):  # B arrives during A's first tool round, C during its second
         key = "b" if "b" not in arrived else "c"
-        arrived[key] = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, priority=2,
-                                       payload={"summary": key, "content": f"event {key}"})
+        arrived[key] = mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=T.SYSTEM_EVENT,
+            priority=2,
+            payload={"summary": key, "content": f"event {key}"},
+        )
         return True, '{"ok": true}'
 
     monkeypatch.setattr(tool_loop, "execute_tool", tool)
-    provider = scripted(Turn(tool_calls=[("noop", {})]), Turn(tool_calls=[("noop", {})]),
-                        default=Turn(text=f"handled {MARK}"), judge_word="defer")
+    provider = scripted(
+        Turn(tool_calls=[("noop", {})]),
+        Turn(tool_calls=[("noop", {})]),
+        default=Turn(text=f"handled {MARK}"),
+        judge_word="defer",
+    )
     # The judge defers B only; C is judged "continue".
     provider.judge = lambda *, current, new, context: "defer" if new["id"] == arrived["b"].id else "continue"
-    a = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, priority=1,
-                        payload={"summary": "a", "content": "event a"})
+    a = mailbox_enqueue(
+        agent_id=agent.id, source_type=T.SYSTEM_EVENT, priority=1, payload={"summary": "a", "content": "event a"}
+    )
     run_until_quiet(agent.id)
     b, c = arrived["b"], arrived["c"]
     assert [status(i) for i in (a.id, b.id, c.id)] == [Status.COMPLETED] * 3
@@ -368,8 +417,9 @@ def test_an_item_the_judge_defers_runs_after_the_rest_of_its_priority(scripted, 
 def test_the_submit_note_becomes_the_tasks_deliverables_and_reaches_the_reviewer(scripted, agent, bea, human):
     note = "DELIVERABLE: parser in src/parse.py, 14 tests, edge cases covered"
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
-    scripted(Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]),
-             Turn(text=f"submitted {MARK}"))
+    scripted(
+        Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]), Turn(text=f"submitted {MARK}")
+    )
     run_attention(agent.id)
     task = Task.objects.get(id=task.id)
     assert task.status == "review"
@@ -381,8 +431,9 @@ def test_the_submit_note_becomes_the_tasks_deliverables_and_reaches_the_reviewer
 def test_the_submit_note_is_shown_in_a_human_reviewers_approval(scripted, agent, alice, human):
     note = "DELIVERABLE: parser in src/parse.py, 14 tests, edge cases covered"
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_user_id=alice.pk)
-    scripted(Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]),
-             Turn(text=f"submitted {MARK}"))
+    scripted(
+        Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]), Turn(text=f"submitted {MARK}")
+    )
     run_attention(agent.id)
     task = Task.objects.get(id=task.id)
     assert task.status == "review"

@@ -1,4 +1,5 @@
 """Every change the loop makes is announced after commit through the one event helper."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,10 @@ from .conftest import wait_for
 def test_processing_an_item_emits_mailbox_decision_attention_and_focus_events(celery_worker, agent, sent_events):
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "ping", "content": "p"})
     wait_for(lambda: MailboxItem.objects.get(id=item.id).status == "completed", message="completed")
-    wait_for(lambda: any(e["type"] == "agent:attention" and e["state"] == "idle" for _, e in sent_events),
-             message="back to idle")
+    wait_for(
+        lambda: any(e["type"] == "agent:attention" and e["state"] == "idle" for _, e in sent_events),
+        message="back to idle",
+    )
     mine = [(g, e) for g, e in sent_events if g == f"agent.{agent.id}"]
     assert len(mine) == len(sent_events)
     kinds = [e["type"] for _, e in mine]

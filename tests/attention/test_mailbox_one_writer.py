@@ -5,6 +5,7 @@ Two checks: the source has no write to the table outside ``mailbox/`` (an ORM wr
 review, chat, approval, console, recovery, the sweep) sends no INSERT, UPDATE or
 DELETE on the table from a frame outside ``mailbox/``.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,8 @@ SKIP_DIRS = {"tests", "migrations", ".venv", "var", ".git", "node_modules", "__p
 EXEMPT = {"markus/bench/mailbox.py": "bare-SQL baseline of the mailbox bench"}
 
 ORM_WRITE = re.compile(
-    r"MailboxItem\.objects\b[^\n]*\.(update|delete|create|bulk_create|bulk_update|get_or_create|update_or_create)\(")
+    r"MailboxItem\.objects\b[^\n]*\.(update|delete|create|bulk_create|bulk_update|get_or_create|update_or_create)\("
+)
 SQL_WRITE = re.compile(r"(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+\"?mailbox_items", re.I)
 
 
@@ -65,8 +67,7 @@ class WriteOrigins:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.pg
-def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agent, alice, team, monkeypatch,
-                                                                            scripted):
+def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agent, alice, team, monkeypatch, scripted):
     from django.conf import settings
 
     from attention import services as attention_services
@@ -78,9 +79,9 @@ def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agen
     from mailbox.services import mailbox_enqueue
     from markus.agents.services import agent_create
     from markus.console.services import console_drop_item, console_retry_item
+    from markus.core.actors import Actor
     from markus.llm.base import COMPLETION_MARKER as MARK
     from markus.llm.scripted import Turn
-    from markus.work.actors import Actor
     from markus.work.services import task_comment_create, task_create
     from notifications.models import Approval
     from notifications.services import approval_respond
@@ -108,8 +109,12 @@ def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agen
         second = task_create(actor=human, title="Docs", assignee_id=bea.id, reviewer_user_id=alice.pk)
         run_attention(bea.id)
         # A chat, a heartbeat pair, a crash mid-item and the next worker's recovery.
-        mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "hi", "content": "hi"},
-                        metadata={"senderId": str(alice.pk), "senderName": "alice", "senderRole": "user"})
+        mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=T.HUMAN_CHAT,
+            payload={"summary": "hi", "content": "hi"},
+            metadata={"senderId": str(alice.pk), "senderName": "alice", "senderRole": "user"},
+        )
         for _ in range(2):
             mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": "hb", "content": "hb"})
         lease = lease_take(agent.id, seconds=30)
@@ -117,7 +122,9 @@ def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agen
         AgentAttention.objects.filter(agent_id=agent.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
         run_attention(agent.id)
         # The operator: drop a queued item, retry a finished one; the sweep's repair.
-        queued = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "x", "content": "x"})
+        queued = mailbox_enqueue(
+            agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "x", "content": "x"}
+        )
         console_drop_item(item_id=queued.id, reason="not needed", operator=alice)
         console_retry_item(item_id=queued.id, operator=alice)
         attention_services.sweep()

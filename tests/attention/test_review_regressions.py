@@ -1,6 +1,7 @@
 """Regressions found in review: nothing merged into an item is lost, an approval answered
 early does not park an item forever, a malformed triage answer cannot crash the loop,
 and a stale worker cannot merge into an item it lost."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from attention import loop, processing, tool_loop
+from attention import loop, tool_loop
 from attention.lease import StaleLease, lease_take
 from attention.models import LLMSession
 from mailbox.models import MailboxItem
@@ -36,27 +37,35 @@ def long_resume():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_message_merged_into_a_preempted_item_reaches_its_resumed_session(scripted, agent, monkeypatch,
-                                                                          long_resume):
+def test_a_message_merged_into_a_preempted_item_reaches_its_resumed_session(scripted, agent, monkeypatch, long_resume):
     sent = {}
 
     def tool(ctx, name, args):  # while the first turn's tools run, a human writes
         if not sent:
-            sent["chat"] = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT,
-                                           payload={"summary": "hi", "content": "hi"},
-                                           metadata={"senderId": "1", "senderRole": "user"})
+            sent["chat"] = mailbox_enqueue(
+                agent_id=agent.id,
+                source_type=T.HUMAN_CHAT,
+                payload={"summary": "hi", "content": "hi"},
+                metadata={"senderId": "1", "senderRole": "user"},
+            )
         return True, '{"ok": true}'
 
     monkeypatch.setattr(tool_loop, "execute_tool", tool)
     provider = scripted(Turn(tool_calls=[("noop", {})]), Turn(text="hello human"), Turn(text=f"done {MARK}"))
-    x = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE,
-                        payload={"summary": "m1", "content": "FIRST", "extra": {"channelKey": "c1"}})
+    x = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.A2A_MESSAGE,
+        payload={"summary": "m1", "content": "FIRST", "extra": {"channelKey": "c1"}},
+    )
     loop.run_attention(agent.id)
     assert status(x.id) == "deferred" and status(sent["chat"].id) == "completed"
     MailboxItem.objects.filter(id=x.id).update(deferred_until=timezone.now())
     assert mailbox_resurface_due(agent.id) == 1
-    y = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE,
-                        payload={"summary": "m2", "content": "SECOND", "extra": {"channelKey": "c1"}})
+    y = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.A2A_MESSAGE,
+        payload={"summary": "m2", "content": "SECOND", "extra": {"channelKey": "c1"}},
+    )
     assert y.status == "merged" and y.merged_into_id == x.id
     loop.run_attention(agent.id)
     assert status(x.id) == "completed"
@@ -79,8 +88,10 @@ def test_an_approval_answered_before_the_item_is_parked_resumes_it(scripted, age
         return ok, result
 
     monkeypatch.setattr(tool_loop, "execute_tool", answer_at_once)
-    provider = scripted(Turn(tool_calls=[("request_user_approval", {"title": "Deploy?", "description": "x"})]),
-                        Turn(text=f"deployed {MARK}"))
+    provider = scripted(
+        Turn(tool_calls=[("request_user_approval", {"title": "Deploy?", "description": "x"})]),
+        Turn(text=f"deployed {MARK}"),
+    )
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "d", "content": "go"})
     loop.run_attention(agent.id)
     assert Approval.objects.get(mailbox_item_id=item.id).status == "answered"
@@ -99,11 +110,17 @@ def test_a_malformed_triage_answer_falls_back_to_the_head(scripted, agent):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_stale_worker_cannot_coalesce_into_an_item_it_lost(agent):
-    head = mailbox_enqueue(agent_id=agent.id, source_type=T.MENTION,
-                           payload={"summary": "mention", "content": "m", "taskId": "t1"},
-                           metadata={"senderRole": "agent"})
-    other = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_STATUS_UPDATE,
-                            payload={"summary": "status", "content": "s", "taskId": "t1"})
+    head = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.MENTION,
+        payload={"summary": "mention", "content": "m", "taskId": "t1"},
+        metadata={"senderRole": "agent"},
+    )
+    other = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.TASK_STATUS_UPDATE,
+        payload={"summary": "status", "content": "s", "taskId": "t1"},
+    )
     stale = lease_take(agent.id, seconds=0.1)
     claimed = mailbox_claim_next(agent_id=agent.id, epoch=stale.epoch, fence=stale.fence())
     time.sleep(0.2)  # the worker stalls past its lease; a successor recovers the item
@@ -120,18 +137,30 @@ def test_a_comment_injected_into_an_open_execution_survives_a_rebuilt_session(sc
     from markus.work.models import Task
 
     Task.objects.create(id="t1", title="run", status="in_progress", assignee=agent, reviewer_user=alice)
-    x = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_STATUS_UPDATE,
-                        payload={"summary": "run", "content": "do it", "taskId": "t1",
-                                 "extra": {"triggerExecution": True}})
+    x = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.TASK_STATUS_UPDATE,
+        payload={"summary": "run", "content": "do it", "taskId": "t1", "extra": {"triggerExecution": True}},
+    )
     MailboxItem.objects.filter(id=x.id).update(status="deferred", deferred_until=timezone.now() + timedelta(hours=1))
-    LLMSession.objects.create(id=f"ls_{x.id}", agent_id=agent.id, mailbox_item_id=x.id, scenario="task_execution",
-                              messages=[{"role": "user", "content": "do it"}])
-    c = mailbox_enqueue(agent_id=agent.id, source_type=T.TASK_COMMENT,
-                        payload={"summary": "note", "content": "USE-BRANCH-B", "taskId": "t1"},
-                        metadata={"senderRole": "agent", "senderName": "bot"})
-    provider = scripted(Turn(text="forgot the marker"),
-                        Turn(tool_calls=[("task_submit_review", {"task_id": "t1", "summary": "on branch B"})]),
-                        Turn(text=f"done {MARK}"))
+    LLMSession.objects.create(
+        id=f"ls_{x.id}",
+        agent_id=agent.id,
+        mailbox_item_id=x.id,
+        scenario="task_execution",
+        messages=[{"role": "user", "content": "do it"}],
+    )
+    c = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.TASK_COMMENT,
+        payload={"summary": "note", "content": "USE-BRANCH-B", "taskId": "t1"},
+        metadata={"senderRole": "agent", "senderName": "bot"},
+    )
+    provider = scripted(
+        Turn(text="forgot the marker"),
+        Turn(tool_calls=[("task_submit_review", {"task_id": "t1", "summary": "on branch B"})]),
+        Turn(text=f"done {MARK}"),
+    )
     loop.run_attention(agent.id)  # the comment is injected: merged into the open execution
     c = MailboxItem.objects.get(id=c.id)
     assert c.status == "merged" and c.merged_into_id == x.id

@@ -1,4 +1,5 @@
 """The single-focus invariant under attack, counted from decision and activity records."""
+
 from __future__ import annotations
 
 import random
@@ -27,8 +28,12 @@ def _enqueue_many(agent_id, n, seed):
     rng = random.Random(seed)
     try:
         for i in range(n):
-            mailbox_enqueue(agent_id=agent_id, source_type=rng.choice(KINDS), priority=rng.randint(0, 4),
-                            payload={"summary": f"s{seed}-{i}", "content": f"c{seed}-{i}"})
+            mailbox_enqueue(
+                agent_id=agent_id,
+                source_type=rng.choice(KINDS),
+                priority=rng.randint(0, 4),
+                payload={"summary": f"s{seed}-{i}", "content": f"c{seed}-{i}"},
+            )
     finally:
         connection.close()
 
@@ -36,7 +41,8 @@ def _enqueue_many(agent_id, n, seed):
 @pytest.mark.pg
 @pytest.mark.slow
 def test_many_threads_and_the_worker_hammering_one_agent_never_process_two_items_at_once(
-        celery_worker, scripted, agent):
+    celery_worker, scripted, agent
+):
     scripted(default=Turn(text=f"ok {MARK}", delay=0.005))
     stop = threading.Event()
     runs = []
@@ -55,8 +61,11 @@ def test_many_threads_and_the_worker_hammering_one_agent_never_process_two_items
     for t in writers:
         t.join()
     total = 6 * 25
-    wait_for(lambda: MailboxItem.objects.filter(agent=agent, status="completed").count() == total, timeout=120,
-             message="all items completed")
+    wait_for(
+        lambda: MailboxItem.objects.filter(agent=agent, status="completed").count() == total,
+        timeout=120,
+        message="all items completed",
+    )
     stop.set()
     for t in racers:
         t.join()

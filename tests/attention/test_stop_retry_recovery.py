@@ -1,4 +1,5 @@
 """Stop / pause mid-item, the completion marker, and recovery after a dead worker."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -28,7 +29,9 @@ def test_pause_cancels_the_call_in_flight_requeues_the_item_and_resume_finishes_
     slow = Turn(text="never returned", delay=30.0)
     provider = scripted(slow, Turn(text=f"done after resume {MARK}"))
     later = mailbox_enqueue(agent_id=agent.id, source_type=T.MEMORY_CONSOLIDATION, payload={"summary": "dream"})
-    MailboxItem.objects.filter(id=later.id).update(status="deferred", deferred_until=timezone.now() + timedelta(hours=1))  # a deferred item must survive the pause
+    MailboxItem.objects.filter(id=later.id).update(
+        status="deferred", deferred_until=timezone.now() + timedelta(hours=1)
+    )  # a deferred item must survive the pause
     work = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "job", "content": "x"})
     assert slow.started.wait(15)
     services.agent_pause(agent)
@@ -43,7 +46,9 @@ def test_pause_cancels_the_call_in_flight_requeues_the_item_and_resume_finishes_
     wait_for(lambda: status(work.id) == "completed", message="resumed item completed")
     assert len(provider.calls) == 2
     assert list(AgentDecision.objects.filter(mailbox_item_id=work.id).values_list("decision_type", flat=True)) == [
-        "pick", "pick"]
+        "pick",
+        "pick",
+    ]
 
 
 def test_output_without_the_completion_marker_is_retried_at_most_twice(celery_worker, scripted, agent):
@@ -72,8 +77,12 @@ def test_a_worker_that_died_holding_the_lease_is_recovered_by_the_sweep(celery_w
     from django.conf import settings
 
     settings.MARKUS["WAKE_ON_ENQUEUE"] = False
-    chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "hi", "content": "hi"},
-                           metadata={"senderId": "1", "senderRole": "user"})
+    chat = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "hi", "content": "hi"},
+        metadata={"senderId": "1", "senderRole": "user"},
+    )
     other = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "ping", "content": "p"})
     # The dead worker: took a short lease, claimed both items in turn, then vanished.
     dead = lease_take(agent.id, seconds=0.3)

@@ -1,5 +1,6 @@
 """A human creates a task for agent A with agent B as reviewer; A executes it, B reviews
 and completes it, the dependent task starts — all through the real loop."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,7 @@ from attention.models import AgentActivity
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from markus.agents.services import agent_create
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.models import Task, TaskComment
 from markus.work.services import task_create
 
@@ -16,7 +17,9 @@ from .conftest import wait_for
 
 
 def timeline(agent_id):
-    return [(i.source_type, i.status) for i in MailboxItem.objects.filter(agent_id=agent_id).order_by("queued_at", "id")]
+    return [
+        (i.source_type, i.status) for i in MailboxItem.objects.filter(agent_id=agent_id).order_by("queued_at", "id")
+    ]
 
 
 @pytest.mark.pg
@@ -25,15 +28,20 @@ def test_task_is_executed_reviewed_completed_and_its_dependent_starts(celery_wor
     b, _ = agent_create(name="Bea", agent_id="bea", owner=alice, team=team)
     human = Actor.for_user(alice)
     first = task_create(actor=human, title="Write the parser", assignee_id=a.id, reviewer_agent_id=b.id)
-    second = task_create(actor=human, title="Wire the parser in", assignee_id=a.id, reviewer_agent_id=b.id,
-                         depends_on=[first.id])
+    second = task_create(
+        actor=human, title="Wire the parser in", assignee_id=a.id, reviewer_agent_id=b.id, depends_on=[first.id]
+    )
     assert Task.objects.get(id=second.id).status == "pending"
     wait_for(lambda: Task.objects.get(id=first.id).status == "completed", timeout=60, message="first task completed")
-    wait_for(lambda: Task.objects.get(id=second.id).status in ("in_progress", "review", "completed"), timeout=30,
-             message="dependent task started")
+    wait_for(
+        lambda: Task.objects.get(id=second.id).status in ("in_progress", "review", "completed"),
+        timeout=30,
+        message="dependent task started",
+    )
     # A executed it: an execution item, a task activity, and its comment carries that activity.
-    execution = MailboxItem.objects.get(agent=a, source_type=T.TASK_STATUS_UPDATE, payload__taskId=first.id,
-                                        payload__extra__triggerExecution=True)
+    execution = MailboxItem.objects.get(
+        agent=a, source_type=T.TASK_STATUS_UPDATE, payload__taskId=first.id, payload__extra__triggerExecution=True
+    )
     wait_for(lambda: MailboxItem.objects.get(id=execution.id).status == "completed", message="execution completed")
     act = AgentActivity.objects.get(mailbox_item=execution)
     assert act.type == "task" and act.success and act.total_tools >= 3
@@ -49,5 +57,6 @@ def test_task_is_executed_reviewed_completed_and_its_dependent_starts(celery_wor
     assert b_types[0] == T.REVIEW_REQUEST
     assert all(status in ("completed", "merged", "queued", "processing") for _, status in timeline(a.id))
     # The dependent task's execution reached A's mailbox.
-    assert MailboxItem.objects.filter(agent=a, source_type=T.TASK_STATUS_UPDATE, payload__taskId=second.id,
-                                      payload__extra__triggerExecution=True).exists()
+    assert MailboxItem.objects.filter(
+        agent=a, source_type=T.TASK_STATUS_UPDATE, payload__taskId=second.id, payload__extra__triggerExecution=True
+    ).exists()

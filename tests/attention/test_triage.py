@@ -1,5 +1,6 @@
 """Triage (seed section 21): tier 0 processes the head; tier 1 lets the brain choose among
 items of equal priority, defer or drop redundant ones — never a human's item."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -21,16 +22,25 @@ MARK = "<<HANDLE_COMPLETE>>"
 
 
 def enqueue(agent, kind, summary, priority=None, minutes_ago=0, **meta):
-    item = mailbox_enqueue(agent_id=agent.id, source_type=kind, priority=priority,
-                           payload={"summary": summary, "content": summary}, metadata=meta or None)
+    item = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=kind,
+        priority=priority,
+        payload={"summary": summary, "content": summary},
+        metadata=meta or None,
+    )
     if minutes_ago:
         MailboxItem.objects.filter(id=item.id).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
     return item
 
 
 def picked(agent):
-    return [d.mailbox_item.summary for d in AgentDecision.objects.filter(agent=agent, decision_type="pick")
-            .select_related("mailbox_item").order_by("created_at", "id")]
+    return [
+        d.mailbox_item.summary
+        for d in AgentDecision.objects.filter(agent=agent, decision_type="pick")
+        .select_related("mailbox_item")
+        .order_by("created_at", "id")
+    ]
 
 
 @pytest.fixture
@@ -44,9 +54,15 @@ def test_tier_one_lets_the_brain_choose_defer_and_drop_among_equals(agent, provi
     a = enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=3)
     b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=2)
     c = enqueue(agent, T.SYSTEM_EVENT, "c", 2, minutes_ago=1)
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer=lambda cands: {
-        "processItemId": cands[2]["id"], "deferItemIds": [cands[1]["id"]], "dropItemIds": [cands[0]["id"]],
-        "reasoning": "c is what matters now"})
+    brain = ScriptedProvider(
+        default=Turn(text=f"ok {MARK}"),
+        triage_answer=lambda cands: {
+            "processItemId": cands[2]["id"],
+            "deferItemIds": [cands[1]["id"]],
+            "dropItemIds": [cands[0]["id"]],
+            "reasoning": "c is what matters now",
+        },
+    )
     provider(brain)
     loop.run_attention(agent.id, budget=1)
     assert [c["summary"] for c in brain.triage_calls[0]] == ["a", "b", "c"]  # oldest first, with ages
@@ -68,8 +84,14 @@ def test_triage_never_drops_or_defers_a_humans_item_and_ignores_unknown_ids(agen
     human = enqueue(agent, T.TASK_COMMENT, "human says", 2, minutes_ago=2, senderRole="agent")
     MailboxItem.objects.filter(id=human.id).update(metadata={"senderRole": "user"})
     other = enqueue(agent, T.SYSTEM_EVENT, "other", 2, minutes_ago=3)
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer=lambda cands: {
-        "processItemId": "mbx_nope", "dropItemIds": [human.id, "mbx_ghost"], "deferItemIds": [human.id]})
+    brain = ScriptedProvider(
+        default=Turn(text=f"ok {MARK}"),
+        triage_answer=lambda cands: {
+            "processItemId": "mbx_nope",
+            "dropItemIds": [human.id, "mbx_ghost"],
+            "deferItemIds": [human.id],
+        },
+    )
     provider(brain)
     loop.run_attention(agent.id, budget=1)
     assert picked(agent) == ["other"]  # the unknown choice falls back to the head

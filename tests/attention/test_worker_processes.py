@@ -1,5 +1,6 @@
 """Two real Celery worker processes on Redis and PostgreSQL hammered with enqueues for
 one agent, one of them SIGSTOPped while it holds the lease, then resumed."""
+
 from __future__ import annotations
 
 import os
@@ -27,9 +28,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _start_worker(name: str, env: dict) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "markus", "worker", "--pool", "threads", "-c", "2", "-n",
-         f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "-l", "WARNING"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "markus",
+            "worker",
+            "--pool",
+            "threads",
+            "-c",
+            "2",
+            "-n",
+            f"{name}@%h",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+            "-l",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.mark.redis
@@ -38,9 +60,15 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
     assert settings.REDIS_URL, "this test needs REDIS_URL (Redis broker shared by processes)"
     assert connection.vendor == "postgresql", "this test needs PostgreSQL (DATABASE_URL)"
     db = connection.settings_dict
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "markus.settings", "REDIS_URL": settings.REDIS_URL,
-           "DATABASE_URL": f"postgres://{db['USER'] or ''}@{db['HOST'] or ''}/{db['NAME']}",
-           "MARKUS_LEASE_SECONDS": "1.5", "MARKUS_COALESCE_WINDOW_MS": "0", "MARKUS_LLM_PROVIDER": "offline"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "markus.settings",
+        "REDIS_URL": settings.REDIS_URL,
+        "DATABASE_URL": f"postgres://{db['USER'] or ''}@{db['HOST'] or ''}/{db['NAME']}",
+        "MARKUS_LEASE_SECONDS": "1.5",
+        "MARKUS_COALESCE_WINDOW_MS": "0",
+        "MARKUS_LLM_PROVIDER": "offline",
+    }
     from markus.celery import app
 
     app.control.purge()
@@ -50,16 +78,29 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
         for t in writers:
             t.start()
         # Freeze whichever process holds the lease, for well past the lease.
-        owner = wait_for(lambda: AgentAttention.objects.filter(agent=agent).exclude(lease_owner="")
-                         .values_list("lease_owner", flat=True).first(), timeout=60, message="a lease holder")
+        owner = wait_for(
+            lambda: (
+                AgentAttention.objects.filter(agent=agent)
+                .exclude(lease_owner="")
+                .values_list("lease_owner", flat=True)
+                .first()
+            ),
+            timeout=60,
+            message="a lease holder",
+        )
         pid = int(owner.split(":")[1])
         assert pid in {w.pid for w in workers}
         os.kill(pid, signal.SIGSTOP)
         time.sleep(2.0)
         services.sweep()  # the backstop kicks the agent; the other process takes over
-        wait_for(lambda: AgentAttention.objects.get(agent=agent).lease_owner.split(":")[1:2] != [str(pid)]
-                 and AgentAttention.objects.get(agent=agent).lease_owner != "", timeout=30,
-                 message="the other worker took the lease")
+        wait_for(
+            lambda: (
+                AgentAttention.objects.get(agent=agent).lease_owner.split(":")[1:2] != [str(pid)]
+                and AgentAttention.objects.get(agent=agent).lease_owner != ""
+            ),
+            timeout=30,
+            message="the other worker took the lease",
+        )
         time.sleep(1.0)
         os.kill(pid, signal.SIGCONT)
         for t in writers:
@@ -69,6 +110,7 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
         def settled():
             services.sweep()
             return MailboxItem.objects.filter(agent=agent, status__in=["completed", "dropped"]).count() == total
+
         wait_for(settled, timeout=180, interval=0.5, message="every item completed or dropped")
         counts = assert_single_focus(agent.id)
         assert counts["epochs"] >= 2
@@ -76,8 +118,7 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
         dropped = MailboxItem.objects.filter(agent=agent, status="dropped")
         # Dropped only by recovery (the frozen worker's item) or by triage (a daily report
         # superseded by a newer one), never silently.
-        assert all(d.drop_reason.startswith(("recovery", "triage")) for d in dropped), [
-            d.drop_reason for d in dropped]
+        assert all(d.drop_reason.startswith(("recovery", "triage")) for d in dropped), [d.drop_reason for d in dropped]
     finally:
         for w in workers:
             try:

@@ -1,5 +1,6 @@
 """A local stub server speaking the OpenAI chat-completions wire format, so the real
 `openai` SDK code path runs (its HTTP client is httpx2, which respx cannot intercept)."""
+
 from __future__ import annotations
 
 import json
@@ -24,16 +25,29 @@ class StubOpenAI:
                 message = {"role": "assistant", "content": reply.get("content")}
                 if reply.get("tool_calls"):
                     message["tool_calls"] = [
-                        {"id": f"call_{i}", "type": "function",
-                         "function": {"name": name, "arguments": json.dumps(args)}}
+                        {
+                            "id": f"call_{i}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)},
+                        }
                         for i, (name, args) in enumerate(reply["tool_calls"])
                     ]
-                data = json.dumps({
-                    "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "message": message,
-                                 "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop"}],
-                    "usage": {"prompt_tokens": 21, "completion_tokens": 7, "total_tokens": 28},
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": "chatcmpl-stub",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": message,
+                                "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 21, "completion_tokens": 7, "total_tokens": 28},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

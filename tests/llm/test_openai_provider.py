@@ -1,4 +1,5 @@
 """The openai provider through the real SDK against a local stub server."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,14 @@ from .stub_openai import StubOpenAI
 @pytest.fixture
 def openai_settings(settings):
     def use(url):
-        settings.MARKUS = {**settings.MARKUS, "LLM_PROVIDER": "openai", "LLM_BASE_URL": url,
-                           "LLM_API_KEY": "sk-test", "LLM_MODEL": "stub-model"}
+        settings.MARKUS = {
+            **settings.MARKUS,
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": url,
+            "LLM_API_KEY": "sk-test",
+            "LLM_MODEL": "stub-model",
+        }
+
     return use
 
 
@@ -26,10 +33,19 @@ def test_the_sdk_sends_tools_and_parses_tool_calls_and_usage(openai_settings):
     with StubOpenAI([{"tool_calls": [("check_mailbox", {})]}]) as stub:
         openai_settings(stub.url)
         provider = get_provider()
-        tools = [{"type": "function", "function": {"name": "check_mailbox", "description": "d",
-                                                   "parameters": {"type": "object", "properties": {}}}}]
-        r = provider.complete(system="You are Ada.", messages=[{"role": "user", "content": "hi"}], tools=tools,
-                              context=CallContext())
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "check_mailbox",
+                    "description": "d",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            }
+        ]
+        r = provider.complete(
+            system="You are Ada.", messages=[{"role": "user", "content": "hi"}], tools=tools, context=CallContext()
+        )
     assert provider.name == "openai"
     assert r.tool_calls[0].name == "check_mailbox" and r.tool_calls[0].arguments == {}
     assert r.usage.total == 28
@@ -42,12 +58,15 @@ def test_the_sdk_sends_tools_and_parses_tool_calls_and_usage(openai_settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_loop_runs_a_scenario_through_the_openai_provider(openai_settings, agent):
-    replies = [{"tool_calls": [("update_working_memory", {"key": "plan", "content": "ship it"})]},
-               {"content": "All handled. <<HANDLE_COMPLETE>>"}]
+    replies = [
+        {"tool_calls": [("update_working_memory", {"key": "plan", "content": "ship it"})]},
+        {"content": "All handled. <<HANDLE_COMPLETE>>"},
+    ]
     with StubOpenAI(replies) as stub:
         openai_settings(stub.url)
-        item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT,
-                               payload={"summary": "deploy", "content": "please deploy"})
+        item = mailbox_enqueue(
+            agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "deploy", "content": "please deploy"}
+        )
         result = loop.run_attention(agent.id)
     assert result.status == "done"
     assert MailboxItem.objects.get(id=item.id).status == "completed"
@@ -62,8 +81,9 @@ def test_the_loop_runs_a_scenario_through_the_openai_provider(openai_settings, a
 def test_the_judge_answers_with_one_word_from_the_model(openai_settings):
     with StubOpenAI([{"content": "Cancel."}]) as stub:
         openai_settings(stub.url)
-        word = get_provider().judge(current={"summary": "publish"}, new={"summary": "don't publish"},
-                                    context=CallContext())
+        word = get_provider().judge(
+            current={"summary": "publish"}, new={"summary": "don't publish"}, context=CallContext()
+        )
     assert word == "cancel"
     assert "one word" in stub.requests[0]["body"]["messages"][0]["content"]
 

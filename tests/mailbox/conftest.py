@@ -1,5 +1,6 @@
 """Helpers for the mailbox rules: enqueue through the service, or store a row as it
 would be found in the database after a restart (bypassing enqueue-time dedup)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,11 +22,15 @@ def payload_for(summary: str, content: str, **fields: Any) -> dict[str, Any]:
 def enqueue(agent):
     """``enqueue(type, summary=..., content=..., priority=..., metadata=..., **payload)``."""
 
-    def _enqueue(source_type, *, summary="summary", content="content", priority=None, metadata=None,
-                 agent_id=None, **fields):
+    def _enqueue(
+        source_type, *, summary="summary", content="content", priority=None, metadata=None, agent_id=None, **fields
+    ):
         return mailbox_enqueue(
-            agent_id=agent_id or agent.id, source_type=source_type,
-            payload=payload_for(summary, content, **fields), priority=priority, metadata=metadata,
+            agent_id=agent_id or agent.id,
+            source_type=source_type,
+            payload=payload_for(summary, content, **fields),
+            priority=priority,
+            metadata=metadata,
         )
 
     return _enqueue
@@ -35,14 +40,28 @@ def enqueue(agent):
 def store(agent):
     """Insert a row directly, as restart recovery finds it in the table."""
 
-    def _store(source_type, *, status=Status.QUEUED, summary="summary", content="content",
-               priority=None, metadata=None, attempts=0, **fields):
+    def _store(
+        source_type,
+        *,
+        status=Status.QUEUED,
+        summary="summary",
+        content="content",
+        priority=None,
+        metadata=None,
+        attempts=0,
+        **fields,
+    ):
         now = timezone.now()
         return MailboxItem.objects.create(
-            agent=agent, source_type=source_type, status=status,
+            agent=agent,
+            source_type=source_type,
+            status=status,
             priority=int(descriptor(source_type).default_priority) if priority is None else priority,
-            payload=payload_for(summary, content, **fields), metadata=metadata or {},
-            queued_at=now, started_at=now if status == Status.PROCESSING else None, attempts=attempts,
+            payload=payload_for(summary, content, **fields),
+            metadata=metadata or {},
+            queued_at=now,
+            started_at=now if status == Status.PROCESSING else None,
+            attempts=attempts,
         )
 
     return _store

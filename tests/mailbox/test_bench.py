@@ -1,4 +1,5 @@
 """``manage.py bench mailbox`` measures service and bare SQL in one run and cleans up."""
+
 from __future__ import annotations
 
 import io

@@ -1,5 +1,6 @@
 """Eight producers enqueue comments for a handful of tasks (and other items) while a
 worker claims and completes: every row is accounted for and no comment text is lost."""
+
 from __future__ import annotations
 
 import threading
@@ -27,8 +28,11 @@ def produce(agent_id, n, tokens, lock, errors):
                 source_type, payload = OTHER_TYPES[(n + i) % len(OTHER_TYPES)], {"taskId": f"tsk_{i % TASKS}"}
             else:
                 source_type, payload = T.TASK_COMMENT, {"taskId": f"tsk_{(n + i) % TASKS}"}
-            item = mailbox_enqueue(agent_id=agent_id, source_type=source_type,
-                                   payload={"summary": f"from {n}", "content": token, **payload})
+            item = mailbox_enqueue(
+                agent_id=agent_id,
+                source_type=source_type,
+                payload={"summary": f"from {n}", "content": token, **payload},
+            )
             with lock:
                 tokens[item.id] = token
     except Exception as exc:  # reported by the test, not lost in a thread

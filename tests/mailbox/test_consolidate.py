@@ -1,4 +1,5 @@
 """Cross-type consolidation by taskId / requirementId before triage (seed section 21)."""
+
 from __future__ import annotations
 
 import pytest

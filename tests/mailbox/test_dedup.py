@@ -1,4 +1,5 @@
 """Enqueue-time dedup exactly as seed section 14."""
+
 from __future__ import annotations
 
 import logging
@@ -90,15 +91,22 @@ def test_merges_are_per_agent(agent, other_agent, enqueue):
 
 
 def test_a_channel_merge_carries_a_structured_messages_array(agent, enqueue):
-    first = enqueue(T.A2A_MESSAGE, content="hello", extra={"channelKey": "ch"},
-                    metadata={"senderId": "agt_a", "senderName": "Ann"})
-    enqueue(T.A2A_MESSAGE, content="hi back", extra={"channelKey": "ch"},
-            metadata={"senderId": "agt_b", "senderName": "Ben"})
+    first = enqueue(
+        T.A2A_MESSAGE, content="hello", extra={"channelKey": "ch"}, metadata={"senderId": "agt_a", "senderName": "Ann"}
+    )
+    enqueue(
+        T.A2A_MESSAGE,
+        content="hi back",
+        extra={"channelKey": "ch"},
+        metadata={"senderId": "agt_b", "senderName": "Ben"},
+    )
     enqueue(T.A2A_MESSAGE, content="and me", extra={"channelKey": "ch"}, metadata={"senderId": "agt_c"})
     first.refresh_from_db()
     messages = first.payload["messages"]
     assert [(m["senderId"], m["senderName"], m["content"]) for m in messages] == [
-        ("agt_a", "Ann", "hello"), ("agt_b", "Ben", "hi back"), ("agt_c", "agt_c", "and me"),
+        ("agt_a", "Ann", "hello"),
+        ("agt_b", "Ben", "hi back"),
+        ("agt_c", "agt_c", "and me"),
     ]
     assert all(isinstance(m["timestamp"], str) and m["timestamp"] for m in messages)
     assert first.payload["summary"].endswith("(+2)")
@@ -138,10 +146,13 @@ def test_a_new_item_merges_into_the_oldest_queued_item_of_its_group(agent, enque
     assert statuses(second) == [Status.QUEUED]
 
 
-@pytest.mark.parametrize("source_type,key", [
-    (T.TASK_COMMENT, {"taskId": "t"}),
-    (T.A2A_MESSAGE, {"extra": {"channelKey": "ch"}}),
-])
+@pytest.mark.parametrize(
+    "source_type,key",
+    [
+        (T.TASK_COMMENT, {"taskId": "t"}),
+        (T.A2A_MESSAGE, {"extra": {"channelKey": "ch"}}),
+    ],
+)
 def test_an_incoming_execution_trigger_is_never_merged(agent, enqueue, source_type, key):
     enqueue(source_type, **key)
     extra = {**key.get("extra", {}), "triggerExecution": True}
@@ -150,10 +161,13 @@ def test_an_incoming_execution_trigger_is_never_merged(agent, enqueue, source_ty
     assert selectors.queue_depth(agent.id) == 2
 
 
-@pytest.mark.parametrize("source_type,key", [
-    (T.TASK_COMMENT, {"taskId": "t"}),
-    (T.A2A_MESSAGE, {"extra": {"channelKey": "ch"}}),
-])
+@pytest.mark.parametrize(
+    "source_type,key",
+    [
+        (T.TASK_COMMENT, {"taskId": "t"}),
+        (T.A2A_MESSAGE, {"extra": {"channelKey": "ch"}}),
+    ],
+)
 def test_a_queued_execution_trigger_never_absorbs(agent, enqueue, source_type, key):
     extra = {**key.get("extra", {}), "triggerExecution": True}
     trigger = enqueue(source_type, content="run", **{**key, "extra": extra})
@@ -163,10 +177,13 @@ def test_a_queued_execution_trigger_never_absorbs(agent, enqueue, source_type, k
     assert statuses(later) == [Status.QUEUED]
 
 
-@pytest.mark.parametrize("source_type,key", [
-    (T.TASK_STATUS_UPDATE, {"taskId": "t"}),
-    (T.REQUIREMENT_UPDATE, {"requirementId": "r"}),
-])
+@pytest.mark.parametrize(
+    "source_type,key",
+    [
+        (T.TASK_STATUS_UPDATE, {"taskId": "t"}),
+        (T.REQUIREMENT_UPDATE, {"requirementId": "r"}),
+    ],
+)
 def test_status_updates_never_merge(agent, enqueue, source_type, key):
     blocked = enqueue(source_type, summary="blocked", **key)
     resumed = enqueue(source_type, summary="resumed", **key)

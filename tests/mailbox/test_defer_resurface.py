@@ -1,4 +1,5 @@
 """Defer with an optional time, and resurfacing of due items (seed section 22)."""
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -1,5 +1,6 @@
 """Dequeue: highest priority first (0 is critical), first in first out within a
 priority — not newest first as in the TypeScript code."""
+
 from __future__ import annotations
 
 from datetime import timedelta

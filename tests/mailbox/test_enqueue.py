@@ -1,5 +1,6 @@
 """Enqueue: type validation, default priority from the registry, per-item override,
 a human's comment first, payload and metadata stored as JSON."""
+
 from __future__ import annotations
 
 import json
@@ -118,10 +119,14 @@ def test_missing_metadata_is_stored_as_an_empty_object(agent):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("payload,field", [
-    ({"taskId": 5}, "payload.taskId"), ({"requirementId": ["r"]}, "payload.requirementId"),
-    ({"extra": {"channelKey": 7}}, "payload.extra.channelKey"),
-])
+@pytest.mark.parametrize(
+    "payload,field",
+    [
+        ({"taskId": 5}, "payload.taskId"),
+        ({"requirementId": ["r"]}, "payload.requirementId"),
+        ({"extra": {"channelKey": 7}}, "payload.extra.channelKey"),
+    ],
+)
 def test_ids_that_are_not_strings_are_refused_instead_of_escaping_dedup(agent, payload, field):
     with pytest.raises(MailboxError, match=field):
         mailbox_enqueue(agent_id=agent.id, source_type=MailboxType.TASK_COMMENT, payload={"summary": "s", **payload})

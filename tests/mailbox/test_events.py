@@ -1,5 +1,6 @@
 """Every mailbox change emits an ``agent:mailbox`` event, only after commit, and the
 payload survives a JSON round trip."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,7 @@ from django.db import transaction
 
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_claim_next, mailbox_complete, mailbox_enqueue
-from notifications.events import agent_group
+from markus.core.events import agent_group
 
 T = MailboxType
 
@@ -17,8 +18,9 @@ def mailbox_events(sent_events):
 
 
 @pytest.mark.django_db
-def test_enqueue_emits_an_event_only_when_the_transaction_commits(agent, enqueue, sent_events,
-                                                                   django_capture_on_commit_callbacks):
+def test_enqueue_emits_an_event_only_when_the_transaction_commits(
+    agent, enqueue, sent_events, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         item = enqueue(T.MENTION, summary="Look")
         assert sent_events == []
@@ -43,8 +45,9 @@ def test_a_rolled_back_enqueue_emits_nothing(agent, sent_events, django_capture_
 
 
 @pytest.mark.django_db
-def test_a_merge_emits_the_absorbed_row_and_the_survivor(agent, enqueue, sent_events,
-                                                          django_capture_on_commit_callbacks):
+def test_a_merge_emits_the_absorbed_row_and_the_survivor(
+    agent, enqueue, sent_events, django_capture_on_commit_callbacks
+):
     first = enqueue(T.TASK_COMMENT, taskId="t")
     with django_capture_on_commit_callbacks(execute=True):
         second = enqueue(T.TASK_COMMENT, taskId="t")
@@ -55,8 +58,7 @@ def test_a_merge_emits_the_absorbed_row_and_the_survivor(agent, enqueue, sent_ev
 
 
 @pytest.mark.django_db
-def test_claim_and_complete_each_emit_the_new_status(agent, enqueue, sent_events,
-                                                     django_capture_on_commit_callbacks):
+def test_claim_and_complete_each_emit_the_new_status(agent, enqueue, sent_events, django_capture_on_commit_callbacks):
     item = enqueue(T.MENTION)
     with django_capture_on_commit_callbacks(execute=True):
         mailbox_claim_next(agent_id=agent.id)
@@ -67,9 +69,12 @@ def test_claim_and_complete_each_emit_the_new_status(agent, enqueue, sent_events
 @pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_a_committed_enqueue_is_delivered_as_json(agent, sent_events):
-    item = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE,
-                           payload={"summary": "hi", "extra": {"channelKey": "c", "n": [1, 2]}},
-                           metadata={"senderId": "agt_x"})
+    item = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.A2A_MESSAGE,
+        payload={"summary": "hi", "extra": {"channelKey": "c", "n": [1, 2]}},
+        metadata={"senderId": "agt_x"},
+    )
     [(group, event)] = mailbox_events(sent_events)
     assert group == agent_group(agent.id)
     assert event["item"]["id"] == item.id

@@ -2,6 +2,7 @@
 every review request, an action-required requirement update) keep their identity and
 are never merged across types, at enqueue or in consolidation; group messages keep
 who said what; two heartbeats never queue side by side."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,10 +47,20 @@ def test_two_review_rounds_for_the_same_task_stay_two_review_requests(agent, enq
 
 
 def test_an_action_required_requirement_update_is_never_absorbed_by_an_informational_one(agent, enqueue):
-    info = enqueue(T.REQUIREMENT_UPDATE, summary="Requirement in_progress", content="approved",
-                   requirementId="req_1", extra={"toStatus": "in_progress"})
-    action = enqueue(T.REQUIREMENT_UPDATE, summary="Requirement tasks settled", content="decide next",
-                     requirementId="req_1", extra={"toStatus": "in_progress", "actionRequired": True})
+    info = enqueue(
+        T.REQUIREMENT_UPDATE,
+        summary="Requirement in_progress",
+        content="approved",
+        requirementId="req_1",
+        extra={"toStatus": "in_progress"},
+    )
+    action = enqueue(
+        T.REQUIREMENT_UPDATE,
+        summary="Requirement tasks settled",
+        content="decide next",
+        requirementId="req_1",
+        extra={"toStatus": "in_progress", "actionRequired": True},
+    )
     assert statuses(info, action)[1] == Status.QUEUED  # enqueue kept it
     mailbox_consolidate_by_entity(agent.id)
     action.refresh_from_db()
@@ -60,8 +71,12 @@ def test_an_action_required_requirement_update_is_never_absorbed_by_an_informati
 def test_a_strict_item_keeps_its_identity_among_informational_items_about_the_same_entity(agent, enqueue, strict):
     entity = {"requirementId": "req_1"} if strict == "action_required" else {"taskId": "t1"}
     before = [
-        enqueue(T.TASK_STATUS_UPDATE if "taskId" in entity else T.REQUIREMENT_UPDATE, summary="status",
-                content="informational", **entity),
+        enqueue(
+            T.TASK_STATUS_UPDATE if "taskId" in entity else T.REQUIREMENT_UPDATE,
+            summary="status",
+            content="informational",
+            **entity,
+        ),
         enqueue(T.A2A_MESSAGE, summary="ping", content="any news?", metadata=AGENT, **entity),
     ]
     kinds = {
@@ -103,10 +118,20 @@ def test_informational_updates_comments_and_agent_messages_about_one_task_still_
 
 
 def test_coalesced_group_messages_keep_each_senders_name_next_to_their_text(agent, enqueue):
-    first = enqueue(T.A2A_MESSAGE, summary="group", content="FIRST-TEXT", extra={"channelKey": "grp_1"},
-                    metadata={"senderId": "ada2", "senderName": "Ada", "senderRole": "agent"})
-    second = enqueue(T.A2A_MESSAGE, summary="group", content="SECOND-TEXT", extra={"channelKey": "grp_1"},
-                     metadata={"senderId": "linus", "senderName": "Linus", "senderRole": "agent"})
+    first = enqueue(
+        T.A2A_MESSAGE,
+        summary="group",
+        content="FIRST-TEXT",
+        extra={"channelKey": "grp_1"},
+        metadata={"senderId": "ada2", "senderName": "Ada", "senderRole": "agent"},
+    )
+    second = enqueue(
+        T.A2A_MESSAGE,
+        summary="group",
+        content="SECOND-TEXT",
+        extra={"channelKey": "grp_1"},
+        metadata={"senderId": "linus", "senderName": "Linus", "senderRole": "agent"},
+    )
     assert second.status == Status.MERGED and second.merged_into_id == first.id
     first.refresh_from_db()
     content = first.payload["content"]
@@ -121,10 +146,12 @@ def test_coalesced_group_messages_keep_each_senders_name_next_to_their_text(agen
 
 
 def test_a_second_heartbeat_is_merged_into_the_queued_one(agent, enqueue):
-    first = enqueue(T.HEARTBEAT, summary="Heartbeat check-in", content="Heartbeat check-in",
-                    metadata={"senderRole": "system"})
-    second = enqueue(T.HEARTBEAT, summary="Heartbeat check-in", content="Heartbeat check-in",
-                     metadata={"senderRole": "system"})
+    first = enqueue(
+        T.HEARTBEAT, summary="Heartbeat check-in", content="Heartbeat check-in", metadata={"senderRole": "system"}
+    )
+    second = enqueue(
+        T.HEARTBEAT, summary="Heartbeat check-in", content="Heartbeat check-in", metadata={"senderRole": "system"}
+    )
     assert second.status == Status.MERGED and second.merged_into_id == first.id
     assert MailboxItem.objects.filter(agent=agent, source_type=T.HEARTBEAT, status=Status.QUEUED).count() == 1
 

@@ -1,6 +1,7 @@
 """Property: for any sequence of enqueues, dequeues, completes, defers, resurfaces,
 consolidations and recoveries, every enqueued item is accounted for exactly once, no
 text is lost, and every dequeue takes the minimum of (priority, queued_at, id)."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,15 @@ _agents = itertools.count()
 
 # Types chosen so every rule gets exercised: the three dedup groups, status updates,
 # heartbeats (collapse), human chat (protected, re-queued by recovery), plain items.
-TYPES = [T.TASK_COMMENT, T.REQUIREMENT_COMMENT, T.A2A_MESSAGE, T.TASK_STATUS_UPDATE,
-         T.HEARTBEAT, T.HUMAN_CHAT, T.MENTION]
+TYPES = [
+    T.TASK_COMMENT,
+    T.REQUIREMENT_COMMENT,
+    T.A2A_MESSAGE,
+    T.TASK_STATUS_UPDATE,
+    T.HEARTBEAT,
+    T.HUMAN_CHAT,
+    T.MENTION,
+]
 
 enqueue_op = st.tuples(
     st.just("enqueue"),
@@ -43,7 +51,8 @@ enqueue_op = st.tuples(
 )
 ops = st.lists(
     st.one_of(
-        enqueue_op, enqueue_op,
+        enqueue_op,
+        enqueue_op,
         st.just(("dequeue",)),
         st.just(("complete",)),
         st.tuples(st.just("defer"), st.integers(0, 10), st.booleans()),
@@ -110,8 +119,11 @@ def test_every_item_is_accounted_for_once_and_dequeues_follow_priority_then_age(
             _, source_type, priority, key, trigger, human = op
             token = f"<{n}>"
             item = mailbox_enqueue(
-                agent_id=agent.id, source_type=source_type, payload=payload(key, trigger, token),
-                priority=priority, metadata={"senderRole": "user" if human else "agent"},
+                agent_id=agent.id,
+                source_type=source_type,
+                payload=payload(key, trigger, token),
+                priority=priority,
+                metadata={"senderRole": "user" if human else "agent"},
             )
             tokens[item.id] = token
         elif kind == "dequeue":
@@ -129,8 +141,11 @@ def test_every_item_is_accounted_for_once_and_dequeues_follow_priority_then_age(
             assert mailbox_complete(item_id) is was_processing
         elif kind == "defer":
             _, index, timed = op
-            open_ids = sorted(MailboxItem.objects.filter(
-                agent_id=agent.id, status__in=[Status.QUEUED, Status.PROCESSING]).values_list("id", flat=True))
+            open_ids = sorted(
+                MailboxItem.objects.filter(
+                    agent_id=agent.id, status__in=[Status.QUEUED, Status.PROCESSING]
+                ).values_list("id", flat=True)
+            )
             if open_ids:
                 until = timezone.now() + timedelta(hours=1) if timed else None
                 assert mailbox_defer(open_ids[index % len(open_ids)], until=until)

@@ -1,4 +1,5 @@
 """Agent tools may not defer, drop or re-prioritise a human's chat (seed section 21)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Restart recovery (seed section 17), with one change on purpose: a human's item in
 flight at a crash is re-queued (at most twice), never dropped silently."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,11 +38,14 @@ def test_an_agents_comment_in_flight_is_dropped_like_any_stale_item(agent, enque
     assert statuses(item) == [Status.DROPPED]
 
 
-@pytest.mark.parametrize("source_type,fields,metadata", [
-    (T.HUMAN_CHAT, {}, {}),
-    (T.TASK_COMMENT, {"taskId": "t"}, HUMAN),
-    (T.REQUIREMENT_COMMENT, {"requirementId": "r"}, HUMAN),
-])
+@pytest.mark.parametrize(
+    "source_type,fields,metadata",
+    [
+        (T.HUMAN_CHAT, {}, {}),
+        (T.TASK_COMMENT, {"taskId": "t"}, HUMAN),
+        (T.REQUIREMENT_COMMENT, {"requirementId": "r"}, HUMAN),
+    ],
+)
 def test_a_humans_item_in_flight_is_requeued_with_its_attempt_counted(agent, enqueue, source_type, fields, metadata):
     item = enqueue(source_type, metadata=metadata, **fields)
     crash_while_processing(agent)
@@ -120,7 +124,11 @@ def test_execution_triggers_are_never_merged_at_recovery(agent, store):
     later_beat = store(T.HEARTBEAT)
     mailbox_recover(agent.id)
     assert statuses(plain, trigger, beat_trigger, beat, later_beat) == [
-        Status.QUEUED, Status.QUEUED, Status.QUEUED, Status.DROPPED, Status.QUEUED,
+        Status.QUEUED,
+        Status.QUEUED,
+        Status.QUEUED,
+        Status.DROPPED,
+        Status.QUEUED,
     ]
     assert plain.payload["content"] == "note" and trigger.payload["content"] == "run"
 

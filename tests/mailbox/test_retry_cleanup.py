@@ -1,5 +1,6 @@
 """Retry cleanup (seed section 18): a retried task's stale, queued, informational
 status updates are dropped; everything else stays."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,9 +1,10 @@
 """Approvals: creation, listing and answering, with the answered hooks."""
+
 from __future__ import annotations
 
 import pytest
 
-from markus.errors import ConflictError
+from markus.core.errors import ConflictError
 from notifications.models import Approval, UserNotification
 from notifications.services import (
     approval_cancel,
@@ -56,8 +57,9 @@ def test_the_pending_list_shows_only_the_callers_pending_approvals(alice_client,
 def test_responding_stores_the_answer_runs_the_hooks_and_reads_the_notification(
     alice_client, approval, answered, alice
 ):
-    response = alice_client.post(f"/api/approvals/{approval.id}/respond",
-                                 {"selectedOption": "approve", "comment": "go"}, format="json")
+    response = alice_client.post(
+        f"/api/approvals/{approval.id}/respond", {"selectedOption": "approve", "comment": "go"}, format="json"
+    )
     assert response.status_code == 200
     data = response.json()
     assert data["status"] == "answered" and data["selectedOption"] == "approve" and data["comment"] == "go"
@@ -85,8 +87,9 @@ def test_a_freeform_approval_accepts_any_answer(alice):
 
 
 def test_someone_elses_approval_answers_404(charlie_client, approval, answered):
-    response = charlie_client.post(f"/api/approvals/{approval.id}/respond", {"selectedOption": "approve"},
-                                   format="json")
+    response = charlie_client.post(
+        f"/api/approvals/{approval.id}/respond", {"selectedOption": "approve"}, format="json"
+    )
     assert response.status_code == 404 and answered == []
 
 
@@ -111,7 +114,7 @@ def test_a_cancelled_approval_can_no_longer_be_answered(alice, approval):
 
 
 def test_bad_options_are_refused(alice):
-    from markus.errors import MarkusError
+    from markus.core.errors import MarkusError
 
     with pytest.raises(MarkusError, match="duplicate option id"):
         approval_create(user=alice, title="x", options=[{"id": "a"}, {"id": "a"}])

@@ -1,11 +1,12 @@
 """The embedded channel layer delivers across threads: a worker thread sends, an event
 loop in another thread receives."""
+
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from markus.channel_layer import ThreadSafeInMemoryChannelLayer
+from markus.core.channel_layer import ThreadSafeInMemoryChannelLayer
 
 
 def test_a_message_sent_from_another_thread_wakes_the_waiting_receiver():

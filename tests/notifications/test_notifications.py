@@ -1,9 +1,10 @@
 """User notifications: notify_user, its event, and the REST API (seed 12)."""
+
 from __future__ import annotations
 
 import pytest
 
-from markus.errors import MarkusError
+from markus.core.errors import MarkusError
 from notifications.models import UserNotification
 from notifications.services import notify_user
 
@@ -16,8 +17,14 @@ def test_notify_user_stores_the_row_with_registry_defaults_and_pushes_it_after_c
     alice, sent_events, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        n = notify_user(user=alice, type="task_failed", title="Task failed: x", body="disk full",
-                        action_target={"path": "/work?task=t1"}, metadata={"taskId": "t1"})
+        n = notify_user(
+            user=alice,
+            type="task_failed",
+            title="Task failed: x",
+            body="disk full",
+            action_target={"path": "/work?task=t1"},
+            metadata={"taskId": "t1"},
+        )
         assert sent_events == []  # nothing before commit
     assert (n.priority, n.action_type, n.read) == ("high", "navigate", False)
     [(group, event)] = sent_events
@@ -33,8 +40,11 @@ def test_a_notification_without_an_action_stores_none(alice):
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"type": "nope"}, "unknown notification type"), ({"priority": "meh"}, "priority must be one of"),
-     ({"action_type": "jump"}, "action_type must be one of")],
+    [
+        ({"type": "nope"}, "unknown notification type"),
+        ({"priority": "meh"}, "priority must be one of"),
+        ({"action_type": "jump"}, "action_type must be one of"),
+    ],
 )
 def test_notify_user_refuses_unknown_values(alice, kwargs, message):
     with pytest.raises(MarkusError, match=message):

@@ -1,6 +1,7 @@
 """Fixtures for the mind view and the sockets: session cookies, a WebSocket helper,
 and (for the browser tests) daphne serving the real ASGI app in a thread of this
 process, so the in-memory channel layer and the in-process Celery worker reach it."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,15 @@ from mailbox.services import mailbox_enqueue
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def session_cookie(user) -> bytes:
@@ -41,8 +49,9 @@ async def ws_connect(path: str, *, cookie: bytes | None = None, origin: tuple[by
 
 
 def enqueue_chat(agent_id: str, summary: str, **kw):
-    return mailbox_enqueue(agent_id=agent_id, source_type=MailboxType.HUMAN_CHAT,
-                           payload={"summary": summary, "content": summary}, **kw)
+    return mailbox_enqueue(
+        agent_id=agent_id, source_type=MailboxType.HUMAN_CHAT, payload={"summary": summary, "content": summary}, **kw
+    )
 
 
 @pytest.fixture
@@ -67,8 +76,13 @@ class ThreadedDaphne:
         from markus.asgi import application
 
         self.ready = threading.Event()
-        self.server = Server(application, endpoints=["tcp:port=0:interface=127.0.0.1"], signal_handlers=False,
-                             ready_callable=self.ready.set, verbosity=0)
+        self.server = Server(
+            application,
+            endpoints=["tcp:port=0:interface=127.0.0.1"],
+            signal_handlers=False,
+            ready_callable=self.ready.set,
+            verbosity=0,
+        )
         self.thread = threading.Thread(target=self.server.run, name="daphne", daemon=True)
 
     def start(self) -> ThreadedDaphne:

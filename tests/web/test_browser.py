@@ -3,6 +3,7 @@ daphne serving the ASGI app in this process, with a real Celery worker in a thre
 
 alice (staff, so the admin login lets her in) watches her agent ada.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -33,17 +34,33 @@ def seed_history(agent) -> None:
     ]
     for kind, summary, status, minutes in rows:
         item = MailboxItem.objects.create(
-            agent=agent, source_type=kind, status=status, payload={"summary": summary},
-            queued_at=now - timedelta(minutes=minutes), completed_at=now - timedelta(minutes=minutes - 1),
+            agent=agent,
+            source_type=kind,
+            status=status,
+            payload={"summary": summary},
+            queued_at=now - timedelta(minutes=minutes),
+            completed_at=now - timedelta(minutes=minutes - 1),
             deferred_until=now + timedelta(days=1) if status == Status.DEFERRED else None,
             drop_reason="stale after restart" if status == Status.DROPPED else "",
         )
-        AgentDecision.objects.create(agent=agent, mailbox_item=item, decision_type="pick",
-                                     reasoning="Idle — picked from queue", created_at=item.queued_at)
+        AgentDecision.objects.create(
+            agent=agent,
+            mailbox_item=item,
+            decision_type="pick",
+            reasoning="Idle — picked from queue",
+            created_at=item.queued_at,
+        )
         if status == Status.COMPLETED:
-            activity = AgentActivity.objects.create(agent=agent, mailbox_item=item, type=ActivityType.INTERNAL.value,
-                                                    label=summary, total_tokens=1850, total_tools=2,
-                                                    started_at=item.queued_at, ended_at=item.completed_at)
+            activity = AgentActivity.objects.create(
+                agent=agent,
+                mailbox_item=item,
+                type=ActivityType.INTERNAL.value,
+                label=summary,
+                total_tokens=1850,
+                total_tools=2,
+                started_at=item.queued_at,
+                ended_at=item.completed_at,
+            )
             AgentActivityLog.objects.create(activity=activity, seq=1, type="status", content="started")
 
 
@@ -54,10 +71,20 @@ def open_mind(browser, base: str, agent, errors: list[str]):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     # htmx logs a swap that found no target as a console error; failed requests are
     # collected with their address below instead (the login page asks for a favicon).
-    page.on("console", lambda msg: errors.append(msg.text)
-            if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
-            if r.status >= 400 and not r.url.endswith("/favicon.ico") else None)
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(msg.text)
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource")
+            else None
+        ),
+    )
+    page.on(
+        "response",
+        lambda r: (
+            errors.append(f"{r.status} {r.url}") if r.status >= 400 and not r.url.endswith("/favicon.ico") else None
+        ),
+    )
     page.goto(f"{base}/agents/{agent.id}/mind/")
     assert "/accounts/login/" in page.url
     page.fill("#id_username", "alice")
@@ -71,7 +98,8 @@ def open_mind(browser, base: str, agent, errors: list[str]):
 
 def enqueue_over_api(page, base: str, agent, token: str, summary: str, content: str) -> str:
     response = page.request.post(
-        f"{base}/api/agents/{agent.id}/mailbox", headers={"Authorization": f"Token {token}"},
+        f"{base}/api/agents/{agent.id}/mailbox",
+        headers={"Authorization": f"Token {token}"},
         data={"sourceType": MailboxType.HUMAN_CHAT.value, "payload": {"summary": summary, "content": content}},
     )
     assert response.status == 201, response.text()
@@ -79,7 +107,12 @@ def enqueue_over_api(page, base: str, agent, token: str, summary: str, content: 
 
 
 def test_a_new_item_appears_live_filters_work_and_logs_load(
-    daphne_server, browser, celery_worker, alice, agent, test_output,  # noqa: F811
+    daphne_server,
+    browser,
+    celery_worker,
+    alice,
+    agent,
+    test_output,
 ):
     seed_history(agent)
     token = Token.objects.create(user=alice).key
@@ -92,8 +125,10 @@ def test_a_new_item_appears_live_filters_work_and_logs_load(
     item_id = enqueue_over_api(page, base, agent, token, "What's the status of the release?", "What's the status?")
     page.locator(f"#item-{item_id}").wait_for(timeout=15_000)
     page.locator(f'#item-{item_id}-head[data-status="completed"]').wait_for(timeout=30_000)
-    wait_for(lambda: MailboxItem.objects.filter(id=item_id, status=Status.COMPLETED).exists(),
-             message="the worker to complete the chat")
+    wait_for(
+        lambda: MailboxItem.objects.filter(id=item_id, status=Status.COMPLETED).exists(),
+        message="the worker to complete the chat",
+    )
     assert page.evaluate("window.__sameDocument") is True
     first = page.locator("#timeline-items > .item").first
     assert first.get_attribute("id") == f"item-{item_id}"  # newest first
@@ -127,7 +162,13 @@ def test_a_new_item_appears_live_filters_work_and_logs_load(
 
 
 def test_focus_and_state_changes_appear_in_the_header_without_a_reload(
-    daphne_server, browser, celery_worker, scripted, alice, agent, test_output,  # noqa: F811
+    daphne_server,
+    browser,
+    celery_worker,
+    scripted,
+    alice,
+    agent,
+    test_output,
 ):
     slow = Turn(text=f"All green. {COMPLETION_MARKER}", delay=2.5)
     scripted(slow)
@@ -155,11 +196,18 @@ def test_focus_and_state_changes_appear_in_the_header_without_a_reload(
 
 def test_load_earlier_appends_the_next_page(daphne_server, browser, alice, agent):
     start = timezone.now() - timedelta(hours=2)
-    MailboxItem.objects.bulk_create([
-        MailboxItem(agent=agent, source_type=MailboxType.HEARTBEAT, status=Status.COMPLETED,
-                    payload={"summary": f"beat {n}"}, queued_at=start + timedelta(minutes=n))
-        for n in range(33)
-    ])
+    MailboxItem.objects.bulk_create(
+        [
+            MailboxItem(
+                agent=agent,
+                source_type=MailboxType.HEARTBEAT,
+                status=Status.COMPLETED,
+                payload={"summary": f"beat {n}"},
+                queued_at=start + timedelta(minutes=n),
+            )
+            for n in range(33)
+        ]
+    )
     errors: list[str] = []
     page = open_mind(browser, daphne_server.url, agent, errors)
     items = page.locator("#timeline-items > .item")

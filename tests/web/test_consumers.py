@@ -2,6 +2,7 @@
 
 alice owns agent ada, bob is her teammate, charlie an outsider with his own agent zed.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,10 +76,12 @@ def test_anonymous_is_refused(agent):
 
 
 def test_a_foreign_origin_is_refused_even_with_a_session(alice, agent):
-    assert not connects(f"/ws/agents/{agent.id}/", cookie=session_cookie(alice),
-                        origin=(b"origin", b"http://evil.example"))
-    assert not connects(f"/ws/agents/{agent.id}/mind/", cookie=session_cookie(alice),
-                        origin=(b"origin", b"http://evil.example"))
+    assert not connects(
+        f"/ws/agents/{agent.id}/", cookie=session_cookie(alice), origin=(b"origin", b"http://evil.example")
+    )
+    assert not connects(
+        f"/ws/agents/{agent.id}/mind/", cookie=session_cookie(alice), origin=(b"origin", b"http://evil.example")
+    )
 
 
 def test_another_users_agent_is_refused_like_a_missing_one(charlie, agent, zed):
@@ -110,9 +113,12 @@ def test_an_agent_token_opens_only_its_own_agent(agent, agent_with_token):
 
 def test_notifications_reach_only_their_user(alice, charlie):
     async def go():
-        mine, ok_mine = await ws_connect("/ws/notifications/", cookie=await database_sync_to_async(session_cookie)(alice))
-        theirs, ok_theirs = await ws_connect("/ws/notifications/",
-                                             cookie=await database_sync_to_async(session_cookie)(charlie))
+        mine, ok_mine = await ws_connect(
+            "/ws/notifications/", cookie=await database_sync_to_async(session_cookie)(alice)
+        )
+        theirs, ok_theirs = await ws_connect(
+            "/ws/notifications/", cookie=await database_sync_to_async(session_cookie)(charlie)
+        )
         try:
             assert ok_mine and ok_theirs
             await database_sync_to_async(notify_user)(user=alice, type=NotificationType.SYSTEM, title="Backup done")

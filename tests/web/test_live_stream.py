@@ -1,6 +1,7 @@
 """The mind page's live stream: the events the loop really sends, turned into htmx
 swaps rendered from the same partials as the page. Updating a stale page with them
 gives what a reload would show."""
+
 from __future__ import annotations
 
 import re
@@ -97,7 +98,7 @@ def test_stale_page_plus_events_equals_a_fresh_page(agent, mind_client, events):
     for one in (first, second):
         assert head(live, one.id) == head(fresh, one.id)
         assert detail(live, one.id) == detail(fresh, one.id)
-    last_header = live[live.rindex('<section id="mind-header"'):]
+    last_header = live[live.rindex('<section id="mind-header"') :]
     last_header = last_header[: last_header.index("</section>")]
     assert 'data-state="idle"' in last_header and 'id="queue-depth">1<' in last_header
 

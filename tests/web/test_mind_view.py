@@ -3,6 +3,7 @@ timeline newest first, expandable details with lazily loaded logs, Load earlier.
 
 alice owns agent ada, charlie is an outsider.
 """
+
 from __future__ import annotations
 
 import re
@@ -128,11 +129,18 @@ def test_load_earlier_pages_by_offset(mind_client, agent):
 def test_an_expanded_item_shows_decisions_activity_and_lazily_loaded_logs(mind_client, charlie, agent):
     item = enqueue_chat(agent.id, "Summarise the sprint")
     MailboxItem.objects.filter(id=item.id).update(status=Status.COMPLETED, completed_at=timezone.now())
-    AgentDecision.objects.create(agent=agent, mailbox_item=item, decision_type="pick",
-                                 reasoning="Idle — picked from queue")
-    activity = AgentActivity.objects.create(agent=agent, mailbox_item=item, type=ActivityType.CHAT.value,
-                                            label="Chat with Owner", total_tokens=1234, total_tools=3,
-                                            ended_at=timezone.now())
+    AgentDecision.objects.create(
+        agent=agent, mailbox_item=item, decision_type="pick", reasoning="Idle — picked from queue"
+    )
+    activity = AgentActivity.objects.create(
+        agent=agent,
+        mailbox_item=item,
+        type=ActivityType.CHAT.value,
+        label="Chat with Owner",
+        total_tokens=1234,
+        total_tools=3,
+        ended_at=timezone.now(),
+    )
     AgentActivityLog.objects.create(activity=activity, seq=1, type="tool_start", content="task_list()")
     AgentActivityLog.objects.create(activity=activity, seq=2, type="text", content="Sprint: 4 tasks done.")
     html = mind_client.get(mind_url(agent.id)).content.decode()
@@ -173,14 +181,18 @@ def _register(monkeypatch, enum_cls, name: str, value: str):
 def research_type(monkeypatch):
     category = _register(monkeypatch, Category, "RESEARCH", "research")
     kind = _register(monkeypatch, MailboxType, "PAPER_ALERT", "paper_alert")
-    monkeypatch.setitem(MAILBOX_TYPE_REGISTRY, kind, MailboxTypeDescriptor(
-        "Paper Alert", Priority.LOW, category, "🧪", ActivityType.INTERNAL, True, True))
+    monkeypatch.setitem(
+        MAILBOX_TYPE_REGISTRY,
+        kind,
+        MailboxTypeDescriptor("Paper Alert", Priority.LOW, category, "🧪", ActivityType.INTERNAL, True, True),
+    )
     return kind
 
 
 def test_a_type_added_to_the_registry_appears_with_no_template_change(mind_client, agent, research_type):
-    item = mailbox_enqueue(agent_id=agent.id, source_type=research_type.value,
-                           payload={"summary": "New paper on attention"})
+    item = mailbox_enqueue(
+        agent_id=agent.id, source_type=research_type.value, payload={"summary": "New paper on attention"}
+    )
     enqueue_chat(agent.id, "Hello")
     html = mind_client.get(mind_url(agent.id)).content.decode()
     assert 'name="category" value="research"' in html and "Research" in html

@@ -1,5 +1,6 @@
 """Work fixtures: Ada works, Bea reviews, Cyd is a teammate, Zed belongs to charlie
 (an outsider). Alice (the owner) and bob (a teammate) are the humans."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,7 @@ from rest_framework.test import APIClient
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents.services import agent_create
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.models import Task
 from markus.work.services import task_create
 
@@ -62,7 +63,9 @@ def executions(agent, task: Task):
 
 
 def infos(agent, task: Task):
-    return [i for i in items(agent, MailboxType.TASK_STATUS_UPDATE) if i.task_id == task.id and not i.triggers_execution]
+    return [
+        i for i in items(agent, MailboxType.TASK_STATUS_UPDATE) if i.task_id == task.id and not i.triggers_execution
+    ]
 
 
 def force_status(task: Task, status: str) -> Task:

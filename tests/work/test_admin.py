@@ -1,11 +1,12 @@
 """Admin actions run the transition services and report refusals as messages."""
+
 from __future__ import annotations
 
 import pytest
-from django.urls import reverse
 from django.contrib.messages import get_messages
+from django.urls import reverse
 
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.models import Requirement, Task, TaskState
 from markus.work.services import requirement_create
 
@@ -30,13 +31,16 @@ def test_the_start_action_starts_a_pending_task_and_refuses_an_archived_one(admi
     pending = make_task(title="pending")
     archived = make_task(title="archived")
     Task.objects.filter(id=archived.id).update(status=TaskState.ARCHIVED)
-    messages = run_action(admin_client, reverse("admin:work_task_changelist"), "task_to_in_progress", [pending.id, archived.id])
+    messages = run_action(
+        admin_client, reverse("admin:work_task_changelist"), "task_to_in_progress", [pending.id, archived.id]
+    )
     assert Task.objects.get(id=pending.id).status == TaskState.IN_PROGRESS
     assert len(executions(ada, pending)) == 1
     assert Task.objects.get(id=archived.id).status == TaskState.ARCHIVED
     assert "Start (in progress): 1 done." in messages
-    assert any(m.startswith(f"Start (in progress) refused for {archived.id}: ") and "cannot move" in m
-               for m in messages)
+    assert any(
+        m.startswith(f"Start (in progress) refused for {archived.id}: ") and "cannot move" in m for m in messages
+    )
 
 
 @pytest.mark.parametrize(
@@ -61,7 +65,9 @@ def test_the_requirement_approve_action(admin_client, cyd):
     requirement = requirement_create(actor=Actor.for_agent(cyd), title="Idea")
     run_action(admin_client, reverse("admin:work_requirement_changelist"), "requirement_in_progress", [requirement.id])
     assert Requirement.objects.get(id=requirement.id).status == "in_progress"
-    messages = run_action(admin_client, reverse("admin:work_requirement_changelist"), "requirement_rejected", [requirement.id])
+    messages = run_action(
+        admin_client, reverse("admin:work_requirement_changelist"), "requirement_rejected", [requirement.id]
+    )
     assert any("refused" in m for m in messages)
 
 

@@ -1,10 +1,11 @@
 """The task and requirement API: shapes, status codes and visibility."""
+
 from __future__ import annotations
 
 import pytest
 
 from mailbox.registry import MailboxType
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.models import Requirement, Task, TaskState
 from markus.work.services import requirement_create, task_create
 
@@ -20,8 +21,9 @@ def task(make_task):
 
 
 def test_a_user_creates_a_task_and_it_starts(alice_client, ada, bea):
-    response = alice_client.post("/api/tasks/", {"title": "Write", "assigneeId": ada.id, "reviewerId": bea.id},
-                                 format="json")
+    response = alice_client.post(
+        "/api/tasks/", {"title": "Write", "assigneeId": ada.id, "reviewerId": bea.id}, format="json"
+    )
     assert response.status_code == 201, response.content
     data = response.json()
     assert data["status"] == "in_progress" and data["assigneeId"] == "ada" and data["reviewerId"] == "bea"
@@ -81,8 +83,9 @@ def test_an_unknown_status_is_a_400(alice_client, task):
 
 def test_the_assignee_cannot_complete_its_own_task_over_the_api(as_alice, agent_with_token, bea):
     worker, token = agent_with_token
-    mine = force_status(task_create(actor=as_alice, title="mine", assignee_id=worker.id, reviewer_agent_id=bea.id),
-                        TaskState.REVIEW)
+    mine = force_status(
+        task_create(actor=as_alice, title="mine", assignee_id=worker.id, reviewer_agent_id=bea.id), TaskState.REVIEW
+    )
     response = agent_client(token).post(f"/api/tasks/{mine.id}/transition", {"status": "completed"}, format="json")
     assert response.status_code == 409
     assert "cannot complete its own task" in response.json()["detail"]
@@ -91,8 +94,9 @@ def test_the_assignee_cannot_complete_its_own_task_over_the_api(as_alice, agent_
 
 def test_the_reviewer_agent_completes_a_task_with_its_token(task, bea_and_token, ada):
     force_status(task, TaskState.REVIEW)
-    response = agent_client(bea_and_token[1]).post(f"/api/tasks/{task.id}/transition", {"status": "completed"},
-                                                   format="json")
+    response = agent_client(bea_and_token[1]).post(
+        f"/api/tasks/{task.id}/transition", {"status": "completed"}, format="json"
+    )
     assert response.status_code == 200 and response.json()["status"] == "completed"
 
 
@@ -106,13 +110,15 @@ def test_retry_over_the_api(alice_client, task):
 def test_comments_over_the_api(alice_client, task, ada):
     first = alice_client.post(f"/api/tasks/{task.id}/comments", {"content": "Hi"}, format="json")
     assert first.status_code == 201
-    reply = alice_client.post(f"/api/tasks/{task.id}/comments",
-                              {"content": "Also", "replyToCommentId": first.json()["id"]}, format="json")
+    reply = alice_client.post(
+        f"/api/tasks/{task.id}/comments", {"content": "Also", "replyToCommentId": first.json()["id"]}, format="json"
+    )
     assert reply.json()["replyToAuthor"] == "alice" and reply.json()["replyToContent"] == "Hi"
     listed = alice_client.get(f"/api/tasks/{task.id}/comments").json()["comments"]
     assert [c["content"] for c in listed] == ["Hi", "Also"]
-    bad = alice_client.post(f"/api/tasks/{task.id}/comments", {"content": "x", "replyToCommentId": "cmt_nope"},
-                            format="json")
+    bad = alice_client.post(
+        f"/api/tasks/{task.id}/comments", {"content": "x", "replyToCommentId": "cmt_nope"}, format="json"
+    )
     assert bad.status_code == 400 and "not a comment on this task" in bad.json()["detail"]
     assert alice_client.post(f"/api/tasks/{task.id}/comments", {}, format="json").status_code == 400
 
@@ -130,8 +136,10 @@ def test_an_agent_comment_over_the_api_keeps_its_activity_id(task, bea_and_token
 
 def test_an_outsider_gets_404_for_everything_about_a_task(charlie_client, task):
     for method, path in [
-        ("get", f"/api/tasks/{task.id}/"), ("post", f"/api/tasks/{task.id}/transition"),
-        ("get", f"/api/tasks/{task.id}/comments"), ("post", f"/api/tasks/{task.id}/comments"),
+        ("get", f"/api/tasks/{task.id}/"),
+        ("post", f"/api/tasks/{task.id}/transition"),
+        ("get", f"/api/tasks/{task.id}/comments"),
+        ("post", f"/api/tasks/{task.id}/comments"),
         ("post", f"/api/tasks/{task.id}/retry"),
     ]:
         response = getattr(charlie_client, method)(path, {"status": "cancelled", "content": "x"}, format="json")

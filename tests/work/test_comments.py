@@ -1,11 +1,12 @@
 """Comments on tasks and requirements: reply-to, the notification payload, the agent
 streak, mentions and the review suppression (seed 3.5, 3.6, 15)."""
+
 from __future__ import annotations
 
 import pytest
 
 from mailbox.registry import MailboxType, Priority
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.comment_services import mentioned_agents
 from markus.work.errors import WorkError
 from markus.work.models import TaskComment, TaskState
@@ -26,8 +27,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def delegated(ada, bea, cyd):
     """Cyd created a task for Ada; Bea reviews."""
-    return task_create(actor=Actor.for_agent(cyd), title="Port the parser", assignee_id=ada.id,
-                       reviewer_agent_id=bea.id, start=False)
+    return task_create(
+        actor=Actor.for_agent(cyd), title="Port the parser", assignee_id=ada.id, reviewer_agent_id=bea.id, start=False
+    )
 
 
 def comments_for(agent):
@@ -40,8 +42,13 @@ def test_a_human_comment_notifies_the_assignee_and_the_creator_agent(delegated, 
         [item] = comments_for(agent)
         assert item.payload["taskId"] == delegated.id
         assert item.payload["summary"] == "bob commented on task: Port the parser"
-        assert item.metadata == {"senderId": str(bob.pk), "senderName": "bob", "senderRole": "user",
-                                 "commentId": comment.id, "agentStreak": 0}
+        assert item.metadata == {
+            "senderId": str(bob.pk),
+            "senderName": "bob",
+            "senderRole": "user",
+            "commentId": comment.id,
+            "agentStreak": 0,
+        }
         assert item.priority == Priority.CRITICAL  # a human's comment goes first
     assert comments_for(bea) == []
 
@@ -65,8 +72,14 @@ def test_an_agent_comment_does_not_notify_its_author(delegated, ada, cyd):
 
 
 def test_watchers_hear_about_comments_too(as_alice, ada, bea, cyd, bob):
-    task = task_create(actor=as_alice, title="t", assignee_id=ada.id, reviewer_agent_id=bea.id,
-                       metadata={"watchers": [cyd.id]}, start=False)
+    task = task_create(
+        actor=as_alice,
+        title="t",
+        assignee_id=ada.id,
+        reviewer_agent_id=bea.id,
+        metadata={"watchers": [cyd.id]},
+        start=False,
+    )
     task_comment_create(task_id=task.id, actor=Actor.for_user(bob), content="hello")
     assert len(comments_for(cyd)) == 1
 
@@ -88,14 +101,21 @@ def test_a_reply_must_belong_to_the_same_task(delegated, make_task, bob):
     other = make_task(title="other")
     foreign = task_comment_create(task_id=other.id, actor=Actor.for_user(bob), content="elsewhere")
     with pytest.raises(WorkError, match="is not a comment on this task"):
-        task_comment_create(task_id=delegated.id, actor=Actor.for_user(bob), content="re", reply_to_comment_id=foreign.id)
+        task_comment_create(
+            task_id=delegated.id, actor=Actor.for_user(bob), content="re", reply_to_comment_id=foreign.id
+        )
     assert not TaskComment.objects.filter(task=delegated).exists()
 
 
 def test_reads_return_the_parent_author_and_content(delegated, bob, ada):
     parent = task_comment_create(task_id=delegated.id, actor=Actor.for_user(bob), content="Which grammar? " * 30)
-    reply = task_comment_create(task_id=delegated.id, actor=Actor.for_agent(ada), content="The new one.",
-                                reply_to_comment_id=parent.id, activity_id="act_42")
+    reply = task_comment_create(
+        task_id=delegated.id,
+        actor=Actor.for_agent(ada),
+        content="The new one.",
+        reply_to_comment_id=parent.id,
+        activity_id="act_42",
+    )
     rows = task_comments(delegated)
     assert [r["id"] for r in rows] == [parent.id, reply.id]
     assert rows[0]["replyToAuthor"] is None and rows[0]["activityId"] is None
@@ -121,8 +141,9 @@ def test_a_mention_by_name_or_id_sends_a_mention_item(delegated, bob, bea, alice
     from markus.agents.services import agent_create
 
     dee = agent_create(name="Dee", owner=alice, team=team, agent_id="dee")[0]
-    task_comment_create(task_id=delegated.id, actor=Actor.for_user(bob),
-                        content="@Bea Reviewer please look, and @dee too")
+    task_comment_create(
+        task_id=delegated.id, actor=Actor.for_user(bob), content="@Bea Reviewer please look, and @dee too"
+    )
     for agent in (bea, dee):
         [mention] = items(agent, MailboxType.MENTION)
         assert mention.payload["taskId"] == delegated.id
@@ -158,8 +179,9 @@ def test_the_reviewers_comments_during_review_notify_only_those_mentioned(delega
 
 
 def test_a_human_reviewers_comments_during_review_are_suppressed_too(as_alice, alice, ada, cyd):
-    task = task_create(actor=as_alice, title="t", assignee_id=ada.id, reviewer_user_id=alice.pk,
-                       metadata={"watchers": [cyd.id]})
+    task = task_create(
+        actor=as_alice, title="t", assignee_id=ada.id, reviewer_user_id=alice.pk, metadata={"watchers": [cyd.id]}
+    )
     task_transition(task_id=task.id, to_status=TaskState.REVIEW, actor=Actor.for_agent(ada))
     task_comment_create(task_id=task.id, actor=as_alice, content="Hmm")
     assert comments_for(ada) == [] and comments_for(cyd) == []
@@ -183,13 +205,14 @@ def test_empty_comments_are_refused(delegated, bob):
 
 def test_a_requirement_comment_notifies_the_agent_in_charge(cyd, bob, ada):
     requirement = requirement_create(actor=Actor.for_agent(cyd), title="Faster builds")
-    comment = requirement_comment_create(requirement_id=requirement.id, actor=Actor.for_user(bob),
-                                         content="How much faster? @ada thoughts?")
+    comment = requirement_comment_create(
+        requirement_id=requirement.id, actor=Actor.for_user(bob), content="How much faster? @ada thoughts?"
+    )
     [item] = items(cyd, MailboxType.REQUIREMENT_COMMENT)
     assert item.payload["requirementId"] == requirement.id
     assert item.metadata["commentId"] == comment.id and item.metadata["senderRole"] == "user"
     assert f'requirement_get("{requirement.id}")' in item.payload["content"]
-    assert 'requirement_comment (reply_to_comment_id=' in item.payload["content"]
+    assert "requirement_comment (reply_to_comment_id=" in item.payload["content"]
     [mention] = items(ada, MailboxType.MENTION)
     assert mention.payload["requirementId"] == requirement.id
 
@@ -199,5 +222,6 @@ def test_a_requirement_reply_must_belong_to_the_same_requirement(cyd, bob):
     second = requirement_create(actor=Actor.for_agent(cyd), title="two")
     parent = requirement_comment_create(requirement_id=first.id, actor=Actor.for_user(bob), content="a")
     with pytest.raises(WorkError, match="is not a comment on this requirement"):
-        requirement_comment_create(requirement_id=second.id, actor=Actor.for_user(bob), content="b",
-                                   reply_to_comment_id=parent.id)
+        requirement_comment_create(
+            requirement_id=second.id, actor=Actor.for_user(bob), content="b", reply_to_comment_id=parent.id
+        )

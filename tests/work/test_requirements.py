@@ -1,4 +1,5 @@
 """The requirement state machine and its notifications (issue 4, seed 3.4)."""
+
 from __future__ import annotations
 
 import itertools
@@ -6,7 +7,7 @@ import itertools
 import pytest
 
 from mailbox.registry import MailboxType, Priority
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.errors import IllegalTransition, WorkError, WorkPermissionError
 from markus.work.models import Requirement, RequirementState, TaskState
 from markus.work.services import (
@@ -122,7 +123,9 @@ def test_the_creator_agent_resubmits_a_rejected_proposal_with_changes(proposal, 
     proposal.refresh_from_db()
     assert proposal.status == R.PENDING and proposal.title == "Faster builds: cache deps"
     assert len(updates(cyd)) == 1  # the rejection; not its own resubmission
-    titles = list(UserNotification.objects.filter(user=alice, type="requirement_created").values_list("title", flat=True))
+    titles = list(
+        UserNotification.objects.filter(user=alice, type="requirement_created").values_list("title", flat=True)
+    )
     assert titles == ["Cyd proposes: Faster builds", "Requirement resubmitted: Faster builds: cache deps"]
 
 
@@ -141,10 +144,20 @@ def test_only_a_rejected_requirement_can_be_resubmitted(proposal, cyd):
 
 def test_all_linked_tasks_terminal_asks_the_agent_for_a_review_at_normal_priority(proposal, as_alice, cyd, ada, bea):
     requirement_approve(requirement_id=proposal.id, actor=as_alice)
-    first = task_create(actor=Actor.for_agent(cyd), title="cache", assignee_id=ada.id, reviewer_agent_id=bea.id,
-                        requirement_id=proposal.id)
-    second = task_create(actor=Actor.for_agent(cyd), title="split", assignee_id=ada.id, reviewer_agent_id=bea.id,
-                         requirement_id=proposal.id)
+    first = task_create(
+        actor=Actor.for_agent(cyd),
+        title="cache",
+        assignee_id=ada.id,
+        reviewer_agent_id=bea.id,
+        requirement_id=proposal.id,
+    )
+    second = task_create(
+        actor=Actor.for_agent(cyd),
+        title="split",
+        assignee_id=ada.id,
+        reviewer_agent_id=bea.id,
+        requirement_id=proposal.id,
+    )
     task_transition(task_id=first.id, to_status=TaskState.CANCELLED, actor=as_alice)
     assert len(updates(cyd)) == 1  # only the approval so far
     task_transition(task_id=second.id, to_status=TaskState.REVIEW, actor=Actor.for_agent(ada))

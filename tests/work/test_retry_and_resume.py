@@ -1,5 +1,6 @@
 """Retry cleanup (seed section 18) and the start-up resume of in-progress tasks
 (section 17)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,8 @@ from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_defer, mailbox_dequeue, mailbox_enqueue
 from markus.core.actors import Actor
 from markus.work.errors import IllegalTransition
-from markus.work.models import Task, TaskState
 from markus.work.liveness import tasks_resume_in_progress
+from markus.work.models import Task, TaskState
 from markus.work.services import (
     task_comment_create,
     task_reset_for_rerun,
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.django_db
 
 def _stale_info(agent, task, summary="Task blocked (old)"):
     return mailbox_enqueue(
-        agent_id=agent.id, source_type=MailboxType.TASK_STATUS_UPDATE,
+        agent_id=agent.id,
+        source_type=MailboxType.TASK_STATUS_UPDATE,
         payload={"summary": summary, "content": "old news", "taskId": task.id},
     )
 

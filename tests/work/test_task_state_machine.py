@@ -1,12 +1,13 @@
 """The task state machine of issue 4: every pair of states, legal and illegal, and the
 rules a legal move must still pass."""
+
 from __future__ import annotations
 
 import itertools
 
 import pytest
 
-from markus.work.actors import Actor
+from markus.core.actors import Actor
 from markus.work.errors import IllegalTransition, WorkError
 from markus.work.models import Task, TaskState
 from markus.work.services import task_create, task_transition

@@ -1,5 +1,6 @@
 """``python manage.py agent show ID`` (with ``pending_inbox``) and
 ``agent list [--inbox]`` (with ``pending_inbox_count``), locally or against a hub."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand

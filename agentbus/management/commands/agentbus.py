@@ -5,6 +5,7 @@ with ``timed_out: true``), non-zero with a one-line error on stderr. Every subco
 works on the local database and, with ``--hub URL`` (or MARKUS_HUB_URL) and
 ``--token`` (or MARKUS_TOKEN), against a remote server.
 """
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
@@ -75,24 +76,45 @@ class Command(BaseCommand):
         bus = cli.backend(options)
         name = options["subcommand"]
         if name == "wait":
-            data = cli.run(bus.wait, options["agent"], timeout=options["timeout_seconds"],
-                           after_cursor=options["after_cursor"], limit=options["limit"])
+            data = cli.run(
+                bus.wait,
+                options["agent"],
+                timeout=options["timeout_seconds"],
+                after_cursor=options["after_cursor"],
+                limit=options["limit"],
+            )
         elif name == "pending":
             data = cli.run(bus.pending, options["agent"])
         elif name == "drain":
             data = cli.run(bus.drain, options["agent"], peek=options["peek"], limit=options["limit"])
         elif name == "open":
-            data = cli.run(bus.open, options["sender"], options["recipient"], stream_id=options["stream_id"],
-                           topic=options["topic"], reply_to=options["reply_to"])
+            data = cli.run(
+                bus.open,
+                options["sender"],
+                options["recipient"],
+                stream_id=options["stream_id"],
+                topic=options["topic"],
+                reply_to=options["reply_to"],
+            )
         elif name == "append":
-            data = cli.run(bus.append, options["stream"], options["sender"],
-                           payload=cli.parse_payload(options["payload"]), topic=options["topic"])
+            data = cli.run(
+                bus.append,
+                options["stream"],
+                options["sender"],
+                payload=cli.parse_payload(options["payload"]),
+                topic=options["topic"],
+            )
         elif name == "close":
             data = cli.run(bus.close, options["stream"], options["sender"])
         elif name == "request":
-            data = cli.run(bus.request, options["sender"], options["recipient"],
-                           payload=cli.parse_payload(options["payload"]), topic=options["topic"],
-                           timeout=options["timeout_seconds"])
+            data = cli.run(
+                bus.request,
+                options["sender"],
+                options["recipient"],
+                payload=cli.parse_payload(options["payload"]),
+                topic=options["topic"],
+                timeout=options["timeout_seconds"],
+            )
         else:  # argparse keeps us from getting here
             raise CommandError(f"unknown subcommand {name}")
         self.stdout.write(cli.dumps(data))

@@ -1,5 +1,6 @@
 """``python manage.py task show ID``: a task, with its owner's ``pending_inbox``, locally
 or against a hub."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand

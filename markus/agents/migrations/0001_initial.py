@@ -2,13 +2,13 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.core.ids
 from django.conf import settings
 from django.db import migrations, models
 
+import markus.core.ids
+
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,92 +17,156 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Agent',
+            name="Agent",
             fields=[
-                ('id', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=200)),
-                ('role', models.CharField(blank=True, default='', max_length=200)),
-                ('kind', models.CharField(choices=[('internal', 'Internal'), ('external', 'External')], default='internal', max_length=16)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('paused', 'Paused'), ('stopped', 'Stopped')], default='running', max_length=16)),
-                ('token_hash', models.CharField(blank=True, editable=False, max_length=64, null=True, unique=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='agents', to=settings.AUTH_USER_MODEL)),
+                ("id", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("name", models.CharField(max_length=200)),
+                ("role", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("internal", "Internal"), ("external", "External")], default="internal", max_length=16
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("running", "Running"), ("paused", "Paused"), ("stopped", "Stopped")],
+                        default="running",
+                        max_length=16,
+                    ),
+                ),
+                ("token_hash", models.CharField(blank=True, editable=False, max_length=64, null=True, unique=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="agents",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agents',
-                'ordering': ['created_at', 'id'],
+                "db_table": "agents",
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='ChatSession',
+            name="ChatSession",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.session_id, max_length=64, primary_key=True, serialize=False)),
-                ('is_main', models.BooleanField(default=False)),
-                ('title', models.CharField(blank=True, default='', max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_message_at', models.DateTimeField(blank=True, null=True)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chat_sessions', to='agents.agent')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.session_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("is_main", models.BooleanField(default=False)),
+                ("title", models.CharField(blank=True, default="", max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_message_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="chat_sessions", to="agents.agent"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'db_table': 'chat_sessions',
+                "db_table": "chat_sessions",
             },
         ),
         migrations.CreateModel(
-            name='ChatMessage',
+            name="ChatMessage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(max_length=16)),
-                ('content', models.TextField(default='')),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='agents.chatsession')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("role", models.CharField(max_length=16)),
+                ("content", models.TextField(default="")),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="messages", to="agents.chatsession"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'chat_messages',
+                "db_table": "chat_messages",
             },
         ),
         migrations.CreateModel(
-            name='Team',
+            name="Team",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.team_id, max_length=64, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('members', models.ManyToManyField(blank=True, related_name='teams', to=settings.AUTH_USER_MODEL)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='owned_teams', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.CharField(default=markus.core.ids.team_id, max_length=64, primary_key=True, serialize=False),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("members", models.ManyToManyField(blank=True, related_name="teams", to=settings.AUTH_USER_MODEL)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="owned_teams",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'teams',
+                "db_table": "teams",
             },
         ),
         migrations.AddField(
-            model_name='agent',
-            name='team',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='agents', to='agents.team'),
+            model_name="agent",
+            name="team",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="agents",
+                to="agents.team",
+            ),
         ),
         migrations.CreateModel(
-            name='WorkingMemory',
+            name="WorkingMemory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200)),
-                ('content', models.TextField(default='')),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='working_memory', to='agents.agent')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=200)),
+                ("content", models.TextField(default="")),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="working_memory", to="agents.agent"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agent_working_memory',
+                "db_table": "agent_working_memory",
             },
         ),
         migrations.AddConstraint(
-            model_name='chatsession',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_main', True)), fields=('agent',), name='one_main_session_per_agent'),
+            model_name="chatsession",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_main", True)), fields=("agent",), name="one_main_session_per_agent"
+            ),
         ),
         migrations.AddIndex(
-            model_name='chatmessage',
-            index=models.Index(fields=['session', 'created_at'], name='idx_chat_messages_session'),
+            model_name="chatmessage",
+            index=models.Index(fields=["session", "created_at"], name="idx_chat_messages_session"),
         ),
         migrations.AddConstraint(
-            model_name='workingmemory',
-            constraint=models.UniqueConstraint(fields=('agent', 'key'), name='uniq_working_memory_key'),
+            model_name="workingmemory",
+            constraint=models.UniqueConstraint(fields=("agent", "key"), name="uniq_working_memory_key"),
         ),
     ]

@@ -1,4 +1,5 @@
 """``manage.py bench <suite>``: run a benchmark on the configured database."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """``manage.py demo``: an admin user, a team and a few agents (idempotent)."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
@@ -23,5 +24,6 @@ class Command(BaseCommand):
         for agent_id, name, role in DEMO_AGENTS:
             if not Agent.objects.filter(id=agent_id).exists():
                 agent_create(name=name, role=role, agent_id=agent_id, team=team, owner=admin)
-        self.stdout.write("demo ready: log in at /admin/ as admin / admin; agents: "
-                          + ", ".join(a for a, _, _ in DEMO_AGENTS))
+        self.stdout.write(
+            "demo ready: log in at /admin/ as admin / admin; agents: " + ", ".join(a for a, _, _ in DEMO_AGENTS)
+        )

@@ -1,6 +1,7 @@
 """``manage.py up``: migrate, then serve HTTP + WebSocket (daphne). Without REDIS_URL the
 Celery worker and beat run inside this process; with it, they run as
 ``celery -A markus worker`` and ``celery -A markus beat``."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -16,7 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args, host: str, port: int, **options):
-        from attention.services import sync_beat_schedule, sweep
+        from attention.services import sweep, sync_beat_schedule
 
         call_command("migrate", interactive=False, verbosity=0)
         sync_beat_schedule()

@@ -2,102 +2,294 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import markus.core.ids
 from django.conf import settings
 from django.db import migrations, models
 
+import markus.core.ids
+
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('agents', '0001_initial'),
+        ("agents", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Requirement',
+            name="Requirement",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.requirement_id, max_length=64, primary_key=True, serialize=False)),
-                ('title', models.CharField(max_length=300)),
-                ('description', models.TextField(blank=True, default='')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('in_progress', 'In Progress'), ('rejected', 'Rejected'), ('completed', 'Completed'), ('cancelled', 'Cancelled')], default='pending', max_length=16)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='proposed_requirements', to='agents.agent')),
-                ('created_by_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='agents.team')),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.requirement_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("title", models.CharField(max_length=300)),
+                ("description", models.TextField(blank=True, default="")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("in_progress", "In Progress"),
+                            ("rejected", "Rejected"),
+                            ("completed", "Completed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="proposed_requirements",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "created_by_user",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to="agents.team"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'requirements',
+                "db_table": "requirements",
             },
         ),
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.task_id, max_length=64, primary_key=True, serialize=False)),
-                ('title', models.CharField(max_length=300)),
-                ('description', models.TextField(blank=True, default='')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('in_progress', 'In Progress'), ('blocked', 'Blocked'), ('review', 'Review'), ('completed', 'Completed'), ('failed', 'Failed'), ('rejected', 'Rejected'), ('cancelled', 'Cancelled'), ('archived', 'Archived')], default='pending', max_length=16)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('execution_round', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('assignee', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='assigned_tasks', to='agents.agent')),
-                ('created_by_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='created_tasks', to='agents.agent')),
-                ('created_by_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='created_tasks', to=settings.AUTH_USER_MODEL)),
-                ('depends_on', models.ManyToManyField(blank=True, related_name='dependents', to='work.task')),
-                ('requirement', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tasks', to='work.requirement')),
-                ('reviewer_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='review_tasks', to='agents.agent')),
-                ('reviewer_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='review_tasks', to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='agents.team')),
+                (
+                    "id",
+                    models.CharField(default=markus.core.ids.task_id, max_length=64, primary_key=True, serialize=False),
+                ),
+                ("title", models.CharField(max_length=300)),
+                ("description", models.TextField(blank=True, default="")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("in_progress", "In Progress"),
+                            ("blocked", "Blocked"),
+                            ("review", "Review"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("rejected", "Rejected"),
+                            ("cancelled", "Cancelled"),
+                            ("archived", "Archived"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("execution_round", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "assignee",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="assigned_tasks",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "created_by_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="created_tasks",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "created_by_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="created_tasks",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                ("depends_on", models.ManyToManyField(blank=True, related_name="dependents", to="work.task")),
+                (
+                    "requirement",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tasks",
+                        to="work.requirement",
+                    ),
+                ),
+                (
+                    "reviewer_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="review_tasks",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "reviewer_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="review_tasks",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to="agents.team"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'tasks',
+                "db_table": "tasks",
             },
         ),
         migrations.CreateModel(
-            name='TaskComment',
+            name="TaskComment",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.comment_id, max_length=64, primary_key=True, serialize=False)),
-                ('content', models.TextField()),
-                ('activity_id', models.CharField(blank=True, max_length=64, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('author_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='agents.agent')),
-                ('author_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('reply_to', models.ForeignKey(blank=True, db_column='reply_to_id', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='work.taskcomment')),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='comments', to='work.task')),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.comment_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("content", models.TextField()),
+                ("activity_id", models.CharField(blank=True, max_length=64, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "author_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "author_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "reply_to",
+                    models.ForeignKey(
+                        blank=True,
+                        db_column="reply_to_id",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="work.taskcomment",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="comments", to="work.task"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'task_comments',
+                "db_table": "task_comments",
             },
         ),
         migrations.CreateModel(
-            name='RequirementComment',
+            name="RequirementComment",
             fields=[
-                ('id', models.CharField(default=markus.core.ids.comment_id, max_length=64, primary_key=True, serialize=False)),
-                ('content', models.TextField()),
-                ('activity_id', models.CharField(blank=True, max_length=64, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('author_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='agents.agent')),
-                ('author_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('reply_to', models.ForeignKey(blank=True, db_column='reply_to_id', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='work.requirementcomment')),
-                ('requirement', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='comments', to='work.requirement')),
+                (
+                    "id",
+                    models.CharField(
+                        default=markus.core.ids.comment_id, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("content", models.TextField()),
+                ("activity_id", models.CharField(blank=True, max_length=64, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "author_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "author_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "reply_to",
+                    models.ForeignKey(
+                        blank=True,
+                        db_column="reply_to_id",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="work.requirementcomment",
+                    ),
+                ),
+                (
+                    "requirement",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="comments", to="work.requirement"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'requirement_comments',
-                'indexes': [models.Index(fields=['requirement', 'created_at'], name='idx_req_comments_req')],
+                "db_table": "requirement_comments",
+                "indexes": [models.Index(fields=["requirement", "created_at"], name="idx_req_comments_req")],
             },
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['assignee', 'status'], name='idx_tasks_assignee_status'),
+            model_name="task",
+            index=models.Index(fields=["assignee", "status"], name="idx_tasks_assignee_status"),
         ),
         migrations.AddIndex(
-            model_name='taskcomment',
-            index=models.Index(fields=['task', 'created_at'], name='idx_task_comments_task'),
+            model_name="taskcomment",
+            index=models.Index(fields=["task", "created_at"], name="idx_task_comments_task"),
         ),
     ]

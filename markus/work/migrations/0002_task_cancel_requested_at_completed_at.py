@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('work', '0001_initial'),
+        ("work", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='task',
-            name='cancel_requested_at',
+            model_name="task",
+            name="cancel_requested_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='task',
-            name='completed_at',
+            model_name="task",
+            name="completed_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

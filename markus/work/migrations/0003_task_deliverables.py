@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('work', '0002_task_cancel_requested_at_completed_at'),
+        ("work", "0002_task_cancel_requested_at_completed_at"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='task',
-            name='deliverables',
-            field=models.TextField(blank=True, default=''),
+            model_name="task",
+            name="deliverables",
+            field=models.TextField(blank=True, default=""),
         ),
     ]
