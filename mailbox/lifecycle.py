@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -104,7 +104,7 @@ def transition(
 # ---------------------------------------------------------------------------- claim
 
 
-def queued(agent_id: str):
+def queued(agent_id: str) -> QuerySet[MailboxItem]:
     """Queued items in the order they would be dequeued: priority, then FIFO."""
     return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).order_by("priority", "queued_at", "id")
 
@@ -398,15 +398,17 @@ def _awaited_kind(item: MailboxItem) -> str:
 @transaction.atomic
 def recover_in_flight(agent_id: str, report: RecoveryReport) -> None:
     """Stale ``processing`` items (their worker stopped): an awaited item is re-queued,
-    and dropped with a recorded reason only once it has been attempted
-    MAX_RECOVERY_ATTEMPTS times; anything else is dropped with a reason."""
+    and dropped with a recorded reason only once it has been in flight at
+    MAX_RECOVERY_ATTEMPTS crashes (``metadata.crashes``: a retry after a failed attempt
+    is not a crash); anything else is dropped with a reason."""
     for item in MailboxItem.objects.select_for_update().filter(agent_id=agent_id, status=Status.PROCESSING):
-        if is_awaited(item) and item.attempts < MAX_RECOVERY_ATTEMPTS:
-            if requeue(item.id):
+        crashes = int((item.metadata or {}).get("crashes", 0)) + 1
+        if is_awaited(item) and crashes < MAX_RECOVERY_ATTEMPTS:
+            if requeue(item.id, metadata={**(item.metadata or {}), "crashes": crashes}):
                 report.requeued.append(item.id)
             continue
         reason = (
-            f"recovery: {_awaited_kind(item)} in flight at a crash {item.attempts} times; gave up"
+            f"recovery: {_awaited_kind(item)} in flight at a crash {crashes} times; gave up"
             if is_awaited(item)
             else "recovery: in flight when its worker stopped"
         )

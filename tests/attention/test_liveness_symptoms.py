@@ -17,6 +17,7 @@ from attention.lease import lease_take
 from attention.loop import run_attention
 from attention.models import AgentActivity, AgentAttention, AgentDecision
 from attention.processing import chat_reply_for
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
@@ -201,6 +202,40 @@ def test_an_execution_in_flight_when_its_worker_died_is_requeued_and_the_task_su
     assert scenarios_for(provider, execution.id) == ["task_execution", "task_execution"]
     assert Task.objects.get(id=task.id).status == "review"
     assert review_requests(bea.id, task.id).filter(status=Status.QUEUED).count() == 1
+
+
+def test_a_retry_after_a_missed_verdict_is_not_counted_as_a_crash(scripted, agent, bea, human):
+    """Found by the state machine: recovery counted every claim as a crash, so an
+    execution that crashed once on its first retry was dropped ("2 times")."""
+    task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
+    execution = executions(agent.id, task.id).get()
+    scripted(Turn(text=f"forgot to submit {MARK}"))
+    run_attention(agent.id)  # no verdict: deferred for a retry
+    execution.refresh_from_db()
+    assert execution.status == Status.DEFERRED and execution.metadata["executionRetries"] == 1
+    make_due(agent.id)
+    lease = lease_take(agent.id)
+    assert lease is not None
+    lifecycle.resurface_due(agent.id)
+    assert die_holding_under(lease).id == execution.id  # the retry's worker dies: one crash
+    scripted(
+        Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser"})]),
+        Turn(text=f"submitted {MARK}"),
+    )
+    run_attention(agent.id)
+    execution.refresh_from_db()
+    assert execution.status == Status.COMPLETED, execution.drop_reason
+    assert execution.metadata["crashes"] == 1
+    assert Task.objects.get(id=task.id).status == "review"
+
+
+def die_holding_under(lease) -> MailboxItem:
+    claimed = mailbox_claim_next(agent_id=lease.agent_id, epoch=lease.epoch, fence=lease.fence())
+    assert claimed is not None
+    AgentAttention.objects.filter(agent_id=lease.agent_id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
+    return claimed
 
 
 def test_a_review_in_flight_when_its_worker_died_is_requeued_and_the_review_done(scripted, agent, bea, human):
