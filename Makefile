@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-sqlite test-pg bench clean
+.PHONY: install run test check test-sqlite test-pg bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,16 @@ run: install
 	$(PY) manage.py demo
 	$(PY) manage.py up --host $(HOST) --port $(PORT)
 
-# The whole suite on SQLite; then, where PostgreSQL is configured (always in CI), the
-# suites marked `pg` (leases, recovery, cursors, events) again on PostgreSQL with Redis.
-test: install test-sqlite test-pg
+# The checks first (layers, lint, format, types), then the whole suite on SQLite; then,
+# where PostgreSQL is configured (always in CI), the suites marked `pg` (leases,
+# recovery, cursors, events) again on PostgreSQL with Redis.
+test: install check test-sqlite test-pg
+
+check: install
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test-sqlite:
 	$(PY) -m pytest -q -m "not redis"

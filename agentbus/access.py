@@ -14,25 +14,31 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeAlias
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet
+from rest_framework.request import Request
 
-from markus.agents.auth import acting_agent, user_may_see_agent, visible_agents
+from markus.agents.auth import Caller, acting_agent, user_may_see_agent, visible_agents
 from markus.agents.models import Agent
 
 from . import selectors
 from .errors import NotFoundError
 from .models import Stream
 
+# A DRF request, or the stand-in the async views build after authenticating themselves.
+CallerRequest: TypeAlias = Request | Caller
 
-def caller_ref(request) -> str:
+
+def caller_ref(request: CallerRequest) -> str:
     agent = acting_agent(request)
     if agent is not None:
         return f"agent:{agent.id}"
     return f"user:{request.user.pk}"
 
 
-def reachable_agents_for(*, agent: Agent | None, user) -> QuerySet[Agent]:
+def reachable_agents_for(*, agent: Agent | None, user: User | AnonymousUser | None) -> QuerySet[Agent]:
     if agent is not None:
         scope = Q(owner_id=agent.owner_id) if agent.owner_id else Q(id=agent.id)
         if agent.team_id:
@@ -45,7 +51,7 @@ def reachable_agents_for(*, agent: Agent | None, user) -> QuerySet[Agent]:
     return Agent.objects.filter(Q(owner=user) | Q(team__owner=user) | Q(team__members=user)).distinct()
 
 
-def access_acting_agent(request, agent_id: object) -> Agent:
+def access_acting_agent(request: CallerRequest, agent_id: object) -> Agent:
     if not isinstance(agent_id, str) or not agent_id:
         raise NotFoundError("No such agent.")
     agent = visible_agents(request).filter(id=agent_id).first()
@@ -54,9 +60,10 @@ def access_acting_agent(request, agent_id: object) -> Agent:
     return agent
 
 
-def access_recipients(request, agent_ids: Iterable[object]) -> list[Agent]:
-    ids = list(agent_ids)
-    if not all(isinstance(i, str) and i for i in ids):
+def access_recipients(request: CallerRequest, agent_ids: Iterable[object]) -> list[Agent]:
+    given = list(agent_ids)
+    ids = [i for i in given if isinstance(i, str) and i]
+    if len(ids) != len(given):
         raise NotFoundError("No such agent.")
     found = {a.id: a for a in reachable_agents_for(agent=acting_agent(request), user=request.user).filter(id__in=ids)}
     missing = [i for i in ids if i not in found]
@@ -65,7 +72,7 @@ def access_recipients(request, agent_ids: Iterable[object]) -> list[Agent]:
     return [found[i] for i in ids]
 
 
-def may_see_stream(request, stream: Stream) -> bool:
+def may_see_stream(request: CallerRequest, stream: Stream) -> bool:
     participants = selectors.stream_participants(stream)
     agent = acting_agent(request)
     if agent is not None:
@@ -73,14 +80,14 @@ def may_see_stream(request, stream: Stream) -> bool:
     return visible_agents(request).filter(id__in=participants).exists()
 
 
-def access_stream(request, stream_id: str) -> Stream:
+def access_stream(request: CallerRequest, stream_id: str) -> Stream:
     stream = Stream.objects.filter(id=stream_id).first()
     if stream is None or not may_see_stream(request, stream):
         raise NotFoundError("No such stream.")
     return stream
 
 
-def may_read_inbox(*, agent: Agent | None, user, target: Agent) -> bool:
+def may_read_inbox(*, agent: Agent | None, user: User | AnonymousUser | None, target: Agent) -> bool:
     if agent is not None:
         return agent.id == target.id
     return user_may_see_agent(user, target)

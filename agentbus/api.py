@@ -11,17 +11,19 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ParseError
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markus.agents.auth import access_agent, acting_agent
+from markus.agents.models import Agent
 from markus.core.api import int_param
 
 from . import access, selectors, services
 from .errors import BusError, ForbiddenError
 
 
-def _body(request) -> dict[str, Any]:
+def _body(request: Request) -> dict[str, Any]:
     if not isinstance(request.data, dict):
         raise ParseError("body must be a JSON object")
     return request.data
@@ -33,7 +35,7 @@ class StreamOpenView(APIView):
         responses={201: OpenApiTypes.OBJECT},
         description="Open a stream: `{streamId?, sender, recipient?, members?, topic?, replyTo?}`.",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         body = _body(request)
         sender = access.access_acting_agent(request, body.get("sender"))
         members = body.get("members") or []
@@ -60,7 +62,7 @@ class StreamAppendView(APIView):
         responses={201: OpenApiTypes.OBJECT},
         description="Append `{sender, payload, topic?}`; a closed stream answers 409.",
     )
-    def post(self, request, stream_id: str):
+    def post(self, request: Request, stream_id: str) -> Response:
         body = _body(request)
         stream = access.access_stream(request, stream_id)
         sender = access.access_acting_agent(request, body.get("sender"))
@@ -80,7 +82,7 @@ class StreamCloseView(APIView):
         responses={200: OpenApiTypes.OBJECT},
         description="Close `{sender}`: only the stream's sender may.",
     )
-    def post(self, request, stream_id: str):
+    def post(self, request: Request, stream_id: str) -> Response:
         body = _body(request)
         stream = access.access_stream(request, stream_id)
         sender = access.access_acting_agent(request, body.get("sender"))
@@ -93,7 +95,7 @@ class StreamEventsView(APIView):
         parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
         responses={200: OpenApiTypes.OBJECT},
     )
-    def get(self, request, stream_id: str):
+    def get(self, request: Request, stream_id: str) -> Response:
         stream = access.access_stream(request, stream_id)
         after = int_param(request, "after", 0, lo=0, hi=2**31)
         limit = int_param(request, "limit", selectors.MAX_LIMIT, lo=1, hi=selectors.MAX_LIMIT)
@@ -109,7 +111,7 @@ class StreamEventsView(APIView):
 
 class InboxPendingView(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT}, description="`{agentId, pending}`, at once.")
-    def get(self, request, agent_id: str):
+    def get(self, request: Request, agent_id: str) -> Response:
         agent = _access_inbox(request, agent_id)
         return Response({"agentId": agent.id, "pending": selectors.pending_count(agent.id)})
 
@@ -120,7 +122,7 @@ class InboxDrainView(APIView):
         responses={200: OpenApiTypes.OBJECT},
         description="Drain `{peek?, limit?}` → `{messages, next_cursor}`; never closes a stream.",
     )
-    def post(self, request, agent_id: str):
+    def post(self, request: Request, agent_id: str) -> Response:
         agent = _access_inbox(request, agent_id)
         body = request.data if isinstance(request.data, dict) else {}
         peek = body.get("peek", False)
@@ -136,6 +138,6 @@ class InboxDrainView(APIView):
         )
 
 
-def _access_inbox(request, agent_id: str):
+def _access_inbox(request: Request, agent_id: str) -> Agent:
     """Self-only for agent tokens; a user who may see the agent may read it."""
     return access_agent(request, agent_id)

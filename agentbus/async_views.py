@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -57,7 +58,7 @@ def _number(raw: str | None, name: str, default: float, lo: float, hi: float, *,
     return value
 
 
-def _inbox_target(agent_id: str, user, agent: Agent | None) -> Agent:
+def _inbox_target(agent_id: str, user: User | AnonymousUser, agent: Agent | None) -> Agent:
     target = Agent.objects.select_related("team").filter(id=agent_id).first()
     if target is None or not access.may_read_inbox(agent=agent, user=user, target=target):
         raise _Refusal(404, "No such agent.")
@@ -90,7 +91,7 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
     return _json(result)
 
 
-def _request_parties(body: dict[str, Any], user, agent: Agent | None) -> tuple[Agent, Agent]:
+def _request_parties(body: dict[str, Any], user: User | AnonymousUser, agent: Agent | None) -> tuple[Agent, Agent]:
     shim = Caller(user, agent)
     sender = access.access_acting_agent(shim, body.get("sender"))
     recipient = access.access_recipients(shim, [body.get("recipient")])[0]

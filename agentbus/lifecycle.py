@@ -15,19 +15,22 @@ from typing import Any
 
 from django.utils import timezone
 
+from markus.core.actors import Actor
+from markus.work.models import Task
+
 from .outbox import outbox_write
 from .schemas import TASK_LIFECYCLE_V1, task_topic
 
 log = logging.getLogger(__name__)
 
 
-def lifecycle_audience(task) -> list[str]:
+def lifecycle_audience(task: Task) -> list[str]:
     watchers = (task.metadata or {}).get("watchers") or []
     ids = [task.assignee_id, *[w for w in watchers if isinstance(w, str)]]
     return sorted({i for i in ids if i})
 
 
-def lifecycle_payload(task, *, from_status: str | None, to_status: str, actor) -> dict[str, Any]:
+def lifecycle_payload(task: Task, *, from_status: str | None, to_status: str, actor: Actor) -> dict[str, Any]:
     watchers = [w for w in (task.metadata or {}).get("watchers") or [] if isinstance(w, str)]
     return {
         "schema": TASK_LIFECYCLE_V1,
@@ -43,7 +46,15 @@ def lifecycle_payload(task, *, from_status: str | None, to_status: str, actor) -
     }
 
 
-def on_task_status_changed(sender, *, task, from_status, to_status, actor, **kwargs) -> None:
+def on_task_status_changed(
+    sender: type[Task],
+    *,
+    task: Task,
+    from_status: str | None,
+    to_status: str,
+    actor: Actor,
+    **kwargs: Any,
+) -> None:
     """Receiver of ``markus.work.signals.task_status_changed`` (sent inside the
     transition's transaction)."""
     audience = lifecycle_audience(task)

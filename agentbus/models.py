@@ -32,10 +32,15 @@ index), a null sender meaning the virtual operator persona (``OPERATOR_ID``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 from django.utils import timezone
 
 from markus.core.ids import new_id
+
+if TYPE_CHECKING:
+    from markus.agents.models import Agent
 
 # The hub's virtual operator persona: it has no agent row (a null sender). The colon
 # cannot appear in an agent id, so it never collides with one.
@@ -72,7 +77,9 @@ class Stream(models.Model):
     )
     topic = models.CharField(max_length=200, default=DEFAULT_TOPIC)
     is_group = models.BooleanField(default=False)
-    members = models.ManyToManyField("agents.Agent", through="StreamMember", related_name="+")
+    members: models.ManyToManyField[Agent, StreamMember] = models.ManyToManyField(
+        "agents.Agent", through="StreamMember", related_name="+"
+    )
     reply_to = models.CharField(max_length=128, null=True, blank=True)
     last_sequence = models.PositiveIntegerField(default=0)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -102,6 +109,9 @@ class StreamMember(models.Model):
         db_table = "agentbus_stream_members"
         constraints = [models.UniqueConstraint(fields=["stream", "agent"], name="uniq_agentbus_member")]
         indexes = [models.Index(fields=["agent", "stream"], name="idx_agentbus_member_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} in {self.stream_id}"
 
 
 class Chunk(models.Model):
@@ -136,6 +146,9 @@ class Chunk(models.Model):
         constraints = [models.UniqueConstraint(fields=["stream", "sequence"], name="uniq_agentbus_chunk_seq")]
         indexes = [models.Index(fields=["recipient", "position"], name="idx_agentbus_chunks_rcpt")]
 
+    def __str__(self) -> str:
+        return f"{self.stream_id}#{self.sequence}"
+
     @property
     def sender_ref(self) -> str:
         return self.sender_id or OPERATOR_ID
@@ -149,6 +162,9 @@ class InboxClock(models.Model):
 
     class Meta:
         db_table = "agentbus_inbox_clock"
+
+    def __str__(self) -> str:
+        return f"inbox clock {self.value}"
 
 
 class ConsumerCursor(models.Model):
@@ -164,6 +180,9 @@ class ConsumerCursor(models.Model):
     class Meta:
         db_table = "agentbus_consumer_cursors"
         constraints = [models.UniqueConstraint(fields=["agent", "topic"], name="uniq_agentbus_consumer")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.topic} @ {self.position}"
 
 
 class AuditAction(models.TextChoices):
@@ -193,6 +212,9 @@ class AuditEvent(models.Model):
             models.Index(fields=["stream_id", "created_at"], name="idx_agentbus_audit_stream"),
             models.Index(fields=["agent_id", "created_at"], name="idx_agentbus_audit_agent"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor}"
 
 
 class OutboxStatus(models.TextChoices):
@@ -226,3 +248,6 @@ class OutboxRecord(models.Model):
                 name="idx_agentbus_outbox_pending",
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} ({self.status})"

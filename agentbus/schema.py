@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.request import Request
+
 _ERROR = {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
 _MESSAGE = {
     "type": "object",
@@ -18,7 +21,7 @@ _MESSAGE = {
         "createdAt": {"type": "string", "format": "date-time"},
     },
 }
-_SECURITY = [{"tokenAuth": []}, {"agentBearer": []}, {"cookieAuth": []}]
+_SECURITY: list[dict[str, list[str]]] = [{"tokenAuth": []}, {"agentBearer": []}, {"cookieAuth": []}]
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +36,9 @@ def _query(name: str, kind: str, description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": {"type": kind}, "description": description}
 
 
-def document_async_views(result, generator, request, public):
+def document_async_views(
+    result: dict[str, Any], generator: SchemaGenerator, request: Request | None, public: bool
+) -> dict[str, Any]:
     paths = result.setdefault("paths", {})
     paths["/api/agents/{agent_id}/agentbus/inbox"] = {
         "get": {

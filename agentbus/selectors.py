@@ -109,7 +109,7 @@ def pending_count(agent_id: str) -> int:
     return inbox_chunks(agent_id).filter(position__gt=consumer_position(agent_id)).count()
 
 
-def pending_inbox_expression():
+def pending_inbox_expression() -> Coalesce:
     """What ``pending_count`` counts, as a per-row annotation on Agent querysets (one
     query for a whole list instead of two per agent)."""
     agent = OuterRef(OuterRef("pk"))  # two levels down: inside the chunks subquery

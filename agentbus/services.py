@@ -14,7 +14,7 @@ import json
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -198,11 +198,12 @@ def stream_append(
     *,
     stream_id: str,
     sender: Agent | None,
-    payload: dict[str, Any],
+    payload: object,
     topic: str | None = None,
     actor: str = "",
 ) -> Chunk:
     """Append a chunk: the next sequence of the stream, the next inbox position.
+    ``payload`` comes from the caller as is and must be a JSON object (else 400).
 
     1. Lock the stream row (serialises the stream's sequence; a close waits for us).
     2. Write everything else: sequence, mailbox items for internal recipients, audit.
@@ -287,8 +288,8 @@ def send_agent_message(
         raise BusError("text is required")
     payload = {"text": text}
     if stream_id is None:
-        stream = stream_open(sender=sender, recipient=recipient, actor=actor)
-        return stream_append(stream_id=stream.id, sender=sender, payload=payload, actor=actor)
+        opened = stream_open(sender=sender, recipient=recipient, actor=actor)
+        return stream_append(stream_id=opened.id, sender=sender, payload=payload, actor=actor)
     stream = Stream.objects.filter(id=stream_id).first()
     if stream is None:
         raise NotFoundError("No such stream.")
@@ -311,7 +312,7 @@ def send_agent_message(
 # --------------------------------------------------------------------------- inbox
 
 
-def _cas_attempts():
+def _cas_attempts() -> Iterator[int]:
     """Yield until the deadline, backing off (jittered) from the second attempt on."""
     deadline = time.monotonic() + CAS_DEADLINE_SECONDS
     attempt = 0

@@ -26,7 +26,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 log = logging.getLogger(__name__)
@@ -37,14 +37,17 @@ _local_lock = threading.Lock()
 _local_waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = defaultdict(set)
 
 
-_anchored: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # layer -> loops
+# layer -> the event loops that hold an anchor subscription on it (see _anchor)
+_anchored: weakref.WeakKeyDictionary[BaseChannelLayer, weakref.WeakSet[asyncio.AbstractEventLoop]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def inbox_group(agent_id: str) -> str:
     return f"agentbus.inbox.{agent_id}"
 
 
-def _uses_local_registry(layer) -> bool:
+def _uses_local_registry(layer: BaseChannelLayer | None) -> bool:
     """Channels' stock in-memory layer resolves a waiter's future from the sender's
     thread, which does not wake the waiter's loop: use the registry instead."""
     if layer is None:
@@ -52,7 +55,7 @@ def _uses_local_registry(layer) -> bool:
     return isinstance(layer, InMemoryChannelLayer) and not hasattr(layer, "group_send_sync")
 
 
-def _sends_synchronously(layer) -> bool:
+def _sends_synchronously(layer: BaseChannelLayer | None) -> bool:
     # isinstance first: hasattr on channels_redis' pub/sub layer needs a running loop.
     return isinstance(layer, InMemoryChannelLayer) and hasattr(layer, "group_send_sync")
 
@@ -67,7 +70,7 @@ def _wake_local(agent_ids: list[str]) -> None:
             pass
 
 
-async def _group_send_all(layer, agent_ids: list[str]) -> None:
+async def _group_send_all(layer: BaseChannelLayer, agent_ids: list[str]) -> None:
     for agent_id in agent_ids:
         await layer.group_send(inbox_group(agent_id), {"type": WAKE_TYPE})
 
@@ -93,7 +96,7 @@ class _SenderLoop:
                 threading.Thread(target=self._loop.run_forever, name="agentbus-wakeups", daemon=True).start()
             return self._loop
 
-    def send(self, layer, agent_ids: list[str], timeout: float = SEND_TIMEOUT) -> None:
+    def send(self, layer: BaseChannelLayer, agent_ids: list[str], timeout: float = SEND_TIMEOUT) -> None:
         future = asyncio.run_coroutine_threadsafe(_group_send_all(layer, agent_ids), self.loop())
         future.result(timeout)
 
@@ -126,7 +129,7 @@ def wake_inboxes_on_commit(agent_ids: Iterable[str]) -> None:
     transaction.on_commit(lambda: wake_inboxes(ids))
 
 
-async def _anchor(layer) -> None:
+async def _anchor(layer: BaseChannelLayer) -> None:
     """Keep one idle subscription per event loop on a channels_redis pub/sub layer.
 
     Its receiver sleeps 100 ms whenever the connection holds no subscription, so a
@@ -154,9 +157,9 @@ class InboxWaiter:
         self.agent_id = agent_id
         self.event = asyncio.Event()
         self._entry: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
-        self._layer = None
+        self._layer: BaseChannelLayer | None = None
         self._channel: str | None = None
-        self._pump: asyncio.Task | None = None
+        self._pump: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> InboxWaiter:
         layer = get_channel_layer()
@@ -195,7 +198,7 @@ class InboxWaiter:
         self.event.clear()
         return woken
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._entry is not None:
             with _local_lock:
                 waiters = _local_waiters.get(self.agent_id)

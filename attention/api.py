@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -11,7 +14,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from mailbox.selectors import queue_depth, queued_items
 from markus.agents.auth import access_agent
-from markus.agents.models import WorkingMemory
+from markus.agents.models import Agent, WorkingMemory
 from markus.core.api import int_param
 from markus.core.schema import errors
 from markus.llm.base import get_provider
@@ -25,7 +28,7 @@ from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
 class MindView(APIView):
     @extend_schema(operation_id="agents_mind", responses={200: MindOut, **errors(401, 404)})
-    def get(self, request, agent_id: str):
+    def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
         snap = attention_snapshot(agent.id)
         waiting = MailboxItem.objects.filter(
@@ -55,7 +58,7 @@ class DecisionsView(APIView):
         parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
         responses={200: DecisionsOut, **errors(400, 401, 404)},
     )
-    def get(self, request, agent_id: str):
+    def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
@@ -71,7 +74,7 @@ class ActivityLogsView(APIView):
         parameters=[OpenApiParameter("activityId", str, required=True)],
         responses={200: ActivityLogsOut, **errors(400, 401, 404)},
     )
-    def get(self, request, agent_id: str):
+    def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
         activity_id = request.query_params.get("activityId")
         if not activity_id:
@@ -101,14 +104,14 @@ class ActivityLogsView(APIView):
 
 class ControlView(APIView):
     action = ""
-    actions = {
+    actions: dict[str, Callable[[Agent], None]] = {
         "pause": services.agent_pause,
         "resume": services.agent_resume,
         "stop": services.agent_stop,
         "start": services.agent_start,
     }
 
-    def post(self, request, agent_id: str):
+    def post(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
         self.actions[self.action](agent)
         agent.refresh_from_db()
@@ -120,7 +123,7 @@ def control_view(action: str) -> type[ControlView]:
 
     class View(ControlView):
         @extend_schema(operation_id=f"agents_{action}", request=None, responses={200: ControlOut, **errors(401, 404)})
-        def post(self, request, agent_id: str):
+        def post(self, request: Request, agent_id: str) -> Response:
             return super().post(request, agent_id)
 
     View.action = action

@@ -18,3 +18,5 @@ class AttentionConfig(AppConfig):
         from .settle import on_approval_answered
 
         register_approval_answered_hook(on_approval_answered)
+
+        from . import tasks  # noqa: F401  registers the Celery tasks in every process (wake finds them by name)

@@ -7,36 +7,41 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from rest_framework.exceptions import APIException
 
 from mailbox import services as mailbox
 from mailbox.api import sender_metadata
+from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents.auth import Caller, access_agent, authenticate_plain_request
 from markus.agents.models import Agent, ChatSession
 
 from .replies import chat_group, chat_reply_for
+from .serializers import ChatIn, first_error
 
 
-def _authenticate(request, agent_id: str):
+def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] | JsonResponse:
+    """The caller and the agent, or the error response."""
     try:
         caller = Caller(*authenticate_plain_request(request))
     except APIException as exc:
-        return None, JsonResponse({"detail": str(exc.detail)}, status=exc.status_code)
+        return JsonResponse({"detail": str(exc.detail)}, status=exc.status_code)
     try:
         agent = access_agent(caller, agent_id)
     except Http404:
-        return None, JsonResponse({"detail": "No such agent."}, status=404)
-    return (caller, agent), None
+        return JsonResponse({"detail": "No such agent."}, status=404)
+    return caller, agent
 
 
-def _enqueue(drf, agent, text: str, session_id: str | None):
+def _enqueue(drf: Caller, agent: Agent, text: str, session_id: str | None) -> MailboxItem:
     metadata = sender_metadata(drf, {"sessionId": session_id} if session_id else {})
     return mailbox.mailbox_enqueue(
         agent_id=agent.id,
@@ -46,27 +51,26 @@ def _enqueue(drf, agent, text: str, session_id: str | None):
     )
 
 
-def _parse(request) -> tuple[dict | None, JsonResponse | None]:
+def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
+    """The text and the session id of the body (validated by ChatIn), or the error response."""
     try:
         raw = request.body
     except RequestDataTooBig:
-        return None, JsonResponse({"detail": "Request body is too large."}, status=413)
+        return JsonResponse({"detail": "Request body is too large."}, status=413)
     try:
         body = json.loads(raw or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return None, JsonResponse({"detail": "body must be valid JSON"}, status=400)
+        return JsonResponse({"detail": "body must be valid JSON"}, status=400)
     if not isinstance(body, dict):
-        return None, JsonResponse({"detail": "body must be a JSON object"}, status=400)
-    text = body.get("text")
-    if not isinstance(text, str) or not text.strip():
-        return None, JsonResponse({"detail": "text is required and must be a non-empty string"}, status=400)
-    sid = body.get("sessionId")
-    if sid is not None and not isinstance(sid, str):
-        return None, JsonResponse({"detail": "sessionId must be a string"}, status=400)
-    return body, None
+        return JsonResponse({"detail": "body must be a JSON object"}, status=400)
+    serializer = ChatIn(data=body)
+    if not serializer.is_valid():
+        return JsonResponse({"detail": first_error(serializer)}, status=400)
+    data: dict[str, Any] = serializer.validated_data
+    return data["text"], data["sessionId"]
 
 
-async def _wait_reply(agent_id: str, item_id: str, channel: str, timeout: float) -> dict | None:
+async def _wait_reply(agent_id: str, item_id: str, channel: str, timeout: float) -> dict[str, Any] | None:
     layer = get_channel_layer()
     deadline = time.monotonic() + timeout
     while True:
@@ -82,30 +86,30 @@ async def _wait_reply(agent_id: str, item_id: str, channel: str, timeout: float)
             pass
 
 
-async def chat_view(request, agent_id: str):
+async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | StreamingHttpResponse:
     if request.method != "POST":
         return JsonResponse({"detail": f'Method "{request.method}" not allowed.'}, status=405)
-    ok, error = await sync_to_async(_authenticate)(request, agent_id)
-    if error is not None:
-        return error
-    drf, agent = ok
-    body, error = _parse(request)
-    if error is not None:
-        return error
+    auth: tuple[Caller, Agent] | JsonResponse = await sync_to_async(_authenticate)(request, agent_id)
+    if isinstance(auth, JsonResponse):
+        return auth
+    drf, agent = auth
+    parsed = _parse(request)
+    if isinstance(parsed, JsonResponse):
+        return parsed
+    text, sid = parsed
     if agent.kind != Agent.Kind.INTERNAL:
         return JsonResponse({"detail": "this agent is external: reach it over the AgentBus"}, status=409)
     if agent.status != Agent.RunStatus.RUNNING:
         return JsonResponse({"detail": f"this agent is {agent.status}; resume or start it to chat"}, status=409)
-    sid = body.get("sessionId")
     if sid and not await sync_to_async(ChatSession.objects.filter(id=sid, agent=agent).exists)():
         return JsonResponse({"detail": "No such chat session."}, status=404)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(chat_group(agent.id), channel)
     timeout = float(settings.MARKUS["CHAT_TIMEOUT_S"])
-    item = await sync_to_async(_enqueue)(drf, agent, body["text"], sid)
+    item: MailboxItem = await sync_to_async(_enqueue)(drf, agent, text, sid)
 
-    async def finish() -> dict:
+    async def finish() -> dict[str, Any]:
         try:
             reply = await _wait_reply(agent.id, item.id, channel, timeout)
         finally:
@@ -116,7 +120,7 @@ async def chat_view(request, agent_id: str):
 
     if "text/event-stream" in request.headers.get("Accept", ""):
 
-        async def events():
+        async def events() -> AsyncIterator[str]:
             yield f"event: queued\ndata: {json.dumps({'mailboxItemId': item.id})}\n\n"
             data = await finish()
             yield f"event: {'reply' if data['reply'] is not None else 'pending'}\ndata: {json.dumps(data)}\n\n"

@@ -13,9 +13,11 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Self
 
 from django.conf import settings
 from django.db import transaction
@@ -116,7 +118,7 @@ _held = threading.local()
 
 
 @contextmanager
-def fenced(lease: Lease):
+def fenced(lease: Lease) -> Iterator[None]:
     """A transaction in which the lease is checked and held still: on PostgreSQL the
     attention row is locked (a successor's take waits for us, or we see its epoch); on
     SQLite the IMMEDIATE transaction already serialises writers. Raises StaleLease.
@@ -146,18 +148,18 @@ class LeaseKeeper:
     process freezes its keeper too, so fencing, not the keeper, is what keeps a stale
     worker harmless."""
 
-    def __init__(self, lease: Lease, on_lost=None):
+    def __init__(self, lease: Lease, on_lost: Callable[[], object] | None = None) -> None:
         self.lease = lease
         self.on_lost = on_lost
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{lease.agent_id}", daemon=True)
         self.lost = False
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
 

@@ -49,6 +49,9 @@ class AgentAttention(models.Model):
     class Meta:
         db_table = "agent_attention"
 
+    def __str__(self) -> str:
+        return f"{self.agent_id} [{self.state}]"
+
 
 class AgentDecision(models.Model):
     id = models.CharField(primary_key=True, max_length=64, default=ids.decision_id)
@@ -70,6 +73,9 @@ class AgentDecision(models.Model):
             models.Index(fields=["agent", "-created_at"], name="idx_decisions_agent"),
             models.Index(fields=["mailbox_item"], name="idx_decisions_mailbox_item"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.decision_type}"
 
 
 class AgentActivity(models.Model):
@@ -94,12 +100,19 @@ class AgentActivity(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     lease_epoch = models.BigIntegerField(null=True, blank=True)
 
+    # Not a field: the last activity-log sequence number, cached on the instance by
+    # records.start_activity/log (absent until one of them sets it).
+    _log_seq: int
+
     class Meta:
         db_table = "agent_activities"
         indexes = [
             models.Index(fields=["agent", "-started_at"], name="idx_activities_agent"),
             models.Index(fields=["mailbox_item"], name="idx_activities_mailbox_item"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.type}"
 
 
 class ActivityLogType(models.TextChoices):
@@ -124,6 +137,9 @@ class AgentActivityLog(models.Model):
         db_table = "agent_activity_logs"
         indexes = [models.Index(fields=["activity", "seq"], name="idx_activity_logs_activity")]
 
+    def __str__(self) -> str:
+        return f"{self.activity_id} #{self.seq} {self.type}"
+
 
 class LLMSession(models.Model):
     """A persisted LLM tool-loop session: preempt saves it, any worker resumes it."""
@@ -143,3 +159,6 @@ class LLMSession(models.Model):
 
     class Meta:
         db_table = "llm_sessions"
+
+    def __str__(self) -> str:
+        return self.id

@@ -3,6 +3,7 @@ fenced by the lease it was made under."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import F, Max
@@ -32,7 +33,7 @@ def serialize_decision(d: AgentDecision) -> dict[str, Any]:
     }
 
 
-def focus_of(item: MailboxItem | None, started_at=None) -> dict[str, Any] | None:
+def focus_of(item: MailboxItem | None, started_at: datetime | None = None) -> dict[str, Any] | None:
     if item is None:
         return None
     return {
@@ -122,7 +123,7 @@ def log(lease: Lease, activity: AgentActivity, kind: str, content: str = "", met
     with fenced(lease):
         # The lease holder is the only writer of its activity's log, so the next
         # sequence number can live on the instance (read once from the table).
-        seq = getattr(activity, "_log_seq", None)
+        seq: int | None = getattr(activity, "_log_seq", None)
         if seq is None:
             seq = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0
         activity._log_seq = seq + 1

@@ -1,6 +1,8 @@
-"""Response shapes of the attention endpoints."""
+"""Request and response shapes of the attention endpoints."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rest_framework import serializers
 
@@ -12,7 +14,9 @@ from .models import ActivityLogType, AttentionState, DecisionType
 class FocusOut(serializers.Serializer):
     mailboxItemId = serializers.CharField()
     sourceType = serializers.CharField()
-    label = serializers.CharField()
+    # A declared field named like a Field attribute: DRF's metaclass moves it into the
+    # declared fields, which the stubs cannot express.
+    label = serializers.CharField()  # type: ignore[assignment]
     startedAt = serializers.DateTimeField(allow_null=True)
 
 
@@ -39,7 +43,7 @@ class DecisionOut(serializers.Serializer):
     agentId = serializers.CharField()
     decisionType = serializers.ChoiceField(choices=DecisionType.choices)
     mailboxItemId = serializers.CharField()
-    context = serializers.DictField()
+    context = serializers.DictField()  # type: ignore[assignment]  # a declared field, as FocusOut.label
     reasoning = serializers.CharField()
     outcome = serializers.CharField(allow_null=True)
     createdAt = serializers.DateTimeField()
@@ -66,3 +70,45 @@ class ActivityLogsOut(serializers.Serializer):
 class ControlOut(serializers.Serializer):
     agentId = serializers.CharField()
     status = serializers.CharField()
+
+
+# ---------------------------------------------------------------------------- input
+
+CHAT_TEXT_ERROR = "text is required and must be a non-empty string"
+CHAT_SESSION_ERROR = "sessionId must be a string"
+
+
+class JSONStringField(serializers.Field):
+    """A JSON string taken as it is: unlike CharField, no number is coerced, nothing is
+    trimmed, and no length or NUL-character check is added."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: str) -> str:
+        return value
+
+
+class ChatIn(serializers.Serializer):
+    """The body of ``POST /api/agents/{id}/chat``; extra keys are ignored."""
+
+    text = JSONStringField(
+        error_messages={"required": CHAT_TEXT_ERROR, "null": CHAT_TEXT_ERROR, "invalid": CHAT_TEXT_ERROR}
+    )
+    sessionId = JSONStringField(default=None, allow_null=True, error_messages={"invalid": CHAT_SESSION_ERROR})
+
+    def validate_text(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError(CHAT_TEXT_ERROR)
+        return value
+
+
+def first_error(serializer: serializers.Serializer) -> str:
+    """The first message of the first invalid field (DRF collects the errors of the
+    fields in their declaration order)."""
+    messages = next(iter(serializer.errors.values()))
+    return str(messages[0])

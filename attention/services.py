@@ -43,7 +43,7 @@ def wake_on_commit(agent_id: str) -> None:
         transaction.on_commit(lambda: wake(agent_id))
 
 
-def on_item_enqueued(sender, item: MailboxItem, **kwargs) -> None:
+def on_item_enqueued(sender: type[MailboxItem], item: MailboxItem, **kwargs: object) -> None:
     if item.status == Status.QUEUED:
         wake_on_commit(item.agent_id)
 

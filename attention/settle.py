@@ -149,6 +149,8 @@ def no_verdict(focus: Focus, reason: str) -> None:
         )
         return
     complete(lease, item, outcome=f"failed: {reason}")
+    if item.task_id is None:  # no task waits for this run: nothing to fail or hand over
+        return
     gave_up = f"{retries} retries without a verdict: {reason}"
     if focus.scenario == TASK_EXECUTION:
         liveness.execution_gave_up(item.task_id, reason=gave_up)
@@ -185,7 +187,7 @@ def park(lease: Lease, item: MailboxItem, *, approval_id: str) -> None:
     records.inject_main_session(lease, item=item, outcome=f"waiting for approval {approval_id}")
 
 
-def on_approval_answered(approval) -> None:
+def on_approval_answered(approval: Approval) -> None:
     """Re-queue the item parked for this approval, with the answer as the tool result.
     Runs inside approval_respond's transaction."""
     item = lifecycle.parked_for(approval.mailbox_item_id, approval.id) if approval.mailbox_item_id else None

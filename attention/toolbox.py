@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 
@@ -37,12 +37,17 @@ class ToolContext:
     effects: dict[str, Any] = field(default_factory=dict)
 
 
+# A tool's implementation: the context and the LLM's arguments in, the result out.
+ToolHandler = Callable[[ToolContext, dict[str, Any]], Any]
+_H = TypeVar("_H", bound=ToolHandler)
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    handler: Callable[[ToolContext, dict[str, Any]], Any]
+    handler: ToolHandler
     # Scenarios the tool is offered in; None = all.
     scenarios: frozenset[str] | None = None
 
@@ -56,8 +61,10 @@ class Tool:
 TOOLS: dict[str, Tool] = {}
 
 
-def tool(name: str, description: str, parameters: dict[str, Any], *, scenarios: set[str] | None = None):
-    def wrap(fn: Callable[[ToolContext, dict[str, Any]], Any]):
+def tool(
+    name: str, description: str, parameters: dict[str, Any], *, scenarios: set[str] | None = None
+) -> Callable[[_H], _H]:
+    def wrap(fn: _H) -> _H:
         TOOLS[name] = Tool(name, description, parameters, fn, frozenset(scenarios) if scenarios else None)
         return fn
 

@@ -7,7 +7,8 @@
    answers which to process now, which to defer and which to drop as redundant.
 3. The answer is checked before it is applied: only candidates count, the chosen item
    is never deferred or dropped, and neither is a user interaction (a human's chat or
-   comment) or a strict item (an execution trigger, a review request: a task waits). The head is put back if another item goes first.
+   comment) or a strict item (an execution trigger, a review request: a task waits).
+   The head is put back if another item goes first.
 4. ``agent:triage`` announces the result; the reasoning lands in working memory under
    ``triage-decision``; deferred and dropped items get their decision records.
 """

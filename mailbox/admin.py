@@ -5,7 +5,12 @@ the activity inline, and the retry / drop actions (semantics in
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -22,12 +27,13 @@ class CategoryFilter(admin.SimpleListFilter):
     title = "category"
     parameter_name = "category"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [(c.value, c.value.title()) for c in Category]
 
-    def queryset(self, request, queryset):
-        if self.value():
-            return queryset.filter(source_type__in=types_in_category(self.value()))
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        category = self.value()
+        if category:
+            return queryset.filter(source_type__in=types_in_category(category))
         return queryset
 
 
@@ -36,10 +42,10 @@ class ReadOnlyInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: MailboxItem | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: MailboxItem | None = None) -> bool:
         return False
 
 
@@ -56,7 +62,9 @@ class ActivityInline(ReadOnlyInline):
 
 
 @admin.action(description="Retry selected items", permissions=["change"])
-def retry_items(modeladmin, request, queryset):
+def retry_items(
+    modeladmin: admin.ModelAdmin[MailboxItem], request: HttpRequest, queryset: QuerySet[MailboxItem]
+) -> None:
     def step(item: MailboxItem) -> str:
         result = console.console_retry_item(item_id=item.id, operator=request.user)
         if result.mode == "resurfaced":
@@ -69,8 +77,10 @@ def retry_items(modeladmin, request, queryset):
 
 
 @admin.action(description="Drop selected items (with a reason)", permissions=["change"])
-def drop_items(modeladmin, request, queryset):
-    def drop(data) -> None:
+def drop_items(
+    modeladmin: admin.ModelAdmin[MailboxItem], request: HttpRequest, queryset: QuerySet[MailboxItem]
+) -> TemplateResponse | None:
+    def drop(data: dict[str, Any]) -> None:
         def step(item: MailboxItem) -> None:
             console.console_drop_item(item_id=item.id, reason=data["reason"], operator=request.user)
 
@@ -117,15 +127,15 @@ class MailboxItemAdmin(admin.ModelAdmin):
     )
     readonly_fields = fields
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # stimuli arrive through mailbox_enqueue (API, bus, services)
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: MailboxItem | None = None) -> bool:
         # Change permission runs the actions; a single item's page is view-only, so a
         # stale form can never write over what the loop did meanwhile.
         return obj is None and super().has_change_permission(request)
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: MailboxItem | None = None) -> bool:
         return False  # history: drop instead
 
     @admin.display(description="summary")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attention.selectors import timeline
-from markus.agents.auth import access_agent, acting_agent
-from markus.core.api import int_param, list_param
+from markus.agents.auth import AnyRequest, access_agent, acting_agent
+from markus.core.api import int_param, list_param, validated_body
 from markus.core.schema import errors
 
 from . import services
@@ -24,7 +27,7 @@ TIMELINE_PARAMS = [
 ]
 
 
-def sender_metadata(request, metadata: dict) -> dict:
+def sender_metadata(request: AnyRequest, metadata: dict[str, Any]) -> dict[str, Any]:
     """Stamp who is speaking. An agent token cannot pose as a human."""
     metadata = dict(metadata)
     agent = acting_agent(request)
@@ -43,7 +46,7 @@ class MailboxView(APIView):
         parameters=TIMELINE_PARAMS,
         responses={200: TimelineOut, **errors(400, 401, 404)},
     )
-    def get(self, request, agent_id: str):
+    def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
         data = timeline(
             agent.id,
@@ -60,19 +63,14 @@ class MailboxView(APIView):
         request=EnqueueInput,
         responses={201: ItemOut, **errors(400, 401, 404, 413)},
     )
-    def post(self, request, agent_id: str):
+    def post(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
-        body = request.data
-        if not isinstance(body, dict):
-            return Response({"detail": "body must be a JSON object"}, status=status.HTTP_400_BAD_REQUEST)
-        metadata = body.get("metadata")
-        if metadata is not None and not isinstance(metadata, dict):
-            return Response({"detail": "metadata must be an object"}, status=status.HTTP_400_BAD_REQUEST)
+        body = validated_body(request, EnqueueInput)
         item = services.mailbox_enqueue(
             agent_id=agent.id,
-            source_type=body.get("sourceType"),
-            payload=body.get("payload"),
+            source_type=body["sourceType"],
+            payload=body["payload"],
             priority=body.get("priority"),
-            metadata=sender_metadata(request, metadata or {}),
+            metadata=sender_metadata(request, body.get("metadata") or {}),
         )
         return Response(services.serialize_item(item), status=status.HTTP_201_CREATED)

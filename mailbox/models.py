@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from markus.core import ids
 
-from .registry import COMMENT_TYPES, MailboxType, Status, category_choices, descriptor, type_choices
+from .registry import COMMENT_TYPES, STATUS_CHOICES, MailboxType, Status, category_choices, descriptor, type_choices
 
 
 class MailboxItem(models.Model):
@@ -25,7 +25,7 @@ class MailboxItem(models.Model):
     )
     source_type = models.CharField(max_length=32, choices=type_choices())
     priority = models.PositiveSmallIntegerField(default=2)
-    status = models.CharField(max_length=16, choices=[(s.value, s.value) for s in Status], default=Status.QUEUED)
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES, default=Status.QUEUED)
     payload = models.JSONField(default=dict)
     metadata = models.JSONField(default=dict, null=True, blank=True)
     queued_at = models.DateTimeField(default=timezone.now)

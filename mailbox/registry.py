@@ -60,6 +60,8 @@ class Status(StrEnum):
     DROPPED = "dropped"
 
 
+STATUS_CHOICES = [(s.value, s.value) for s in Status]
+
 # Status colours of the mind view (seed section 16).
 STATUS_COLOURS: dict[Status, str] = {
     Status.QUEUED: "amber",

@@ -2,28 +2,72 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
-from .registry import Status, category_choices, type_choices
+from markus.core.api import StrictIntegerField, StringField
+
+from .registry import MAILBOX_TYPE_REGISTRY, Status, category_choices, type_choices
 
 STATUS_CHOICES = [(s.value, s.value) for s in Status]
 
+# The messages of ``services.check_enqueue``, which guards every other way in.
+_KNOWN_TYPES = ", ".join(t.value for t in MAILBOX_TYPE_REGISTRY)
+_NO_TYPE = f"unknown sourceType None; expected one of: {_KNOWN_TYPES}"
+_PAYLOAD = "payload must be an object"
+_PRIORITY = "priority must be an integer from 0 (critical) to 4 (background)"
+_METADATA = "metadata must be an object"
+
+
+def _string(key: str, **kwargs: Any) -> StringField:
+    message = f"payload.{key} must be a string"
+    return StringField(required=False, error_messages={"invalid": message, "null": message}, **kwargs)
+
 
 class PayloadIn(serializers.Serializer):
-    summary = serializers.CharField(required=False, allow_blank=True)
-    content = serializers.CharField(required=False, allow_blank=True)
-    taskId = serializers.CharField(required=False)
-    requirementId = serializers.CharField(required=False)
-    extra = serializers.DictField(required=False)
+    """Checks the keys the mailbox reads; the payload is stored as sent, other keys too."""
+
+    summary = _string("summary")
+    content = _string("content")
+    extra = serializers.DictField(
+        required=False, allow_null=True, error_messages={"not_a_dict": "payload.extra must be an object"}
+    )
+    # Ids are strings; a number here would silently escape dedup and consolidation.
+    taskId = _string("taskId", allow_null=True)
+    requirementId = _string("requirementId", allow_null=True)
+
+    def to_internal_value(self, data: Any) -> Any:
+        super().to_internal_value(data)  # raises on a bad known key
+        return data
+
+    def validate(self, attrs: Any) -> Any:
+        channel = (attrs.get("extra") or {}).get("channelKey")
+        if channel is not None and not isinstance(channel, str):
+            raise serializers.ValidationError({"extra": "payload.extra.channelKey must be a string"})
+        return attrs
 
 
 class EnqueueInput(serializers.Serializer):
-    sourceType = serializers.ChoiceField(choices=type_choices())
-    payload = PayloadIn()
-    priority = serializers.IntegerField(
-        min_value=0, max_value=4, required=False, help_text="0 critical … 4 background; default from the registry"
+    # Declared in the order they are checked: the first bad field answers.
+    metadata = serializers.DictField(required=False, allow_null=True, error_messages={"not_a_dict": _METADATA})
+    sourceType = serializers.ChoiceField(
+        choices=type_choices(),
+        error_messages={
+            "invalid_choice": "unknown sourceType {input!r}; expected one of: " + _KNOWN_TYPES,
+            "required": _NO_TYPE,
+            "null": _NO_TYPE,
+        },
     )
-    metadata = serializers.DictField(required=False)
+    payload = PayloadIn(error_messages={"invalid": _PAYLOAD, "required": _PAYLOAD, "null": _PAYLOAD})
+    priority = StrictIntegerField(
+        min_value=0,
+        max_value=4,
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": _PRIORITY, "min_value": _PRIORITY, "max_value": _PRIORITY},
+        help_text="0 critical … 4 background; default from the registry",
+    )
 
 
 class _ItemFields(serializers.Serializer):
@@ -32,7 +76,8 @@ class _ItemFields(serializers.Serializer):
     id = serializers.CharField()
     sourceType = serializers.ChoiceField(choices=type_choices())
     category = serializers.ChoiceField(choices=category_choices())
-    label = serializers.CharField()
+    # The metaclass moves declared fields off the class; the stubs see Field.label.
+    label = serializers.CharField()  # type: ignore[assignment]
     priority = serializers.IntegerField()
     status = serializers.ChoiceField(choices=STATUS_CHOICES)
     summary = serializers.CharField()
@@ -61,7 +106,8 @@ class DecisionBrief(serializers.Serializer):
 class ActivityBrief(serializers.Serializer):
     id = serializers.CharField()
     type = serializers.CharField()
-    label = serializers.CharField()
+    # The metaclass moves declared fields off the class; the stubs see Field.label.
+    label = serializers.CharField()  # type: ignore[assignment]
     totalTokens = serializers.IntegerField()
     totalTools = serializers.IntegerField()
     success = serializers.BooleanField()

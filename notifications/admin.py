@@ -6,13 +6,15 @@ which operator answered."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from markus.core.errors import MarkusError
@@ -46,14 +48,17 @@ class AnswerForm(forms.Form):
     freeform = forms.CharField(required=False, max_length=200, label="Or answer in your own words")
     comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}))
 
-    def __init__(self, *args, approval: Approval, **kwargs):
+    def __init__(self, *args: Any, approval: Approval, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["option"].choices = option_choices(approval)
+        option = self.fields["option"]
+        assert isinstance(option, forms.ChoiceField)  # declared above
+        option.choices = option_choices(approval)
         if not approval.allow_freeform:
             del self.fields["freeform"]
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         answer = (data.get("freeform") or "").strip() or data.get("option")
         if not answer:
             raise forms.ValidationError("Choose an option.")
@@ -85,14 +90,14 @@ class ApprovalAdmin(admin.ModelAdmin):
     )
     fields = readonly_fields
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # approvals are asked by agents (approval_create)
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Approval | None = None) -> bool:
         # The change page is view-only; answering is the one change, on its own page.
         return obj is None and super().has_change_permission(request)
 
-    def may_answer(self, request) -> bool:
+    def may_answer(self, request: HttpRequest) -> bool:
         return super().has_change_permission(request)
 
     @admin.display(description="answer")
@@ -101,7 +106,7 @@ class ApprovalAdmin(admin.ModelAdmin):
             return "—"
         return format_html('<a href="{}">Answer</a>', reverse("admin:notifications_approval_answer", args=[obj.pk]))
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         answer = path(
             "<path:object_id>/answer/",
             self.admin_site.admin_view(self.answer_view),
@@ -109,14 +114,16 @@ class ApprovalAdmin(admin.ModelAdmin):
         )
         return [answer, *super().get_urls()]
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         approval = Approval.objects.filter(pk=object_id).first()
         extra = {
             "can_answer": bool(approval and approval.status == Approval.State.PENDING and self.may_answer(request))
         }
         return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
 
-    def answer_view(self, request, object_id):
+    def answer_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if not self.may_answer(request):
             raise PermissionDenied
         approval = get_object_or_404(Approval.objects.select_related("user", "agent"), pk=object_id)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markus.agents.auth import IsUser
+from markus.agents.auth import IsUser, signed_in_user
 from markus.core.api import int_param
 
 from . import selectors, services
@@ -21,36 +22,37 @@ class UserAPIView(APIView):
 
 class NotificationListView(UserAPIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request):
-        rows = selectors.notifications_for(request.user, type=request.query_params.get("type") or None)
+    def get(self, request: Request) -> Response:
+        user = signed_in_user(request)
+        rows = selectors.notifications_for(user, type=request.query_params.get("type") or None)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         return Response(
             {
                 "notifications": [services.serialize_notification(n) for n in rows[offset : offset + limit]],
                 "totalCount": rows.count(),
-                "unreadCount": selectors.unread_count(request.user),
+                "unreadCount": selectors.unread_count(user),
             }
         )
 
 
 class NotificationReadView(UserAPIView):
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
-    def post(self, request, notification_id: str):
-        notification = services.notification_mark_read(user=request.user, notification_id=notification_id)
+    def post(self, request: Request, notification_id: str) -> Response:
+        notification = services.notification_mark_read(user=signed_in_user(request), notification_id=notification_id)
         return Response(services.serialize_notification(notification))
 
 
 class NotificationMarkAllReadView(UserAPIView):
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
-    def post(self, request):
-        return Response({"updated": services.notifications_mark_all_read(user=request.user)})
+    def post(self, request: Request) -> Response:
+        return Response({"updated": services.notifications_mark_all_read(user=signed_in_user(request))})
 
 
 class ApprovalListView(UserAPIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request):
-        rows = selectors.approvals_for(request.user, status=request.query_params.get("status") or None)
+    def get(self, request: Request) -> Response:
+        rows = selectors.approvals_for(signed_in_user(request), status=request.query_params.get("status") or None)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         return Response(
@@ -68,11 +70,11 @@ class ApprovalRespondInput(serializers.Serializer):
 
 class ApprovalRespondView(UserAPIView):
     @extend_schema(request=ApprovalRespondInput, responses=OpenApiTypes.OBJECT)
-    def post(self, request, approval_id: str):
+    def post(self, request: Request, approval_id: str) -> Response:
         body = ApprovalRespondInput(data=request.data)
         body.is_valid(raise_exception=True)
         approval = services.approval_respond(
-            user=request.user,
+            user=signed_in_user(request),
             approval_id=approval_id,
             selected_option=body.validated_data["selectedOption"],
             comment=body.validated_data["comment"],

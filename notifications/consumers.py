@@ -9,20 +9,28 @@ refused at the handshake, a foreign agent exactly like a missing one.
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import parse_qs
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+from urllib.parse import ParseResult, parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from rest_framework.authtoken.models import Token
 
 from markus.agents.auth import user_may_see_agent
 from markus.agents.models import Agent, hash_token
 from markus.core.events import agent_group, user_group
+
+# ASGI as Channels passes it: the scope is a plain dict (with ``user``, ``agent`` and
+# ``url_route`` added by the middleware and the router).
+Scope: TypeAlias = dict[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[dict[str, Any]]]
+Send: TypeAlias = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class BrowserOriginValidator(OriginValidator):
@@ -30,16 +38,16 @@ class BrowserOriginValidator(OriginValidator):
     Origin is not a browser (a CLI, a script), so cross-site hijacking does not apply
     to it; it still has to authenticate like any other caller."""
 
-    def valid_origin(self, parsed_origin) -> bool:
+    def valid_origin(self, parsed_origin: ParseResult | None) -> bool:
         return parsed_origin is None or self.validate_origin(parsed_origin)
 
 
-def origin_validated(app):
+def origin_validated(app: ASGIApp) -> BrowserOriginValidator:
     return BrowserOriginValidator(app, settings.ALLOWED_HOSTS)
 
 
 @database_sync_to_async
-def _from_token(raw: str) -> tuple[Any, Agent | None] | None:
+def _from_token(raw: str) -> tuple[User | AnonymousUser, Agent | None] | None:
     token = Token.objects.select_related("user").filter(key=raw).first()
     if token is not None and token.user.is_active:
         return token.user, None
@@ -53,7 +61,7 @@ class TokenAuthMiddleware(BaseMiddleware):
     """``?token=<key>`` (or ``Authorization: Token|Bearer <key>``) replaces the session
     user. A token that matches nothing leaves an anonymous caller."""
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = _token_of(scope)
         if raw:
             found = await _from_token(raw)
@@ -62,7 +70,7 @@ class TokenAuthMiddleware(BaseMiddleware):
         return await super().__call__(scope, receive, send)
 
 
-def _token_of(scope) -> str:
+def _token_of(scope: Scope) -> str:
     query = parse_qs(scope.get("query_string", b"").decode("latin1"))
     if query.get("token"):
         return query["token"][0]
@@ -74,7 +82,7 @@ def _token_of(scope) -> str:
     return ""
 
 
-def visible_agent_for_scope(scope, agent_id: str) -> Agent | None:
+def visible_agent_for_scope(scope: Scope, agent_id: str) -> Agent | None:
     """The agent if the connecting caller may see it, else None (missing or foreign)."""
     acting = scope.get("agent")
     if acting is not None:
@@ -106,11 +114,11 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
     async def on_accepted(self) -> None:
         """Hook for subclasses: the socket is open and subscribed."""
 
-    async def disconnect(self, code) -> None:
+    async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """The stream is one way; whatever a client sends is ignored."""
 
     async def markus_event(self, message: dict[str, Any]) -> None:
@@ -131,11 +139,11 @@ class NotificationsConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
-    async def disconnect(self, code) -> None:
+    async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """The stream is one way; whatever a client sends is ignored."""
 
     async def markus_event(self, message: dict[str, Any]) -> None:

@@ -32,6 +32,9 @@ class UserNotification(models.Model):
         db_table = "user_notifications"
         indexes = [models.Index(fields=["user", "read", "-created_at"], name="idx_notifications_user")]
 
+    def __str__(self) -> str:
+        return f"{self.title} ({self.id})"
+
 
 class Approval(models.Model):
     """A decision requested from a human. The requesting mailbox item is parked
@@ -58,3 +61,6 @@ class Approval(models.Model):
 
     class Meta:
         db_table = "approvals"
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.id})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
 from markus.core.errors import MarkusError
@@ -10,7 +11,7 @@ from .models import Approval, UserNotification
 from .registry import NotificationType
 
 
-def notifications_for(user, *, type: str | None = None) -> QuerySet[UserNotification]:
+def notifications_for(user: User, *, type: str | None = None) -> QuerySet[UserNotification]:
     rows = UserNotification.objects.filter(user=user)
     if type:
         if type not in NotificationType._value2member_map_:
@@ -20,11 +21,11 @@ def notifications_for(user, *, type: str | None = None) -> QuerySet[UserNotifica
     return rows.order_by("-created_at", "-id")
 
 
-def unread_count(user) -> int:
+def unread_count(user: User) -> int:
     return UserNotification.objects.filter(user=user, read=False).count()
 
 
-def approvals_for(user, *, status: str | None = None) -> QuerySet[Approval]:
+def approvals_for(user: User, *, status: str | None = None) -> QuerySet[Approval]:
     rows = Approval.objects.filter(user=user)
     if status:
         if status not in Approval.State.values:

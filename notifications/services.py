@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from mailbox.models import MailboxItem
+from markus.agents.models import Agent
 from markus.core.errors import ConflictError, MarkusError
 from markus.core.events import send_event_on_commit, user_group
 
@@ -78,7 +81,7 @@ def serialize_approval(a: Approval) -> dict[str, Any]:
 @transaction.atomic
 def notify_user(
     *,
-    user,
+    user: User,
     type: str,
     title: str,
     body: str = "",
@@ -113,7 +116,7 @@ def notify_user(
     return notification
 
 
-def notification_mark_read(*, user, notification_id: str) -> UserNotification:
+def notification_mark_read(*, user: User, notification_id: str) -> UserNotification:
     notification = UserNotification.objects.filter(user=user, id=notification_id).first()
     if notification is None:
         raise Http404("No such notification.")
@@ -123,7 +126,7 @@ def notification_mark_read(*, user, notification_id: str) -> UserNotification:
     return notification
 
 
-def notifications_mark_all_read(*, user) -> int:
+def notifications_mark_all_read(*, user: User) -> int:
     return UserNotification.objects.filter(user=user, read=False).update(read=True)
 
 
@@ -145,13 +148,13 @@ def _check_options(options: Any) -> list[dict[str, Any]]:
 @transaction.atomic
 def approval_create(
     *,
-    user,
+    user: User,
     title: str,
     description: str = "",
     options: list[dict[str, Any]] | None = None,
     allow_freeform: bool = False,
-    agent=None,
-    mailbox_item=None,
+    agent: Agent | None = None,
+    mailbox_item: MailboxItem | None = None,
     notification_type: str = NotificationType.APPROVAL_REQUEST,
     priority: str | None = None,
     action_target: dict[str, Any] | None = None,
@@ -182,7 +185,7 @@ def approval_create(
 
 
 @transaction.atomic
-def approval_respond(*, user, approval_id: str, selected_option: str, comment: str = "") -> Approval:
+def approval_respond(*, user: User, approval_id: str, selected_option: str, comment: str = "") -> Approval:
     """Answer a pending approval of ``user``.
 
     1. Lock the row; a foreign or missing approval is a 404, an answered one a 409.

@@ -26,7 +26,7 @@ def test_import_mailbox_is_ours_not_the_stdlib_one():
 
 def test_registry_has_the_thirteen_types_with_every_descriptor_field():
     assert len(MAILBOX_TYPE_REGISTRY) == 13
-    for kind, d in MAILBOX_TYPE_REGISTRY.items():
+    for d in MAILBOX_TYPE_REGISTRY.values():
         assert d.label and d.icon and d.category in Category
         assert 0 <= d.default_priority <= 4
         assert isinstance(d.creates_activity, bool) and isinstance(d.invokes_llm, bool)
@@ -53,7 +53,8 @@ def _source_files():
 
 def test_no_mailbox_type_literal_outside_the_registry_module():
     literals = [t.value for t in MailboxType]
-    pattern = re.compile(r"""(['"])(%s)\1""" % "|".join(literals))
+    alternatives = "|".join(literals)
+    pattern = re.compile(rf"""(['"])({alternatives})\1""")
     offenders = []
     for rel, path in _source_files():
         if rel.as_posix() == "mailbox/registry.py":

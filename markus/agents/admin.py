@@ -4,7 +4,13 @@ status changes only through the actions, which call the attention services."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -24,8 +30,12 @@ class TeamAdmin(admin.ModelAdmin):
     filter_horizontal = ("members",)
 
 
-def _control(label: str, step):
-    def action(modeladmin, request, queryset):
+# A string: ModelAdmin is not subscriptable at run time.
+AgentAction: TypeAlias = "Callable[[admin.ModelAdmin[Agent], HttpRequest, QuerySet[Agent]], None]"
+
+
+def _control(label: str, step: Callable[[Agent], None]) -> AgentAction:
+    def action(modeladmin: admin.ModelAdmin[Agent], request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         run_each(modeladmin, request, queryset, label, lambda agent: step(agent))
 
     action.__name__ = f"agent_{label.lower().replace(' ', '_')}"
@@ -33,7 +43,7 @@ def _control(label: str, step):
 
 
 @admin.action(description="Wake selected agents now", permissions=["change"])
-def wake_now(modeladmin, request, queryset):
+def wake_now(modeladmin: admin.ModelAdmin[Agent], request: HttpRequest, queryset: QuerySet[Agent]) -> None:
     def step(agent: Agent) -> None:
         if agent.kind != Agent.Kind.INTERNAL or agent.status != Agent.RunStatus.RUNNING:
             raise console.ConsoleError(
@@ -45,7 +55,7 @@ def wake_now(modeladmin, request, queryset):
 
 
 @admin.action(description="Run a heartbeat now", permissions=["change"])
-def heartbeat_now(modeladmin, request, queryset):
+def heartbeat_now(modeladmin: admin.ModelAdmin[Agent], request: HttpRequest, queryset: QuerySet[Agent]) -> None:
     def step(agent: Agent) -> str | None:
         item = console.console_heartbeat(agent=agent, operator=request.user)
         return None if agent.status == Agent.RunStatus.RUNNING else f"{item.id} waits until {agent.id} runs"
@@ -54,8 +64,10 @@ def heartbeat_now(modeladmin, request, queryset):
 
 
 @admin.action(description="Send a message to selected agents", permissions=["change"])
-def send_message(modeladmin, request, queryset):
-    def send(data) -> None:
+def send_message(
+    modeladmin: admin.ModelAdmin[Agent], request: HttpRequest, queryset: QuerySet[Agent]
+) -> TemplateResponse | None:
+    def send(data: dict[str, Any]) -> None:
         def step(agent: Agent) -> None:
             console.console_send_message(agent=agent, text=data["text"], operator=request.user)
 
@@ -110,7 +122,7 @@ class AgentAdmin(admin.ModelAdmin):
         heartbeat_now,
     ]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         return selectors.agents_for_console(super().get_queryset(request))
 
     @admin.display(description="attention")

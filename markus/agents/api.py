@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentbus.selectors import pending_count, pending_counts
-from markus.agents.auth import IsUser, access_agent, visible_agents
-from markus.agents.models import Agent, Team
+from markus.agents.auth import IsUser, access_agent, signed_in_user, visible_agents
+from markus.agents.models import Agent
 from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut
-from markus.agents.services import AgentError, agent_create
+from markus.agents.services import agent_create
+from markus.core.api import validated_body
 from markus.core.schema import errors
+
+if TYPE_CHECKING:
+    from rest_framework.permissions import _SupportsHasPermission  # the stubs' type of a permission
 
 
 def agent_data(agent: Agent) -> dict[str, Any]:
@@ -31,7 +37,7 @@ def agent_data(agent: Agent) -> dict[str, Any]:
 
 
 class AgentListView(APIView):
-    def get_permissions(self):
+    def get_permissions(self) -> Sequence[_SupportsHasPermission]:
         if self.request.method == "POST":
             return [IsUser()]
         return super().get_permissions()
@@ -41,7 +47,7 @@ class AgentListView(APIView):
         responses={200: AgentOut(many=True), **errors(401)},
         parameters=[OpenApiParameter("inbox", str, description="1 adds pendingInboxCount")],
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         agents = list(visible_agents(request).order_by("created_at", "id"))
         rows = [agent_data(a) for a in agents]
         if request.query_params.get("inbox") in ("1", "true"):
@@ -55,35 +61,22 @@ class AgentListView(APIView):
         request=AgentCreateInput,
         responses={201: AgentCreatedOut, **errors(400, 401, 403, 413)},
     )
-    def post(self, request):
-        body = request.data if isinstance(request.data, dict) else None
-        if body is None:
-            return Response({"detail": "body must be a JSON object"}, status=status.HTTP_400_BAD_REQUEST)
-        team = None
-        if body.get("teamId"):
-            team = Team.objects.filter(id=body["teamId"]).first()
-            if team is None or not (
-                request.user.is_staff
-                or team.owner_id == request.user.id
-                or team.members.filter(id=request.user.id).exists()
-            ):
-                raise AgentError("no such team")
-        for key in ("name", "role", "kind", "id"):
-            if body.get(key) is not None and not isinstance(body[key], str):
-                raise AgentError(f"{key} must be a string")
+    def post(self, request: Request) -> Response:
+        user = signed_in_user(request)
+        body = validated_body(request, AgentCreateInput)
         agent, token = agent_create(
             name=body.get("name") or "",
             role=body.get("role") or "",
             kind=body.get("kind") or Agent.Kind.INTERNAL,
             agent_id=body.get("id"),
-            team=team,
-            owner=request.user,
+            team=body.get("teamId"),
+            owner=user,
         )
         return Response({**agent_data(agent), "token": token}, status=status.HTTP_201_CREATED)
 
 
 class AgentDetailView(APIView):
     @extend_schema(operation_id="agents_retrieve", responses={200: AgentOut, **errors(401, 404)})
-    def get(self, request, agent_id: str):
+    def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
         return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})

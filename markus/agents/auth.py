@@ -6,20 +6,41 @@ teams they own or belong to, and everything if staff. Anything else answers 404.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AnonymousUser
+from typing import TYPE_CHECKING, TypeAlias
+
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet
-from django.http import Http404
+from django.http import Http404, HttpRequest
 from rest_framework import authentication, exceptions, permissions
 
 from markus.core.actors import Actor
 
 from .models import Agent, hash_token
 
+if TYPE_CHECKING:
+    # Not at run time: rest_framework.views imports the authentication classes, this
+    # module's among them.
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
+
+
+class Caller:
+    """Who is calling, with the two attributes the access helpers read of a DRF request
+    (``user`` and ``auth``); for plain views that authenticated themselves."""
+
+    def __init__(self, user: User | AnonymousUser, agent: Agent | None) -> None:
+        self.user = user
+        self.auth = agent
+
+
+# What the access helpers accept: a DRF or plain Django request, or a Caller.
+AnyRequest: TypeAlias = HttpRequest | Caller
+
 
 class AgentTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[AnonymousUser, Agent] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
@@ -34,25 +55,33 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid agent token.")
         return (AnonymousUser(), agent)
 
-    def authenticate_header(self, request):
+    def authenticate_header(self, request: Request) -> str:
         return self.keyword
 
 
-def acting_agent(request) -> Agent | None:
+def acting_agent(request: AnyRequest) -> Agent | None:
     auth = getattr(request, "auth", None)
     return auth if isinstance(auth, Agent) else None
 
 
 class IsUserOrAgent(permissions.BasePermission):
-    def has_permission(self, request, view):
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return bool(request.user and request.user.is_authenticated) or acting_agent(request) is not None
 
 
 class IsUser(permissions.BasePermission):
     message = "This action needs a user, not an agent token."
 
-    def has_permission(self, request, view):
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return bool(request.user and request.user.is_authenticated)
+
+
+def signed_in_user(request: Request) -> User:
+    """The request's user, for views behind IsUser (which refused anyone else)."""
+    user = request.user
+    if not isinstance(user, User):
+        raise exceptions.NotAuthenticated()
+    return user
 
 
 def agents_seen_by(user_id: int | None, *, is_staff: bool = False) -> QuerySet[Agent]:
@@ -67,7 +96,7 @@ def agents_seen_by(user_id: int | None, *, is_staff: bool = False) -> QuerySet[A
     ).distinct()
 
 
-def visible_agents(request) -> QuerySet[Agent]:
+def visible_agents(request: AnyRequest) -> QuerySet[Agent]:
     agent = acting_agent(request)
     if agent is not None:
         return Agent.objects.filter(id=agent.id)
@@ -77,7 +106,7 @@ def visible_agents(request) -> QuerySet[Agent]:
     return agents_seen_by(user.pk, is_staff=user.is_staff)
 
 
-def access_agent(request, agent_id: str) -> Agent:
+def access_agent(request: AnyRequest, agent_id: str) -> Agent:
     """Fetch an agent the caller may see; a foreign one answers exactly like a missing one."""
     agent = visible_agents(request).filter(id=agent_id).first()
     if agent is None:
@@ -85,22 +114,13 @@ def access_agent(request, agent_id: str) -> Agent:
     return agent
 
 
-def user_may_see_agent(user, agent: Agent) -> bool:
+def user_may_see_agent(user: User | AnonymousUser | None, agent: Agent) -> bool:
     if not user or not user.is_authenticated:
         return False
     return agents_seen_by(user.pk, is_staff=user.is_staff).filter(id=agent.id).exists()
 
 
-class Caller:
-    """Who is calling, with the two attributes the access helpers read of a DRF request
-    (``user`` and ``auth``); for plain views that authenticated themselves."""
-
-    def __init__(self, user, agent: Agent | None) -> None:
-        self.user = user
-        self.auth = agent
-
-
-def authenticate_plain_request(request) -> tuple[object, Agent | None]:
+def authenticate_plain_request(request: HttpRequest) -> tuple[User | AnonymousUser, Agent | None]:
     """For plain (async) Django views: run the API's configured authenticators — agent
     bearer token, user token, session with CSRF — exactly as a DRF view would.
     Returns (user, acting agent or None); raises DRF's APIException (401/403) otherwise.
@@ -108,14 +128,16 @@ def authenticate_plain_request(request) -> tuple[object, Agent | None]:
     from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
-    drf = Request(request, authenticators=[cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES])
+    # The stubs type the setting as dotted paths; api_settings imports them as classes.
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]
+    drf = Request(request, authenticators=authenticators)
     user, agent = drf.user, acting_agent(drf)
     if agent is None and not (user and user.is_authenticated):
         raise exceptions.NotAuthenticated()
     return user, agent
 
 
-def actor_for_request(request) -> Actor:
+def actor_for_request(request: AnyRequest) -> Actor:
     """Who acts in this request: the authenticated agent, else the user."""
     agent = acting_agent(request)
     return Actor.for_agent(agent) if agent is not None else Actor.for_user(request.user)

@@ -82,6 +82,9 @@ class ChatSession(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.title or 'Session'} ({self.id})"
+
 
 class ChatMessage(models.Model):
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
@@ -93,6 +96,9 @@ class ChatMessage(models.Model):
     class Meta:
         db_table = "chat_messages"
         indexes = [models.Index(fields=["session", "created_at"], name="idx_chat_messages_session")]
+
+    def __str__(self) -> str:
+        return f"{self.role} message {self.pk} in {self.session_id}"
 
 
 class WorkingMemory(models.Model):
@@ -106,3 +112,6 @@ class WorkingMemory(models.Model):
     class Meta:
         db_table = "agent_working_memory"
         constraints = [models.UniqueConstraint(fields=["agent", "key"], name="uniq_working_memory_key")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}: {self.key}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from markus.core.errors import MarkusError
@@ -27,7 +28,7 @@ def agent_create(
     kind: str = Agent.Kind.INTERNAL,
     agent_id: str | None = None,
     team: Team | None = None,
-    owner=None,
+    owner: User | None = None,
 ) -> tuple[Agent, str]:
     """Create an agent with its main chat session. Returns the agent and its raw API
     token, which is stored only as a hash and cannot be shown again."""

@@ -23,7 +23,10 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 from unittest import mock
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -40,6 +43,11 @@ from agentbus.wakeup import InboxWaiter
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+_T = TypeVar("_T")
+
 DEFAULT_N = 200
 WARMUP = 10
 PAUSE = 0.002  # between the waiter going to sleep and the append
@@ -51,6 +59,10 @@ def _stats(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ms), p99
 
 
+def _stamp(into: list[float]) -> None:
+    into.append(time.perf_counter())
+
+
 class _Loop:
     """An event loop in a thread, like the one a daphne worker serves from."""
 
@@ -59,7 +71,7 @@ class _Loop:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
 
-    def submit(self, coro):
+    def submit(self, coro: Coroutine[Any, Any, _T]) -> Future[_T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def stop(self) -> None:
@@ -73,11 +85,11 @@ def measure_wait(n: int, writer: Agent, watcher: Agent) -> list[float]:
     sleeping = threading.Event()
     real_wait = InboxWaiter.wait
 
-    async def wait_and_flag(self, timeout):
+    async def wait_and_flag(self: InboxWaiter, timeout: float) -> bool:
         sleeping.set()
         return await real_wait(self, timeout)
 
-    async def timed_wait(cursor):
+    async def timed_wait(cursor: str) -> tuple[dict[str, Any], float]:
         result = await inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=10)
         return result, time.perf_counter()
 
@@ -96,7 +108,7 @@ def measure_wait(n: int, writer: Agent, watcher: Agent) -> list[float]:
                 time.sleep(PAUSE)
                 stamp: list[float] = []
                 with transaction.atomic():
-                    transaction.on_commit(lambda: stamp.append(time.perf_counter()))
+                    transaction.on_commit(partial(_stamp, stamp))
                     services.stream_append(stream_id=stream.id, sender=writer, payload={"n": i})
                 result, answered = future.result(15)
                 if result["timed_out"]:
@@ -115,10 +127,15 @@ def measure_brpop(n: int, url: str) -> list[float]:
     key = f"markus:bench:brpop:{uuid.uuid4().hex}"
     pusher, popper = redis.Redis.from_url(url), redis.Redis.from_url(url)
     samples: list[float] = []
+
+    def pop_and_stamp(got: list[float]) -> None:
+        popper.brpop([key], timeout=10)
+        _stamp(got)
+
     try:
         for i in range(n + WARMUP):
             got: list[float] = []
-            thread = threading.Thread(target=lambda: (popper.brpop([key], timeout=10), got.append(time.perf_counter())))
+            thread = threading.Thread(target=pop_and_stamp, args=(got,))
             thread.start()
             time.sleep(PAUSE)
             sent = time.perf_counter()
@@ -142,22 +159,21 @@ def _layer_name() -> str:
     return type(layer).__name__
 
 
-def _redis_layers(url: str) -> dict:
+def _redis_layers(url: str) -> dict[str, dict[str, Any]]:
     return {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [url]}}}
 
 
-def run(stdout, options) -> None:
+def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> None:
     n = options.get("n") or DEFAULT_N
     url = getattr(settings, "REDIS_URL", "") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     tag = uuid.uuid4().hex[:8]
     writer = agent_create(name="bench writer", kind=Agent.Kind.EXTERNAL, agent_id=f"bench-bus-{tag}-w")[0]
     watcher = agent_create(name="bench watcher", kind=Agent.Kind.EXTERNAL, agent_id=f"bench-bus-{tag}-r")[0]
     Agent.objects.filter(id__in=[writer.id, watcher.id]).update(status=Agent.RunStatus.STOPPED)
-    write: Callable[[str], None] = stdout.write
+    write: Callable[[str], object] = stdout.write
     try:
-        write(
-            f"agentbus bench: n={n} (after {WARMUP} warm-up rounds), database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}"
-        )
+        engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        write(f"agentbus bench: n={n} (after {WARMUP} warm-up rounds), database {engine}")
         brpop = _stats(measure_brpop(n, url))
         results = [(_layer_name(), _stats(measure_wait(n, writer, watcher)))]
         if isinstance(get_channel_layer(), InMemoryChannelLayer):

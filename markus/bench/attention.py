@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection
@@ -34,6 +35,9 @@ from markus.agents.services import agent_create
 from markus.core.ids import new_id
 
 from .mailbox import bare_dequeue, bare_enqueue, quiet_wakeups
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 DEFAULT_N = 200
 LATENCY_SAMPLES = 40
@@ -57,10 +61,10 @@ def _wait_all_done(agent_id: str, n: int, timeout: float = 600) -> None:
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run(stdout, options) -> None:
+def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> None:
     from markus.celery import app
     from markus.embedded import start_worker_thread
 
@@ -93,7 +97,7 @@ def run(stdout, options) -> None:
             loop.run_attention(agent.id, budget=k)
         statements = len(ctx.captured_queries) / k
         # 4. latency
-        latencies = []
+        latencies: list[float] = []
         for i in range(LATENCY_SAMPLES):
             item = _enqueue(agent.id, n + k + i)
             deadline = time.monotonic() + 30
@@ -102,6 +106,8 @@ def run(stdout, options) -> None:
                 if row.started_at is not None or time.monotonic() > deadline:
                     break
                 time.sleep(0.002)
+            if row.started_at is None:
+                raise RuntimeError("the worker did not start an item within 30 s")
             latencies.append((row.started_at - row.queued_at).total_seconds() * 1000)
             _wait_all_done(agent.id, n + k + i + 1)
         # 5. baseline

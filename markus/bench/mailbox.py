@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 from django.db import connection
@@ -26,6 +27,9 @@ from mailbox.services import item_enqueued, mailbox_claim_next, mailbox_complete
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 from markus.core.ids import mailbox_id, new_id
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 DEFAULT_N = 2000
 WARMUP = 20
@@ -133,7 +137,7 @@ def _measure(
     return n / enq, n / deq
 
 
-def run(stdout, options: dict) -> dict[str, float]:
+def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> dict[str, float]:
     n = options.get("n") or DEFAULT_N
     agent, _ = agent_create(name="bench", kind=Agent.Kind.EXTERNAL, agent_id=new_id("bench"))
     Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.STOPPED)

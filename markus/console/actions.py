@@ -4,20 +4,32 @@ form page (message text, drop reason) that posts back to the same action."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from markus.core.errors import MarkusError
 
+_T = TypeVar("_T")
 
-def run_each(modeladmin, request, objects: Iterable[Any], label: str, step: Callable[[Any], str | None]) -> None:
+
+def run_each(
+    modeladmin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    objects: Iterable[_T],
+    label: str,
+    step: Callable[[_T], str | None],
+) -> None:
     """Call ``step(obj)`` for each object; a MarkusError is reported, not raised.
     ``step`` may return a note to show for that object."""
-    done, notes, failed = 0, [], []
+    done = 0
+    notes: list[str] = []
+    failed: list[str] = []
     for obj in objects:
         try:
             note = step(obj)
@@ -47,9 +59,9 @@ class DropForm(forms.Form):
 
 
 def form_action(
-    modeladmin,
-    request,
-    queryset,
+    modeladmin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    queryset: QuerySet[Any],
     *,
     form_class: type[forms.Form],
     title: str,

@@ -3,11 +3,18 @@ inclusive, whole days in the current time zone)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
+from typing import Any, TypeVar
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
+
+_M = TypeVar("_M", bound=Model)
 
 
 def _day_start(value: date) -> datetime:
@@ -21,20 +28,27 @@ class DateRangeFilter(admin.ListFilter):
     field_name = ""
     template = "admin/console/date_range_filter.html"
 
-    def __init__(self, request, params, model, model_admin):
-        super().__init__(request, params, model, model_admin)
+    def __init__(
+        self,
+        request: HttpRequest,
+        params: dict[str, list[str]],
+        model: type[Model],
+        model_admin: admin.ModelAdmin[Any],
+    ) -> None:
+        # Django >= 5.0 passes each parameter's list of values; the stub still says str.
+        super().__init__(request, params, model, model_admin)  # type: ignore[arg-type]
         self.param_from, self.param_to = f"{self.field_name}_from", f"{self.field_name}_to"
         for name in (self.param_from, self.param_to):
             if name in params:
-                value = params.pop(name)
-                value = value[-1] if isinstance(value, list) else value
+                values = params.pop(name)
+                value = values[-1] if isinstance(values, list) else values
                 if value:
                     self.used_parameters[name] = value
         self.start, self.end = self._parse(self.param_from), self._parse(self.param_to)
 
     def _parse(self, name: str) -> date | None:
         raw = self.used_parameters.get(name)
-        if not raw:
+        if not raw or not isinstance(raw, str):  # __init__ stores only strings
             return None
         try:
             return date.fromisoformat(raw)
@@ -44,20 +58,22 @@ class DateRangeFilter(admin.ListFilter):
     def has_output(self) -> bool:
         return True
 
-    def expected_parameters(self) -> list[str]:
+    def expected_parameters(self) -> list[str | None]:
         return [self.param_from, self.param_to]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[_M]) -> QuerySet[_M]:
         if self.start is not None:
             queryset = queryset.filter(**{f"{self.field_name}__gte": _day_start(self.start)})
         if self.end is not None:
             queryset = queryset.filter(**{f"{self.field_name}__lt": _day_start(self.end + timedelta(days=1))})
         return queryset
 
-    def choices(self, changelist):
+    # The stub types ListFilter.choices as SimpleListFilter's shape
+    # (selected / query_string / display); this filter has its own template.
+    def choices(self, changelist: ChangeList) -> Iterator[dict[str, Any]]:  # type: ignore[override]
         """One 'choice' for the template: the form's values, the other parameters to
         keep as hidden inputs, and the link that clears the range."""
-        mine = set(self.expected_parameters())
+        mine = {self.param_from, self.param_to}
         keep = [
             (k, v)
             for k, values in changelist.params.items()

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Count, OuterRef, QuerySet
-from django.db.models.functions import TruncHour
+from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
 from agentbus.selectors import pending_inbox_expression
@@ -20,7 +20,7 @@ from markus.agents.models import Agent
 from markus.core.db import count_subquery
 
 
-def queue_depth_expression():
+def queue_depth_expression() -> Coalesce:
     """What ``mailbox.selectors.queue_depth`` counts, for every row at once."""
     return count_subquery(MailboxItem.objects.filter(agent_id=OuterRef("pk"), status=Status.QUEUED))
 

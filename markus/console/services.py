@@ -20,7 +20,9 @@ processing item is refused: pause the agent first, which puts it back in the que
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -45,6 +47,8 @@ RUN_METADATA_KEYS = (
     "repairReason",
 )
 HEARTBEAT_SUMMARY = "Heartbeat check-in (requested by an operator)"
+# The operator is the admin's ``request.user`` (staff, so never anonymous in practice).
+Operator: TypeAlias = User | AnonymousUser
 
 
 class ConsoleError(MarkusError):
@@ -57,7 +61,7 @@ class RetryResult:
     mode: str  # "copied" | "merged" | "resurfaced"
 
 
-def console_retry_item(*, item_id: str, operator) -> RetryResult:
+def console_retry_item(*, item_id: str, operator: Operator) -> RetryResult:
     item = MailboxItem.objects.filter(id=item_id).first()
     if item is None:
         raise ConsoleError(f"no mailbox item {item_id}")
@@ -91,7 +95,7 @@ def _resurface(item: MailboxItem) -> MailboxItem:
     return item
 
 
-def console_drop_item(*, item_id: str, reason: str, operator) -> MailboxItem:
+def console_drop_item(*, item_id: str, reason: str, operator: Operator) -> MailboxItem:
     reason = (reason or "").strip()
     if not reason:
         raise ConsoleError("a reason is required")
@@ -114,7 +118,7 @@ def _check_internal(agent: Agent) -> None:
         raise ConsoleError(f"{agent.id} is an external agent; its mailbox is not processed (use the bus)")
 
 
-def console_send_message(*, agent: Agent, text: str, operator) -> MailboxItem:
+def console_send_message(*, agent: Agent, text: str, operator: Operator) -> MailboxItem:
     """A chat from the logged-in operator, as if typed in the agent's main session."""
     text = (text or "").strip()
     if not text:
@@ -128,7 +132,7 @@ def console_send_message(*, agent: Agent, text: str, operator) -> MailboxItem:
     )
 
 
-def console_heartbeat(*, agent: Agent, operator) -> MailboxItem:
+def console_heartbeat(*, agent: Agent, operator: Operator) -> MailboxItem:
     """One heartbeat now, like the beat job's, for one agent."""
     _check_internal(agent)
     return mailbox.mailbox_enqueue(

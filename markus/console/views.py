@@ -4,6 +4,7 @@ inline SVG on the server. Staff only (``admin_view`` in ``urls``)."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
@@ -11,7 +12,7 @@ from . import selectors
 from .charts import bar_chart
 
 
-def dashboard(request):
+def dashboard(request: HttpRequest) -> TemplateResponse:
     now = timezone.now()
     depths = selectors.queue_depths()
     hourly = selectors.handled_per_hour(now)

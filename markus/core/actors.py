@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 ActorKind = Literal["user", "agent", "system"]
+
+
+class NamedAgent(Protocol):
+    """What an actor reads of an agent (the kernel does not import the agents app)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -22,11 +35,11 @@ class Actor:
     is_staff: bool = False
 
     @classmethod
-    def for_user(cls, user) -> Actor:
+    def for_user(cls, user: User | AnonymousUser) -> Actor:
         return cls("user", str(user.pk), user.get_username(), bool(user.is_staff))
 
     @classmethod
-    def for_agent(cls, agent) -> Actor:
+    def for_agent(cls, agent: NamedAgent) -> Actor:
         return cls("agent", agent.id, agent.name)
 
     @classmethod

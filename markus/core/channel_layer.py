@@ -14,26 +14,27 @@ from __future__ import annotations
 import asyncio
 import time
 from copy import deepcopy
+from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
 
 class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._loops: dict[str, asyncio.AbstractEventLoop] = {}
 
-    def _queue(self, channel: str) -> asyncio.Queue:
+    def _queue(self, channel: str) -> asyncio.Queue[tuple[float, dict[str, Any]]]:
         return self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))
 
-    def _put(self, channel: str, message: dict) -> None:
+    def _put(self, channel: str, message: dict[str, Any]) -> None:
         try:
             self._queue(channel).put_nowait((time.time() + self.expiry, message))
         except asyncio.QueueFull:
             pass  # a receiver that stopped reading: drop rather than block the sender
 
-    def _deliver(self, channel: str, message: dict) -> None:
+    def _deliver(self, channel: str, message: dict[str, Any]) -> None:
         message = deepcopy(message)
         loop = self._loops.get(channel)
         try:
@@ -48,13 +49,13 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
                 raise ChannelFull(channel)
             queue.put_nowait((time.time() + self.expiry, message))
 
-    async def send(self, channel, message):
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_channel_name(channel)
         assert "__asgi_channel__" not in message
         self._deliver(channel, message)
 
-    async def receive(self, channel):
+    async def receive(self, channel: str) -> dict[str, Any]:
         self._loops[channel] = asyncio.get_running_loop()
         try:
             return await super().receive(channel)
@@ -62,10 +63,10 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
             if channel not in self.channels:
                 self._loops.pop(channel, None)
 
-    async def group_send(self, group, message):
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
         self.group_send_sync(group, message)
 
-    def group_send_sync(self, group: str, message: dict) -> None:
+    def group_send_sync(self, group: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_group_name(group)
         for channel in list(self.groups.get(group, {})):

@@ -4,6 +4,8 @@ see on its own."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import serializers
 
@@ -12,7 +14,7 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
     target_class = "markus.agents.auth.AgentTokenAuthentication"
     name = "agentBearer"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "description": "An agent's API token (acts only as that agent)"}
 
 
@@ -30,18 +32,18 @@ ERRORS = {
 }
 
 
-def errors(*codes: int) -> dict:
+def errors(*codes: int) -> dict[int, type[ErrorSerializer]]:
     return {code: ERRORS[code] for code in codes}
 
 
-def _json(schema: dict) -> dict:
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
 _ERROR = {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
 
 
-def document_plain_views(result, generator, request, public):
+def document_plain_views(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """Postprocessing hook: add the async views (chat) to the schema."""
     paths = result.setdefault("paths", {})
     paths["/api/agents/{agent_id}/chat"] = {

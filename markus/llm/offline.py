@@ -120,7 +120,9 @@ class OfflineProvider(Provider):
     name = "offline"
     judges = True
 
-    def complete(self, *, system, messages, tools, context: CallContext) -> LLMResponse:
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> LLMResponse:
         offered = {t["function"]["name"] for t in tools}
         results = _called(messages)
         for name, args in _plan(context.scenario, context.item, context.agent_name):
@@ -138,7 +140,7 @@ class OfflineProvider(Provider):
 
     triages = True
 
-    def triage(self, *, candidates, context) -> dict:
+    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
         """By staleness: the item waiting longest goes first; a periodic check-in
         (heartbeat, daily report, dream cycle) that a newer one of its kind supersedes is
         redundant and dropped."""
@@ -156,7 +158,7 @@ class OfflineProvider(Provider):
             reasoning += f"; {len(drop)} periodic item(s) superseded by a newer one dropped"
         return {"processItemId": chosen["id"], "deferItemIds": [], "dropItemIds": drop, "reasoning": reasoning}
 
-    def judge(self, *, current, new, context) -> str:
+    def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         text = f"{new.get('summary', '')} {new.get('content', '')}"
         if CANCEL_WORDS.search(text):
             return "cancel"

@@ -26,13 +26,15 @@ class OpenAIProvider(Provider):
     name = "openai"
     judges = True
 
-    def __init__(self, *, model: str, base_url: str | None, api_key: str, timeout: float = 120.0):
+    def __init__(self, *, model: str, base_url: str | None, api_key: str, timeout: float = 120.0) -> None:
         import openai
 
         self.model = model
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=1)
 
-    def complete(self, *, system, messages, tools, context: CallContext) -> LLMResponse:
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> LLMResponse:
         kwargs: dict[str, Any] = {"model": self.model, "messages": _wire_messages(system, messages)}
         if tools:
             kwargs["tools"] = tools
@@ -55,7 +57,7 @@ class OpenAIProvider(Provider):
             ),
         )
 
-    def judge(self, *, current, new, context) -> str:
+    def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         prompt = (
             "You are deciding whether to interrupt your current work for a new message. "
             "Answer with exactly one word: continue, preempt, cancel, merge or defer.\n\n"
@@ -69,7 +71,7 @@ class OpenAIProvider(Provider):
 
     triages = True
 
-    def triage(self, *, candidates, context) -> dict:
+    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
         prompt = (
             f"You are {context.agent_name}. These mailbox items have the same priority; decide which to "
             "handle now, which to defer and which are stale or redundant and can be dropped. Answer with "

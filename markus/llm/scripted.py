@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,10 @@ class Turn:
     error: Exception | None = None
 
 
+# A dict, or a function of the candidate briefs returning one.
+TriageAnswer = dict[str, Any] | Callable[[list[dict[str, Any]]], dict[str, Any]]
+
+
 class ScriptedProvider(Provider):
     name = "scripted"
 
@@ -35,8 +40,8 @@ class ScriptedProvider(Provider):
         *,
         default: Turn | None = None,
         judge_word: str | None = None,
-        triage_answer=None,
-    ):
+        triage_answer: TriageAnswer | None = None,
+    ) -> None:
         self.turns: list[Turn] = list(turns or [])
         self.default = default
         self.calls: list[dict[str, Any]] = []
@@ -52,7 +57,9 @@ class ScriptedProvider(Provider):
         with self._lock:
             self.turns.extend(turns)
 
-    def complete(self, *, system, messages, tools, context: CallContext) -> LLMResponse:
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> LLMResponse:
         with self._lock:
             turn = self.turns.pop(0) if self.turns else self.default
             self.calls.append(
@@ -79,10 +86,10 @@ class ScriptedProvider(Provider):
         ]
         return LLMResponse(text=turn.text, tool_calls=calls, usage=Usage(prompt_tokens=10, completion_tokens=5))
 
-    def judge(self, *, current, new, context) -> str:
+    def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         return self.judge_word or "continue"
 
-    def triage(self, *, candidates, context) -> dict:
+    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
         self.triage_calls.append(candidates)
         answer = self.triage_answer
         return answer(candidates) if callable(answer) else dict(answer or {})

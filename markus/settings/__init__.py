@@ -125,6 +125,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStateEnum": "markus.work.models.TaskState",
+        "RequirementStateEnum": "markus.work.models.RequirementState",
+        "MailboxItemStatusEnum": "mailbox.registry.STATUS_CHOICES",
+        "AgentRunStatusEnum": "markus.agents.models.Agent.RunStatus",
+        "ApprovalStateEnum": "notifications.models.Approval.State",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "markus.core.schema.document_plain_views",

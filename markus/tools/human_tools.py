@@ -6,6 +6,7 @@ deferred until the person answers, then re-queued with the answer as the tool re
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from attention.toolbox import ToolContext, ToolError, tool
@@ -22,7 +23,7 @@ S = {"type": "string"}
 APPROVAL_SCENARIOS = {"task_execution", "review", "comment_response", "requirement_action", "a2a"}
 
 
-def _target_user(ctx: ToolContext, target_user_id: str | None):
+def _target_user(ctx: ToolContext, target_user_id: str | None) -> User:
     """The named user, else the person this item came from, else the agent's owner, else
     its team's owner. Only users who may see the agent can be addressed."""
     agent = Agent.objects.select_related("team").get(id=ctx.agent_id)
@@ -38,9 +39,9 @@ def _target_user(ctx: ToolContext, target_user_id: str | None):
         sender = User.objects.filter(pk=meta["senderId"]).first()
         if sender is not None and user_may_see_agent(sender, agent):
             return sender
-    if agent.owner_id:
+    if agent.owner is not None:
         return agent.owner
-    if agent.team_id:
+    if agent.team is not None:  # select_related above: no query
         return agent.team.owner
     raise ToolError("nobody to notify: this agent has no owner or team")
 

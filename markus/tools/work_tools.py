@@ -8,7 +8,7 @@ from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.work import services
 from markus.work.errors import WorkNotFound
-from markus.work.models import TaskState
+from markus.work.models import Requirement, Task, TaskState
 from markus.work.selectors import (
     access_requirement,
     access_task,
@@ -44,7 +44,7 @@ def _actor(ctx: ToolContext) -> Actor:
     return Actor.for_agent(Agent.objects.get(id=ctx.agent_id))
 
 
-def _task(ctx: ToolContext, task_id: str):
+def _task(ctx: ToolContext, task_id: str) -> Task:
     try:
         return access_task(_actor(ctx), task_id)
     except WorkNotFound as exc:
@@ -168,7 +168,7 @@ def requirement_list(ctx: ToolContext, args: dict) -> dict:
     return {"requirements": [requirement_data(r) for r in rows.order_by("-updated_at")[:50]]}
 
 
-def _requirement(ctx: ToolContext, rid: str):
+def _requirement(ctx: ToolContext, rid: str) -> Requirement:
     try:
         return access_requirement(_actor(ctx), rid)
     except WorkNotFound as exc:

@@ -18,11 +18,14 @@ class MindConsumer(AgentEventsConsumer):
     stream: MindStream | None = None
 
     async def on_accepted(self) -> None:
+        assert self.agent is not None  # connect accepts only once it found the agent
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
-        self.stream = MindStream(self.agent.id, MindFilters.from_query(query))
-        await self.send(text_data=await database_sync_to_async(self.stream.refresh)())
+        self.stream = stream = MindStream(self.agent.id, MindFilters.from_query(query))
+        await self.send(text_data=await database_sync_to_async(stream.refresh)())
 
     async def markus_event(self, message: dict[str, Any]) -> None:
+        # Events are dispatched only after connect, so on_accepted has set the stream.
+        assert self.stream is not None
         html = await database_sync_to_async(self.stream.apply)(message["event"])
         if html:
             await self.send(text_data=html)

@@ -13,6 +13,7 @@ the page holds (``known``) to tell a new item (inserted at the top) from a chang
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.template.loader import render_to_string
@@ -29,7 +30,7 @@ class MindStream:
         self.filters = filters
         self.limit = limit
         self.known: set[str] = set()
-        self.floor = None  # queued_at of the oldest item on the first page, if more exist
+        self.floor: datetime | None = None  # queued_at of the oldest item on the first page, if more exist
 
     def refresh(self) -> str:
         page = mind.timeline_page(self.agent_id, self.filters, limit=self.limit)

@@ -7,11 +7,13 @@ registry shows up (and is filterable) with no template change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import Prefetch, QuerySet
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 
 from attention.loop import attention_snapshot
@@ -36,7 +38,7 @@ class MindFilters:
     statuses: tuple[str, ...] = ()
 
     @classmethod
-    def from_query(cls, query) -> MindFilters:
+    def from_query(cls, query: QueryDict | Mapping[str, list[str]]) -> MindFilters:
         """``query`` is a QueryDict or a ``parse_qs`` dict (name → list of values)."""
 
         def values(name: str) -> list[str]:

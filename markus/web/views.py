@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -13,7 +14,7 @@ from markus.agents.auth import access_agent
 from . import mind
 
 
-def _offset(request) -> int:
+def _offset(request: HttpRequest) -> int:
     try:
         return max(0, min(int(request.GET.get("offset", 0)), 10**9))
     except ValueError:
@@ -22,7 +23,7 @@ def _offset(request) -> int:
 
 @require_GET
 @login_required
-def mind_view(request, agent_id: str):
+def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
     agent = access_agent(request, agent_id)
     filters = mind.MindFilters.from_query(request.GET)
     return render(
@@ -39,7 +40,7 @@ def mind_view(request, agent_id: str):
 
 @require_GET
 @login_required
-def mind_timeline(request, agent_id: str):
+def mind_timeline(request: HttpRequest, agent_id: str) -> HttpResponse:
     """Without ``offset``: the timeline for new filters (and a new socket for them).
     With it: the next page of older items for "Load earlier"."""
     agent = access_agent(request, agent_id)
@@ -55,7 +56,7 @@ def mind_timeline(request, agent_id: str):
 
 @require_GET
 @login_required
-def mind_activity_logs(request, agent_id: str, activity_id: str):
+def mind_activity_logs(request: HttpRequest, agent_id: str, activity_id: str) -> HttpResponse:
     agent = access_agent(request, agent_id)
     activity, logs = mind.activity_logs(agent, activity_id)
     return render(request, "mind/_logs.html", {"activity": activity, "logs": logs})

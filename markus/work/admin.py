@@ -5,17 +5,31 @@ illegal moves as messages."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.contrib import admin, messages
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 
 from . import services
 from .models import Requirement, RequirementComment, RequirementState, Task, TaskComment, TaskState
+from .requirement_services import RequirementStep
+
+if TYPE_CHECKING:  # ModelAdmin is not subscriptable at run time
+    TaskAction: TypeAlias = Callable[[admin.ModelAdmin[Task], HttpRequest, QuerySet[Task]], None]
+    RequirementAction: TypeAlias = Callable[[admin.ModelAdmin[Requirement], HttpRequest, QuerySet[Requirement]], None]
 
 
-def _run(modeladmin, request, queryset, label: str, step: Callable[[str, Actor], object]) -> None:
+def _run(
+    modeladmin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    queryset: QuerySet[Task] | QuerySet[Requirement],
+    label: str,
+    step: Callable[[str, Actor], object],
+) -> None:
     actor = Actor.for_user(request.user)
     done, failed = 0, []
     for obj in queryset:
@@ -37,12 +51,12 @@ class ReadOnlyCommentInline(admin.TabularInline):
     can_delete = False
     fields = readonly_fields = ("created_at", "author_agent", "author_user", "content", "reply_to", "activity_id")
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
-def task_action(to_status: str, label: str):
-    def action(modeladmin, request, queryset):
+def task_action(to_status: str, label: str) -> TaskAction:
+    def action(modeladmin: admin.ModelAdmin[Task], request: HttpRequest, queryset: QuerySet[Task]) -> None:
         _run(
             modeladmin,
             request,
@@ -56,14 +70,16 @@ def task_action(to_status: str, label: str):
 
 
 @admin.action(description="Retry (fresh execution)")
-def task_retry(modeladmin, request, queryset):
+def task_retry(modeladmin: admin.ModelAdmin[Task], request: HttpRequest, queryset: QuerySet[Task]) -> None:
     _run(
         modeladmin, request, queryset, "Retry", lambda task_id, actor: services.task_retry(task_id=task_id, actor=actor)
     )
 
 
-def requirement_action(step: Callable, label: str, name: str):
-    def action(modeladmin, request, queryset):
+def requirement_action(step: RequirementStep, label: str, name: str) -> RequirementAction:
+    def action(
+        modeladmin: admin.ModelAdmin[Requirement], request: HttpRequest, queryset: QuerySet[Requirement]
+    ) -> None:
         _run(
             modeladmin,
             request,

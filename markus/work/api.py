@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,13 +22,20 @@ from markus.agents.auth import actor_for_request, user_may_see_agent
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.core.api import int_param
+from markus.core.schema import errors
 
 from . import selectors, services
 from .errors import WorkError
 from .models import Task, TaskState
+from .serializers import TaskCommentOut, TaskCommentsOut, TaskDetailOut, TaskListOut
+
+PAGING_PARAMETERS = [
+    OpenApiParameter("limit", int, description="1..500, default 50"),
+    OpenApiParameter("offset", int, description="default 0"),
+]
 
 
-def pending_inbox_for(agent_id: str | None) -> Any:
+def pending_inbox_for(agent_id: str | None) -> int | None:
     """The owner's pending AgentBus inbox (CONTRACT: the task API carries it)."""
     return pending_count(agent_id) if agent_id else None
 
@@ -63,7 +70,8 @@ class CommentInput(serializers.Serializer):
     activityId = serializers.CharField(required=False, allow_null=True, default=None, max_length=64)
 
 
-def valid(serializer_class, request) -> dict[str, Any]:
+def valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The validated body, or a 400 with the serializer's errors."""
     data = serializer_class(data=request.data)
     data.is_valid(raise_exception=True)
     return data.validated_data
@@ -90,8 +98,17 @@ def check_reviewer_user(actor: Actor, user_id: int | None, assignee_id: str | No
 
 
 class TaskListView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request):
+    @extend_schema(
+        operation_id="tasks_list",
+        parameters=[
+            OpenApiParameter("status", str, enum=TaskState.values, description="only tasks in this state"),
+            OpenApiParameter("assigneeId", str, description="only tasks assigned to this agent"),
+            OpenApiParameter("requirementId", str, description="only tasks of this requirement"),
+            *PAGING_PARAMETERS,
+        ],
+        responses={200: TaskListOut, **errors(400, 401)},
+    )
+    def get(self, request: Request) -> Response:
         actor = actor_for_request(request)
         rows = selectors.tasks_visible_to(actor)
         wanted = request.query_params.get("status")
@@ -112,8 +129,10 @@ class TaskListView(APIView):
             }
         )
 
-    @extend_schema(request=TaskCreateInput, responses={201: OpenApiTypes.OBJECT})
-    def post(self, request):
+    @extend_schema(
+        operation_id="tasks_create", request=TaskCreateInput, responses={201: TaskDetailOut, **errors(400, 401, 413)}
+    )
+    def post(self, request: Request) -> Response:
         actor = actor_for_request(request)
         body = valid(TaskCreateInput, request)
         watchers = body["metadata"].get("watchers")
@@ -150,14 +169,14 @@ class TaskListView(APIView):
 
 
 class TaskDetailView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request, task_id: str):
+    @extend_schema(operation_id="tasks_retrieve", responses={200: TaskDetailOut, **errors(401, 404)})
+    def get(self, request: Request, task_id: str) -> Response:
         return Response(task_detail(selectors.access_task(actor_for_request(request), task_id)))
 
 
 class TaskTransitionView(APIView):
-    @extend_schema(request=TransitionInput, responses=OpenApiTypes.OBJECT)
-    def post(self, request, task_id: str):
+    @extend_schema(request=TransitionInput, responses={200: TaskDetailOut, **errors(400, 401, 404, 409, 413)})
+    def post(self, request: Request, task_id: str) -> Response:
         actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(TransitionInput, request)
@@ -166,8 +185,8 @@ class TaskTransitionView(APIView):
 
 
 class TaskRetryView(APIView):
-    @extend_schema(request=NoteInput, responses=OpenApiTypes.OBJECT)
-    def post(self, request, task_id: str):
+    @extend_schema(request=NoteInput, responses={200: TaskDetailOut, **errors(400, 401, 404, 409, 413)})
+    def post(self, request: Request, task_id: str) -> Response:
         actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(NoteInput, request)
@@ -175,13 +194,13 @@ class TaskRetryView(APIView):
 
 
 class TaskCommentsView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request, task_id: str):
+    @extend_schema(responses={200: TaskCommentsOut, **errors(401, 404)})
+    def get(self, request: Request, task_id: str) -> Response:
         task = selectors.access_task(actor_for_request(request), task_id)
         return Response({"comments": selectors.task_comments(task)})
 
-    @extend_schema(request=CommentInput, responses={201: OpenApiTypes.OBJECT})
-    def post(self, request, task_id: str):
+    @extend_schema(request=CommentInput, responses={201: TaskCommentOut, **errors(400, 401, 404, 413)})
+    def post(self, request: Request, task_id: str) -> Response:
         actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(CommentInput, request)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TypeVar
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -32,6 +33,8 @@ from .selectors import (
 )
 
 MAX_COMMENT_LENGTH = 20_000
+
+_Comment = TypeVar("_Comment", TaskComment, RequirementComment)
 
 
 def mentioned_agents(text: str, candidates: Iterable[Agent]) -> list[Agent]:
@@ -59,7 +62,7 @@ def _candidates(actor: Actor, participant_ids: Iterable[str | None], team_id: st
     return Agent.objects.filter(query).distinct()
 
 
-def _reply_to(model, reply_to_comment_id, **parent) -> TaskComment | RequirementComment | None:
+def _reply_to(model: type[_Comment], reply_to_comment_id: object, **parent: Task | Requirement) -> _Comment | None:
     if reply_to_comment_id in (None, ""):
         return None
     reply_to = None
@@ -73,7 +76,7 @@ def _reply_to(model, reply_to_comment_id, **parent) -> TaskComment | Requirement
     return reply_to
 
 
-def _activity_id(actor: Actor, activity_id) -> str | None:
+def _activity_id(actor: Actor, activity_id: object) -> str | None:
     # Only an agent's comment links to the activity that wrote it (section 15).
     if not actor.is_agent:
         return None
@@ -83,12 +86,12 @@ def _activity_id(actor: Actor, activity_id) -> str | None:
 def _deliver(
     kind: str,
     obj: Task | Requirement,
-    comment,
+    comment: TaskComment | RequirementComment,
     actor: Actor,
     *,
     recipients: list[str | None],
     candidates: QuerySet[Agent],
-    reply_to,
+    reply_to: TaskComment | RequirementComment | None,
     streak: int,
 ) -> None:
     mentioned = [a for a in mentioned_agents(comment.content, candidates) if a.id != actor.agent_id]

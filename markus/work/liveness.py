@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 
@@ -110,7 +111,7 @@ def work_liveness_repair() -> RepairReport:
         with transaction.atomic():
             task = Task.objects.select_for_update().filter(id=task_id).first()
             reason = waiting_without_waker(task) if task is not None else ""
-            if reason:
+            if task is not None and reason:
                 _repair(task, reason, report)
     return report
 
@@ -172,7 +173,7 @@ def review_awaits_verdict(task_id: str, review_round: int | None) -> bool:
     return review_round is None or row["execution_round"] == review_round
 
 
-def _owner(task: Task):
+def _owner(task: Task) -> User | None:
     """The person answerable for a task: who created it, else the owner of the agent
     that did (or of its assignee)."""
     if task.created_by_user_id:

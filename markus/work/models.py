@@ -119,6 +119,9 @@ class CommentBase(models.Model):
     class Meta:
         abstract = True
 
+    def __str__(self) -> str:
+        return f"comment {self.id}"
+
 
 class TaskComment(CommentBase):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="comments")

@@ -14,7 +14,15 @@ from mailbox.registry import MailboxType, Priority
 from mailbox.services import mailbox_enqueue
 from markus.core.actors import Actor
 
+from .errors import IllegalTransition
 from .models import Requirement, Task, TaskState
+
+
+def _assignee_id(task: Task) -> str:
+    """The assignee an execution or assignment notice goes to (the callers check there is one)."""
+    if task.assignee_id is None:
+        raise IllegalTransition(f"task {task.id} has no assignee to work on it")
+    return task.assignee_id
 
 
 def _enqueue(
@@ -57,7 +65,7 @@ def send_task_execution(
     if reason:
         metadata["repairReason"] = reason
     return _enqueue(
-        task.assignee_id,
+        _assignee_id(task),
         MailboxType.TASK_STATUS_UPDATE,
         {"summary": f"Execute task: {task.title}", "content": "\n".join(lines), "taskId": task.id, "extra": extra},
         priority=Priority.HIGH,
@@ -91,7 +99,7 @@ def send_task_assigned(task: Task, *, actor: Actor, waiting_for: list[str]) -> M
         content += f" It starts by itself once these tasks are completed: {', '.join(waiting_for)}."
     content += "\nInformational: no action is needed until it starts."
     return _enqueue(
-        task.assignee_id,
+        _assignee_id(task),
         MailboxType.TASK_STATUS_UPDATE,
         {
             "summary": f"Task assigned: {task.title}",

@@ -11,8 +11,9 @@ cancels.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -36,11 +37,17 @@ from .states import (
 R = RequirementState
 
 
+class RequirementStep(Protocol):
+    """A named step: ``requirement_approve``, ``_reject``, ``_complete`` or ``_cancel``."""
+
+    def __call__(self, *, requirement_id: str, actor: Actor, reason: str = "") -> Requirement: ...
+
+
 def _path(requirement: Requirement) -> dict[str, str]:
     return {"path": f"/work?requirement={requirement.id}"}
 
 
-def _owner_user(requirement: Requirement):
+def _owner_user(requirement: Requirement) -> User | None:
     """The human who answers for a requirement: its creator, else the agent's owner,
     else the owner of the agent's team."""
     if requirement.created_by_user_id:

@@ -3,19 +3,22 @@ proposes (pending); a user creates (in progress) and decides (approve / reject).
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markus.agents.auth import actor_for_request
 from markus.core.api import int_param
+from markus.core.schema import errors
 
 from . import selectors, services
-from .api import CommentInput, check_agent_refs, valid
+from .api import PAGING_PARAMETERS, CommentInput, check_agent_refs, valid
 from .errors import WorkError
 from .models import RequirementState
+from .requirement_services import RequirementStep
+from .serializers import RequirementCommentOut, RequirementCommentsOut, RequirementListOut, RequirementOut
 
 
 class RequirementCreateInput(serializers.Serializer):
@@ -37,8 +40,17 @@ class ResubmitInput(serializers.Serializer):
 
 
 class RequirementListView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request):
+    @extend_schema(
+        operation_id="requirements_list",
+        parameters=[
+            OpenApiParameter(
+                "status", str, enum=RequirementState.values, description="only requirements in this state"
+            ),
+            *PAGING_PARAMETERS,
+        ],
+        responses={200: RequirementListOut, **errors(400, 401)},
+    )
+    def get(self, request: Request) -> Response:
         rows = selectors.requirements_visible_to(actor_for_request(request))
         wanted = request.query_params.get("status")
         if wanted:
@@ -55,8 +67,12 @@ class RequirementListView(APIView):
             }
         )
 
-    @extend_schema(request=RequirementCreateInput, responses={201: OpenApiTypes.OBJECT})
-    def post(self, request):
+    @extend_schema(
+        operation_id="requirements_create",
+        request=RequirementCreateInput,
+        responses={201: RequirementOut, **errors(400, 401, 413)},
+    )
+    def post(self, request: Request) -> Response:
         actor = actor_for_request(request)
         body = valid(RequirementCreateInput, request)
         if actor.is_agent and body["agentId"] not in (None, actor.id):
@@ -73,8 +89,8 @@ class RequirementListView(APIView):
 
 
 class RequirementDetailView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request, requirement_id: str):
+    @extend_schema(operation_id="requirements_retrieve", responses={200: RequirementOut, **errors(401, 404)})
+    def get(self, request: Request, requirement_id: str) -> Response:
         requirement = selectors.access_requirement(actor_for_request(request), requirement_id)
         return Response(selectors.requirement_data(requirement))
 
@@ -82,15 +98,19 @@ class RequirementDetailView(APIView):
 class RequirementStepView(APIView):
     """POST .../approve | reject | complete | cancel (with an optional reason)."""
 
-    steps = {
+    steps: dict[str, RequirementStep] = {
         "approve": services.requirement_approve,
         "reject": services.requirement_reject,
         "complete": services.requirement_complete,
         "cancel": services.requirement_cancel,
     }
 
-    @extend_schema(request=ReasonInput, responses=OpenApiTypes.OBJECT)
-    def post(self, request, requirement_id: str, step: str):
+    @extend_schema(
+        operation_id="requirements_step",
+        request=ReasonInput,
+        responses={200: RequirementOut, **errors(400, 401, 403, 404, 409, 413)},
+    )
+    def post(self, request: Request, requirement_id: str, step: str) -> Response:
         actor = actor_for_request(request)
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(ReasonInput, request)
@@ -99,8 +119,8 @@ class RequirementStepView(APIView):
 
 
 class RequirementResubmitView(APIView):
-    @extend_schema(request=ResubmitInput, responses=OpenApiTypes.OBJECT)
-    def post(self, request, requirement_id: str):
+    @extend_schema(request=ResubmitInput, responses={200: RequirementOut, **errors(400, 401, 403, 404, 409, 413)})
+    def post(self, request: Request, requirement_id: str) -> Response:
         actor = actor_for_request(request)
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(ResubmitInput, request)
@@ -114,13 +134,13 @@ class RequirementResubmitView(APIView):
 
 
 class RequirementCommentsView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request, requirement_id: str):
+    @extend_schema(responses={200: RequirementCommentsOut, **errors(401, 404)})
+    def get(self, request: Request, requirement_id: str) -> Response:
         requirement = selectors.access_requirement(actor_for_request(request), requirement_id)
         return Response({"comments": selectors.requirement_comments(requirement)})
 
-    @extend_schema(request=CommentInput, responses={201: OpenApiTypes.OBJECT})
-    def post(self, request, requirement_id: str):
+    @extend_schema(request=CommentInput, responses={201: RequirementCommentOut, **errors(400, 401, 404, 413)})
+    def post(self, request: Request, requirement_id: str) -> Response:
         actor = actor_for_request(request)
         requirement = selectors.access_requirement(actor, requirement_id)
         body = valid(CommentInput, request)

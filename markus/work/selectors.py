@@ -12,7 +12,7 @@ from markus.agents.auth import agents_seen_by
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 
-from .models import Requirement, RequirementComment, Task, TaskComment
+from .models import CommentBase, Requirement, RequirementComment, Task, TaskComment
 from .states import dependency_satisfied
 
 REPLY_SNIPPET = 200
@@ -105,7 +105,7 @@ def requirement_agent_id(requirement: Requirement) -> str | None:
     return agent_id if isinstance(agent_id, str) and agent_id else None
 
 
-def agent_streak(comments: QuerySet) -> int:
+def agent_streak(comments: QuerySet[TaskComment] | QuerySet[RequirementComment]) -> int:
     """Consecutive agent-written comments at the end of a thread (section 3.5)."""
     streak = 0
     for author_agent_id in comments.order_by("-created_at", "-id").values_list("author_agent_id", flat=True):
@@ -159,7 +159,7 @@ def requirement_data(requirement: Requirement) -> dict[str, Any]:
     }
 
 
-def author_of(comment: TaskComment | RequirementComment) -> tuple[str, str | None, str]:
+def author_of(comment: CommentBase) -> tuple[str, str | None, str]:
     """(kind, id, display name) of a comment's author."""
     if comment.author_agent_id:
         agent = comment.author_agent
@@ -173,7 +173,7 @@ def author_of(comment: TaskComment | RequirementComment) -> tuple[str, str | Non
 def comment_data(comment: TaskComment | RequirementComment) -> dict[str, Any]:
     kind, author_id, name = author_of(comment)
     parent = comment.reply_to
-    data = {
+    data: dict[str, Any] = {
         "id": comment.id,
         "authorKind": kind,
         "authorId": author_id,

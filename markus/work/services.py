@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -150,7 +151,7 @@ def task_create(
         team_id=(assignee.team_id if assignee else None) or (creator_agent.team_id if creator_agent else None),
         metadata=metadata,
     )
-    task.depends_on.set(dependency_ids)
+    task.depends_on.set(dependency_ids)  # type: ignore[arg-type]  # django-stubs: pks are ints; Task ids are str
     # Filing a task is the first event of its lifecycle (from nothing to pending).
     task_status_changed.send(sender=Task, task=task, from_status=None, to_status=task.status, actor=actor)
     waiting = unmet_dependencies(task)
@@ -158,7 +159,7 @@ def task_create(
         _apply(task, TaskState.IN_PROGRESS, actor)
     elif assignee is not None and assignee.id != actor.agent_id:
         notices.send_task_assigned(task, actor=actor, waiting_for=waiting)
-    if creator_agent is not None and creator_agent.owner_id:
+    if creator_agent is not None and creator_agent.owner is not None:
         notify_user(
             user=creator_agent.owner,
             type=NotificationType.TASK_CREATED,
@@ -323,12 +324,15 @@ def _drop_open_items(task: Task, agent_id: str | None, *, reason: str, execution
         mailbox_drop(item.id, reason=reason, from_statuses=[Status.QUEUED, Status.DEFERRED])
 
 
-def request_review(task: Task, actor: Actor, *, user=None, reason: str = "") -> MailboxItem | None:
+def request_review(task: Task, actor: Actor, *, user: User | None = None, reason: str = "") -> MailboxItem | None:
     """→ review: the reviewer agent gets a review_request; a human reviewer (or
     ``user``, a person the review is escalated to) an approval and a task_review
     notification. The submitting assignee gets nothing. ``reason``: why it is asked
     again (a liveness repair, an escalation). Returns the review request, if any."""
-    kind, reviewer_id = task_reviewer(task) if user is None else ("user", user.pk)  # type: ignore[misc]
+    reviewer = task_reviewer(task) if user is None else ("user", user.pk)
+    if reviewer is None:
+        raise IllegalTransition(f"task {task.id} has no reviewer")
+    kind, reviewer_id = reviewer
     if kind == "agent":
         return notices.send_review_request(str(reviewer_id), task, actor=actor, reason=reason)
     user = user or get_user_model().objects.get(pk=reviewer_id)
@@ -366,15 +370,21 @@ def _notify_assignee(task: Task, actor: Actor, from_status: str, note: str) -> N
 
 def _notify_people(task: Task, actor: Actor, from_status: str, note: str) -> None:
     """task_completed / task_failed for the human who created the task."""
-    kinds = {TaskState.COMPLETED: NotificationType.TASK_COMPLETED, TaskState.FAILED: NotificationType.TASK_FAILED}
+    kinds: dict[str, NotificationType] = {
+        TaskState.COMPLETED: NotificationType.TASK_COMPLETED,
+        TaskState.FAILED: NotificationType.TASK_FAILED,
+    }
     kind = kinds.get(task.status)
     if kind is None or task.created_by_user_id is None or (actor.is_user and str(task.created_by_user_id) == actor.id):
+        return
+    creator = task.created_by_user
+    if creator is None:
         return
     body = f"{task.title} ({task.id}) moved from {from_status} to {task.status}."
     if note:
         body += f"\n{note}"
     notify_user(
-        user=task.created_by_user,
+        user=creator,
         type=kind,
         title=f"Task {task.status}: {task.title}",
         body=body,

@@ -10,6 +10,8 @@ dependency keeps its dependents waiting until a human decides.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from .models import RequirementState as R
 from .models import TaskState as T
 
@@ -50,5 +52,5 @@ def requirement_transition_allowed(from_status: str, to_status: str) -> bool:
     return to_status in REQUIREMENT_TRANSITIONS.get(from_status, frozenset())
 
 
-def dependency_satisfied(status: str, completed_at) -> bool:
+def dependency_satisfied(status: str, completed_at: datetime | None) -> bool:
     return status == T.COMPLETED or (status == T.ARCHIVED and completed_at is not None)

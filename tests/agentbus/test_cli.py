@@ -22,9 +22,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
 
 
 @pytest.fixture(autouse=True)
-def long_poll(settings):
+def long_poll(settings, monkeypatch):
     """A fallback poll far longer than any test waits: a quick answer is a wake-up."""
-    settings.MARKUS = {**settings.MARKUS, "AGENTBUS_POLL_SECONDS": 30.0}
+    monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 30.0)
 
 
 def texts(result) -> list[str]:

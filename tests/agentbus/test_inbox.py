@@ -103,7 +103,7 @@ def test_membership_exclusions_hold_for_random_conversations(alice, team, seed):
     ]
     expected: dict[str, list[str]] = {a.id: [] for a in agents}
     streams = []
-    for n in range(10):
+    for _ in range(10):
         sender = rng.choice(agents)
         others = [a for a in agents if a.id != sender.id]
         if rng.random() < 0.5:

@@ -57,7 +57,7 @@ def test_filing_and_transitions_reach_the_owner_and_the_watchers_with_the_real_a
 
 @pytest.mark.django_db(transaction=True)
 def test_the_audience_travels_with_the_row_even_if_the_owner_is_gone_when_it_is_relayed(people, alice, monkeypatch):
-    owner, watcher, _ = people
+    owner, _, _ = people
     human = Actor.for_user(alice)
     monkeypatch.setattr(outbox, "_publish", lambda row: (_ for _ in ()).throw(ConnectionError("bus down")))
     task = task_create(actor=human, title="Risky", assignee_id=owner.id, start=False)

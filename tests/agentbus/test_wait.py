@@ -44,8 +44,8 @@ def append_later(sender, recipient, text: str, delay: float = 0.3) -> tuple[thre
 
 
 @pytest.fixture
-def long_poll(settings):
-    settings.MARKUS = {**settings.MARKUS, "AGENTBUS_POLL_SECONDS": 30.0}
+def long_poll(settings, monkeypatch):
+    monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 30.0)
 
 
 def timed_wait(**kwargs) -> tuple[dict, float]:
@@ -132,7 +132,7 @@ def test_own_appends_do_not_wake_the_waiter(long_poll, eve, max_):
 
 
 def test_a_lost_wake_up_is_repaired_by_the_short_poll(settings, eve, max_, monkeypatch):
-    settings.MARKUS = {**settings.MARKUS, "AGENTBUS_POLL_SECONDS": 0.3}
+    monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 0.3)
     monkeypatch.setattr(services, "wake_inboxes_on_commit", lambda ids: None)
     thread, errors = append_later(max_, eve, "silent")
     result, elapsed = timed_wait(agent_id="eve", timeout=10)

@@ -15,33 +15,32 @@ from markus.llm.base import set_provider_override
 
 
 @pytest.fixture
-def wake_on_enqueue():
-    old = settings.MARKUS["WAKE_ON_ENQUEUE"]
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = True
-    yield
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = old
+def wake_on_enqueue(monkeypatch):
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", True)
 
 
 @pytest.fixture
-def celery_worker(transactional_db, wake_on_enqueue):
+def celery_worker(transactional_db, wake_on_enqueue, monkeypatch):
     celery_app.conf.task_always_eager = False
     with start_worker(
         celery_app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=15, loglevel="WARNING"
     ) as worker:
         yield worker
-        _quiesce()
+        _quiesce(monkeypatch)
 
 
-def _quiesce(timeout: float = 30.0) -> None:
+def _quiesce(monkeypatch: pytest.MonkeyPatch, timeout: float = 30.0) -> None:
     """Let the loop go quiet before the worker stops and the test database is flushed
     (on PostgreSQL a flush that races a running loop deadlocks): no more wake-ups, every
-    agent paused (the loop stops at its next check), then wait for the leases to go."""
+    agent paused (the loop stops at its next check), then wait for the leases to go.
+    The switch goes through the test's ``monkeypatch``, which restores it after the
+    worker has stopped."""
     from django.utils import timezone
 
     from attention.models import AgentAttention
     from markus.agents.models import Agent
 
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = False
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", False)
     Agent.objects.update(status=Agent.RunStatus.PAUSED)
     deadline = time.monotonic() + timeout
     while (

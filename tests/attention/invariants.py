@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 from attention.models import AgentActivity, AgentDecision
 from mailbox.models import MailboxItem
@@ -16,7 +17,7 @@ def assert_single_focus(agent_id: str) -> dict:
     4. every completed item was picked (and processed) exactly once per attempt."""
     acts = list(AgentActivity.objects.filter(agent_id=agent_id).order_by("started_at", "id"))
     finished = [a for a in acts if a.ended_at is not None]
-    for a, b in zip(finished, finished[1:]):
+    for a, b in pairwise(finished):
         assert a.ended_at <= b.started_at, f"overlap: {a.id} ({a.started_at}–{a.ended_at}) and {b.id} ({b.started_at})"
     epochs = sorted(
         {a.lease_epoch for a in acts}

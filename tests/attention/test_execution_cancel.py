@@ -38,15 +38,17 @@ def test_blocking_a_task_stops_its_execution_at_the_next_yield_point(celery_work
     assert AgentActivity.objects.get(mailbox_item=item).success is False
 
 
-def test_an_execution_whose_task_was_cancelled_while_queued_is_skipped(celery_worker, scripted, agent, alice):
+def test_an_execution_whose_task_was_cancelled_while_queued_is_skipped(
+    celery_worker, scripted, agent, alice, monkeypatch
+):
     from django.conf import settings
 
     provider = scripted(default=Turn(text="nope <<HANDLE_COMPLETE>>"))
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = False
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", False)
     task = task_create(actor=Actor.for_user(alice), title="Never mind", assignee_id=agent.id)
     item = execution_of(task)
     Task.objects.filter(id=task.id).update(status=TaskState.CANCELLED)  # behind the services' back
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = True
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", True)
     from attention.services import wake
 
     wake(agent.id)

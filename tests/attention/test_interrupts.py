@@ -30,11 +30,8 @@ def status(item_id):
 
 
 @pytest.fixture
-def no_judge():
-    old = settings.MARKUS.get("INTERRUPT_JUDGE", True)
-    settings.MARKUS["INTERRUPT_JUDGE"] = False
-    yield
-    settings.MARKUS["INTERRUPT_JUDGE"] = old
+def no_judge(monkeypatch):
+    monkeypatch.setitem(settings.MARKUS, "INTERRUPT_JUDGE", False)
 
 
 @pytest.mark.pg

@@ -29,11 +29,8 @@ def status(item_id):
 
 
 @pytest.fixture
-def long_resume():
-    old = settings.MARKUS["PREEMPT_RESUME_DELAY_S"]
-    settings.MARKUS["PREEMPT_RESUME_DELAY_S"] = 60
-    yield
-    settings.MARKUS["PREEMPT_RESUME_DELAY_S"] = old
+def long_resume(monkeypatch):
+    monkeypatch.setitem(settings.MARKUS, "PREEMPT_RESUME_DELAY_S", 60)
 
 
 @pytest.mark.django_db(transaction=True)

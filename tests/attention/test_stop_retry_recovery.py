@@ -73,10 +73,10 @@ def test_a_retry_that_brings_the_marker_completes_normally(celery_worker, script
 
 
 @pytest.mark.pg
-def test_a_worker_that_died_holding_the_lease_is_recovered_by_the_sweep(celery_worker, agent):
+def test_a_worker_that_died_holding_the_lease_is_recovered_by_the_sweep(celery_worker, agent, monkeypatch):
     from django.conf import settings
 
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = False
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", False)
     chat = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.HUMAN_CHAT,
@@ -88,7 +88,7 @@ def test_a_worker_that_died_holding_the_lease_is_recovered_by_the_sweep(celery_w
     dead = lease_take(agent.id, seconds=0.3)
     assert mailbox_claim_next(agent_id=agent.id, epoch=dead.epoch, fence=dead.fence()).id == chat.id
     MailboxItem.objects.filter(id=other.id).update(status="processing", lease_epoch=dead.epoch)
-    settings.MARKUS["WAKE_ON_ENQUEUE"] = True
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", True)
     wait_for(lambda: services.sweep() >= 1, timeout=5, message="sweep finds the expired lease")
     wait_for(lambda: status(chat.id) == "completed", message="human chat re-queued and answered")
     dropped = MailboxItem.objects.get(id=other.id)

@@ -83,7 +83,7 @@ def test_tier_one_lets_the_brain_choose_defer_and_drop_among_equals(agent, provi
 def test_triage_never_drops_or_defers_a_humans_item_and_ignores_unknown_ids(agent, provider):
     human = enqueue(agent, T.TASK_COMMENT, "human says", 2, minutes_ago=2, senderRole="agent")
     MailboxItem.objects.filter(id=human.id).update(metadata={"senderRole": "user"})
-    other = enqueue(agent, T.SYSTEM_EVENT, "other", 2, minutes_ago=3)
+    enqueue(agent, T.SYSTEM_EVENT, "other", 2, minutes_ago=3)
     brain = ScriptedProvider(
         default=Turn(text=f"ok {MARK}"),
         triage_answer=lambda cands: {
@@ -116,7 +116,7 @@ def test_the_offline_brain_takes_the_stalest_and_drops_superseded_check_ins(agen
     provider(OfflineProvider())
     old_report = enqueue(agent, T.DAILY_REPORT, "old report", 3, minutes_ago=30)
     new_report = enqueue(agent, T.DAILY_REPORT, "new report", 3, minutes_ago=1)
-    dream = enqueue(agent, T.MEMORY_CONSOLIDATION, "dream", 3, minutes_ago=10)
+    enqueue(agent, T.MEMORY_CONSOLIDATION, "dream", 3, minutes_ago=10)
     loop.run_attention(agent.id, budget=1)
     assert MailboxItem.objects.get(id=old_report.id).status == "dropped"
     assert "superseded" in MailboxItem.objects.get(id=old_report.id).drop_reason

@@ -16,15 +16,15 @@ from .stub_openai import StubOpenAI
 
 
 @pytest.fixture
-def openai_settings(settings):
+def openai_settings(settings, monkeypatch):
     def use(url):
-        settings.MARKUS = {
-            **settings.MARKUS,
+        for key, value in {
             "LLM_PROVIDER": "openai",
             "LLM_BASE_URL": url,
             "LLM_API_KEY": "sk-test",
             "LLM_MODEL": "stub-model",
-        }
+        }.items():
+            monkeypatch.setitem(settings.MARKUS, key, value)
 
     return use
 

@@ -16,13 +16,14 @@ from rest_framework.authtoken.models import Token
 from mailbox.services import serialize_item
 from markus.agents.services import agent_create
 from notifications.registry import NotificationType
-
-pytestmark = pytest.mark.pg  # also on PostgreSQL with the Redis channel layer
 from notifications.services import notify_user
 
 from .conftest import ORIGIN, enqueue_chat, session_cookie, ws_connect
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.pg,  # also on PostgreSQL with the Redis channel layer
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def run(coro_fn):

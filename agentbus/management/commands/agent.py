@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
 
 from agentbus import cli
 
@@ -11,7 +13,7 @@ from agentbus import cli
 class Command(BaseCommand):
     help = "Show or list agents, with what waits in their AgentBus inbox."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
         p = sub.add_parser("show", help="one agent, with pending_inbox")
         p.add_argument("agent_id")
@@ -20,7 +22,7 @@ class Command(BaseCommand):
         p.add_argument("--inbox", action="store_true")
         cli.add_hub_arguments(p)
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         bus = cli.backend(options)
         if options["subcommand"] == "show":
             data = cli.run(bus.agent_show, options["agent_id"])

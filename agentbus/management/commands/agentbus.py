@@ -8,7 +8,9 @@ works on the local database and, with ``--hub URL`` (or MARKUS_HUB_URL) and
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentbus import cli
 from agentbus.selectors import DEFAULT_LIMIT, MAX_LIMIT
@@ -32,10 +34,10 @@ def _seconds(raw: str) -> float:
 class Command(BaseCommand):
     help = "The AgentBus from the command line: inbox (wait, pending, drain) and streams."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
 
-        def add(name: str, help_text: str):
+        def add(name: str, help_text: str) -> CommandParser:
             p = sub.add_parser(name, help=help_text)
             cli.add_hub_arguments(p)
             return p
@@ -72,7 +74,7 @@ class Command(BaseCommand):
         p.add_argument("--topic", default=None)
         p.add_argument("--timeout-seconds", type=_seconds, default=30.0)
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         bus = cli.backend(options)
         name = options["subcommand"]
         if name == "wait":

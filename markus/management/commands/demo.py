@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
@@ -14,7 +16,7 @@ DEMO_AGENTS = [("ada", "Ada", "software engineer"), ("grace", "Grace", "reviewer
 class Command(BaseCommand):
     help = "Create the demo: user admin/admin, team Demo, agents ada, grace and linus."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
         admin, created = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
         if created:

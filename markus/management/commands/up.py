@@ -4,19 +4,21 @@ Celery worker and beat run inside this process; with it, they run as
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 
 class Command(BaseCommand):
     help = "Migrate and serve Markus (embedded worker and beat unless REDIS_URL is set)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
 
-    def handle(self, *args, host: str, port: int, **options):
+    def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         from attention.services import sweep, sync_beat_schedule
 
         call_command("migrate", interactive=False, verbosity=0)

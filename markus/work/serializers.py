@@ -1,0 +1,94 @@
+"""Response shapes of the task and requirement endpoints, for the OpenAPI schema. They
+describe what ``selectors.task_data`` / ``requirement_data`` / ``comment_data`` and
+``api.task_detail`` already answer; the views do not serialise through them."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .models import RequirementState, TaskState
+
+
+class TaskOut(serializers.Serializer):
+    id = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    deliverables = serializers.CharField(
+        allow_blank=True, help_text="the assignee's note when it last submitted the task for review"
+    )
+    status = serializers.ChoiceField(choices=TaskState.choices)
+    assigneeId = serializers.CharField(allow_null=True)
+    reviewerId = serializers.CharField(allow_null=True, help_text="the reviewing agent")
+    reviewerUserId = serializers.IntegerField(allow_null=True, help_text="the reviewing human")
+    createdByAgentId = serializers.CharField(allow_null=True)
+    createdByUserId = serializers.IntegerField(allow_null=True)
+    requirementId = serializers.CharField(allow_null=True)
+    teamId = serializers.CharField(allow_null=True)
+    dependsOn = serializers.ListField(child=serializers.CharField(), help_text="task ids, sorted")
+    metadata = serializers.DictField()
+    executionRound = serializers.IntegerField()
+    cancelRequestedAt = serializers.DateTimeField(allow_null=True)
+    completedAt = serializers.DateTimeField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+
+
+class TaskDetailOut(TaskOut):
+    pendingInbox = serializers.IntegerField(
+        allow_null=True, help_text="messages waiting in the assignee's AgentBus inbox (null without an assignee)"
+    )
+
+
+class TaskListOut(serializers.Serializer):
+    tasks = TaskOut(many=True)
+    totalCount = serializers.IntegerField()
+
+
+class RequirementOut(serializers.Serializer):
+    id = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=RequirementState.choices)
+    createdByAgentId = serializers.CharField(allow_null=True)
+    createdByUserId = serializers.IntegerField(allow_null=True)
+    agentId = serializers.CharField(allow_null=True, help_text="the agent in charge")
+    teamId = serializers.CharField(allow_null=True)
+    taskIds = serializers.ListField(child=serializers.CharField(), help_text="task ids, sorted")
+    metadata = serializers.DictField()
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+
+
+class RequirementListOut(serializers.Serializer):
+    requirements = RequirementOut(many=True)
+    totalCount = serializers.IntegerField()
+
+
+class _CommentFields(serializers.Serializer):
+    id = serializers.CharField()
+    authorKind = serializers.ChoiceField(choices=["user", "agent", "system"])
+    authorId = serializers.CharField(allow_null=True)
+    authorName = serializers.CharField()
+    content = serializers.CharField()
+    replyToCommentId = serializers.CharField(allow_null=True)
+    replyToAuthor = serializers.CharField(allow_null=True)
+    replyToContent = serializers.CharField(allow_null=True, help_text="the start of the parent comment")
+    activityId = serializers.CharField(allow_null=True)
+    activityLogUrl = serializers.CharField(allow_null=True, help_text="the execution log behind an agent's comment")
+    createdAt = serializers.DateTimeField()
+
+
+class TaskCommentOut(_CommentFields):
+    taskId = serializers.CharField()
+
+
+class RequirementCommentOut(_CommentFields):
+    requirementId = serializers.CharField()
+
+
+class TaskCommentsOut(serializers.Serializer):
+    comments = TaskCommentOut(many=True)
+
+
+class RequirementCommentsOut(serializers.Serializer):
+    comments = RequirementCommentOut(many=True)
