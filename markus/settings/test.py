@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from . import *  # noqa: F403
-from . import DATA_DIR, DATABASES, MARKUS
+from . import CHANNEL_LAYERS, DATA_DIR, DATABASES, MARKUS, REDIS_URL
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -19,3 +19,9 @@ else:
     DATABASES["default"]["TEST"] = {"NAME": _name}
 MARKUS.update({"COALESCE_WINDOW_MS": 20, "PREEMPT_RESUME_DELAY_S": 0.2})
 MARKUS.update({"WAKE_ON_ENQUEUE": False})
+if REDIS_URL:
+    # Test runs on one machine share its Redis: each run (and the servers and workers it
+    # starts, which inherit the variable) gets its own channel-layer and queue namespace.
+    _namespace = os.environ.setdefault("MARKUS_REDIS_NAMESPACE", f"test{os.getpid()}")
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = _namespace
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{_namespace}:"}

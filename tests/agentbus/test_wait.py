@@ -167,8 +167,13 @@ def redis_layer(settings, long_poll):
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except Exception as exc:
         pytest.fail(f"Redis is not reachable at {url} ({exc}); start it, or deselect with -m 'not redis'")
+    # The same namespace as the hub processes this test starts (they inherit it).
+    prefix = os.environ.get("MARKUS_REDIS_NAMESPACE") or "asgi"
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [url]}}
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": prefix},
+        }
     }
     yield url
 

@@ -471,7 +471,7 @@ def counting(real, key: str):
 
 @pytest.mark.timeout(900)  # a failure is shrunk (hypothesis gives that up to 5 minutes) before it is reported
 def test_every_waiting_task_keeps_a_waker_through_random_runs_crashes_and_restarts(
-    transactional_db, monkeypatch, django_user_model
+    transactional_db, monkeypatch, django_user_model, capsys
 ):
     alice = django_user_model.objects.create_user("alice", password="pw-alice")
     bob = django_user_model.objects.create_user("bob", password="pw-bob")
@@ -527,11 +527,12 @@ def test_every_waiting_task_keeps_a_waker_through_random_runs_crashes_and_restar
         set_provider_override(None)
         WORLD.clear()
     elapsed = time.monotonic() - started
-    print(
-        f"\nliveness state machine: {STATS['steps']} steps, {STATS['crashes']} crashes, "
-        f"{STATS['repairs']} repairs, {STATS['examples']} examples, {elapsed:.1f} s "
-        f"({settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]})"
-    )
-    for key in sorted(k for k in STATS if k not in ("steps", "crashes", "repairs", "examples")):
-        print(f"  {key}: {STATS[key]}")
+    with capsys.disabled():  # the figures belong in the run's output, also in CI
+        print(
+            f"\nliveness state machine: {STATS['steps']} steps, {STATS['crashes']} crashes, "
+            f"{STATS['repairs']} repairs, {STATS['examples']} examples, {elapsed:.1f} s "
+            f"({settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]})"
+        )
+        for key in sorted(k for k in STATS if k not in ("steps", "crashes", "repairs", "examples")):
+            print(f"  {key}: {STATS[key]}")
     assert STATS["steps"] > 50 and STATS["crashes"] > 0 and STATS["items processed"] > 0
