@@ -32,11 +32,11 @@ check: install
 	$(VENV)/bin/mypy
 
 test-sqlite:
-	$(PY) -m pytest -q -m "not redis"
+	$(PY) -m pytest -q -m "not redis and not postgres"
 
 test-pg:
 	@if [ -n "$$MARKUS_TEST_PG_URL" ]; then \
-		DATABASE_URL="$$MARKUS_TEST_PG_URL" REDIS_URL="$$MARKUS_TEST_REDIS_URL" $(PY) -m pytest -q -m "pg or redis"; \
+		DATABASE_URL="$$MARKUS_TEST_PG_URL" REDIS_URL="$$MARKUS_TEST_REDIS_URL" $(PY) -m pytest -q -m "pg or redis or postgres"; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI=true but MARKUS_TEST_PG_URL is not set: the PostgreSQL pass cannot run" >&2; exit 1; \
 	else \

@@ -124,7 +124,7 @@ class InboxDrainView(APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         agent = _access_inbox(request, agent_id)
-        body = request.data if isinstance(request.data, dict) else {}
+        body = _body(request)  # null, a string, an array: 400, nothing drained (an empty body is {})
         peek = body.get("peek", False)
         limit = body.get("limit", selectors.DEFAULT_LIMIT)
         if not isinstance(peek, bool):

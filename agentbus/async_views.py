@@ -9,7 +9,6 @@ or the session (with the CSRF check DRF applies to session-authenticated writes)
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -22,6 +21,8 @@ from rest_framework.exceptions import APIException
 from markus.agents.auth import Caller, authenticate_plain_request
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
+from markus.core.input import json_body
+from markus.core.limits import BodyTooLarge
 
 from . import access, selectors
 from .waiting import MAX_WAIT_SECONDS, inbox_wait, stream_request
@@ -106,10 +107,7 @@ async def request_view(request: HttpRequest) -> JsonResponse:
         return _json({"detail": f'Method "{request.method}" not allowed.'}, 405)
     try:
         user, agent = await _authenticate(request)
-        try:
-            body = json.loads(request.body or b"{}")
-        except ValueError:
-            raise _Refusal(400, "body must be JSON") from None
+        body = json_body(request)  # 413 over the limit; 400 for bad JSON, NUL bytes, lone surrogates
         if not isinstance(body, dict):
             raise _Refusal(400, "body must be a JSON object")
         if not isinstance(body.get("payload"), dict):
@@ -130,6 +128,8 @@ async def request_view(request: HttpRequest) -> JsonResponse:
         )
     except _Refusal as refusal:
         return _json({"detail": refusal.detail}, refusal.status)
+    except BodyTooLarge as exc:
+        return _json(exc.body, exc.status_code)
     except MarkusError as exc:
         return _json({"detail": str(exc)}, exc.status_code)
     return _json(result)

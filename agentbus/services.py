@@ -43,6 +43,9 @@ from .wakeup import wake_inboxes_on_commit
 
 STREAM_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 OPERATOR_STREAM_PREFIX = "outbox."  # the outbox relay's stream ids; nobody else may take them
+# Stream ids are one namespace: a taken id answers this (409) whoever holds it, naming
+# neither the id nor its stream, so it tells nothing about streams the caller may not see.
+STREAM_ID_NOT_AVAILABLE = "streamId not available: choose another (or leave it out for a generated one)"
 MAX_TOPIC = 200
 # A lost compare-and-set is retried after a jittered back-off, for at most this long.
 CAS_DEADLINE_SECONDS = 10.0
@@ -123,7 +126,8 @@ def stream_open(
         with transaction.atomic():
             stream.save(force_insert=True)
     except IntegrityError as exc:
-        raise ConflictError(f"stream {stream.id!r} already exists") from exc
+        # The same answer whoever holds the id (the caller, or a stream it may not see).
+        raise ConflictError(STREAM_ID_NOT_AVAILABLE) from exc
     if members:
         everyone = list(group) + ([sender.id] if sender is not None else [])
         StreamMember.objects.bulk_create([StreamMember(stream=stream, agent_id=a) for a in sorted(everyone)])

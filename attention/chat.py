@@ -13,7 +13,6 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from rest_framework.exceptions import APIException
 
@@ -23,6 +22,9 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents.auth import Caller, access_agent, authenticate_plain_request
 from markus.agents.models import Agent, ChatSession
+from markus.core.errors import MarkusError
+from markus.core.input import json_body
+from markus.core.limits import BodyTooLarge
 
 from .replies import chat_group, chat_reply_for
 from .serializers import ChatIn, first_error
@@ -54,13 +56,11 @@ def _enqueue(drf: Caller, agent: Agent, text: str, session_id: str | None) -> Ma
 def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
     """The text and the session id of the body (validated by ChatIn), or the error response."""
     try:
-        raw = request.body
-    except RequestDataTooBig:
-        return JsonResponse({"detail": "Request body is too large."}, status=413)
-    try:
-        body = json.loads(raw or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return JsonResponse({"detail": "body must be valid JSON"}, status=400)
+        body = json_body(request)  # NUL bytes and lone surrogates refused like the API's parser
+    except BodyTooLarge as exc:
+        return JsonResponse(exc.body, status=exc.status_code)
+    except MarkusError as exc:
+        return JsonResponse({"detail": str(exc)}, status=exc.status_code)
     if not isinstance(body, dict):
         return JsonResponse({"detail": "body must be a JSON object"}, status=400)
     serializer = ChatIn(data=body)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Min
 from django.utils import timezone
 
@@ -28,7 +29,7 @@ from mailbox.registry import Status
 from markus.agents.models import Agent
 
 from . import records
-from .lease import Lease, StaleLease, fenced, lease_release, lease_take
+from .lease import SESSION_LOST, Lease, StaleLease, fenced, lease_release, lease_take
 from .models import AgentAttention, AttentionState, DecisionType
 from .processing import process_item
 from .triage import triage
@@ -99,8 +100,7 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
     result = RunResult("done")
     try:
         if MailboxItem.objects.filter(agent_id=agent_id, status=Status.PROCESSING).exists():
-            report = mailbox.mailbox_recover(agent_id)
-            log.warning("attention: recovered %s after a lost lease: %s", agent_id, report)
+            _recover(lease)
         while True:
             if result.processed >= budget:
                 result.status = "budget"
@@ -126,20 +126,44 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
         log.warning("attention: %s", exc)
         result.status = "stale"
         return result
+    except SESSION_LOST as exc:
+        # The database cut this session (a transaction left idle too long: this worker
+        # was frozen), cancelled a statement or refused a lock in time: a lost lease.
+        # Let go of it if it is still ours; the next run recovers the item.
+        log.warning("attention: run of %s abandoned on a database error (%s: %s)", agent_id, type(exc).__name__, exc)
+        result.status = "stale"
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
+        _finish(lease)
+        return result
     finally:
         if result.status != "stale":
             _finish(lease)
-    if result.status in ("done", "budget") and agent_is_running(agent_id):
+    # A run that found our lease (or its row locked) answered busy and counts on us to
+    # look again after we let go; also when we stopped for a pause that ended meanwhile.
+    if result.status in ("done", "budget", "stopped") and agent_is_running(agent_id):
         result.run_again_in = 0.0 if result.status == "budget" else _next_due_in(agent_id)
     return result
+
+
+def _recover(lease: Lease) -> None:
+    """A worker died mid-item (its items still processing, its lease gone): the mailbox
+    re-queues or drops the items, and its open activities end failed ("worker lost"),
+    in one fenced transaction."""
+    with fenced(lease):
+        report = mailbox.mailbox_recover(lease.agent_id)
+        closed = records.close_lost_activities(lease, requeued=report.requeued, dropped=report.dropped)
+    log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
 
 
 def _finish(lease: Lease) -> None:
     try:
         records.set_state(lease, AttentionState.IDLE)
+        lease_release(lease)
     except StaleLease:
         return
-    lease_release(lease)
+    except SESSION_LOST as exc:  # the lease runs out by itself
+        log.warning("attention: could not release %s (%s: %s)", lease.agent_id, type(exc).__name__, exc)
 
 
 def attention_snapshot(agent_id: str) -> dict[str, Any]:

@@ -3,10 +3,11 @@ fenced by the lease it was made under."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Max
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
@@ -17,7 +18,7 @@ from markus.agents.services import main_session
 from markus.core.events import agent_group, send_event_on_commit
 
 from .lease import Lease, fenced
-from .models import AgentActivity, AgentActivityLog, AgentAttention, AgentDecision, AttentionState
+from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentAttention, AgentDecision, AttentionState
 
 
 def serialize_decision(d: AgentDecision) -> dict[str, Any]:
@@ -142,6 +143,52 @@ def add_usage(lease: Lease, activity: AgentActivity, *, tokens: int = 0, tools: 
 def end_activity(lease: Lease, activity: AgentActivity, *, success: bool) -> None:
     with fenced(lease):
         AgentActivity.objects.filter(id=activity.id).update(ended_at=timezone.now(), success=success)
+
+
+WORKER_LOST = "worker lost"
+
+
+def close_lost_activities(lease: Lease, *, requeued: Collection[str] = (), dropped: Collection[str] = ()) -> list[str]:
+    """Recovery's part in attention (the mailbox knows no activities): the activities a
+    dead worker left open are closed as failed, with a "worker lost" line in their log.
+
+    Every outcome of a run closes its activity in the transaction that settles its item,
+    so an open activity of an earlier lease epoch belongs to a worker that died or lost
+    its lease mid-item; it can never close it itself (its writes are fenced).
+    ``requeued`` / ``dropped``: what recovery did with the items, for the log line.
+    Returns the activities closed."""
+    closed = []
+    with fenced(lease):
+        lost = (
+            AgentActivity.objects.select_for_update()
+            .filter(agent_id=lease.agent_id, ended_at__isnull=True)
+            .filter(Q(lease_epoch__lt=lease.epoch) | Q(lease_epoch__isnull=True))
+            .order_by("started_at", "id")
+        )
+        for activity in lost:
+            # It ended when it was last heard of (its last log line), not now: the dead
+            # worker wrote nothing after the lease moved on, so the activities of the
+            # agent still never overlap.
+            last = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("created_at"))["m"]
+            ended = max(activity.started_at, last) if last is not None else activity.started_at
+            AgentActivity.objects.filter(id=activity.id).update(ended_at=ended, success=False)
+            fate = (
+                "the item was re-queued"
+                if activity.mailbox_item_id in requeued
+                else "the item was dropped"
+                if activity.mailbox_item_id in dropped
+                else "the item was no longer in flight"
+            )
+            log(
+                lease,
+                activity,
+                ActivityLogType.ERROR,
+                f"{WORKER_LOST}: the worker of lease epoch {activity.lease_epoch} stopped mid-run; "
+                f"recovery under epoch {lease.epoch} closed this activity as failed ({fate})",
+                {"lostEpoch": activity.lease_epoch, "recoveryEpoch": lease.epoch},
+            )
+            closed.append(activity.id)
+    return closed
 
 
 def inject_main_session(lease: Lease, *, item: MailboxItem, outcome: str) -> None:

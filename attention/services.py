@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
@@ -130,19 +131,57 @@ _PERIODIC = {
 }
 
 
-def enqueue_periodic(source_type: MailboxType) -> int:
-    """One periodic item (heartbeat, daily report, dream cycle) for every running agent."""
+# The heartbeat beat's interval; it is also the heartbeat's period.
+HEARTBEAT_MINUTES = 30
+
+
+def period_of(source_type: MailboxType, now: datetime) -> tuple[str, timedelta]:
+    """The schedule slot a periodic item belongs to, and the slot's length: for the
+    heartbeat the interval bucket (its start, UTC), for the daily report and the dream
+    cycle the date."""
+    if source_type == MailboxType.HEARTBEAT:
+        length = timedelta(minutes=HEARTBEAT_MINUTES)
+        step = length.total_seconds()
+        start = datetime.fromtimestamp(now.timestamp() // step * step, tz=UTC)
+        return start.strftime("%Y-%m-%dT%H:%MZ"), length
+    return timezone.localdate(now).isoformat(), timedelta(days=1)
+
+
+def _has_periodic_item(agent_id: str, source_type: MailboxType, period: str, length: timedelta, now: datetime) -> bool:
+    """Has the agent an item of this periodic type for ``period``, whatever its status
+    (queued, processing, completed, merged…)? One enqueued less than half a period ago
+    counts too: two beats a few milliseconds apart may straddle a slot boundary."""
+    recent = MailboxItem.objects.filter(
+        agent_id=agent_id, source_type=source_type, queued_at__gt=now - length, payload__extra__period__isnull=False
+    )
+    return recent.filter(Q(payload__extra__period=period) | Q(queued_at__gt=now - length / 2)).exists()
+
+
+def enqueue_periodic(source_type: MailboxType, *, now: datetime | None = None) -> int:
+    """One periodic item (heartbeat, daily report, dream cycle) for every running agent,
+    at most one per agent and period: a second beat (two schedulers, a retried task)
+    enqueues nothing. The item carries its period in ``payload.extra.period``. The check
+    and the enqueue hold the agent's lock for this job (on SQLite the IMMEDIATE
+    transaction), so beats running at the same moment cannot both pass the check.
+    Returns the items enqueued."""
     summary = _PERIODIC[source_type]
+    now = now or timezone.now()
+    period, length = period_of(source_type, now)
     n = 0
     for agent_id in Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list(
         "id", flat=True
     ):
-        mailbox.mailbox_enqueue(
-            agent_id=agent_id,
-            source_type=source_type,
-            payload={"summary": summary, "content": summary},
-            metadata={"senderRole": "system"},
-        )
+        with transaction.atomic():
+            mailbox.mailbox_lock_group(agent_id, source_type, "periodic")
+            if _has_periodic_item(agent_id, source_type, period, length, now):
+                log.info("periodic: %s already has a %s for %s", agent_id, source_type, period)
+                continue
+            mailbox.mailbox_enqueue(
+                agent_id=agent_id,
+                source_type=source_type,
+                payload={"summary": summary, "content": summary, "extra": {"period": period}},
+                metadata={"senderRole": "system"},
+            )
         n += 1
     return n
 
@@ -155,7 +194,9 @@ def sync_beat_schedule() -> None:
     sweep_every, _ = IntervalSchedule.objects.get_or_create(
         every=max(1, int(settings.MARKUS["SWEEP_SECONDS"])), period=IntervalSchedule.SECONDS
     )
-    heartbeat_every, _ = IntervalSchedule.objects.get_or_create(every=30, period=IntervalSchedule.MINUTES)
+    heartbeat_every, _ = IntervalSchedule.objects.get_or_create(
+        every=HEARTBEAT_MINUTES, period=IntervalSchedule.MINUTES
+    )
     nightly, _ = CrontabSchedule.objects.get_or_create(
         minute="0", hour="3", day_of_week="*", day_of_month="*", month_of_year="*"
     )

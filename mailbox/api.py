@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attention.selectors import timeline
-from markus.agents.auth import AnyRequest, access_agent, acting_agent
+from markus.agents.auth import AnyRequest, access_agent, actor_for_request
 from markus.core.api import int_param, list_param, validated_body
 from markus.core.schema import errors
 
@@ -28,16 +28,10 @@ TIMELINE_PARAMS = [
 
 
 def sender_metadata(request: AnyRequest, metadata: dict[str, Any]) -> dict[str, Any]:
-    """Stamp who is speaking. An agent token cannot pose as a human."""
-    metadata = dict(metadata)
-    agent = acting_agent(request)
-    if agent is not None:
-        metadata.update(senderId=agent.id, senderName=agent.name, senderRole="agent")
-    else:
-        metadata.setdefault("senderId", str(request.user.pk))
-        metadata.setdefault("senderName", request.user.get_username())
-        metadata.setdefault("senderRole", "user")
-    return metadata
+    """Stamp who is speaking, always from the authenticated caller: whatever the body
+    says about ``senderId``, ``senderName`` or ``senderRole`` is overwritten, so an agent
+    cannot pose as a human, nor a user as an agent, another user or the system."""
+    return {**metadata, **actor_for_request(request).sender_metadata()}
 
 
 class MailboxView(APIView):

@@ -9,12 +9,13 @@ transitions must also satisfy, so a stale worker's writes match no row.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -124,7 +125,12 @@ def mailbox_enqueue(
         queued_at=timezone.now(),
     )
     key = dedup_key(source_type, payload)
-    target = _find_absorber(item, key) if key is not None else None
+    target = None
+    if key is not None:
+        # Without the lock, two enqueues that both find no queued item of the group
+        # would both insert one (20 threads left up to 12 queued rows on PostgreSQL).
+        mailbox_lock_group(agent_id, source_type, key)
+        target = _find_absorber(item, key)
     item.save(force_insert=True)
     if target is not None:
         # The target row is locked; it is still queued, so no worker holds it.
@@ -134,6 +140,29 @@ def mailbox_enqueue(
         emit_item(item)
     item_enqueued.send(sender=MailboxItem, item=item)
     return item
+
+
+# The first key of PostgreSQL's two-key advisory locks that the mailbox takes ("mbx").
+_LOCK_SPACE = 0x6D6278
+
+
+def mailbox_lock_group(agent_id: str, source_type: str, key: str) -> None:
+    """Serialise the writers of one group of an agent's items (a dedup group, or a
+    caller's own key such as a periodic job's) until the transaction ends.
+
+    PostgreSQL: a transaction-scoped advisory lock on a hash of (agent, type, key): one
+    statement, no row needed, released by the commit that makes the new item visible.
+    SQLite: nothing to take; the IMMEDIATE transaction (``transaction_mode`` in the
+    settings) already holds the database's write lock from its first statement.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("mailbox_lock_group must be called inside a transaction")
+    if connection.vendor != "postgresql":
+        return
+    digest = hashlib.blake2b(f"{agent_id}\0{source_type}\0{key}".encode(), digest_size=4).digest()
+    group = int.from_bytes(digest, "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_SPACE, group])
 
 
 def _find_absorber(item: MailboxItem, key: str) -> MailboxItem | None:

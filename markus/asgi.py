@@ -1,5 +1,9 @@
 """ASGI entry point: HTTP through Django, WebSocket through Channels.
 
+HTTP: request bodies are bounded at the edge (markus.core.limits): the ASGI middleware
+around Django, and daphne's own request class, which would otherwise receive a whole
+body before calling the application.
+
 WebSockets: the origin is checked against ALLOWED_HOSTS, then the caller is the session
 user or the owner of ``?token=``; each consumer decides who may connect.
 """
@@ -15,6 +19,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from markus.core.limits import BoundedBody, install_daphne_guard  # noqa: E402
 from markus.web.consumers import MindConsumer  # noqa: E402
 from notifications.consumers import (  # noqa: E402
     AgentEventsConsumer,
@@ -29,9 +34,11 @@ websocket_urlpatterns = [
     path("ws/notifications/", NotificationsConsumer.as_asgi()),
 ]
 
+install_daphne_guard()
+
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BoundedBody(django_asgi_app),
         "websocket": origin_validated(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
     }
 )

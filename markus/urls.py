@@ -5,8 +5,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView
+from markus.ops import health, metrics
 
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("admin/dashboard/", include("markus.console.urls")),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

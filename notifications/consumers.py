@@ -2,7 +2,7 @@
 
 ``/ws/agents/<id>/`` forwards the ``agent.<id>`` group's events as JSON,
 ``/ws/notifications/`` the ``user.<id>`` group's. Who connects is the session user
-(cookie) or, with ``?token=``, the owner of a DRF user token or an agent with its own
+(cookie) or, with ``?token=``, the owner of a user API token or an agent with its own
 bearer token (which sees only its own agent). Anyone who may not see the agent is
 refused at the handshake, a foreign agent exactly like a missing one.
 """
@@ -19,9 +19,8 @@ from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from rest_framework.authtoken.models import Token
 
-from markus.agents.auth import user_may_see_agent
+from markus.agents.auth import user_for_token, user_may_see_agent
 from markus.agents.models import Agent, hash_token
 from markus.core.events import agent_group, user_group
 
@@ -48,8 +47,8 @@ def origin_validated(app: ASGIApp) -> BrowserOriginValidator:
 
 @database_sync_to_async
 def _from_token(raw: str) -> tuple[User | AnonymousUser, Agent | None] | None:
-    token = Token.objects.select_related("user").filter(key=raw).first()
-    if token is not None and token.user.is_active:
+    token = user_for_token(raw)
+    if token is not None:
         return token.user, None
     agent = Agent.objects.filter(token_hash=hash_token(raw)).first()
     if agent is not None:

@@ -7,6 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from markus.agents.models import Agent, Team, hash_token
+from markus.agents.services import user_token_create
 
 from .conftest import client_for
 
@@ -58,9 +59,9 @@ def test_creating_an_agent_with_bad_input_answers_400_with_a_message(alice_clien
     assert message in response.json()["detail"]
 
 
-def test_creating_an_agent_with_a_taken_id_answers_400(alice_client, agent):
+def test_creating_an_agent_with_a_taken_id_answers_409_id_not_available(alice_client, agent):
     response = alice_client.post("/api/agents/", {"name": "Dup", "id": agent.id}, format="json")
-    assert response.status_code == 400 and "already exists" in response.json()["detail"]
+    assert response.status_code == 409 and "id not available" in response.json()["detail"]
 
 
 def test_creating_an_agent_in_someone_elses_team_answers_400(charlie_client, team):
@@ -115,10 +116,8 @@ def test_an_anonymous_caller_is_refused(agent):
 
 
 def test_a_user_token_authenticates_too(alice, agent):
-    from rest_framework.authtoken.models import Token
-
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {user_token_create(alice)[1]}")
     assert [a["id"] for a in client.get("/api/agents/").json()] == [agent.id]
 
 

@@ -19,7 +19,7 @@ from markus.console import selectors
 from markus.console import services as console
 from markus.console.actions import MessageForm, form_action, run_each
 
-from .models import Agent, ChatMessage, ChatSession, Team, WorkingMemory
+from .models import Agent, ChatMessage, ChatSession, Team, UserToken, WorkingMemory
 
 
 @admin.register(Team)
@@ -28,6 +28,23 @@ class TeamAdmin(admin.ModelAdmin):
     search_fields = ("id", "name")
     list_select_related = ("owner",)
     filter_horizontal = ("members",)
+
+
+@admin.register(UserToken)
+class UserTokenAdmin(admin.ModelAdmin):
+    """User API tokens: only their hashes are stored, so the console lists and revokes
+    (deletes) them; ``manage.py drf_create_token USER`` issues one and prints it once."""
+
+    list_display = ("id", "user", "name", "created_at")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "name")
+    readonly_fields = ("user", "name", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: UserToken | None = None) -> bool:
+        return False
 
 
 # A string: ModelAdmin is not subscriptable at run time.

@@ -59,7 +59,11 @@ class AgentListView(APIView):
     @extend_schema(
         operation_id="agents_create",
         request=AgentCreateInput,
-        responses={201: AgentCreatedOut, **errors(400, 401, 403, 413)},
+        responses={201: AgentCreatedOut, **errors(400, 401, 403, 409, 413)},
+        description=(
+            "Create an agent; its token is in the answer, once. An `id` already taken, by any agent "
+            "(yours or one you may not see), answers 409 `id not available` alike."
+        ),
     )
     def post(self, request: Request) -> Response:
         user = signed_in_user(request)

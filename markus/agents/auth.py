@@ -1,7 +1,9 @@
-"""Agent bearer tokens, and who may see what.
+"""Agent bearer tokens, user API tokens, and who may see what.
 
-An agent token acts only as that agent. A user sees the agents they own, the agents of
-teams they own or belong to, and everything if staff. Anything else answers 404.
+An agent token acts only as that agent. Both kinds of token are stored only as their
+SHA-256 (``hash_token``); a presented token is hashed and looked up. A user sees the
+agents they own, the agents of teams they own or belong to, and everything if staff.
+Anything else answers 404.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from rest_framework import authentication, exceptions, permissions
 
 from markus.core.actors import Actor
 
-from .models import Agent, hash_token
+from .models import Agent, UserToken, hash_token
 
 if TYPE_CHECKING:
     # Not at run time: rest_framework.views imports the authentication classes, this
@@ -57,6 +59,26 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class UserTokenAuthentication(authentication.TokenAuthentication):
+    """``Authorization: Token <key>``, the header of DRF's TokenAuthentication, checked
+    against the hashed ``UserToken`` rows instead of plaintext keys."""
+
+    def authenticate_credentials(self, key: str) -> tuple[User, UserToken]:
+        token = user_for_token(key)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        return (token.user, token)
+
+
+def user_for_token(raw: str) -> UserToken | None:
+    """The token row (with its user) for a raw user token, if it is valid and its user
+    active; else None."""
+    token = UserToken.objects.select_related("user").filter(key_hash=hash_token(raw)).first()
+    if token is None or not token.user.is_active:
+        return None
+    return token
 
 
 def acting_agent(request: AnyRequest) -> Agent | None:

@@ -1,4 +1,4 @@
-"""Teams, agents, chat sessions and working memory."""
+"""Teams, agents, user API tokens, chat sessions and working memory."""
 
 from __future__ import annotations
 
@@ -13,6 +13,25 @@ from markus.core import ids
 
 def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class UserToken(models.Model):
+    """A user's API token (``Authorization: Token <key>``), stored only as the SHA-256
+    of the key (``hash_token``, as agent tokens are): the key is shown once, when it is
+    issued (``manage.py drf_create_token``), and cannot be read back. A user may hold
+    several; deleting one revokes it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    name = models.CharField(max_length=100, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "user_tokens"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"API token {self.pk} of {self.user}"
 
 
 class Team(models.Model):

@@ -1,4 +1,4 @@
-"""Writes about agents and teams."""
+"""Writes about agents, teams and user API tokens."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ import secrets
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
-from markus.core.errors import MarkusError
+from markus.core.errors import ConflictError, MarkusError
 from markus.core.ids import new_id
 
-from .models import Agent, ChatSession, Team, hash_token
+from .models import Agent, ChatSession, Team, UserToken, hash_token
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# Ids are one namespace across all teams. A taken id answers this, whoever holds it (the
+# caller, or someone whose agents the caller may not see), naming neither the id nor
+# what holds it: nobody learns more about a foreign agent than that its id is unusable.
+ID_NOT_AVAILABLE = "id not available: choose another id (or leave it out for a generated one)"
 
 
 class AgentError(MarkusError):
@@ -52,7 +56,7 @@ def agent_create(
         with transaction.atomic():
             agent.save(force_insert=True)
     except IntegrityError as exc:
-        raise AgentError(f"an agent with id {agent.id!r} already exists") from exc
+        raise ConflictError(ID_NOT_AVAILABLE) from exc
     ChatSession.objects.create(agent=agent, is_main=True, title="Main session")
     return agent, raw
 
@@ -60,3 +64,15 @@ def agent_create(
 def main_session(agent_id: str) -> ChatSession:
     session, _ = ChatSession.objects.get_or_create(agent_id=agent_id, is_main=True, defaults={"title": "Main session"})
     return session
+
+
+def user_token_create(user: User, *, name: str = "", replace: bool = False) -> tuple[UserToken, str]:
+    """Issue an API token for ``user`` (``Authorization: Token <key>``). Returns the row
+    and the raw key, which is stored only as a hash and cannot be shown again. With
+    ``replace`` the user's other tokens are revoked in the same transaction."""
+    raw = secrets.token_hex(20)  # 40 hex characters, the shape of DRF's keys
+    with transaction.atomic():
+        if replace:
+            UserToken.objects.filter(user=user).delete()
+        token = UserToken.objects.create(user=user, key_hash=hash_token(raw), name=(name or "")[:100])
+    return token, raw

@@ -1,6 +1,7 @@
 """API plumbing shared by every app: the exception handler (400 / 404 / 413, never 500
 for bad input), small helpers for query parameters, and input serializers that answer
-like the rest of the API (one message as ``detail``)."""
+like the rest of the API (one message as ``detail``). The parsers that refuse NUL bytes
+and lone surrogates are in ``markus.core.input``, the body limit in ``markus.core.limits``."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from markus.core.errors import MarkusError
+from markus.core.limits import BodyTooLarge, too_large
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, RequestDataTooBig):
-        return Response({"detail": "Request body is too large."}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, RequestDataTooBig | BodyTooLarge):
+        return Response(too_large(), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError({"detail": exc.messages})
     if isinstance(exc, MarkusError):

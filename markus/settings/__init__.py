@@ -8,8 +8,10 @@ work when server, worker and beat share one process (`manage.py up`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -17,10 +19,48 @@ env = environ.Env()
 DATA_DIR = Path(env.str("MARKUS_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = env.str("SECRET_KEY", default="markus-dev-insecure-key-change-me")
+# ------------------------------------------------------------------------ security
+# The embedded default (`make run`) works without configuration. In production the
+# default SECRET_KEY is refused at start-up. Production means: MARKUS_ENV=production,
+# or ALLOWED_HOSTS naming any host beyond this machine (LOCAL_HOSTS), whatever DEBUG says.
+DEFAULT_SECRET_KEY = "markus-dev-insecure-key-change-me"
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "testserver"})
+MARKUS_ENV = env.str("MARKUS_ENV", default="development").strip().lower()
+SECRET_KEY = env.str("SECRET_KEY", default=DEFAULT_SECRET_KEY)
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
+PRODUCTION = MARKUS_ENV == "production" or any(host not in LOCAL_HOSTS for host in ALLOWED_HOSTS)
+if PRODUCTION and SECRET_KEY in ("", DEFAULT_SECRET_KEY):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set: the embedded development key is refused in production (MARKUS_ENV=production, "
+        "or ALLOWED_HOSTS naming a host other than localhost). Set SECRET_KEY in the environment to a long random "
+        "value, e.g. SECRET_KEY=\"$(python -c 'import secrets; print(secrets.token_urlsafe(50))')\"."
+    )
+# HTTPS hardening, off unless set (`manage.py check --deploy` lists what is missing).
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+
+
+def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto,https`` (or ``HTTP_X_FORWARDED_PROTO,https``): the header a
+    trusted proxy sets and its value for HTTPS. Only set it behind such a proxy."""
+    if not raw.strip():
+        return None
+    parts = [part.strip() for part in raw.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ImproperlyConfigured(
+            "SECURE_PROXY_SSL_HEADER must be 'HEADER,value', e.g. SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto,https"
+        )
+    header = parts[0].upper().replace("-", "_")
+    return (header if header.startswith("HTTP_") else f"HTTP_{header}", parts[1])
+
+
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", default=""))
 
 INSTALLED_APPS = [
     "daphne",
@@ -31,7 +71,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -49,6 +88,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "markus.core.input.refuse_bad_characters",  # NUL / lone surrogates in path or query: 400
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -87,6 +127,25 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+# A frozen worker stalls only its own agent (ARCHITECTURE decision 11). On PostgreSQL
+# every session carries a statement_timeout (no statement runs longer, no lock wait
+# outlasts it) and an idle_in_transaction_session_timeout: a worker frozen inside a
+# transaction (SIGSTOP, a debugger) has its session cut and its row locks released,
+# so its agent is free again after at most that long. Milliseconds; 0 turns one off.
+# The lease's own transactions wait at most DATABASE_LOCK_TIMEOUT_MS for a row lock
+# (SET LOCAL lock_timeout in attention.lease), then answer busy.
+DATABASE_STATEMENT_TIMEOUT_MS = env.int("MARKUS_DB_STATEMENT_TIMEOUT_MS", default=30_000)
+DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS = env.int("MARKUS_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", default=60_000)
+DATABASE_LOCK_TIMEOUT_MS = env.int("MARKUS_DB_LOCK_TIMEOUT_MS", default=3_000)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    _pg_options = DATABASES["default"].setdefault("OPTIONS", {})
+    _pg_options["options"] = " ".join(
+        [
+            _pg_options.get("options", ""),
+            f"-c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}",
+            f"-c idle_in_transaction_session_timeout={DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+        ]
+    ).strip()
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"
@@ -103,19 +162,25 @@ WHITENOISE_AUTOREFRESH = DEBUG
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/admin/"
 
-# Bodies over this answer 413 (mapped in markus.core.api.exception_handler).
+# Bodies over this answer 413, refused at the edge before they are read (markus.core.limits).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("MARKUS_MAX_BODY_BYTES", default=1024 * 1024)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "markus.agents.auth.AgentTokenAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "markus.agents.auth.UserTokenAuthentication",  # Token <key>, stored hashed
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["markus.agents.auth.IsUserOrAgent"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "markus.core.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # DRF's parsers, refusing NUL bytes and lone surrogates anywhere in a body (400).
+    "DEFAULT_PARSER_CLASSES": [
+        "markus.core.input.JSONParser",
+        "markus.core.input.FormParser",
+        "markus.core.input.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Markus API",
@@ -141,14 +206,21 @@ SPECTACULAR_SETTINGS = {
 }
 
 REDIS_URL = env.str("REDIS_URL", default="")
+# Several deployments (or test runs) can share one Redis: each prefixes its channel
+# layer groups and its Celery queues with its own namespace.
+REDIS_NAMESPACE = env.str("MARKUS_REDIS_NAMESPACE", default="")
+CHANNEL_LAYERS: dict[str, dict[str, Any]]
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_NAMESPACE or "asgi"},
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    if REDIS_NAMESPACE:
+        CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_NAMESPACE}:"}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
@@ -209,11 +281,19 @@ MARKUS = {
     # The sweep restores a task's missing execution or review request at most this many
     # times; then the task fails (or its review goes to a person) with the reason.
     "LIVENESS_MAX_REPAIRS": env.int("MARKUS_LIVENESS_MAX_REPAIRS", default=5),
+    # A bearer token that may read /metrics (besides staff users and loopback callers).
+    "METRICS_TOKEN": env.str("MARKUS_METRICS_TOKEN", default=""),
 }
 
+# Every 5xx is logged with its traceback, in every mode (ARCHITECTURE decision 12). The
+# console is the process's own stderr (sys.__stderr__): the embedded Celery worker of
+# `manage.py up` replaces sys.stderr with a proxy that logs to the root logger, and
+# Celery's Django fix-up then configures logging again, which left the root handler
+# writing into that proxy, where every record vanished.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "stream": "ext://sys.__stderr__"}},
+    "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
 }

@@ -7,12 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agentbus import services
 from markus.agents.models import Agent
-from markus.agents.services import agent_create
+from markus.agents.services import agent_create, user_token_create
 
 
 @dataclass
@@ -59,12 +58,12 @@ def zed(charlie):
 
 @pytest.fixture
 def alice_token(alice):
-    return Token.objects.create(user=alice).key
+    return user_token_create(alice)[1]
 
 
 @pytest.fixture
 def charlie_token(charlie):
-    return Token.objects.create(user=charlie).key
+    return user_token_create(charlie)[1]
 
 
 def say(sender: Persona, recipient: Persona, text: str, **kwargs):

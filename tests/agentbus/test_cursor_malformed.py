@@ -62,6 +62,10 @@ def test_the_inbox_endpoint_never_fails_on_a_malformed_cursor(eve, max_, name):
     if cursor == "OTHER":
         cursor = encode_cursor("max", 1)
     response = eve.client().get("/api/agents/eve/agentbus/inbox", {"after_cursor": cursor, "timeout_seconds": 0})
+    if "\x00" in cursor:  # NUL in a query parameter is refused at the edge (ARCHITECTURE decision 12)
+        assert response.status_code == 400, response.content
+        assert "NUL" in response.json()["detail"]
+        return
     assert response.status_code == 200, response.content
     body = response.json()
     assert [m["payload"]["text"] for m in body["messages"]] == ["hello"]

@@ -103,5 +103,8 @@ def test_a_worker_frozen_past_its_lease_cannot_write_over_its_successor(transact
     stale_epoch = AgentDecision.objects.get(mailbox_item_id=first.id, decision_type="pick").lease_epoch
     assert not AgentDecision.objects.filter(lease_epoch=stale_epoch).exclude(decision_type="pick").exists()
     stale_activity = AgentActivity.objects.get(mailbox_item_id=first.id)
-    assert stale_activity.ended_at is None and stale_activity.total_tools == 0  # its tool round never landed
+    assert stale_activity.total_tools == 0  # its tool round never landed
+    # The successor's recovery closed it as failed ("worker lost"), not the stale worker.
+    assert stale_activity.ended_at is not None and stale_activity.success is False
+    assert stale_activity.logs.filter(type="error", content__startswith="worker lost").exists()
     assert_single_focus(agent.id)

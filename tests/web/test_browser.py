@@ -10,11 +10,11 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
+from markus.agents.services import user_token_create
 from markus.llm.base import COMPLETION_MARKER
 from markus.llm.scripted import Turn
 from tests.attention.conftest import celery_worker, scripted, wait_for, wake_on_enqueue  # noqa: F401 (fixtures)
@@ -115,7 +115,7 @@ def test_a_new_item_appears_live_filters_work_and_logs_load(
     test_output,
 ):
     seed_history(agent)
-    token = Token.objects.create(user=alice).key
+    token = user_token_create(alice)[1]
     base = daphne_server.url
     errors: list[str] = []
     page = open_mind(browser, base, agent, errors)
@@ -172,7 +172,7 @@ def test_focus_and_state_changes_appear_in_the_header_without_a_reload(
 ):
     slow = Turn(text=f"All green. {COMPLETION_MARKER}", delay=2.5)
     scripted(slow)
-    token = Token.objects.create(user=alice).key
+    token = user_token_create(alice)[1]
     errors: list[str] = []
     page = open_mind(browser, daphne_server.url, agent, errors)
     assert "Brain: scripted" in page.locator("#mind-header").inner_text()

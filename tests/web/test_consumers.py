@@ -11,10 +11,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.core.serializers.json import DjangoJSONEncoder
-from rest_framework.authtoken.models import Token
 
 from mailbox.services import serialize_item
-from markus.agents.services import agent_create
+from markus.agents.services import agent_create, user_token_create
 from notifications.registry import NotificationType
 from notifications.services import notify_user
 
@@ -94,13 +93,13 @@ def test_another_users_agent_is_refused_like_a_missing_one(charlie, agent, zed):
 
 
 def test_a_user_token_in_the_query_connects(alice, agent):
-    key = Token.objects.create(user=alice).key
+    key = user_token_create(alice)[1]
     assert connects(f"/ws/agents/{agent.id}/?token={key}")
     assert not connects(f"/ws/agents/{agent.id}/?token=not-a-token")
 
 
 def test_a_client_without_origin_is_not_a_browser_and_still_needs_a_token(alice, agent):
-    key = Token.objects.create(user=alice).key
+    key = user_token_create(alice)[1]
     assert connects(f"/ws/agents/{agent.id}/?token={key}", origin=None)
     assert not connects(f"/ws/agents/{agent.id}/", origin=None)
 

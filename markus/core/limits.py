@@ -1,0 +1,228 @@
+"""Request bodies bounded at the edge (ARCHITECTURE decision 12).
+
+The limit is ``settings.DATA_UPLOAD_MAX_MEMORY_SIZE`` (env ``MARKUS_MAX_BODY_BYTES``).
+Every refusal answers 413 in the API's error shape: ``{"detail", "code", "limit"}``.
+
+Two layers enforce it before a body is read:
+
+- ``BoundedBody``, an ASGI middleware around the HTTP application: a Content-Length
+  over the limit is refused without reading the body; a body without one (chunked) is
+  counted as it streams and refused when it crosses the limit; a chunked body under the
+  limit is handed on with its Content-Length set (Django's request and DRF read a body
+  by its Content-Length: without one, DRF sees no body at all).
+- ``install_daphne_guard``: daphne (Twisted) receives a whole request body before it
+  calls the application, then queues all of it for the application at once, so under
+  daphne the middleware alone would come too late. Its request class is replaced by one
+  that refuses from the headers (or, chunked, from the running count) and drops the rest
+  of the body as it arrives; the connection closes when the body ends, or after
+  ``LINGER_SECONDS``. A client that sends its whole body before reading still reads the
+  413, and nothing of the body is kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from django.conf import settings
+
+from markus.core.errors import MarkusError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]  # Django's ASGIHandler, any ASGI 3 app
+
+# How long a refused connection keeps reading (and dropping) the rest of its body, so
+# that a client still sending reads the answer rather than a reset connection.
+LINGER_SECONDS = 10.0
+
+
+def body_limit() -> int | None:
+    """The largest request body accepted, in bytes (None: no limit)."""
+    limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return limit
+
+
+def too_large(limit: int | None = None) -> dict[str, Any]:
+    """The 413 answer's JSON body."""
+    limit = body_limit() if limit is None else limit
+    return {
+        "detail": f"Request body is too large: the limit is {limit} bytes.",
+        "code": "request_too_large",
+        "limit": limit,
+    }
+
+
+class BodyTooLarge(MarkusError):
+    """A body over the limit: 413."""
+
+    status_code = 413
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.body = too_large(limit)
+        super().__init__(self.body["detail"])
+
+
+def _json_bytes(data: dict[str, Any]) -> bytes:
+    return json.dumps(data).encode()
+
+
+# ------------------------------------------------------------------ ASGI middleware
+
+
+class BoundedBody:
+    """ASGI middleware: bodies over the limit answer 413 before they are read."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = body_limit()
+        if scope["type"] != "http" or limit is None:
+            await self.app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
+        lengths = [value for name, value in headers if name.lower() == b"content-length"]
+        if lengths:
+            try:
+                length = int(lengths[0])
+            except ValueError:
+                await _answer(send, 400, {"detail": "Content-Length is not a number.", "code": "parse_error"})
+                return
+            if length > limit:
+                await _answer(send, 413, too_large(limit))
+                return
+            await self.app(scope, receive, send)
+            return
+        # No Content-Length (chunked): count the body as it streams, in memory (it is at
+        # most ``limit`` bytes), then hand it on as one message with its length.
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _answer(send, 413, too_large(limit))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        chunked = any(name.lower() == b"transfer-encoding" for name, _ in headers)
+        if not chunked and not size:
+            replay_scope = scope
+        else:
+            kept = [(name, value) for name, value in headers if name.lower() != b"transfer-encoding"]
+            replay_scope = {**scope, "headers": [*kept, (b"content-length", str(size).encode())]}
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(replay_scope, replay, send)
+
+
+async def _answer(send: Send, status: int, data: dict[str, Any]) -> None:
+    body = _json_bytes(data)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+# ------------------------------------------------------------------ daphne
+
+
+def install_daphne_guard() -> None:
+    """Make daphne enforce the limit while it receives a body (see the module's
+    docstring). Idempotent; daphne builds each connection's request from
+    ``daphne.http_protocol.WebRequest``, looked up when the connection opens."""
+    from daphne import http_protocol
+
+    if getattr(http_protocol.WebRequest, "markus_bounded", False):
+        return
+    http_protocol.WebRequest = _bounded_web_request(http_protocol.WebRequest)
+
+
+def _bounded_web_request(base: type) -> type:
+    from twisted.internet import reactor
+
+    clock: Any = reactor
+
+    class BoundedWebRequest(base):
+        """daphne's request, refusing a body over the limit as it arrives."""
+
+        content: Any  # Twisted's: where the body is written (None once refused)
+        markus_bounded = True
+        _refused = False
+        _received = 0
+        _linger: Any = None
+
+        def gotLength(self, length: int | None) -> None:  # Twisted spells its hooks in camelCase
+            limit = body_limit()
+            if limit is not None and length is not None and length > limit:
+                self._refuse(limit)
+                return
+            super().gotLength(length)
+
+        def handleContentChunk(self, data: bytes) -> None:
+            if self._refused:
+                return  # dropped
+            self._received += len(data)
+            limit = body_limit()
+            if limit is not None and self._received > limit:
+                self._refuse(limit)
+                return
+            super().handleContentChunk(data)
+
+        def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+            if self._refused:
+                self._close()  # the answer is out and the body is over
+                return
+            super().requestReceived(command, path, version)
+
+        def connectionLost(self, reason: Any) -> None:
+            if self._linger is not None and self._linger.active():
+                self._linger.cancel()
+            super().connectionLost(reason)
+
+        def _refuse(self, limit: int) -> None:
+            self._refused = True
+            if self.content is not None:
+                self.content.close()
+                self.content = None
+            # Twisted answers "Expect: 100-continue" after gotLength: not after a refusal.
+            self.requestHeaders.removeHeader(b"expect")
+            body = _json_bytes(too_large(limit))
+            head = (
+                b"HTTP/1.1 413 Request Entity Too Large\r\n"
+                b"Content-Type: application/json\r\n"
+                b"Content-Length: %d\r\n"
+                b"Connection: close\r\n\r\n" % len(body)
+            )
+            self.channel.transport.write(head + body)
+            self._linger = clock.callLater(LINGER_SECONDS, self._close)
+
+        def _close(self) -> None:
+            if self.channel is not None and self.channel.transport is not None:
+                self.channel.transport.loseConnection()
+
+    return BoundedWebRequest
