@@ -1,0 +1,117 @@
+"""The fault suite's fixtures: a migrated template database per session, and per
+scenario a fresh copy of it, its own Redis, the slow LLM stub and a ``Cluster`` to
+start real processes in. Everything a scenario started is killed at its teardown, also
+when it fails (then the tails of the process logs are printed)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from .harness import ROOT, Cluster, PgServer, django_on, pg_base_url, process_env
+from .stub_llm import SlowLLM
+
+_numbers = itertools.count(1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"faults_{report.when}", report)
+
+
+@pytest.fixture(scope="session")
+def faults_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PgServer, str]]:
+    """The PostgreSQL server and a migrated template database for this session."""
+    base = pg_base_url()
+    if base is None or shutil.which("redis-server") is None:
+        message = "the fault suite needs MARKUS_TEST_PG_URL (PostgreSQL) and redis-server"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    pg = PgServer(base)
+    pg.drop_leftovers()
+    template = f"faults_{os.getpid()}_template"
+    url = pg.create(template)
+    workdir = tmp_path_factory.mktemp("faults-template")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v0"],
+        cwd=workdir,
+        env=process_env(DATABASE_URL=url, MARKUS_DATA_DIR=str(workdir)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if done.returncode != 0:
+        pg.drop(template)
+        pytest.fail(f"migrating the template database failed:\n{done.stdout}\n{done.stderr}")
+    try:
+        yield pg, template
+    finally:
+        pg.drop(template)
+
+
+@pytest.fixture
+def cluster(
+    faults_pg: tuple[PgServer, str],
+    tmp_path,
+    django_db_blocker,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> Iterator[Cluster]:
+    """A fresh database (a copy of the template), its Redis, the LLM stub, and this
+    process's ORM pointed at that database. Processes are started by the test. The
+    events this process sends (seeding, direct enqueues) stay in memory: it touches no
+    Redis but the scenario's, and that only through the processes it starts."""
+    from channels.layers import channel_layers
+    from django.conf import settings
+
+    in_memory = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
+    monkeypatch.setattr(settings, "CHANNEL_LAYERS", in_memory)
+    monkeypatch.setattr(channel_layers, "backends", {})
+    pg, template = faults_pg
+    name = f"faults_{os.getpid()}_{next(_numbers)}"
+    db_url = pg.create(name, template=template)
+    (tmp_path / "data").mkdir()
+    llm = SlowLLM().start()
+    c = Cluster(db_url=db_url, db_name=name, pg=pg, llm_url=llm.url, workdir=tmp_path)
+    c.llm = llm
+    try:
+        c.start_redis()
+        with django_db_blocker.unblock(), django_on(db_url):
+            yield c
+    finally:
+        failed = getattr(request.node, "faults_call", None)
+        c.stop()
+        llm.stop()
+        if failed is not None and failed.failed:
+            print(f"\nprocess logs ({tmp_path}):\n{c.logs()}")
+        if os.environ.get("MARKUS_FAULTS_KEEP_DB"):  # for a post-mortem: psql -d <name>
+            print(f"\nkept database {name}")
+        else:
+            pg.drop(name)
+
+
+@pytest.fixture
+def report(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
+    """Print a scenario's figures line on the terminal (also with -q and captured output)."""
+
+    def emit(line: str) -> None:
+        with capsys.disabled():
+            print(f"\n{line}", flush=True)
+
+    return emit
+
+
+@pytest.fixture
+def clock() -> Callable[[], float]:
+    start = time.monotonic()
+    return lambda: time.monotonic() - start

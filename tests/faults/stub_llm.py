@@ -1,0 +1,118 @@
+"""A slow OpenAI-compatible chat-completions server for the fault suite, so the workers
+run the real ``openai`` SDK path (MARKUS_LLM_PROVIDER=openai) and every item takes a
+while, long enough for a fault to land in the middle of one.
+
+It plays a diligent agent: a task execution submits its task for review, a review
+completes the task, everything else answers with the completion marker. The interrupt
+judge always says "continue"; triage picks the oldest candidate. Judge and triage
+calls answer at once; a working turn thinks for ``think`` seconds (uniform).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from markus.llm.base import COMPLETION_MARKER
+
+TASK_ID = re.compile(r"\btsk_[0-9a-f]+\b")
+ITEM_ID = re.compile(r'"id":\s*"(mbx_[0-9a-f]+)"')
+# The scenario instructions (attention.scenarios) the stub recognises in the system prompt.
+EXECUTE = "Execute the task."
+REVIEW = "You were asked to review a task."
+
+
+class SlowLLM:
+    def __init__(self, *, think: tuple[float, float] = (0.25, 0.6), quick: float = 0.02, seed: int = 7) -> None:
+        self.think = think
+        self.quick = quick
+        self.random = random.Random(seed)
+        self.lock = threading.Lock()
+        self.calls = {"work": 0, "judge": 0, "triage": 0}
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                message, finish = stub.answer(body)
+                data = json.dumps(
+                    {
+                        "id": "chatcmpl-faults",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "stub"),
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                        "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48},
+                    }
+                ).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the caller was killed
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="faults-llm", daemon=True)
+
+    def start(self) -> SlowLLM:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _count(self, kind: str) -> None:
+        with self.lock:
+            self.calls[kind] += 1
+
+    def _pause(self) -> None:
+        with self.lock:
+            delay = self.random.uniform(*self.think)
+        time.sleep(delay)
+
+    def answer(self, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        messages = body.get("messages") or []
+        if body.get("max_tokens") == 3:  # the interrupt judge
+            self._count("judge")
+            time.sleep(self.quick)
+            return {"role": "assistant", "content": "continue"}, "stop"
+        if body.get("response_format"):  # triage: the oldest candidate first
+            self._count("triage")
+            time.sleep(self.quick)
+            ids = ITEM_ID.findall(str(messages[-1].get("content") if messages else ""))
+            answer = {"processItemId": ids[0] if ids else "", "deferItemIds": [], "dropItemIds": []}
+            return {"role": "assistant", "content": json.dumps({**answer, "reasoning": "oldest first"})}, "stop"
+        self._count("work")
+        self._pause()
+        system = str(messages[0].get("content") or "") if messages and messages[0].get("role") == "system" else ""
+        first_user = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+        task = TASK_ID.search(first_user)
+        tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+        if task and messages and messages[-1].get("role") == "user":
+            call = None
+            if EXECUTE in system and "task_submit_review" in tools:
+                call = ("task_submit_review", {"task_id": task.group(0), "summary": "done as asked"})
+            elif REVIEW in system and "task_update" in tools:
+                call = ("task_update", {"task_id": task.group(0), "status": "completed"})
+            if call is not None:
+                tool_call = {
+                    "id": f"call_{int(time.time() * 1e6)}",
+                    "type": "function",
+                    "function": {"name": call[0], "arguments": json.dumps(call[1])},
+                }
+                return {"role": "assistant", "content": None, "tool_calls": [tool_call]}, "tool_calls"
+        return {"role": "assistant", "content": f"Handled it. {COMPLETION_MARKER}"}, "stop"
