@@ -22,12 +22,13 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents.auth import Caller, access_agent, authenticate_plain_request
 from markus.agents.models import Agent, ChatSession
+from markus.core.api import first_error
 from markus.core.errors import MarkusError
 from markus.core.input import json_body
 from markus.core.limits import BodyTooLarge
 
 from .replies import chat_group, chat_reply_for
-from .serializers import ChatIn, first_error
+from .serializers import ChatIn
 
 
 def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] | JsonResponse:
@@ -65,7 +66,7 @@ def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
         return JsonResponse({"detail": "body must be a JSON object"}, status=400)
     serializer = ChatIn(data=body)
     if not serializer.is_valid():
-        return JsonResponse({"detail": first_error(serializer)}, status=400)
+        return JsonResponse({"detail": first_error(serializer.errors)}, status=400)
     data: dict[str, Any] = serializer.validated_data
     return data["text"], data["sessionId"]
 

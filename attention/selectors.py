@@ -7,29 +7,21 @@ from typing import Any
 
 from django.db.models import Prefetch
 
+from mailbox.lifecycle import serialize_item
 from mailbox.models import MailboxItem
 from mailbox.selectors import queue_depth, queued_items, timeline_queryset
 
 from .models import AgentActivity, AgentDecision
+
+# What the item serialisation carries that a timeline row leaves out.
+_NOT_IN_TIMELINE = frozenset({"agentId", "payload", "metadata", "attempts"})
 
 
 def timeline_entry(item: MailboxItem) -> dict[str, Any]:
     activities = list(item.activities.all())
     activity = activities[-1] if activities else None
     return {
-        "id": item.id,
-        "sourceType": item.source_type,
-        "category": item.category,
-        "label": item.label,
-        "priority": item.priority,
-        "status": item.status,
-        "summary": item.summary,
-        "queuedAt": item.queued_at,
-        "startedAt": item.started_at,
-        "completedAt": item.completed_at,
-        "deferredUntil": item.deferred_until,
-        "mergedInto": item.merged_into_id,
-        "dropReason": item.drop_reason,
+        **{k: v for k, v in serialize_item(item).items() if k not in _NOT_IN_TIMELINE},
         "decisions": [
             {"id": d.id, "decisionType": d.decision_type, "reasoning": d.reasoning, "createdAt": d.created_at}
             for d in item.decisions.all()

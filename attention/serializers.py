@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import serializers
 
 from mailbox.serializers import ItemOut
+from markus.core.api import StringField
 
 from .models import ActivityLogType, AttentionState, DecisionType
 
@@ -78,37 +77,15 @@ CHAT_TEXT_ERROR = "text is required and must be a non-empty string"
 CHAT_SESSION_ERROR = "sessionId must be a string"
 
 
-class JSONStringField(serializers.Field):
-    """A JSON string taken as it is: unlike CharField, no number is coerced, nothing is
-    trimmed, and no length or NUL-character check is added."""
-
-    default_error_messages = {"invalid": "Must be a string."}
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return data
-
-    def to_representation(self, value: str) -> str:
-        return value
-
-
 class ChatIn(serializers.Serializer):
     """The body of ``POST /api/agents/{id}/chat``; extra keys are ignored."""
 
-    text = JSONStringField(
+    text = StringField(
         error_messages={"required": CHAT_TEXT_ERROR, "null": CHAT_TEXT_ERROR, "invalid": CHAT_TEXT_ERROR}
     )
-    sessionId = JSONStringField(default=None, allow_null=True, error_messages={"invalid": CHAT_SESSION_ERROR})
+    sessionId = StringField(default=None, allow_null=True, error_messages={"invalid": CHAT_SESSION_ERROR})
 
     def validate_text(self, value: str) -> str:
         if not value.strip():
             raise serializers.ValidationError(CHAT_TEXT_ERROR)
         return value
-
-
-def first_error(serializer: serializers.Serializer) -> str:
-    """The first message of the first invalid field (DRF collects the errors of the
-    fields in their declaration order)."""
-    messages = next(iter(serializer.errors.values()))
-    return str(messages[0])

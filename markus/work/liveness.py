@@ -106,14 +106,53 @@ def waiting_without_waker(task: Task) -> str:
 def work_liveness_repair() -> RepairReport:
     """Restore every missing waker (see the module docstring). Idempotent."""
     report = RepairReport()
-    waiting = Task.objects.filter(status__in=[TaskState.IN_PROGRESS, TaskState.REVIEW])
-    for task_id in waiting.values_list("id", flat=True):
+    for task_id in _suspects():
         with transaction.atomic():
             task = Task.objects.select_for_update().filter(id=task_id).first()
             reason = waiting_without_waker(task) if task is not None else ""
             if task is not None and reason:
                 _repair(task, reason, report)
     return report
+
+
+def _suspects() -> list[str]:
+    """The waiting tasks that look to have no waker, found in four queries whatever the
+    number of tasks (the sweep runs every few seconds); each is checked again under its
+    row lock before anything is repaired."""
+    tasks = list(Task.objects.filter(status__in=[TaskState.IN_PROGRESS, TaskState.REVIEW]))
+    if not tasks:
+        return []
+    ids = [t.id for t in tasks]
+    open_items = MailboxItem.objects.filter(status__in=list(OPEN_STATUSES), payload__taskId__in=ids)
+    executions = set(
+        open_items.filter(
+            source_type=MailboxType.TASK_STATUS_UPDATE, payload__extra__triggerExecution=True
+        ).values_list("agent_id", "payload__taskId")
+    )
+    reviews = set(
+        open_items.filter(source_type=MailboxType.REVIEW_REQUEST).values_list(
+            "agent_id", "payload__taskId", "payload__extra__reviewRound"
+        )
+    )
+    approvals = {(t.metadata or {}).get("reviewApprovalId") for t in tasks} - {None}
+    pending = set(Approval.objects.filter(id__in=approvals, status=Approval.State.PENDING).values_list("id", flat=True))
+    suspects = []
+    for task in tasks:
+        if task.status == TaskState.IN_PROGRESS:
+            live = not task.assignee_id or (task.assignee_id, task.id) in executions
+        else:
+            reviewer = task_reviewer(task)
+            live = (
+                (task.metadata or {}).get("reviewApprovalId") in pending
+                or reviewer is None
+                or (
+                    reviewer[0] == "agent"
+                    and any((str(reviewer[1]), task.id, r) in reviews for r in (task.execution_round, None))
+                )
+            )
+        if not live:
+            suspects.append(task.id)
+    return suspects
 
 
 def _repair(task: Task, reason: str, report: RepairReport) -> None:

@@ -27,6 +27,7 @@ from markus.agents.services import agent_create
 from markus.core.actors import Actor
 from markus.llm.base import COMPLETION_MARKER as MARK
 from markus.llm.scripted import Turn
+from markus.work.liveness import work_liveness_repair
 from markus.work.models import Task
 from markus.work.services import task_comment_create, task_create, task_transition
 from notifications.models import Approval
@@ -291,6 +292,13 @@ def test_a_task_in_review_without_a_live_review_request_gets_exactly_one_back_fr
         repaired.id
     ]
     assert Task.objects.get(id=task.id).status == "review"
+
+
+def test_the_repair_finds_healthy_tasks_in_a_fixed_number_of_queries(agent, bea, human, django_assert_max_num_queries):
+    for i in range(12):
+        task_create(actor=human, title=f"Task {i}", assignee_id=agent.id, reviewer_agent_id=bea.id)
+    with django_assert_max_num_queries(4):
+        assert not work_liveness_repair()
 
 
 def test_a_task_in_review_by_a_human_with_a_pending_approval_needs_no_repair(agent, alice, human, no_kick):
