@@ -20,7 +20,12 @@ from .serializers import EnqueueInput, ItemOut, TimelineOut
 
 TIMELINE_PARAMS = [
     OpenApiParameter("limit", int, description="1..500, default 50"),
-    OpenApiParameter("offset", int, description="default 0"),
+    OpenApiParameter("offset", int, description="default 0 (kept for compatibility; prefer before)"),
+    OpenApiParameter(
+        "before",
+        str,
+        description="a nextCursor (the id of an item of this timeline): the page of the items after it; not with offset",
+    ),
     OpenApiParameter("type", str, description="comma-separated source types"),
     OpenApiParameter("category", str, description="interaction, task, notification or system"),
     OpenApiParameter("status", str, description="comma-separated statuses"),
@@ -46,6 +51,7 @@ class MailboxView(APIView):
             agent.id,
             limit=int_param(request, "limit", 50, lo=1, hi=500),
             offset=int_param(request, "offset", 0, lo=0, hi=10**9),
+            before=request.query_params.get("before") or None,
             types=list_param(request, "type"),
             category=request.query_params.get("category") or None,
             statuses=list_param(request, "status"),

@@ -48,7 +48,9 @@ class MailboxItem(models.Model):
         db_table = "mailbox_items"
         indexes = [
             models.Index(fields=["agent", "status"], name="idx_mailbox_agent_status"),
-            models.Index(fields=["agent", "-queued_at"], name="idx_mailbox_agent_queued"),
+            # The timeline: its order (-queued_at, -id) whole, so a page by cursor is one
+            # index seek and a deep offset skips index entries, not rows.
+            models.Index(fields=["agent", "-queued_at", "-id"], name="idx_mailbox_agent_timeline"),
             models.Index(fields=["agent", "source_type", "-queued_at"], name="idx_mailbox_agent_type"),
             # The head-of-queue query: no temp B-tree sort, only queued rows.
             models.Index(

@@ -124,4 +124,7 @@ class TimelineOut(serializers.Serializer):
     queued = ItemOut(many=True, help_text="in the order they would be dequeued")
     queueDepth = serializers.IntegerField()
     history = TimelineEntry(many=True, help_text="newest first")
-    totalCount = serializers.IntegerField()
+    totalCount = serializers.IntegerField(allow_null=True, help_text="null on a page read with before")
+    nextCursor = serializers.CharField(
+        allow_null=True, help_text="pass as before for the next page of history; null on the last page"
+    )

@@ -243,4 +243,10 @@ def test_bad_timeline_filters_answer_400_with_a_message(agent, alice_client, par
 
 
 def test_an_empty_mailbox_has_an_empty_timeline(agent, alice_client):
-    assert alice_client.get(url(agent.id)).json() == {"queued": [], "queueDepth": 0, "history": [], "totalCount": 0}
+    assert alice_client.get(url(agent.id)).json() == {
+        "queued": [],
+        "queueDepth": 0,
+        "history": [],
+        "totalCount": 0,
+        "nextCursor": None,
+    }

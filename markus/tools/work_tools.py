@@ -19,6 +19,7 @@ from markus.work.selectors import (
     task_comments,
     task_data,
     tasks_visible_to,
+    with_dependencies,
 )
 
 # Tool names are what saved LLM sessions refer to: written here, not derived from the
@@ -63,7 +64,7 @@ def task_list(ctx: ToolContext, args: dict) -> dict:
     rows = tasks_visible_to(_actor(ctx))
     if args.get("status"):
         rows = rows.filter(status=args["status"])
-    return {"tasks": [task_data(t) for t in rows.order_by("-updated_at")[:50]]}
+    return {"tasks": [task_data(t) for t in with_dependencies(rows.order_by("-updated_at"))[:50]]}
 
 
 @tool(

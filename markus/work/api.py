@@ -124,7 +124,7 @@ class TaskListView(APIView):
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         return Response(
             {
-                "tasks": [selectors.task_data(t) for t in rows.prefetch_related("depends_on")[offset : offset + limit]],
+                "tasks": [selectors.task_data(t) for t in selectors.with_dependencies(rows)[offset : offset + limit]],
                 "totalCount": rows.count(),
             }
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
 
 from markus.agents.auth import agents_seen_by
@@ -71,6 +71,11 @@ def requirements_visible_to(actor: Actor) -> QuerySet[Requirement]:
     )
 
 
+def with_dependencies(rows: QuerySet[Task]) -> QuerySet[Task]:
+    """Rows whose ``dependsOn`` costs one query for the whole page (only the ids)."""
+    return rows.prefetch_related(Prefetch("depends_on", queryset=Task.objects.only("id")))
+
+
 def access_task(actor: Actor, task_id: str) -> Task:
     rows = tasks_visible_to(actor).select_related("assignee", "reviewer_agent", "reviewer_user")
     task = rows.filter(id=task_id).first()
@@ -132,7 +137,8 @@ def task_data(task: Task) -> dict[str, Any]:
         "createdByUserId": task.created_by_user_id,
         "requirementId": task.requirement_id,
         "teamId": task.team_id,
-        "dependsOn": sorted(task.depends_on.values_list("id", flat=True)),
+        # ``all()``, not ``values_list``: a list page prefetches the dependencies.
+        "dependsOn": sorted(d.id for d in task.depends_on.all()),
         "metadata": task.metadata or {},
         "executionRound": task.execution_round,
         "cancelRequestedAt": task.cancel_requested_at,

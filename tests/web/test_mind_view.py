@@ -110,20 +110,61 @@ def test_type_and_status_filters_combine(mind_client, agent):
     assert set(item_ids(html)) == {done.id, waiting.id, beat.id}  # an unknown type is ignored
 
 
-def test_load_earlier_pages_by_offset(mind_client, agent):
+def _beats(agent_id: str, n: int) -> list[str]:
+    """``n`` heartbeats one second apart; their ids oldest first."""
     start = timezone.now() - timedelta(hours=1)
     items = []
-    for n in range(35):
-        item = heartbeat(agent.id, f"beat {n}")
-        MailboxItem.objects.filter(id=item.id).update(queued_at=start + timedelta(seconds=n))
+    for k in range(n):
+        item = heartbeat(agent_id, f"beat {k}")
+        MailboxItem.objects.filter(id=item.id).update(queued_at=start + timedelta(seconds=k))
         items.append(item.id)
+    return items
+
+
+def load_earlier_url(html: str) -> str:
+    found = re.search(r'<div id="load-earlier"[^>]*>\s*<button type="button" hx-get="([^"]+)"', html)
+    assert found, "no Load earlier button"
+    return found.group(1).replace("&amp;", "&")
+
+
+def test_load_earlier_pages_by_cursor(mind_client, agent):
+    items = _beats(agent.id, 65)[::-1]
     page = mind_client.get(mind_url(agent.id)).content.decode()
-    assert item_ids(page) == items[::-1][:30]
-    assert "Load earlier" in page
+    assert item_ids(page) == items[:30]
+    url = load_earlier_url(page)
+    assert url == f"/agents/{agent.id}/mind/timeline/?before={items[29]}"
+    earlier = mind_client.get(url).content.decode()
+    assert item_ids(earlier) == items[30:60]
+    assert 'id="load-earlier" class="load-earlier" hx-swap-oob="true"' in earlier
+    last = mind_client.get(load_earlier_url(earlier)).content.decode()
+    assert item_ids(last) == items[60:]
+    assert "Load earlier" not in last  # the last page has no further button
+
+
+def test_load_earlier_keeps_the_filters(mind_client, agent):
+    items = _beats(agent.id, 31)[::-1]
+    enqueue_chat(agent.id, "not a heartbeat")
+    page = mind_client.get(mind_url(agent.id, f"type={MailboxType.HEARTBEAT.value}")).content.decode()
+    url = load_earlier_url(page)
+    assert url.endswith(f"?before={items[29]}&type={MailboxType.HEARTBEAT.value}")
+    assert item_ids(mind_client.get(url).content.decode()) == items[30:]
+
+
+def test_load_earlier_pages_by_offset(mind_client, agent):
+    """Pages rendered before the cursor asked by offset; that still works."""
+    items = _beats(agent.id, 35)[::-1]
     earlier = mind_client.get(f"/agents/{agent.id}/mind/timeline/?offset=30").content.decode()
-    assert item_ids(earlier) == items[::-1][30:]
+    assert item_ids(earlier) == items[30:]
     assert 'id="load-earlier" class="load-earlier" hx-swap-oob="true"' in earlier
     assert "Load earlier" not in earlier  # the last page has no further button
+
+
+@pytest.mark.parametrize("before", ["mbx_nope", "x" * 65])
+def test_a_bad_cursor_answers_400_with_a_message(mind_client, agent, before):
+    _beats(agent.id, 3)
+    response = mind_client.get(f"/agents/{agent.id}/mind/timeline/", {"before": before})
+    assert response.status_code == 400
+    assert "before" in response.content.decode()
 
 
 def test_an_expanded_item_shows_decisions_activity_and_lazily_loaded_logs(mind_client, charlie, agent):
