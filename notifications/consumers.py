@@ -9,6 +9,10 @@ refused at the handshake, a foreign agent exactly like a missing one.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 from urllib.parse import ParseResult, parse_qs
@@ -22,7 +26,10 @@ from django.contrib.auth.models import AnonymousUser, User
 
 from markus.agents.auth import user_for_token, user_may_see_agent
 from markus.agents.models import Agent, hash_token
+from markus.core.channel_layer import EVENT, event_text
 from markus.core.events import agent_group, user_group
+
+log = logging.getLogger(__name__)
 
 # ASGI as Channels passes it: the scope is a plain dict (with ``user``, ``agent`` and
 # ``url_route`` added by the middleware and the router).
@@ -92,7 +99,74 @@ def visible_agent_for_scope(scope: Scope, agent_id: str) -> Agent | None:
     return agent
 
 
-class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
+class EventStreamConsumer(AsyncJsonWebsocketConsumer):
+    """A socket fed by a group's ``markus.event`` messages, each forwarded as the JSON
+    text the channel layer encoded once for the whole fan-out (``event_text``), through
+    the loop's frame pump."""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels runs ``close_old_connections`` in the sync thread before every
+        # message: one thread hop per subscriber per event, all of a fan-out queued on
+        # that one thread. An event handler that reads the database does it through
+        # ``database_sync_to_async``, which closes stale connections itself.
+        if message.get("type") == EVENT:
+            await self.markus_event(message)
+        else:
+            await super().dispatch(message)
+
+    async def markus_event(self, message: dict[str, Any]) -> None:
+        _pump().push(self, event_text(message))
+
+
+# Frames sent per pass of the event loop (see _FramePump).
+FRAMES_PER_PASS = 16
+
+
+class _FramePump:
+    """One event loop's outgoing event frames, sent in the order the consumers handed
+    them over, ``FRAMES_PER_PASS`` per pass of the loop.
+
+    The server writes a frame to its socket when the loop next polls. A fan-out wakes
+    every subscriber's consumer in the same pass, so without the pump no frame would
+    leave before the last subscriber's frame was made; with it the first subscribers'
+    frames are on the wire while the rest are still being sent. One queue per loop keeps
+    each socket's frames in order."""
+
+    def __init__(self) -> None:
+        self.pending: deque[tuple[EventStreamConsumer, str]] = deque()
+        self.task: asyncio.Task[None] | None = None
+
+    def push(self, consumer: EventStreamConsumer, text: str) -> None:
+        self.pending.append((consumer, text))
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def run(self) -> None:
+        try:
+            while self.pending:
+                for _ in range(min(FRAMES_PER_PASS, len(self.pending))):
+                    consumer, text = self.pending.popleft()
+                    try:
+                        await consumer.send(text_data=text)
+                    except Exception:  # one closed socket must not stop the others' frames
+                        log.exception("event frame not sent to %s", consumer.channel_name)
+                await asyncio.sleep(0)  # a pass of the loop: it writes these frames out
+        finally:
+            self.task = None
+
+
+_pumps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _FramePump] = weakref.WeakKeyDictionary()
+
+
+def _pump() -> _FramePump:
+    loop = asyncio.get_running_loop()
+    pump = _pumps.get(loop)
+    if pump is None:
+        pump = _pumps[loop] = _FramePump()
+    return pump
+
+
+class AgentEventsConsumer(EventStreamConsumer):
     """``/ws/agents/<id>/``: ``agent:mailbox``, ``agent:decision``, ``agent:attention``,
     ``agent:focus`` (and any other event of the agent's group) as JSON frames."""
 
@@ -120,11 +194,8 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """The stream is one way; whatever a client sends is ignored."""
 
-    async def markus_event(self, message: dict[str, Any]) -> None:
-        await self.send_json(message["event"])
 
-
-class NotificationsConsumer(AsyncJsonWebsocketConsumer):
+class NotificationsConsumer(EventStreamConsumer):
     """``/ws/notifications/``: ``{type: "notification", notification}`` for the user."""
 
     group: str | None = None
@@ -144,6 +215,3 @@ class NotificationsConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """The stream is one way; whatever a client sends is ignored."""
-
-    async def markus_event(self, message: dict[str, Any]) -> None:
-        await self.send_json(message["event"])

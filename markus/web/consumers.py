@@ -8,6 +8,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
+from markus.core.channel_layer import event_of
 from notifications.consumers import AgentEventsConsumer
 
 from .live import MindStream
@@ -26,6 +27,6 @@ class MindConsumer(AgentEventsConsumer):
     async def markus_event(self, message: dict[str, Any]) -> None:
         # Events are dispatched only after connect, so on_accepted has set the stream.
         assert self.stream is not None
-        html = await database_sync_to_async(self.stream.apply)(message["event"])
+        html = await database_sync_to_async(self.stream.apply)(event_of(message))
         if html:
             await self.send(text_data=html)
