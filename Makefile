@@ -44,8 +44,7 @@ test-pg:
 	fi
 
 bench: install
-	$(PY) manage.py bench mailbox
-	$(PY) manage.py bench attention
+	$(PY) manage.py bench all
 
 clean:
 	rm -rf $(VENV) var

@@ -72,7 +72,8 @@ def environment() -> dict[str, str]:
         database = "sqlite " + ".".join(map(str, connection.Database.sqlite_version_info))  # type: ignore[attr-defined]
     elif connection.vendor == "postgresql":
         connection.ensure_connection()
-        database = f"postgresql {connection.pg_version}"  # type: ignore[attr-defined]
+        version = connection.pg_version  # type: ignore[attr-defined]
+        database = f"postgresql {version // 10000}.{version % 10000}"
     else:
         database = connection.vendor
     return {
