@@ -28,10 +28,17 @@ _PLUS = re.compile(r" \(\+(\d+)\)$")
 
 def is_strict(item: MailboxItem) -> bool:
     """A strict-state item: what it asks for must happen as itself."""
-    return (
-        item.source_type in (MailboxType.HUMAN_CHAT, MailboxType.REVIEW_REQUEST)
-        or item.triggers_execution
-        or (item.source_type == MailboxType.REQUIREMENT_UPDATE and bool(item.extra.get("actionRequired")))
+    return _strict(item.source_type, item.payload)
+
+
+def _strict(source_type: str, payload: dict[str, Any] | None) -> bool:
+    if source_type in (MailboxType.HUMAN_CHAT, MailboxType.REVIEW_REQUEST):
+        return True
+    extra = (payload or {}).get("extra")
+    if not isinstance(extra, dict):
+        return False
+    return bool(extra.get("triggerExecution")) or (
+        source_type == MailboxType.REQUIREMENT_UPDATE and bool(extra.get("actionRequired"))
     )
 
 
@@ -62,8 +69,7 @@ def dedup_key(source_type: str, payload: dict[str, Any]) -> str | None:
     d = descriptor(source_type)
     if d.one_queued:
         return "*"
-    probe = MailboxItem(source_type=source_type, payload=payload)
-    if d.dedup_key is None or is_strict(probe):
+    if d.dedup_key is None or _strict(source_type, payload):
         return None
     value: Any = payload
     for part in d.dedup_key.split("."):

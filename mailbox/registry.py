@@ -146,8 +146,14 @@ PROTECTED_TYPES = frozenset({T.HUMAN_CHAT})
 MESSAGE_SEPARATOR = "\n\n---\n\n"
 
 
+# The registry by plain string, for the per-item lookups of the hot paths.
+_BY_VALUE: dict[str, MailboxTypeDescriptor] = {t.value: d for t, d in MAILBOX_TYPE_REGISTRY.items()}
+
+
 def descriptor(source_type: str) -> MailboxTypeDescriptor:
-    return MAILBOX_TYPE_REGISTRY[MailboxType(source_type)]
+    """The type's descriptor; ValueError for an unknown type."""
+    found = _BY_VALUE.get(source_type)
+    return found if found is not None else MAILBOX_TYPE_REGISTRY[MailboxType(source_type)]
 
 
 def is_known_type(value: object) -> bool:

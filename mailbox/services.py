@@ -38,8 +38,9 @@ from .registry import (
 
 log = logging.getLogger(__name__)
 
-# Sent inside the enqueue transaction; the attention app wakes the agent on commit.
-item_enqueued = Signal()  # kwargs: item
+# Sent once the row is written (inside the enqueue's transaction when there is one);
+# the attention app wakes the agent on commit. Receivers are cached per sender.
+item_enqueued = Signal(use_caching=True)  # kwargs: item
 
 __all__ = [
     "MAX_HUMAN_ATTEMPTS",
@@ -102,7 +103,6 @@ def default_priority(source_type: str, metadata: dict[str, Any]) -> int:
     return int(descriptor(source_type).default_priority)
 
 
-@transaction.atomic
 def mailbox_enqueue(
     *,
     agent_id: str,
@@ -112,33 +112,53 @@ def mailbox_enqueue(
     metadata: dict[str, Any] | None = None,
 ) -> MailboxItem:
     """Store a stimulus for an agent. Returns the stored row: ``queued``, or ``merged``
-    with ``merged_into`` set when a queued item of the same dedup group absorbed it."""
+    with ``merged_into`` set when a queued item of the same dedup group absorbed it.
+
+    An item of no dedup group is one INSERT: outside a transaction it commits on its
+    own, inside the caller's it joins it. An item of a group takes the group's lock,
+    looks for a queued item to absorb it and is stored, in one transaction (the
+    caller's, without a savepoint, when there is one). ``item_enqueued`` is sent once
+    the row is written, inside the transaction if there is one; its receivers act on
+    commit (``transaction.on_commit``)."""
     source_type, payload, priority, metadata = check_enqueue(
         source_type=source_type, payload=payload, priority=priority, metadata=metadata
     )
+    if priority is None:
+        priority = default_priority(source_type, metadata)
+    key = dedup_key(source_type, payload)
+    if key is None:
+        item = lifecycle.insert_queued(
+            agent_id=agent_id, source_type=source_type, priority=priority, payload=payload, metadata=metadata
+        )
+    else:
+        with transaction.atomic(savepoint=False):
+            item = _enqueue_in_group(agent_id, source_type, payload, priority, metadata, key)
+    item_enqueued.send(sender=MailboxItem, item=item)
+    return item
+
+
+def _enqueue_in_group(
+    agent_id: str, source_type: str, payload: dict[str, Any], priority: int, metadata: dict[str, Any], key: str
+) -> MailboxItem:
     item = MailboxItem(
         agent_id=agent_id,
         source_type=source_type,
-        priority=default_priority(source_type, metadata) if priority is None else priority,
+        priority=priority,
         payload=payload,
         metadata=metadata,
         queued_at=timezone.now(),
     )
-    key = dedup_key(source_type, payload)
-    target = None
-    if key is not None:
-        # Without the lock, two enqueues that both find no queued item of the group
-        # would both insert one (20 threads left up to 12 queued rows on PostgreSQL).
-        mailbox_lock_group(agent_id, source_type, key)
-        target = _find_absorber(item, key)
-    item.save(force_insert=True)
+    # Without the lock, two enqueues that both find no queued item of the group
+    # would both insert one (20 threads left up to 12 queued rows on PostgreSQL).
+    mailbox_lock_group(agent_id, source_type, key)
+    target = _find_absorber(item, key)
     if target is not None:
         # The target row is locked; it is still queued, so no worker holds it.
-        lifecycle.absorb(target, item)
+        lifecycle.absorb_new(target, item)
         log.info("mailbox: %s merged into %s (%s)", item.id, target.id, source_type)
     else:
+        item.save(force_insert=True)
         emit_item(item)
-    item_enqueued.send(sender=MailboxItem, item=item)
     return item
 
 
