@@ -250,7 +250,7 @@ def stream_append(
         position=position,
         created_at=timezone.now(),
     )
-    wake_inboxes_on_commit(audience)
+    wake_inboxes_on_commit(audience, position=position, message=selectors.chunk_data(chunk))
     return chunk
 
 

@@ -1,8 +1,15 @@
 """The blocking halves of the bus, as coroutines: ``inbox_wait`` and ``stream_request``.
 
-They hold no thread while they sleep: they wait on the inbox's wake-up group
+They hold no thread while they sleep: they wait on the inbox's wake-ups
 (``agentbus.wakeup``) and re-read the database when woken, with a short poll as the
 fallback for a lost wake-up. Database work runs through ``sync_to_async``.
+
+A woken ``inbox_wait`` skips the database when the wake-ups alone prove what it would
+read: inbox positions are handed out in commit order without holes (see ``models``),
+so when a wake-up carries the message at the position right after the one the waiter
+has read up to, nothing else can lie between them, and that message is the answer.
+Anything else (a gap, a bare wake-up, a message too large to carry) reads the rows
+after the position, in one round.
 """
 
 from __future__ import annotations
@@ -17,8 +24,9 @@ from django.db import transaction
 from markus.agents.models import Agent
 
 from . import selectors, services
+from .cursors import encode_cursor
 from .models import AuditAction
-from .wakeup import InboxWaiter
+from .wakeup import InboxWaiter, Wake
 
 MAX_WAIT_SECONDS = 3600.0
 
@@ -52,8 +60,8 @@ async def inbox_wait(
     # consumer cursor, and later rounds continue from what this round saw.
     position = await sync_to_async(selectors.resolve_cursor)(agent_id, after_cursor)
     async with InboxWaiter(agent_id) as waiter:
+        result = await sync_to_async(selectors.inbox_read_from)(agent_id, position, limit=limit)
         while True:
-            result = await sync_to_async(selectors.inbox_read_from)(agent_id, position, limit=limit)
             remaining = deadline - loop.time()
             if result["messages"] or remaining <= 0:
                 return {
@@ -62,7 +70,28 @@ async def inbox_wait(
                     "timed_out": not result["messages"],
                 }
             position = result["position"]
-            await waiter.wait(min(remaining, poll_seconds()))
+            wakes = await waiter.wait(min(remaining, poll_seconds()))
+            carried = messages_carried(agent_id, position, wakes, limit)
+            if carried is None:
+                result = await sync_to_async(selectors.inbox_read_from)(agent_id, position, limit=limit)
+            else:
+                result = carried
+
+
+def messages_carried(agent_id: str, position: int, wakes: list[Wake], limit: int) -> dict[str, Any] | None:
+    """The messages the wake-ups carry at ``position + 1``, ``+ 2``... without a gap, as
+    ``inbox_read_from`` would answer them; None when the database must be read."""
+    messages: list[dict[str, Any]] = []
+    by_position = {w.position: w.message for w in wakes if w.position is not None}
+    while len(messages) < limit:
+        message = by_position.get(position + 1)
+        if message is None:
+            break
+        position += 1
+        messages.append(message)
+    if not messages:
+        return None
+    return {"messages": messages, "next_cursor": encode_cursor(agent_id, position), "position": position}
 
 
 def _request_start(

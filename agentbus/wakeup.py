@@ -1,219 +1,480 @@
-"""Wake-ups for inbox waiters: one channel-layer group per agent inbox.
+"""Wake-ups for inbox waiters: one process-local registry of waiters per agent, woken
+directly in the embedded case and through one Redis pub/sub connection per process
+otherwise.
 
-An append (and a close) sends ``agentbus.wake`` to the group of every agent in the
-audience, after commit. A waiter subscribes *before* it reads the database, so a
-wake-up that lands between its read and its sleep is not lost; it clears its flag
-before each read, so a wake-up it consumed always refers to a commit that read sees.
+An append sends a wake-up to every agent in its audience after commit, carrying the
+chunk's inbox position and, when small, the message itself (see ``Wake``); a close
+sends a bare one. How it travels depends on the channel layer configured:
+- channels_redis (a scale-out deployment): one ``PUBLISH`` per agent on the channel
+  ``<prefix>:agentbus.wake:<agent>`` of the layer's Redis (``redis_wire.Publisher``).
+  Each event loop that has waiters (a daphne process has one) holds one subscriber
+  connection (``_RedisHub``, read by a task in that loop) with one subscription per
+  agent that has a waiter there, and hands a message to those waiters with no thread
+  hop. The Channels group machinery is not used: it cost a channel, a task and a
+  round of group bookkeeping per waiter, and did not wait for the subscription to be
+  confirmed before the waiter read the database.
+- anything else (the embedded in-memory layer, or none): the appending thread wakes the
+  waiters of this process directly with ``call_soon_threadsafe``.
 
-How a wake-up is sent depends on the layer:
-- the embedded default (``markus.core.channel_layer.ThreadSafeInMemoryChannelLayer``):
-  ``group_send_sync`` from the appending thread, handed to the waiter's loop;
-- another layer (channels_redis): ``group_send`` on one long-lived sender loop, so a
-  synchronous appender does not open a Redis connection per wake-up; it reaches
-  waiters in every process;
-- Channels' stock in-memory layer, which cannot wake a loop from another thread, or
-  no layer at all: a process-local registry woken with ``call_soon_threadsafe``
-  stands in for it (both are process-local, so nothing is lost).
+Never lost: a waiter registers, and its subscription is confirmed by Redis, *before*
+it reads the database; an append its read did not see commits later and publishes
+later, so it reaches the waiter. A subscription is kept for ``LINGER_SECONDS`` after
+its last waiter leaves, so a watcher that waits again at once does not pay for it.
+When the connection drops, waiters poll (``MARKUS["AGENTBUS_POLL_SECONDS"]``) while the
+hub reconnects; after it has subscribed again it wakes every local waiter once, so
+what was published meanwhile is read from the database. A waiter whose process dies
+is simply gone (its subscriptions die with the connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 import os
 import threading
+import time
 import weakref
-from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
-from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db import transaction
+
+from .redis_wire import TIMEOUT, Publisher, Subscriber, command, open_subscriber
 
 log = logging.getLogger(__name__)
 
-WAKE_TYPE = "agentbus.wake"
-SEND_TIMEOUT = 2.0  # a wake-up not sent by then is left to the waiter's poll
-_local_lock = threading.Lock()
-_local_waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = defaultdict(set)
+SEND_TIMEOUT = TIMEOUT  # connect, publish, subscribe confirmation; past it the waiter polls
+LINGER_SECONDS = 30.0  # a subscription outlives its last waiter this long
+TICK_SECONDS = 1.0  # the subscriber's housekeeping period
+HEARTBEAT_SECONDS = 10.0  # a silent connection is PINGed, and dropped if still silent
+WAKE_MESSAGE_LIMIT = 8 * 1024  # a larger message is left for the waiter to read
 
 
-# layer -> the event loops that hold an anchor subscription on it (see _anchor)
-_anchored: weakref.WeakKeyDictionary[BaseChannelLayer, weakref.WeakSet[asyncio.AbstractEventLoop]] = (
+@dataclass(frozen=True, slots=True)
+class Wake:
+    """What a wake-up says: the inbox position of the chunk that caused it and the
+    message (``selectors.chunk_data``) when it was small enough to carry; a close, or
+    a reconnect, wakes with neither."""
+
+    position: int | None = None
+    message: dict[str, Any] | None = None
+
+
+def _plain(value: object) -> bool:
+    """True when ``value`` reads back from either database exactly as it is: PostgreSQL's
+    jsonb rewrites a large float (1e20 comes back as an integer)."""
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) < 1e15
+    if isinstance(value, dict):
+        return all(_plain(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return True
+
+
+def encode_wake(position: int | None = None, message: dict[str, Any] | None = None) -> bytes:
+    doc: dict[str, Any] = {}
+    if position is not None:
+        doc["p"] = int(position)
+        if message is not None and _plain(message):
+            try:
+                with_message = json.dumps({**doc, "m": message}, separators=(",", ":")).encode()
+            except (TypeError, ValueError):
+                with_message = b""
+            if with_message and len(with_message) <= WAKE_MESSAGE_LIMIT:
+                return with_message
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_wake(data: bytes) -> Wake:
+    """Anything unexpected decodes to a bare wake-up (the waiter reads the database)."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return Wake()
+    if not isinstance(doc, dict):
+        return Wake()
+    position, message = doc.get("p"), doc.get("m")
+    if isinstance(position, bool) or not isinstance(position, int):
+        return Wake()
+    return Wake(position, message if isinstance(message, dict) else None)
+
+
+class _Channel:
+    """One agent's waiters in this process, and (Redis) the state of its subscription."""
+
+    __slots__ = ("awaiting", "idle_since", "state", "waiters")
+
+    def __init__(self) -> None:
+        self.waiters: set[InboxWaiter] = set()
+        self.state = _NONE
+        self.awaiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
+        self.idle_since = 0.0
+
+
+_NONE, _SUBSCRIBING, _SUBSCRIBED, _UNSUBSCRIBING = range(4)
+
+
+def _deliver(waiters: list[InboxWaiter], wake: Wake) -> None:
+    for waiter in waiters:
+        waiter._deliver(wake)
+
+
+def _resolve_none(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+class _LocalHub:
+    """The process-local registry; wakes its waiters from the appending thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._channels: dict[str, _Channel] = {}
+
+    def waiter_count(self) -> int:
+        with self._lock:
+            return sum(len(c.waiters) for c in self._channels.values())
+
+    def _dispatch(self, agent_id: str, wake: Wake) -> None:
+        with self._lock:
+            channel = self._channels.get(agent_id)
+            waiters = list(channel.waiters) if channel is not None else []
+        by_loop: dict[asyncio.AbstractEventLoop, list[InboxWaiter]] = {}
+        for waiter in waiters:
+            by_loop.setdefault(waiter.loop, []).append(waiter)
+        for loop, group in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_deliver, group, wake)
+            except RuntimeError:  # the waiter's loop has closed: it is gone
+                for waiter in group:
+                    self.leave(waiter)
+
+    def publish(self, agent_ids: list[str], data: bytes) -> None:
+        wake = decode_wake(data)
+        for agent_id in agent_ids:
+            self._dispatch(agent_id, wake)
+
+    async def join(self, waiter: InboxWaiter) -> None:
+        with self._lock:
+            self._channels.setdefault(waiter.agent_id, _Channel()).waiters.add(waiter)
+
+    def leave(self, waiter: InboxWaiter) -> None:
+        with self._lock:
+            channel = self._channels.get(waiter.agent_id)
+            if channel is not None:
+                channel.waiters.discard(waiter)
+                if not channel.waiters:
+                    del self._channels[waiter.agent_id]
+
+
+class _RedisHub:
+    """The subscriber connection of one event loop (a daphne process has one loop, so
+    one connection), read by a task in that loop: a wake-up reaches its waiters with no
+    thread hop. Everything here runs in that loop; no lock is needed.
+
+    The task is cancelled with its loop (``asyncio.run`` and ``async_to_sync`` cancel
+    what is left), which closes the connection.
+    """
+
+    def __init__(self, url: str, prefix: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.loop = loop
+        self._channels: dict[str, _Channel] = {}
+        self._transport: asyncio.Transport | None = None
+        self._down = False  # the last connection attempt failed: do not wait for one
+        self._ping_at: float | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def waiter_count(self) -> int:  # from any thread: a snapshot
+        return sum(len(c.waiters) for c in list(self._channels.values()))
+
+    async def join(self, waiter: InboxWaiter) -> None:
+        if self._task is None or self._task.done():
+            self._task = self.loop.create_task(self._main())
+        channel = self._channels.setdefault(waiter.agent_id, _Channel())
+        channel.waiters.add(waiter)
+        if channel.state == _SUBSCRIBED or (self._transport is None and self._down):
+            return  # covered already, or Redis is down: the waiter polls
+        future: asyncio.Future[bool] = self.loop.create_future()
+        channel.awaiting.append((self.loop, future))
+        if channel.state != _SUBSCRIBING and self._transport is not None:
+            channel.state = _SUBSCRIBING
+            self._transport.write(command(b"SUBSCRIBE", (self.prefix + waiter.agent_id).encode()))
+        try:
+            if not await asyncio.wait_for(future, SEND_TIMEOUT):
+                log.info("agentbus: no wake-up subscription for %s; polling", waiter.agent_id)
+        except TimeoutError:
+            log.warning("agentbus: the wake-up subscription of %s was not confirmed; polling", waiter.agent_id)
+
+    def leave(self, waiter: InboxWaiter) -> None:
+        channel = self._channels.get(waiter.agent_id)
+        if channel is None:
+            return
+        channel.waiters.discard(waiter)
+        if not channel.waiters:
+            channel.idle_since = time.monotonic()
+            if channel.state == _NONE:
+                del self._channels[waiter.agent_id]
+
+    def _dispatch(self, agent_id: str, wake: Wake) -> None:
+        channel = self._channels.get(agent_id)
+        if channel is not None:
+            _deliver(list(channel.waiters), wake)
+
+    async def _main(self) -> None:
+        try:
+            await self._serve()
+        finally:  # cancelled with its loop: let the loop and this hub be collected
+            with _hubs_lock:
+                hubs = _loop_hubs.get(self.loop)
+                if hubs is not None and hubs.get((self.url, self.prefix)) is self:
+                    del hubs[(self.url, self.prefix)]
+                    if not hubs:
+                        del _loop_hubs[self.loop]
+
+    async def _serve(self) -> None:
+        reconnect = False
+        delay = 0.05
+        while True:
+            lost: asyncio.Future[None] = self.loop.create_future()
+            try:
+                transport, protocol = await asyncio.wait_for(
+                    open_subscriber(self.url, self._on_reply, partial(_resolve_none, lost)), SEND_TIMEOUT
+                )
+            except Exception as exc:
+                if not self._down:
+                    log.warning("agentbus: wake-up subscriber cannot reach Redis (%s); waiters poll", exc)
+                self._lost()
+                self._down = reconnect = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            delay = 0.05
+            try:
+                self._connected(transport, reconnect)
+                while not lost.done():
+                    await asyncio.wait([lost], timeout=TICK_SECONDS)
+                    self._tick(transport, protocol)
+                log.warning("agentbus: wake-up subscriber lost Redis; waiters poll until it is back")
+            finally:
+                transport.close()
+                self._lost()
+            reconnect = True
+
+    def _connected(self, transport: asyncio.Transport, reconnect: bool) -> None:
+        self._transport, self._down, self._ping_at = transport, False, None
+        names = []
+        for agent_id, channel in self._channels.items():
+            if channel.waiters:
+                channel.state = _SUBSCRIBING
+                names.append((self.prefix + agent_id).encode())
+        if names:
+            transport.write(command(b"SUBSCRIBE", *names))
+        if reconnect:  # answered after the subscriptions: then everyone re-reads
+            transport.write(command(b"PING", b"resync"))
+
+    def _lost(self) -> None:
+        self._transport = None
+        for agent_id, channel in list(self._channels.items()):
+            channel.state = _NONE
+            for _, future in channel.awaiting:
+                _resolve(future, False)
+            channel.awaiting = []
+            if not channel.waiters:
+                del self._channels[agent_id]
+
+    def _tick(self, transport: asyncio.Transport, protocol: Subscriber) -> None:
+        now = time.monotonic()
+        idle = [
+            agent_id
+            for agent_id, channel in self._channels.items()
+            if channel.state == _SUBSCRIBED and not channel.waiters and now - channel.idle_since > LINGER_SECONDS
+        ]
+        for agent_id in idle:
+            self._channels[agent_id].state = _UNSUBSCRIBING
+        if idle:
+            transport.write(command(b"UNSUBSCRIBE", *[(self.prefix + a).encode() for a in idle]))
+        if now - protocol.received_at <= HEARTBEAT_SECONDS:
+            self._ping_at = None
+        elif self._ping_at is None:
+            self._ping_at = now
+            transport.write(command(b"PING", b"heartbeat"))
+        elif now - self._ping_at > HEARTBEAT_SECONDS:
+            log.warning("agentbus: Redis did not answer a PING in %.0f s; reconnecting", HEARTBEAT_SECONDS)
+            transport.abort()
+
+    def _on_reply(self, reply: Any) -> None:
+        if not isinstance(reply, list) or len(reply) < 2:
+            if reply == b"resync":  # PING answered outside subscribed mode
+                self._resync()
+            return
+        kind, name = reply[0], reply[1]
+        if kind == b"message" and len(reply) == 3:
+            self._dispatch(name.decode()[len(self.prefix) :], decode_wake(reply[2]))
+        elif kind == b"subscribe":
+            channel = self._channels.get(name.decode()[len(self.prefix) :])
+            if channel is not None and channel.state == _SUBSCRIBING:
+                channel.state = _SUBSCRIBED
+                for _, future in channel.awaiting:
+                    _resolve(future, True)
+                channel.awaiting = []
+        elif kind == b"unsubscribe":
+            agent_id = name.decode()[len(self.prefix) :]
+            channel = self._channels.get(agent_id)
+            if channel is not None and channel.state == _UNSUBSCRIBING:
+                del self._channels[agent_id]
+        elif kind == b"pong" and name == b"resync":
+            self._resync()
+
+    def _resync(self) -> None:
+        for agent_id in [a for a, c in self._channels.items() if c.waiters]:
+            self._dispatch(agent_id, Wake())
+
+
+_hubs_lock = threading.Lock()
+_local_hub = _LocalHub()
+_publishers: dict[tuple[str, str], Publisher] = {}
+_loop_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], _RedisHub]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def inbox_group(agent_id: str) -> str:
-    return f"agentbus.inbox.{agent_id}"
+def _reset_after_fork() -> None:
+    global _hubs_lock, _local_hub, _publishers, _loop_hubs
+    _hubs_lock, _local_hub, _publishers, _loop_hubs = threading.Lock(), _LocalHub(), {}, weakref.WeakKeyDictionary()
 
 
-def _uses_local_registry(layer: BaseChannelLayer | None) -> bool:
-    """Channels' stock in-memory layer resolves a waiter's future from the sender's
-    thread, which does not wake the waiter's loop: use the registry instead."""
-    if layer is None:
-        return True
-    return isinstance(layer, InMemoryChannelLayer) and not hasattr(layer, "group_send_sync")
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _sends_synchronously(layer: BaseChannelLayer | None) -> bool:
-    # isinstance first: hasattr on channels_redis' pub/sub layer needs a running loop.
-    return isinstance(layer, InMemoryChannelLayer) and hasattr(layer, "group_send_sync")
+def _redis_target() -> tuple[str, str] | None:
+    """The Redis of a channels_redis layer, and the wake-up channels' prefix there;
+    None for any other layer."""
+    config = settings.CHANNEL_LAYERS.get("default") or {}
+    if not str(config.get("BACKEND", "")).startswith("channels_redis."):
+        return None
+    options = config.get("CONFIG") or {}
+    hosts = options.get("hosts") or [("localhost", 6379)]
+    host = hosts[0]
+    if isinstance(host, dict):
+        host = host.get("address", "redis://localhost:6379")
+    if isinstance(host, (tuple, list)):
+        host = f"redis://{host[0]}:{host[1]}"
+    return str(host), f"{options.get('prefix', 'asgi')}:agentbus.wake:"
 
 
-def _wake_local(agent_ids: list[str]) -> None:
-    with _local_lock:
-        targets = [entry for agent_id in agent_ids for entry in _local_waiters.get(agent_id, ())]
-    for loop, event in targets:
-        try:
-            loop.call_soon_threadsafe(event.set)
-        except RuntimeError:  # the waiter's loop has closed: it is gone
-            pass
+def _hub_for(loop: asyncio.AbstractEventLoop) -> _LocalHub | _RedisHub:
+    target = _redis_target()
+    if target is None:
+        return _local_hub
+    with _hubs_lock:
+        hubs = _loop_hubs.setdefault(loop, {})
+        hub = hubs.get(target)
+        if hub is None:
+            hub = hubs[target] = _RedisHub(*target, loop)
+        return hub
 
 
-async def _group_send_all(layer: BaseChannelLayer, agent_ids: list[str]) -> None:
-    for agent_id in agent_ids:
-        await layer.group_send(inbox_group(agent_id), {"type": WAKE_TYPE})
+def registered_waiters() -> int:
+    """How many waiters this process holds (in every loop)."""
+    with _hubs_lock:
+        hubs = [h for by_target in _loop_hubs.values() for h in by_target.values()]
+    return _local_hub.waiter_count() + sum(h.waiter_count() for h in hubs)
 
 
-class _SenderLoop:
-    """One event loop in a daemon thread that sends wake-ups for synchronous callers.
-
-    ``async_to_sync`` from a plain thread (a WSGI worker, Celery, the CLI) would make
-    a new loop per call, and channels_redis a new connection per loop: several ms per
-    append. This loop keeps one connection. Re-created after a fork.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pid = 0
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid():
-                self._loop = asyncio.new_event_loop()
-                self._pid = os.getpid()
-                threading.Thread(target=self._loop.run_forever, name="agentbus-wakeups", daemon=True).start()
-            return self._loop
-
-    def send(self, layer: BaseChannelLayer, agent_ids: list[str], timeout: float = SEND_TIMEOUT) -> None:
-        future = asyncio.run_coroutine_threadsafe(_group_send_all(layer, agent_ids), self.loop())
-        future.result(timeout)
+def _publish(agent_ids: list[str], data: bytes) -> None:
+    try:
+        target = _redis_target()
+        if target is None:
+            _local_hub.publish(agent_ids, data)
+            return
+        with _hubs_lock:
+            publisher = _publishers.get(target)
+            if publisher is None:
+                publisher = _publishers[target] = Publisher(*target)
+        publisher.publish(agent_ids, data)
+    except Exception as exc:
+        log.warning("agentbus: wake-up for %s failed (%s); their waiters will poll", agent_ids, exc)
 
 
-_sender = _SenderLoop()
-
-
-def wake_inboxes(agent_ids: Iterable[str]) -> None:
+def wake_inboxes(
+    agent_ids: Iterable[str], *, position: int | None = None, message: dict[str, Any] | None = None
+) -> None:
     """Wake every waiter on these inboxes now. Never raises: a lost wake-up costs at
     most one poll interval."""
     ids = sorted({a for a in agent_ids if a})
-    if not ids:
-        return
-    layer = get_channel_layer()
-    if _uses_local_registry(layer):
-        _wake_local(ids)
-        return
-    try:
-        if _sends_synchronously(layer):
-            for agent_id in ids:
-                layer.group_send_sync(inbox_group(agent_id), {"type": WAKE_TYPE})
-        else:
-            _sender.send(layer, ids)
-    except Exception:
-        log.exception("agentbus: wake-up through the channel layer failed for %s", ids)
+    if ids:
+        _publish(ids, encode_wake(position, message))
 
 
-def wake_inboxes_on_commit(agent_ids: Iterable[str]) -> None:
-    ids = list(agent_ids)
-    transaction.on_commit(lambda: wake_inboxes(ids))
-
-
-async def _anchor(layer: BaseChannelLayer) -> None:
-    """Keep one idle subscription per event loop on a channels_redis pub/sub layer.
-
-    Its receiver sleeps 100 ms whenever the connection holds no subscription, so a
-    lone watcher that subscribes afresh each round (the restart convention) would
-    pay up to 100 ms on every wake-up. With the anchor it keeps reading instead.
-    """
-    if not type(layer).__module__.startswith("channels_redis.pubsub"):
-        return
-    loop = asyncio.get_running_loop()
-    loops = _anchored.setdefault(layer, weakref.WeakSet())
-    if loop in loops:
-        return
-    loops.add(loop)
-    await layer.new_channel(prefix="agentbus-anchor.")
+def wake_inboxes_on_commit(
+    agent_ids: Iterable[str], *, position: int | None = None, message: dict[str, Any] | None = None
+) -> None:
+    """``wake_inboxes`` once the transaction commits (the wake-up is encoded now)."""
+    ids = sorted({a for a in agent_ids if a})
+    if ids:
+        data = encode_wake(position, message)
+        transaction.on_commit(lambda: _publish(ids, data))
 
 
 class InboxWaiter:
-    """``async with InboxWaiter(agent_id) as w: ... await w.wait(seconds)``.
+    """``async with InboxWaiter(agent_id) as w: ... wakes = await w.wait(seconds)``.
 
-    ``wait`` returns True when woken, False when the timeout passed; either way the
-    caller reads the database next.
+    Entering registers the waiter (and, on Redis, waits for its subscription to be
+    confirmed), so it must be entered *before* the caller reads the database. ``wait``
+    returns the wake-ups received since the last call, at once if there are some, else
+    after the first one or the timeout (then an empty list).
     """
+
+    __slots__ = ("_future", "_hub", "_wakes", "agent_id", "loop")  # a parked waiter costs little
 
     def __init__(self, agent_id: str) -> None:
         self.agent_id = agent_id
-        self.event = asyncio.Event()
-        self._entry: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
-        self._layer: BaseChannelLayer | None = None
-        self._channel: str | None = None
-        self._pump: asyncio.Task[None] | None = None
+        self.loop = asyncio.get_running_loop()
+        self._hub: _LocalHub | _RedisHub | None = None
+        self._wakes: list[Wake] = []
+        self._future: asyncio.Future[None] | None = None
 
     async def __aenter__(self) -> InboxWaiter:
-        layer = get_channel_layer()
-        if _uses_local_registry(layer):
-            self._entry = (asyncio.get_running_loop(), self.event)
-            with _local_lock:
-                _local_waiters[self.agent_id].add(self._entry)
-            return self
+        hub = self._hub = _hub_for(self.loop)
         try:
-            await _anchor(layer)
-            self._channel = await layer.new_channel()
-            await layer.group_add(inbox_group(self.agent_id), self._channel)
-            self._layer = layer
-            self._pump = asyncio.create_task(self._receive_forever())
-        except Exception:  # the layer is down: the poll still finds the messages
-            log.exception("agentbus: could not subscribe %s to wake-ups", self.agent_id)
+            await hub.join(self)
+        except BaseException:
+            hub.leave(self)
+            raise
         return self
 
-    async def _receive_forever(self) -> None:
-        assert self._layer is not None and self._channel is not None
-        try:
-            while True:
-                await self._layer.receive(self._channel)
-                self.event.set()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("agentbus: wake-up channel of %s failed; polling", self.agent_id)
-
-    async def wait(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self.event.wait(), timeout=max(timeout, 0.0))
-            woken = True
-        except TimeoutError:
-            woken = False
-        self.event.clear()
-        return woken
-
     async def __aexit__(self, *exc: object) -> None:
-        if self._entry is not None:
-            with _local_lock:
-                waiters = _local_waiters.get(self.agent_id)
-                if waiters is not None:
-                    waiters.discard(self._entry)
-                    if not waiters:
-                        del _local_waiters[self.agent_id]
-        if self._pump is not None:
-            self._pump.cancel()
+        if self._hub is not None:
+            self._hub.leave(self)
+            self._hub = None
+
+    def _deliver(self, wake: Wake) -> None:
+        """In the waiter's loop."""
+        self._wakes.append(wake)
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+    async def wait(self, timeout: float) -> list[Wake]:
+        if not self._wakes and timeout > 0:
+            future = self._future = self.loop.create_future()
+            timer = self.loop.call_later(timeout, _resolve_none, future)
             try:
-                await self._pump
-            except (asyncio.CancelledError, Exception):
-                pass
-        if self._layer is not None and self._channel is not None:
-            try:
-                await self._layer.group_discard(inbox_group(self.agent_id), self._channel)
-            except Exception:
-                log.warning("agentbus: group_discard failed for %s", self.agent_id)
+                await future
+            finally:
+                timer.cancel()
+                self._future = None
+        wakes, self._wakes = self._wakes, []
+        return wakes

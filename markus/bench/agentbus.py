@@ -1,6 +1,6 @@
 """AgentBus benchmark: the wake-up latency of ``wait``, from the commit of an append to
 the answer, and in the same run a bare Redis BRPOP round trip on the same machine;
-prints median, p99 and the ratio wait / BRPOP.
+prints median, p99 and the ratio wait / BRPOP. Then the memory of an idle waiter.
 
 Steps:
 1. Create two throwaway external agents (a writer and a watcher: no mailbox, no loop).
@@ -11,17 +11,29 @@ Steps:
    configured channel layer and, when that is the in-memory one, with the Redis
    pub/sub layer too.
 3. BRPOP: a thread blocks in BRPOP; the main thread stamps and LPUSHes; latency =
-   BRPOP's return - the stamp.
-4. Delete the agents and their rows, whatever happened.
+   BRPOP's return - the stamp. Its rounds alternate with the waits' (one each), so a
+   machine shared with other work weighs on both alike.
+4. Memory per idle waiter: M (1,000) ``inbox_wait`` coroutines parked at once in one
+   event loop, on the watcher's inbox; the growth of the process's resident set, then
+   (a second round) of tracemalloc's traced memory, divided by M; one append then
+   wakes them all and each must answer with it. Goal: 10 KB per waiter, what a
+   coroutine, its future and a registry entry should cost (a thread would cost its
+   stack, a connection its buffers: tens of KB each), so 10,000 idle watchers fit in
+   100 MB.
+5. Delete the agents and their rows, whatever happened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import os
+import resource
 import statistics
 import threading
 import time
+import tracemalloc
 import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
@@ -43,14 +55,20 @@ from agentbus.wakeup import InboxWaiter
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 
+from .report import Figure
+
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 _T = TypeVar("_T")
 
+SUITE = "agentbus"
 DEFAULT_N = 200
 WARMUP = 10
 PAUSE = 0.002  # between the waiter going to sleep and the append
+GOAL_RATIO = 2.0  # wake-up / BRPOP, at the median and at p99
+IDLE_WAITERS = 1000
+GOAL_KB_PER_WAITER = 10.0
 
 
 def _stats(samples: list[float]) -> tuple[float, float]:
@@ -61,6 +79,13 @@ def _stats(samples: list[float]) -> tuple[float, float]:
 
 def _stamp(into: list[float]) -> None:
     into.append(time.perf_counter())
+
+
+async def _cancel_the_rest() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _Loop:
@@ -75,17 +100,20 @@ class _Loop:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def stop(self) -> None:
+        self.submit(_cancel_the_rest()).result(5)  # e.g. the loop's wake-up subscriber
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
         self.loop.close()
 
 
-def measure_wait(n: int, writer: Agent, watcher: Agent) -> list[float]:
+def measure_wait(n: int, writer: Agent, watcher: Agent, between: Callable[[int], None]) -> list[float]:
+    """``n`` wake-ups (after WARMUP); ``between(i)`` runs before each round (the
+    baseline's round: both see the machine in the same state)."""
     stream = services.stream_open(sender=writer, recipient=watcher)
     sleeping = threading.Event()
     real_wait = InboxWaiter.wait
 
-    async def wait_and_flag(self: InboxWaiter, timeout: float) -> bool:
+    async def wait_and_flag(self: InboxWaiter, timeout: float) -> Any:
         sleeping.set()
         return await real_wait(self, timeout)
 
@@ -99,6 +127,7 @@ def measure_wait(n: int, writer: Agent, watcher: Agent) -> list[float]:
     try:
         with mock.patch.object(InboxWaiter, "wait", wait_and_flag):
             for i in range(n + WARMUP):
+                between(i)
                 sleeping.clear()
                 future = runner.submit(timed_wait(cursor))
                 while not sleeping.wait(0.05):
@@ -121,35 +150,38 @@ def measure_wait(n: int, writer: Agent, watcher: Agent) -> list[float]:
     return samples
 
 
-def measure_brpop(n: int, url: str) -> list[float]:
-    import redis
+class Brpop:
+    """The baseline, one round at a time: a thread blocks in BRPOP, this one stamps and
+    LPUSHes; a sample is BRPOP's return - the stamp."""
 
-    key = f"markus:bench:brpop:{uuid.uuid4().hex}"
-    pusher, popper = redis.Redis.from_url(url), redis.Redis.from_url(url)
-    samples: list[float] = []
+    def __init__(self, url: str) -> None:
+        import redis
 
-    def pop_and_stamp(got: list[float]) -> None:
-        popper.brpop([key], timeout=10)
+        self.key = f"markus:bench:brpop:{uuid.uuid4().hex}"
+        self.pusher, self.popper = redis.Redis.from_url(url), redis.Redis.from_url(url)
+        self.samples: list[float] = []
+
+    def _pop_and_stamp(self, got: list[float]) -> None:
+        self.popper.brpop([self.key], timeout=10)
         _stamp(got)
 
-    try:
-        for i in range(n + WARMUP):
-            got: list[float] = []
-            thread = threading.Thread(target=pop_and_stamp, args=(got,))
-            thread.start()
-            time.sleep(PAUSE)
-            sent = time.perf_counter()
-            pusher.lpush(key, str(i))
-            thread.join(15)
-            if not got:
-                raise RuntimeError("BRPOP did not return")
-            if i >= WARMUP:
-                samples.append(got[0] - sent)
-    finally:
-        pusher.delete(key)
-        pusher.close()
-        popper.close()
-    return samples
+    def sample(self, i: int) -> None:
+        got: list[float] = []
+        thread = threading.Thread(target=self._pop_and_stamp, args=(got,))
+        thread.start()
+        time.sleep(PAUSE)
+        sent = time.perf_counter()
+        self.pusher.lpush(self.key, str(i))
+        thread.join(15)
+        if not got:
+            raise RuntimeError("BRPOP did not return")
+        if i >= WARMUP:
+            self.samples.append(got[0] - sent)
+
+    def close(self) -> None:
+        self.pusher.delete(self.key)
+        self.pusher.close()
+        self.popper.close()
 
 
 def _layer_name() -> str:
@@ -163,28 +195,137 @@ def _redis_layers(url: str) -> dict[str, dict[str, Any]]:
     return {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [url]}}}
 
 
-def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> None:
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except OSError:  # not Linux: the peak is the best there is
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool) -> tuple[float, int]:
+    """Park ``m`` waits in one loop; answers (bytes per waiter, waiters woken by one append)."""
+    stream = services.stream_open(sender=writer, recipient=watcher)
+    parked = 0
+    all_parked = threading.Event()
+    real_wait = InboxWaiter.wait
+
+    async def wait_and_count(self: InboxWaiter, timeout: float) -> Any:
+        nonlocal parked
+        parked += 1
+        if parked == m:
+            all_parked.set()
+        return await real_wait(self, timeout)
+
+    async def park_all(cursor: str) -> list[dict[str, Any]]:
+        waits = [inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=120) for _ in range(m)]
+        return await asyncio.gather(*waits)
+
+    runner = _Loop()
+    try:
+        cursor = encode_cursor(watcher.id, current_clock())
+        warm = runner.submit(inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=0))
+        warm.result(30)  # the first wait's one-off costs (imports, thread, connection) are not a waiter's
+        gc.collect()
+        if traced:
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+        else:
+            before = _rss_bytes()
+        with mock.patch.object(InboxWaiter, "wait", wait_and_count):
+            future = runner.submit(park_all(cursor))
+            if not all_parked.wait(120):
+                raise RuntimeError(f"only {parked} of {m} waits parked")
+            time.sleep(0.2)
+            gc.collect()
+            after = tracemalloc.get_traced_memory()[0] if traced else _rss_bytes()
+            if traced:
+                tracemalloc.stop()
+            services.stream_append(stream_id=stream.id, sender=writer, payload={"wake": "all"})
+            results = future.result(60)
+    finally:
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()
+        runner.stop()
+    woken = sum(1 for r in results if not r["timed_out"] and len(r["messages"]) == 1)
+    return (after - before) / m, woken
+
+
+def _layer_figures(
+    n: int, writer: Agent, watcher: Agent, url: str, m: int, rss: bool, write: Callable[[str], None]
+) -> list[Figure]:
+    name = _layer_name()
+    baseline = Brpop(url)
+    try:
+        median, p99 = _stats(measure_wait(n, writer, watcher, between=baseline.sample))
+    finally:
+        baseline.close()
+    brpop = _stats(baseline.samples)
+    write(
+        f"  Redis BRPOP round trip ({url}, rounds alternating with the waits'): "
+        f"median {brpop[0]:.3f} ms, p99 {brpop[1]:.3f} ms"
+    )
+    write(f"  wait wake-up, append commit -> answer, {name}: median {median:.3f} ms, p99 {p99:.3f} ms")
+    write(f"    ratio wait / BRPOP: median {median / brpop[0]:.1f}x, p99 {p99 / brpop[1]:.1f}x")
+    figures = [
+        Figure(
+            suite=SUITE,
+            name=f"wait wake-up {label} / BRPOP {label} ({name})",
+            value=value / base,
+            unit="x",
+            baseline=f"BRPOP {label} {base:.3f} ms; wait {label} {value:.3f} ms",
+            goal=GOAL_RATIO,
+            better="lower",
+        )
+        for label, value, base in (("p50", median, brpop[0]), ("p99", p99, brpop[1]))
+    ]
+    # RSS only in the first round: later ones reuse the memory earlier ones freed.
+    rss_each, woken = measure_idle(m, writer, watcher, traced=False) if rss else (float("nan"), m)
+    traced, woken_too = measure_idle(m, writer, watcher, traced=True)
+    rss_text = f"RSS +{rss_each / 1024:.1f} KB each" if rss else "RSS not measured (heap reused)"
+    write(
+        f"  {m} idle waiters in one event loop, {name}: {traced / 1024:.1f} KB each traced, "
+        f"{rss_text}; one append woke {woken} and {woken_too} of {m}"
+    )
+    figures.append(
+        Figure(
+            suite=SUITE,
+            name=f"memory per idle waiter, tracemalloc ({m} parked, {name})",
+            value=traced / 1024,
+            unit="KB",
+            baseline=f"{rss_text}; {woken_too} of {m} woken by one append",
+            goal=GOAL_KB_PER_WAITER,
+            better="lower",
+        )
+    )
+    return figures
+
+
+def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     n = options.get("n") or DEFAULT_N
     url = getattr(settings, "REDIS_URL", "") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     tag = uuid.uuid4().hex[:8]
     writer = agent_create(name="bench writer", kind=Agent.Kind.EXTERNAL, agent_id=f"bench-bus-{tag}-w")[0]
     watcher = agent_create(name="bench watcher", kind=Agent.Kind.EXTERNAL, agent_id=f"bench-bus-{tag}-r")[0]
     Agent.objects.filter(id__in=[writer.id, watcher.id]).update(status=Agent.RunStatus.STOPPED)
-    write: Callable[[str], object] = stdout.write
+
+    def write(line: str) -> None:
+        stdout.write(line + "\n")
+
+    figures: list[Figure] = []
     try:
         engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         write(f"agentbus bench: n={n} (after {WARMUP} warm-up rounds), database {engine}")
-        brpop = _stats(measure_brpop(n, url))
-        results = [(_layer_name(), _stats(measure_wait(n, writer, watcher)))]
+        layers: list[contextlib.AbstractContextManager[Any]] = [contextlib.nullcontext()]
         if isinstance(get_channel_layer(), InMemoryChannelLayer):
-            with override_settings(CHANNEL_LAYERS=_redis_layers(url)):
-                results.append((_layer_name(), _stats(measure_wait(n, writer, watcher))))
-        write(f"  Redis BRPOP round trip ({url}): median {brpop[0]:.3f} ms, p99 {brpop[1]:.3f} ms")
-        for name, (median, p99) in results:
-            write(f"  wait wake-up, append commit -> answer, {name}: median {median:.3f} ms, p99 {p99:.3f} ms")
-            write(f"    ratio wait / BRPOP: median {median / brpop[0]:.1f}x, p99 {p99 / brpop[1]:.1f}x")
+            layers.append(override_settings(CHANNEL_LAYERS=_redis_layers(url)))
+        for layer in layers:
+            with layer:
+                m = options.get("waiters") or IDLE_WAITERS
+                figures += _layer_figures(n, writer, watcher, url, m, layer is layers[0], write)
     finally:
         ids = [writer.id, watcher.id]
         AuditEvent.objects.filter(agent_id__in=ids).delete()
         ConsumerCursor.objects.filter(agent_id__in=ids).delete()
         Agent.objects.filter(id__in=ids).delete()
+    return figures

@@ -127,3 +127,41 @@ def cli(request):
     if request.param == "hub":
         return Cli("hub", request.getfixturevalue("hub").url)
     return Cli("local")
+
+
+@pytest.fixture
+def long_poll(settings, monkeypatch):
+    """A fallback poll of 30 s: a fast answer proves a wake-up."""
+    monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 30.0)
+
+
+def redis_url() -> str:
+    import os
+
+    return os.environ.get("REDIS_URL") or os.environ.get("MARKUS_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+def redis_layer(settings, long_poll, monkeypatch):
+    """The channels_redis pub/sub layer on the test Redis (fails, never skips, when
+    Redis is unreachable); the wake-ups travel on the same Redis."""
+    import os
+
+    import redis
+
+    url = redis_url()
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        pytest.fail(f"Redis is not reachable at {url} ({exc}); start it, or deselect with -m 'not redis'")
+    # The same namespace as the hub processes a test starts: they inherit it (without
+    # it, a hub given REDIS_URL would pick a namespace of its own and hear nothing).
+    prefix = os.environ.get("MARKUS_REDIS_NAMESPACE") or f"test{os.getpid()}"
+    monkeypatch.setenv("MARKUS_REDIS_NAMESPACE", prefix)
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": prefix},
+        }
+    }
+    yield url

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 import time
 import urllib.request
@@ -43,31 +42,21 @@ def append_later(sender, recipient, text: str, delay: float = 0.3) -> tuple[thre
     return thread, errors
 
 
-@pytest.fixture
-def long_poll(settings, monkeypatch):
-    monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 30.0)
-
-
 def timed_wait(**kwargs) -> tuple[dict, float]:
     started = time.monotonic()
     result = async_to_sync(inbox_wait)(**kwargs)
     return result, time.monotonic() - started
 
 
-def test_a_waiter_is_woken_through_the_embedded_channel_layer(long_poll, settings, eve, max_, monkeypatch):
+def test_a_waiter_is_woken_through_the_embedded_channel_layer(long_poll, settings, eve, max_):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
-    layer = get_channel_layer()
-    assert type(layer).__name__ == "ThreadSafeInMemoryChannelLayer"
-    sent = []
-    real = layer.group_send_sync
-    monkeypatch.setattr(layer, "group_send_sync", lambda group, msg: (sent.append(group), real(group, msg)))
+    assert wakeup._redis_target() is None
     thread, errors = append_later(max_, eve, "wake up")
     result, elapsed = timed_wait(agent_id="eve", timeout=10)
     thread.join(5)
     assert not errors and [m["payload"]["text"] for m in result["messages"]] == ["wake up"]
     assert elapsed < 3, elapsed
-    assert sent == [wakeup.inbox_group("eve")]
-    assert not layer.groups.get(wakeup.inbox_group("eve"))  # the waiter left its group
+    assert wakeup.registered_waiters() == 0  # the waiter left the registry
 
 
 def test_channels_stock_in_memory_layer_falls_back_to_the_local_registry(long_poll, settings, eve, max_):
@@ -77,7 +66,7 @@ def test_channels_stock_in_memory_layer_falls_back_to_the_local_registry(long_po
     thread.join(5)
     assert not errors and [m["payload"]["text"] for m in result["messages"]] == ["wake up"]
     assert elapsed < 3, elapsed
-    assert wakeup._local_waiters == {}  # the waiter unsubscribed
+    assert wakeup.registered_waiters() == 0  # the waiter left the registry
 
 
 def test_the_async_view_blocks_and_is_woken(long_poll, eve, max_):
@@ -133,7 +122,7 @@ def test_own_appends_do_not_wake_the_waiter(long_poll, eve, max_):
 
 def test_a_lost_wake_up_is_repaired_by_the_short_poll(settings, eve, max_, monkeypatch):
     monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 0.3)
-    monkeypatch.setattr(services, "wake_inboxes_on_commit", lambda ids: None)
+    monkeypatch.setattr(services, "wake_inboxes_on_commit", lambda ids, **wake: None)
     thread, errors = append_later(max_, eve, "silent")
     result, elapsed = timed_wait(agent_id="eve", timeout=10)
     thread.join(5)
@@ -154,30 +143,6 @@ def test_timeout_returns_the_cursor_to_resume_from(eve, max_):
 # ------------------------------------------------------------------------ Redis
 
 
-def redis_url() -> str:
-    return os.environ.get("REDIS_URL") or os.environ.get("MARKUS_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
-
-
-@pytest.fixture
-def redis_layer(settings, long_poll):
-    import redis
-
-    url = redis_url()
-    try:
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
-    except Exception as exc:
-        pytest.fail(f"Redis is not reachable at {url} ({exc}); start it, or deselect with -m 'not redis'")
-    # The same namespace as the hub processes this test starts (they inherit it).
-    prefix = os.environ.get("MARKUS_REDIS_NAMESPACE") or "asgi"
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [url], "prefix": prefix},
-        }
-    }
-    yield url
-
-
 @pytest.mark.redis
 def test_a_waiter_is_woken_through_redis(redis_layer, eve, max_):
     assert type(get_channel_layer()).__name__ == "RedisPubSubChannelLayer"
@@ -186,7 +151,7 @@ def test_a_waiter_is_woken_through_redis(redis_layer, eve, max_):
     thread.join(5)
     assert not errors and [m["payload"]["text"] for m in result["messages"]] == ["via redis"]
     assert elapsed < 3, elapsed
-    assert wakeup._local_waiters == {}  # the process-local registry played no part
+    assert wakeup._redis_target() is not None and wakeup.registered_waiters() == 0
 
 
 @pytest.mark.redis
