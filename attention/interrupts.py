@@ -17,7 +17,7 @@ from markus.work.execution import execution_cancelled
 from . import records
 from .focus import Focus, Outcome
 from .heuristics import Verdict, heuristic_decision
-from .lease import StaleLease, fenced, lease_renew
+from .lease import StaleLease, fenced, lease_renew_if_due
 from .models import AttentionState, DecisionType, LLMSession
 from .scenarios import NON_PREEMPTABLE, TASK_EXECUTION, item_brief, merged_message
 from .session import save_session
@@ -29,7 +29,7 @@ JUDGE_WORDS = {"continue", "preempt", "cancel", "merge", "defer"}
 def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
     """Between LLM turns. Returns an Outcome that ends the item here, or None to go on."""
     lease, item = focus.lease, focus.item
-    if not lease_renew(lease):
+    if not lease_renew_if_due(lease):
         raise StaleLease(f"lost the lease of {lease.agent_id}")
     if focus.stop_requested():
         return Outcome("stopped")
@@ -43,7 +43,7 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
             outcome="stopped, will not resume",
         )
         return Outcome("cancelled", detail="the task left in_progress")
-    arrivals = [n for n in lifecycle.queued(lease.agent_id) if n.id not in focus.seen]
+    arrivals = [n for n in lifecycle.queued(lease.agent_id) if focus.is_arrival(n)]
     if not arrivals:
         return None
     records.set_state(lease, AttentionState.DECIDING, item)

@@ -23,17 +23,22 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Self
+from typing import Any, Self
 
 from django.conf import settings
-from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db import InterfaceError, InternalError, OperationalError, connection, models, transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
+
+from mailbox.models import MailboxItem
+from mailbox.registry import Status
+from markus.agents.models import Agent, ChatSession
 
 from .models import AgentAttention, AttentionState
 
@@ -110,6 +115,136 @@ def ensure_row(agent_id: str) -> None:
     AgentAttention.objects.get_or_create(agent_id=agent_id)
 
 
+# When each lease this process holds was last proven and extended (monotonic seconds),
+# so renewals happen when due (a third of the lease gone) rather than at every step.
+_renewed: dict[tuple[str, str, int], float] = {}
+_renewed_lock = threading.Lock()
+
+
+def _key(lease: Lease) -> tuple[str, str, int]:
+    return (lease.agent_id, lease.owner, lease.epoch)
+
+
+def note_renewed(lease: Lease) -> None:
+    with _renewed_lock:
+        if len(_renewed) > 1000:  # leases of runs that ended without a release
+            _renewed.clear()
+        _renewed[_key(lease)] = time.monotonic()
+
+
+def renewal_due(lease: Lease) -> bool:
+    """A third of the lease has passed since it was last extended (or it never was)."""
+    last = _renewed.get(_key(lease))
+    return last is None or time.monotonic() - last >= lease_seconds() / 3
+
+
+def _forget(lease: Lease) -> None:
+    with _renewed_lock:
+        _renewed.pop(_key(lease), None)
+
+
+@dataclass(frozen=True)
+class Take:
+    """What taking the lease for a run found: the lease (None: ``status`` says why, busy
+    or inactive) and whether items are still ``processing`` (a dead worker's)."""
+
+    lease: Lease | None
+    status: str = ""
+    in_flight: bool = False
+    # Busy only because the row was locked (or SQLite's writer lock held) while the
+    # lease itself was free or expired: a holder frozen inside a transaction. Nobody
+    # will look again when it lets go, so the caller should.
+    locked: bool = False
+    # Read by the same statement, so the run need not read them again: the agent's
+    # name and role, and its main chat session ("" if it has none yet).
+    agent_name: str = ""
+    agent_role: str = ""
+    main_session_id: str = ""
+
+
+def _take_sql(vendor: str) -> str:
+    att = AgentAttention._meta.db_table
+    agents = Agent._meta.db_table
+    items = MailboxItem._meta.db_table
+    sessions = ChatSession._meta.db_table
+    free = "(lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at < %s)"
+    # PostgreSQL: a row locked by someone else (a holder frozen inside a fenced
+    # transaction) counts as held: SKIP LOCKED, never a wait. SQLite has no row locks;
+    # the statement takes the one writer lock (busy timeout, then "database is locked").
+    target = (
+        f"(SELECT agent_id FROM {att} WHERE agent_id = %s AND {free} FOR UPDATE SKIP LOCKED)"
+        if vendor == "postgresql"
+        else "%s"
+    )
+    return (
+        f"UPDATE {att} SET lease_owner = %s, lease_expires_at = %s, lease_epoch = lease_epoch + 1,"
+        f" cancel_requested = %s, updated_at = %s"
+        f" WHERE agent_id = {target} AND {free}"
+        f" AND EXISTS (SELECT 1 FROM {agents} WHERE id = %s AND kind = %s AND status = %s)"
+        f" RETURNING lease_epoch,"
+        f" EXISTS (SELECT 1 FROM {items} WHERE agent_id = %s AND status = %s),"
+        f" (SELECT name FROM {agents} WHERE id = %s), (SELECT role FROM {agents} WHERE id = %s),"
+        f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = %s)"
+    )
+
+
+def lease_take_for_run(agent_id: str) -> Take:
+    """Take the agent's lease for a run of the loop, in one statement: only if the agent
+    is a running internal agent and the lease is free or expired; it also tells whether
+    items are still ``processing`` (their worker died). Busy if someone holds the lease
+    (or keeps its row locked); inactive if the agent is not running."""
+    now = timezone.now()
+    owner = new_owner()
+    ops = connection.ops
+    when = ops.adapt_datetimefield_value(now)
+    expires = ops.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds()))
+    target = [agent_id, when] if connection.vendor == "postgresql" else [agent_id]
+    params = [
+        owner,
+        expires,
+        False,
+        when,
+        *target,
+        when,
+        agent_id,
+        Agent.Kind.INTERNAL.value,
+        Agent.RunStatus.RUNNING.value,
+        agent_id,
+        Status.PROCESSING.value,
+        agent_id,
+        agent_id,
+        agent_id,
+        True,
+    ]
+    for attempt in range(2):
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_take_sql(connection.vendor), params)
+                row = cursor.fetchone()
+        except OperationalError as exc:
+            if lock_conflict(exc):  # SQLite: a writer held the database past the busy timeout
+                return Take(None, "busy", locked=True)
+            raise
+        if row is not None:
+            lease = Lease(agent_id, owner, int(row[0]))
+            note_renewed(lease)
+            return Take(
+                lease,
+                in_flight=bool(row[1]),
+                agent_name=row[2] or "",
+                agent_role=row[3] or "",
+                main_session_id=row[4] or "",
+            )
+        if not Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).exists():
+            return Take(None, "inactive")
+        row_of_agent = AgentAttention.objects.filter(agent_id=agent_id)
+        if attempt or row_of_agent.exists():
+            free = Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=timezone.now())
+            return Take(None, "busy", locked=row_of_agent.filter(free).exists())
+        ensure_row(agent_id)  # the agent's first run
+    return Take(None, "busy")
+
+
 def lease_take(agent_id: str, *, seconds: float | None = None) -> Lease | None:
     """Take the agent's lease if it is free or expired. None ("busy") if someone holds
     it, and also while another session keeps its row locked (a holder frozen inside a
@@ -141,7 +276,11 @@ def lease_take(agent_id: str, *, seconds: float | None = None) -> Lease | None:
         if lock_conflict(exc):  # SQLite: a writer held the database past the busy timeout
             return None
         raise
-    return Lease(agent_id, owner, epoch + 1) if won == 1 else None
+    if won != 1:
+        return None
+    lease = Lease(agent_id, owner, epoch + 1)
+    note_renewed(lease)
+    return lease
 
 
 def lease_renew(lease: Lease, *, seconds: float | None = None) -> bool:
@@ -151,7 +290,7 @@ def lease_renew(lease: Lease, *, seconds: float | None = None) -> bool:
     now = timezone.now()
     try:
         with bounded_lock_wait():
-            return (
+            renewed = (
                 AgentAttention.objects.filter(
                     agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner
                 ).update(lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()), updated_at=now)
@@ -161,12 +300,22 @@ def lease_renew(lease: Lease, *, seconds: float | None = None) -> bool:
         if lock_conflict(exc):
             return False
         raise
+    if renewed:
+        note_renewed(lease)
+    return renewed
+
+
+def lease_renew_if_due(lease: Lease) -> bool:
+    """Renew only when a third of the lease has passed since it was last extended;
+    between renewals the fenced writes prove the lease. False once it was lost."""
+    return lease_renew(lease) if renewal_due(lease) else True
 
 
 def lease_release(lease: Lease) -> bool:
     """Let go of the lease (False if it was no longer ours, or its row stayed locked by
     another session past the lock timeout: then it simply runs out)."""
     now = timezone.now()
+    _forget(lease)
     try:
         with bounded_lock_wait():
             return (
@@ -191,40 +340,113 @@ def lease_release(lease: Lease) -> bool:
 _held = threading.local()
 
 
+class AgentNotRunning(Exception):
+    """The lease is ours but the agent was stopped or paused: begin nothing new."""
+
+
 @contextmanager
-def fenced(lease: Lease) -> Iterator[None]:
+def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator[None]:
     """A transaction in which the lease is checked and held still: on PostgreSQL the
     attention row is locked (a successor's take skips it and answers busy, or we see its
     epoch); on SQLite the IMMEDIATE transaction already serialises writers. Raises
     StaleLease, or LeaseBusy when another session keeps the row locked past the lock
     timeout. Every lock wait inside is bounded the same way (``bounded_lock_wait``).
 
+    The check is one statement. With ``attention`` fields (the attention state the
+    block begins with) it is the UPDATE that writes them, and when a renewal is due it
+    also extends the lease; otherwise it is a ``SELECT … FOR UPDATE``. ``running``: the
+    agent must also still be running, or AgentNotRunning is raised (nothing written).
+
     Keep the block short: no provider call inside (a frozen or slow holder keeps its
     agent's row locked, and PostgreSQL cuts a transaction left idle).
 
     Re-entrant: inside an open fenced block of the same lease, the check has been made
-    and the lock is held, so nested writes join that transaction."""
+    and the lock is held, so nested writes join that transaction (``attention`` fields
+    are still written)."""
     if getattr(_held, "lease", None) == lease:
+        if attention:
+            _update_mine(lease, attention)
         yield
         return
     with bounded_lock_wait():
+        now = timezone.now()
+        renew = renewal_due(lease)
         try:
-            held = (
-                AgentAttention.objects.select_for_update()
-                .filter(agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner)
-                .exists()
-            )
+            if attention or renew or running:
+                fields = dict(attention)
+                if renew:
+                    fields["lease_expires_at"] = now + timedelta(seconds=lease_seconds())
+                fields.setdefault("updated_at", now)
+                held = _update_mine(lease, fields, running=running) == 1
+                if not held and running and _mine(lease).exists():
+                    raise AgentNotRunning(lease.agent_id)
+            else:
+                held = _check_mine(lease)
         except OperationalError as exc:
             if lock_conflict(exc):
                 raise LeaseBusy(f"the attention row of {lease.agent_id} is locked by another session") from exc
             raise
         if not held:
             raise StaleLease(f"lease epoch {lease.epoch} of {lease.agent_id} is no longer current")
+        if renew:
+            # Counted from the transaction that extended it; should it roll back, the
+            # lease still had two thirds of its time and the next block renews it.
+            note_renewed(lease)
         _held.lease = lease
         try:
             yield
         finally:
             _held.lease = None
+
+
+# The fence's statements run for every transaction of the loop: written here as SQL
+# (the ORM built each anew at several times the database's cost).
+
+
+def _check_mine(lease: Lease) -> bool:
+    """The lease is still this one; on PostgreSQL its row is locked until the
+    transaction ends (SQLite's IMMEDIATE transaction already holds the writer lock)."""
+    lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {AgentAttention._meta.db_table}"
+            f" WHERE agent_id = %s AND lease_epoch = %s AND lease_owner = %s{lock}",
+            [lease.agent_id, lease.epoch, lease.owner],
+        )
+        return cursor.fetchone() is not None
+
+
+def _update_mine(lease: Lease, fields: dict[str, Any], *, running: bool = False) -> int:
+    """UPDATE the attention row of this lease (fenced by epoch and owner); with
+    ``running`` only while the agent is a running internal agent. The rows changed."""
+    meta, qn = AgentAttention._meta, connection.ops.quote_name
+    sets, params = [], []
+    for name, value in fields.items():
+        f = meta.get_field(name)
+        assert isinstance(f, models.Field)
+        if isinstance(value, models.Model):
+            value = value.pk
+        sets.append(f"{qn(str(f.column))} = %s")
+        params.append(f.get_db_prep_save(value, connection) if value is not None else None)
+    sql = (
+        f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)}"
+        " WHERE agent_id = %s AND lease_epoch = %s AND lease_owner = %s"
+    )
+    params += [lease.agent_id, lease.epoch, lease.owner]
+    if running:
+        sql += f" AND EXISTS (SELECT 1 FROM {qn(Agent._meta.db_table)} WHERE id = %s AND kind = %s AND status = %s)"
+        params += [lease.agent_id, Agent.Kind.INTERNAL.value, Agent.RunStatus.RUNNING.value]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+def _mine(lease: Lease) -> QuerySet[AgentAttention]:
+    return AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner)
+
+
+def _agent_running(agent_id: str) -> Q:
+    return Q(Exists(Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING)))
 
 
 class LeaseKeeper:

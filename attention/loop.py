@@ -2,39 +2,75 @@
 
 ``run_attention(agent_id)`` is the plain function behind the Celery task:
 
-1. Take the agent's lease (or return: someone else is on it).
+1. Take the agent's lease (or return: someone else is on it, or it is not running).
 2. If items are still ``processing``, their worker died: run the mailbox's recovery.
-3. Until the queue is empty or the per-run budget is spent: resurface due deferred
-   items, claim the head of the queue (fenced by the lease), coalesce a burst,
-   record the pick, process the item.
+3. Until the queue is empty or the per-run budget is spent: read the head of the
+   queue (one statement, which also shows deferred items that came due: they are
+   resurfaced first), let a burst coalesce, triage, then begin the item in one fenced
+   transaction (the attention state, the claim, the pick decision, the activity) and
+   process it.
 4. Release the lease; tell the caller whether to run again (budget spent, a late
    arrival, or a deferred item coming due).
+
+The coalescing window (``COALESCE_WINDOW_MS``) is a "not before" time, not a pause:
+it counts from the item's enqueue, and only a head that a follow-up could still fold
+into (an item about a task or requirement, not strict) waits out what is left of it,
+unclaimed, so the follow-up merges into it at enqueue or by consolidation. Any other
+item, and any item that waited in the queue that long already, starts at once. A
+human's follow-up arriving while its chat runs is merged at the next yield point.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Min
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox import services as mailbox
+from mailbox.merge import entity_key, is_strict
 from mailbox.models import MailboxItem
-from mailbox.registry import Status
+from mailbox.registry import COMMENT_TYPES, Status, descriptor
 from markus.agents.models import Agent
+from markus.llm.base import get_provider
 
 from . import records
-from .lease import SESSION_LOST, Lease, StaleLease, fenced, lease_release, lease_take
-from .models import AgentAttention, AttentionState, DecisionType
+from .focus import Focus, Run
+from .interrupts import execution_revoked
+from .lease import (
+    SESSION_LOST,
+    AgentNotRunning,
+    Lease,
+    StaleLease,
+    fenced,
+    lease_release,
+    lease_take_for_run,
+)
+from .models import ActivityLogType as L
+from .models import AgentAttention, AttentionState, DecisionType, LLMSession
 from .processing import process_item
-from .triage import triage
+from .scenarios import TASK_EXECUTION, scenario_for
+from .session import SESSION_PREFIX
+from .settle import complete
+from .triage import MAX_CANDIDATES, Plan, apply_plan, triage
 
 log = logging.getLogger(__name__)
+
+# The loop reads at most this many queued items per step: the head and what triage
+# (its candidates), consolidation and the first prompt look at; the queue's depth is
+# counted in full. Reading the whole queue for every item made a long queue O(n²).
+QUEUE_READ_LIMIT = MAX_CANDIDATES
+# How soon a run that found the agent's row locked by a frozen holder tries again.
+LOCKED_RETRY_S = 1.0
 
 
 @dataclass
@@ -49,24 +85,128 @@ def agent_is_running(agent_id: str) -> bool:
     return Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).exists()
 
 
-def _claim(lease: Lease) -> MailboxItem | None:
-    item = mailbox.mailbox_claim_next(agent_id=lease.agent_id, epoch=lease.epoch, fence=lease.fence())
-    if item is None:
-        return None
+# ---------------------------------------------------------------------------- reading the queue
+
+
+@dataclass
+class QueueView:
+    """The head of the queue as one statement read it: up to QUEUE_READ_LIMIT queued
+    items in dequeue order, how many are queued in all, whether deferred items came
+    due, and when it was read."""
+
+    items: list[MailboxItem]
+    depth: int
+    due_deferred: bool
+    read_at: datetime
+
+    @property
+    def complete(self) -> bool:
+        return len(self.items) >= self.depth
+
+
+def _queue_query(agent_id: str, now: datetime) -> QuerySet[MailboxItem]:
+    mine = MailboxItem.objects.filter(agent_id=agent_id)
+    depth = mine.filter(status=Status.QUEUED).order_by().values("agent_id").annotate(n=Count("id")).values("n")[:1]
+    due = (
+        mine.filter(status=Status.DEFERRED)
+        .filter(Q(deferred_until__isnull=True) | Q(deferred_until__lte=now))
+        .filter(lifecycle.not_parked())
+    )
+    saved = LLMSession.objects.filter(id=Concat(Value(SESSION_PREFIX), OuterRef("id")))
+    return lifecycle.queued(agent_id).annotate(depth=Subquery(depth), due=Exists(due), has_session=Exists(saved))[
+        :QUEUE_READ_LIMIT
+    ]
+
+
+# The queue read is the loop's most frequent statement: its SQL is compiled once per
+# database connection (with stand-in values whose places among the parameters are
+# then known) and run with each call's values; building it with the ORM every time
+# cost thirty times what the database spends on it.
+_AGENT_STANDIN = "\x00agent-stand-in"
+_NOW_STANDIN = datetime(2000, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+_compiled: weakref.WeakKeyDictionary[Any, tuple[str, list[Any], list[int], list[int]]] = weakref.WeakKeyDictionary()
+
+
+def _compiled_queue_query() -> tuple[str, list[Any], list[int], list[int]]:
+    conn = connections[DEFAULT_DB_ALIAS]  # this thread's connection, not the proxy
+    try:
+        return _compiled[conn]
+    except KeyError:
+        pass
+    query = _queue_query(_AGENT_STANDIN, _NOW_STANDIN).query
+    sql, params = query.get_compiler(connection=conn).as_sql()
+    params = list(params)
+    now_stored = conn.ops.adapt_datetimefield_value(_NOW_STANDIN)
+    agents = [i for i, p in enumerate(params) if p == _AGENT_STANDIN]
+    nows = [i for i, p in enumerate(params) if p in (_NOW_STANDIN, now_stored)]
+    made = (sql, params, agents, nows)
+    _compiled[conn] = made
+    return made
+
+
+def read_queue(agent_id: str) -> QueueView:
+    """One statement: the head of the queue (at most QUEUE_READ_LIMIT queued items in
+    dequeue order, by the partial index), the queue's full depth and whether deferred
+    items (not parked) are due, as two uncorrelated subqueries of it, and for each item
+    whether it has a saved LLM session. An empty queue returns no row to carry them:
+    then the deferred items are looked at separately."""
+    now = timezone.now()
+    sql, template, agents, nows = _compiled_queue_query()
+    params = list(template)
+    stored_now = connection.ops.adapt_datetimefield_value(now)
+    for i in agents:
+        params[i] = agent_id
+    for i in nows:
+        params[i] = stored_now if template[i] != _NOW_STANDIN else now
+    rows: list[MailboxItem] = list(MailboxItem.objects.raw(sql, params))
+    if not rows:
+        return QueueView(items=[], depth=0, due_deferred=_any_due(agent_id, now), read_at=now)
+    first = rows[0]
+    return QueueView(
+        items=rows,
+        depth=int(getattr(first, "depth", 0) or len(rows)),
+        due_deferred=bool(getattr(first, "due", False)),
+        read_at=now,
+    )
+
+
+def _any_due(agent_id: str, now: datetime) -> bool:
+    return (
+        MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED)
+        .filter(Q(deferred_until__isnull=True) | Q(deferred_until__lte=now))
+        .filter(lifecycle.not_parked())
+        .exists()
+    )
+
+
+def _window_left(item: MailboxItem) -> float:
+    """Seconds the head should still wait for a follow-up to fold into it (see the
+    module's docstring): 0 for an item nothing could fold into any more."""
     window = settings.MARKUS["COALESCE_WINDOW_MS"] / 1000
-    if not item.is_user_interaction and window > 0:
-        time.sleep(window)  # let a burst arrive and merge at enqueue
-    if mailbox.queued(lease.agent_id).exists():
-        _coalesce_into_head(lease, item)
-        mailbox.mailbox_consolidate_by_entity(lease.agent_id)
-        item.refresh_from_db()
-        item = triage(lease, item)
-    return item
+    if window <= 0 or item.is_user_interaction or is_strict(item) or entity_key(item) is None:
+        return 0.0
+    if not (descriptor(item.source_type).invokes_llm or item.source_type in COMMENT_TYPES):
+        return 0.0
+    return max(0.0, window - (timezone.now() - item.queued_at).total_seconds())
+
+
+def _consolidation_due(items: list[MailboxItem]) -> bool:
+    """Do two queued items share a task or requirement (and may fold together)?"""
+    keys: set[tuple[str, str]] = set()
+    for item in items:
+        key = entity_key(item)
+        if key is None or is_strict(item):
+            continue
+        if key in keys:
+            return True
+        keys.add(key)
+    return False
 
 
 def _coalesce_into_head(lease: Lease, head: MailboxItem) -> None:
-    """Pre-triage consolidation (section 21) with the head taking part: queued items
-    about the head's task or requirement fold into it where the merge rule allows."""
+    """Pre-triage consolidation (section 21) with a claimed head taking part: queued
+    items about the head's task or requirement fold into it where the merge rule
+    allows."""
     with fenced(lease):  # a stale worker must not merge into an item it lost
         for other in mailbox.mailbox_coalesce_into(head, epoch=lease.epoch):
             records.record_decision(
@@ -77,51 +217,158 @@ def _coalesce_into_head(lease: Lease, head: MailboxItem) -> None:
             )
 
 
-def _next_due_in(agent_id: str) -> float | None:
-    """Seconds until this agent has work again: 0 if something is queued or due now."""
-    if MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).exists():
-        return 0.0
-    deferred = MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED).filter(mailbox.not_parked())
-    if deferred.filter(deferred_until__isnull=True).exists():
-        return 0.0
-    soonest = deferred.aggregate(m=Min("deferred_until"))["m"]
-    if soonest is None:
-        return None
-    return max(0.0, (soonest - timezone.now()).total_seconds())
+# ---------------------------------------------------------------------------- beginning an item
+
+
+class _Gone(Exception):
+    """The chosen item was claimed, merged or dropped meanwhile: read the queue again."""
+
+
+@dataclass
+class Begun:
+    """An item the loop began: claimed and focused, its pick recorded. ``focus`` is
+    None when it ended at once (informational, or a revoked execution)."""
+
+    item: MailboxItem
+    focus: Focus | None
+
+
+def _next(run: Run) -> Begun | None:
+    """Read the queue, let a burst coalesce, triage, and begin the chosen item. None:
+    nothing to do. Raises AgentNotRunning (stopped or paused) and StaleLease."""
+    lease = run.lease
+    for _ in range(10):
+        view = read_queue(lease.agent_id)
+        if view.due_deferred:
+            mailbox.mailbox_resurface_due(lease.agent_id)
+            view = read_queue(lease.agent_id)
+        if not view.items:
+            return None
+        wait = _window_left(view.items[0])
+        if wait > 0:
+            time.sleep(wait)  # unclaimed: a follow-up merges into it at enqueue
+            view = read_queue(lease.agent_id)
+            if not view.items:
+                return None
+        if _consolidation_due(view.items):
+            mailbox.mailbox_consolidate_by_entity(lease.agent_id)
+            view = read_queue(lease.agent_id)
+            if not view.items:
+                return None
+        head = view.items[0]
+        plan = triage(lease, head, view.items, run.the_agent().name)
+        chosen = plan.chosen if plan is not None else head
+        try:
+            return _begin(run, chosen, view, plan)
+        except _Gone:
+            continue
+    return None
+
+
+def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) -> Begun:
+    """One fenced transaction: the attention state (its UPDATE is the fence check, and
+    it checks the agent is still running), the claim, triage's drops and defers, the
+    pick decision, and either the item's end (nothing to run) or its activity."""
+    lease = run.lease
+    scenario = scenario_for(chosen)
+    agent = run.the_agent()
+    revoked = False
+    if scenario == TASK_EXECUTION:
+        probe = Focus(lease=lease, item=chosen, scenario=scenario, agent=agent)
+        revoked = execution_revoked(probe)  # the task left in_progress while this waited
+    now = timezone.now()
+    depth = max(0, view.depth - 1)
+    with fenced(
+        lease,
+        running=True,
+        state=AttentionState.FOCUSED,
+        current_item=chosen,
+        focus_started_at=now,
+        updated_at=now,
+    ):
+        item = lifecycle.claim(chosen.id, epoch=lease.epoch)
+        if item is None:
+            raise _Gone(chosen.id)
+        if plan is not None:
+            apply_plan(lease, plan, remember=run.remember)
+        records.record_decision(
+            lease,
+            item=item,
+            decision_type=DecisionType.PICK,
+            reasoning="Idle — picked from queue",
+            context={"priority": item.priority, "queueDepth": depth},
+        )
+        records.emit_state(lease, AttentionState.FOCUSED, item, now, depth=depth)
+        scenario = scenario_for(item)
+        if scenario is None:
+            complete(lease, item, outcome="noted (informational, no LLM)")
+            return Begun(item, None)
+        if revoked:
+            complete(lease, item, outcome="skipped: the task is no longer in progress")
+            return Begun(item, None)
+        focus = Focus(
+            lease=lease,
+            item=item,
+            scenario=scenario,
+            agent=agent,
+            run=run,
+            seen={q.id for q in view.items if q.id != item.id},
+            seen_all=view.complete,
+            seen_since=view.read_at,
+            queue=[q for q in view.items if q.id != item.id],
+            depth=depth,
+            last_stop_check=time.monotonic(),  # the fence just found the agent running
+        )
+        focus.saved_session = bool(getattr(chosen, "has_session", True))
+        if not (item.source_type in COMMENT_TYPES and item.task_id):
+            # (A comment on a task may go into that task's open execution instead.)
+            # A brain that answers at once has its activity and its first lines written
+            # with the outcome; for any other the live view shows them from now on.
+            store = not get_provider().local
+            focus.activity = records.start_activity(lease, item=item, scenario=scenario, store=store)
+            started = records.LogLine(L.STATUS, f"started {scenario}", at=now)
+            if store:
+                records.log_many(lease, focus.activity, [started])
+            else:
+                focus.pending_logs.append(started)
+    return Begun(item, focus)
+
+
+# ---------------------------------------------------------------------------- the run
 
 
 def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
-    if not agent_is_running(agent_id):
-        return RunResult("inactive")
-    lease = lease_take(agent_id)
-    if lease is None:
-        return RunResult("busy")
+    take = lease_take_for_run(agent_id)
+    if take.lease is None:
+        # A lease held by a live run: that run looks again when it lets go. A free or
+        # expired lease whose row is locked (its holder frozen inside a transaction,
+        # until the database cuts that session): nobody will, so this run comes back.
+        return RunResult(take.status, run_again_in=LOCKED_RETRY_S if take.locked else None)
+    lease = take.lease
+    # The take read the agent's name, role and main session: no second read of them.
+    run = Run(lease, agent=Agent(id=agent_id, name=take.agent_name, role=take.agent_role))
+    if take.main_session_id:
+        records.know_main_session(lease, take.main_session_id)
     budget = budget or settings.MARKUS["RUN_BUDGET_ITEMS"]
     result = RunResult("done")
     try:
-        if MailboxItem.objects.filter(agent_id=agent_id, status=Status.PROCESSING).exists():
+        if take.in_flight:
             _recover(lease)
         while True:
             if result.processed >= budget:
                 result.status = "budget"
                 break
-            if not agent_is_running(agent_id):
+            try:
+                begun = _next(run)
+            except AgentNotRunning:
                 result.status = "stopped"
                 break
-            mailbox.mailbox_resurface_due(agent_id)
-            item = _claim(lease)
-            if item is None:
+            if begun is None:
                 break
             result.processed += 1
-            result.items.append(item.id)
-            records.record_decision(
-                lease,
-                item=item,
-                decision_type=DecisionType.PICK,
-                reasoning="Idle — picked from queue",
-                context={"priority": item.priority, "queueDepth": mailbox.queued(agent_id).count()},
-            )
-            process_item(lease, item)
+            result.items.append(begun.item.id)
+            if begun.focus is not None:
+                process_item(begun.focus)
     except StaleLease as exc:
         log.warning("attention: %s", exc)
         result.status = "stale"
@@ -134,16 +381,38 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
         result.status = "stale"
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()
-        _finish(lease)
+        _finish(lease, depth=None)
         return result
     finally:
+        records.forget_run(lease)
         if result.status != "stale":
-            _finish(lease)
+            _finish(lease, depth=0 if result.status == "done" else None)
     # A run that found our lease (or its row locked) answered busy and counts on us to
     # look again after we let go; also when we stopped for a pause that ended meanwhile.
-    if result.status in ("done", "budget", "stopped") and agent_is_running(agent_id):
-        result.run_again_in = 0.0 if result.status == "budget" else _next_due_in(agent_id)
+    if result.status == "budget":
+        result.run_again_in = 0.0
+    elif result.status in ("done", "stopped"):
+        due = _next_due_in(agent_id)
+        if due is not None and agent_is_running(agent_id):
+            result.run_again_in = due
     return result
+
+
+def _next_due_in(agent_id: str) -> float | None:
+    """Seconds until this agent has work again (one statement): 0 if something is
+    queued or due now, else until the soonest deferred item (not parked) comes due."""
+    now = timezone.now()
+    row = MailboxItem.objects.filter(agent_id=agent_id).aggregate(
+        queued=Count("id", filter=Q(status=Status.QUEUED)),
+        undated=Count("id", filter=Q(status=Status.DEFERRED, deferred_until__isnull=True) & lifecycle.not_parked()),
+        soonest=Min("deferred_until", filter=Q(status=Status.DEFERRED) & lifecycle.not_parked()),
+    )
+    if row["queued"] or row["undated"]:
+        return 0.0
+    soonest = row["soonest"]
+    if soonest is None:
+        return None
+    return max(0.0, (soonest - now).total_seconds())
 
 
 def _recover(lease: Lease) -> None:
@@ -156,12 +425,11 @@ def _recover(lease: Lease) -> None:
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
 
 
-def _finish(lease: Lease) -> None:
+def _finish(lease: Lease, *, depth: int | None) -> None:
+    """Release the lease (its UPDATE also sets the state idle) and announce it."""
     try:
-        records.set_state(lease, AttentionState.IDLE)
-        lease_release(lease)
-    except StaleLease:
-        return
+        if lease_release(lease):
+            records.emit_state(lease, AttentionState.IDLE, None, None, depth=depth)
     except SESSION_LOST as exc:  # the lease runs out by itself
         log.warning("attention: could not release %s (%s: %s)", lease.agent_id, type(exc).__name__, exc)
 

@@ -11,19 +11,16 @@ import logging
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, MailboxType, Status
-from markus.agents.models import Agent
 from markus.llm.base import LLMCancelled
 
 from . import records
 from .focus import Focus, Outcome
-from .interrupts import execution_revoked
 from .lease import Lease, StaleLease, fenced
 from .models import ActivityLogType as L
-from .models import AttentionState, DecisionType, LLMSession
+from .models import DecisionType, LLMSession
 from .replies import chat_group, chat_reply_for
-from .scenarios import scenario_for
 from .session import session_id
-from .settle import complete, on_approval_answered, settle
+from .settle import on_approval_answered, settle
 from .tool_loop import run_tool_loop
 
 log = logging.getLogger(__name__)
@@ -31,31 +28,16 @@ log = logging.getLogger(__name__)
 __all__ = ["chat_group", "chat_reply_for", "on_approval_answered", "process_item"]
 
 
-def process_item(lease: Lease, item: MailboxItem) -> None:
-    scenario = scenario_for(item)
-    if scenario is None:
+def process_item(focus: Focus) -> None:
+    """Run a begun item (claimed, focused, its activity started unless it is a comment
+    that may go into its task's open execution) through its scenario and settle it."""
+    lease, item, scenario = focus.lease, focus.item, focus.scenario
+    if focus.activity is None:
+        if item.source_type in COMMENT_TYPES and _inject_into_active_task(lease, item):
+            return
         with fenced(lease):
-            records.set_state(lease, AttentionState.FOCUSED, item)
-            complete(lease, item, outcome="noted (informational, no LLM)")
-        return
-    records.set_state(lease, AttentionState.FOCUSED, item)
-    if item.source_type in COMMENT_TYPES and _inject_into_active_task(lease, item):
-        return
-    agent = Agent.objects.get(id=lease.agent_id)
-    focus = Focus(
-        lease=lease,
-        item=item,
-        scenario=scenario,
-        agent=agent,
-        seen=set(lifecycle.queued(lease.agent_id).values_list("id", flat=True)),
-    )
-    if execution_revoked(focus):  # the task left in_progress while this waited
-        with fenced(lease):
-            complete(lease, item, outcome="skipped: the task is no longer in progress")
-        return
-    with fenced(lease):
-        focus.activity = records.start_activity(lease, item=item, scenario=scenario)
-        records.log(lease, focus.activity, L.STATUS, f"started {scenario}")
+            focus.activity = records.start_activity(lease, item=item, scenario=scenario)
+            records.log(lease, focus.activity, L.STATUS, f"started {scenario}")
     try:
         outcome = run_tool_loop(focus)
     except LLMCancelled:
@@ -64,7 +46,8 @@ def process_item(lease: Lease, item: MailboxItem) -> None:
         raise
     except Exception as exc:  # a provider failure: retry like a missing marker
         log.exception("attention: %s failed on %s", scenario, item.id)
-        records.log(lease, focus.activity, L.ERROR, f"{exc.__class__.__name__}: {exc}")
+        assert focus.activity is not None
+        focus.pending_logs.append(records.LogLine(L.ERROR, f"{exc.__class__.__name__}: {exc}"))
         outcome = Outcome("retry", detail=f"provider error: {exc.__class__.__name__}")
     settle(focus, outcome)
 

@@ -4,6 +4,7 @@ fenced by the lease it was made under."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ from markus.agents.services import main_session
 from markus.core.events import agent_group, send_event_on_commit
 
 from .lease import Lease, fenced
-from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentAttention, AgentDecision, AttentionState
+from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentDecision, AttentionState
 
 
 def serialize_decision(d: AgentDecision) -> dict[str, Any]:
@@ -72,28 +73,43 @@ def record_decision(
     return d
 
 
-def set_state(lease: Lease, state: str, item: MailboxItem | None = None) -> None:
+def set_state(lease: Lease, state: str, item: MailboxItem | None = None, *, depth: int | None = None) -> None:
+    """Write the attention state (the write is the fence check of its transaction) and
+    announce it from what was written, without reading the row back. ``depth``: the
+    queue depth, when the caller knows it (else it is counted)."""
     now = timezone.now()
-    with fenced(lease):
-        fields: dict[str, Any] = {"state": state, "updated_at": now}
-        if state == AttentionState.FOCUSED:
-            fields.update(current_item=item, focus_started_at=now)
-        elif state == AttentionState.IDLE:
-            fields.update(current_item=None, focus_started_at=None)
-        AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch).update(**fields)
-        row = AgentAttention.objects.select_related("current_item").get(agent_id=lease.agent_id)
-        focus = focus_of(row.current_item, row.focus_started_at)
+    fields: dict[str, Any] = {"state": state, "updated_at": now}
+    started: datetime | None = item.started_at if item is not None else None
+    if state == AttentionState.FOCUSED:
+        fields.update(current_item=item, focus_started_at=now)
+        started = now
+    elif state == AttentionState.IDLE:
+        fields.update(current_item=None, focus_started_at=None)
+        item = None
+    with fenced(lease, **fields):
+        emit_state(lease, state, item, started, depth=depth)
+
+
+def emit_state(
+    lease: Lease, state: str, item: MailboxItem | None, started: datetime | None, *, depth: int | None = None
+) -> None:
+    """``agent:attention`` (and, unless deciding, ``agent:focus``) after commit."""
+    focus = focus_of(item, started)
+    send_event_on_commit(
+        agent_group(lease.agent_id),
+        "agent:attention",
+        {"agentId": lease.agent_id, "state": state, "currentFocus": focus},
+    )
+    if state != AttentionState.DECIDING:
         send_event_on_commit(
             agent_group(lease.agent_id),
-            "agent:attention",
-            {"agentId": lease.agent_id, "state": row.state, "currentFocus": focus},
+            "agent:focus",
+            {
+                "agentId": lease.agent_id,
+                "focus": focus,
+                "mailboxDepth": queue_depth(lease.agent_id) if depth is None else depth,
+            },
         )
-        if state != AttentionState.DECIDING:
-            send_event_on_commit(
-                agent_group(lease.agent_id),
-                "agent:focus",
-                {"agentId": lease.agent_id, "focus": focus, "mailboxDepth": queue_depth(lease.agent_id)},
-            )
 
 
 def activity_type_for(item: MailboxItem, scenario: str) -> str:
@@ -105,44 +121,101 @@ def activity_type_for(item: MailboxItem, scenario: str) -> str:
     return ActivityType.CHAT.value
 
 
-def start_activity(lease: Lease, *, item: MailboxItem, scenario: str) -> AgentActivity:
+def start_activity(lease: Lease, *, item: MailboxItem, scenario: str, store: bool = True) -> AgentActivity:
+    """The activity of an item's run. ``store`` False: made in memory only (its id
+    known), stored by the first write that needs the row (``ensure_stored``): a brain
+    that answers at once has its activity written with the outcome, in one INSERT."""
     label = f"{item.label}: {item.summary}"[:300] if item.summary else item.label
-    with fenced(lease):
-        activity = AgentActivity.objects.create(
-            agent_id=lease.agent_id,
-            mailbox_item=item,
-            type=activity_type_for(item, scenario),
-            label=label,
-            task_id=item.task_id,
-            lease_epoch=lease.epoch,
-        )
+    activity = AgentActivity(
+        agent_id=lease.agent_id,
+        mailbox_item=item,
+        type=activity_type_for(item, scenario),
+        label=label,
+        task_id=item.task_id,
+        lease_epoch=lease.epoch,
+    )
+    if store:
+        ensure_stored(lease, activity)
     activity._log_seq = 0  # a new activity has no log yet
     return activity
 
 
+def ensure_stored(lease: Lease, activity: AgentActivity) -> None:
+    if activity._state.adding:
+        with fenced(lease):
+            activity.save(force_insert=True)
+
+
 def log(lease: Lease, activity: AgentActivity, kind: str, content: str = "", metadata: dict | None = None) -> None:
+    log_many(lease, activity, [LogLine(kind, content, metadata)])
+
+
+@dataclass
+class LogLine:
+    """An activity-log line not written yet; ``at`` keeps when it happened."""
+
+    kind: str
+    content: str = ""
+    metadata: dict | None = None
+    at: datetime | None = None
+
+
+def log_many(lease: Lease, activity: AgentActivity, lines: list[LogLine]) -> None:
+    """Write log lines of an activity with one INSERT."""
+    if not lines:
+        return
     with fenced(lease):
+        ensure_stored(lease, activity)
         # The lease holder is the only writer of its activity's log, so the next
         # sequence number can live on the instance (read once from the table).
         seq: int | None = getattr(activity, "_log_seq", None)
         if seq is None:
             seq = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0
-        activity._log_seq = seq + 1
-        AgentActivityLog.objects.create(
-            activity=activity, seq=seq + 1, type=kind, content=content[:20000], metadata=metadata or {}
-        )
+        now = timezone.now()
+        rows = []
+        for line in lines:
+            seq += 1
+            rows.append(
+                AgentActivityLog(
+                    activity=activity,
+                    seq=seq,
+                    type=line.kind,
+                    content=line.content[:20000],
+                    metadata=line.metadata or {},
+                    created_at=line.at or now,
+                )
+            )
+        AgentActivityLog.objects.bulk_create(rows)
+        activity._log_seq = seq
 
 
 def add_usage(lease: Lease, activity: AgentActivity, *, tokens: int = 0, tools: int = 0) -> None:
+    if activity._state.adding:  # stored with the usage in it
+        activity.total_tokens += tokens
+        activity.total_tools += tools
+        ensure_stored(lease, activity)
+        return
     with fenced(lease):
         AgentActivity.objects.filter(id=activity.id).update(
             total_tokens=F("total_tokens") + tokens, total_tools=F("total_tools") + tools
         )
 
 
-def end_activity(lease: Lease, activity: AgentActivity, *, success: bool) -> None:
+def end_activity(lease: Lease, activity: AgentActivity, *, success: bool, tokens: int = 0, tools: int = 0) -> None:
+    """Close the activity (with the usage of its last turn, if any: one UPDATE)."""
+    if activity._state.adding:  # stored as it ends: one INSERT
+        activity.ended_at, activity.success = timezone.now(), success
+        activity.total_tokens += tokens
+        activity.total_tools += tools
+        ensure_stored(lease, activity)
+        return
+    fields: dict[str, Any] = {"ended_at": timezone.now(), "success": success}
+    if tokens:
+        fields["total_tokens"] = F("total_tokens") + tokens
+    if tools:
+        fields["total_tools"] = F("total_tools") + tools
     with fenced(lease):
-        AgentActivity.objects.filter(id=activity.id).update(ended_at=timezone.now(), success=success)
+        AgentActivity.objects.filter(id=activity.id).update(**fields)
 
 
 WORKER_LOST = "worker lost"
@@ -191,16 +264,41 @@ def close_lost_activities(lease: Lease, *, requeued: Collection[str] = (), dropp
     return closed
 
 
+# The main chat session of each agent, per lease (a run): read once per run, never
+# across runs (an agent and its sessions may be deleted and made again between them).
+_main_sessions: dict[tuple[str, str, int], str] = {}
+
+
+def main_session_id(lease: Lease) -> str:
+    key = (lease.agent_id, lease.owner, lease.epoch)
+    sid = _main_sessions.get(key)
+    if sid is None:
+        if len(_main_sessions) > 1000:
+            _main_sessions.clear()
+        sid = _main_sessions[key] = main_session(lease.agent_id).id
+    return sid
+
+
+def know_main_session(lease: Lease, session_id: str) -> None:
+    _main_sessions[(lease.agent_id, lease.owner, lease.epoch)] = session_id
+
+
+def forget_run(lease: Lease) -> None:
+    _main_sessions.pop((lease.agent_id, lease.owner, lease.epoch), None)
+
+
 def inject_main_session(lease: Lease, *, item: MailboxItem, outcome: str) -> None:
     """``[ACTIVITY: type] summary → outcome`` in the agent's main session (section 20)."""
     if item.source_type == MailboxType.HUMAN_CHAT:
         return
     with fenced(lease):
-        session = main_session(lease.agent_id)
+        sid = main_session_id(lease)
+        now = timezone.now()
         ChatMessage.objects.create(
-            session=session,
+            session_id=sid,
             role="system",
             content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",
             metadata={"activityLog": True, "mailboxItemId": item.id},
+            created_at=now,
         )
-        ChatSession.objects.filter(id=session.id).update(last_message_at=timezone.now())
+        ChatSession.objects.filter(id=sid).update(last_message_at=now)

@@ -15,7 +15,7 @@ from markus.llm.base import get_provider
 
 from .focus import Focus
 from .lease import fenced
-from .session import chat_session_id
+from .session import focus_chat_session
 
 
 def chat_group(agent_id: str) -> str:
@@ -24,7 +24,7 @@ def chat_group(agent_id: str) -> str:
 
 def deliver_chat_reply(focus: Focus, text: str) -> None:
     item = focus.item
-    sid = chat_session_id(item)
+    sid = focus_chat_session(focus)
     answered = [item.id, *focus.merged_ids]
     with fenced(focus.lease):
         for mid in answered:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
-from mailbox.selectors import queued_items
 from markus.agents.models import Agent, ChatMessage, WorkingMemory
 from markus.llm.base import COMPLETION_MARKER
 
@@ -135,18 +135,40 @@ def item_brief(item: MailboxItem) -> dict[str, Any]:
     }
 
 
-def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:
+# The prompt lists at most this many waiting items (and says how many more wait).
+PROMPT_QUEUE_LIMIT = 50
+
+
+def system_prompt(
+    agent: Agent,
+    item: MailboxItem,
+    scenario: str,
+    *,
+    memory: list[tuple[str, str]] | None = None,
+    queue: list[MailboxItem] | None = None,
+    depth: int | None = None,
+) -> str:
+    """The scenario's system prompt. ``memory`` (key, content) and ``queue`` (the
+    waiting items in dequeue order, ``depth`` of them in all) when the caller has read
+    them already; otherwise they are read here."""
     lines = [
         f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
         SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}.",
     ]
-    memory = list(WorkingMemory.objects.filter(agent=agent).order_by("key"))
+    if memory is None:
+        memory = list(WorkingMemory.objects.filter(agent=agent).order_by("key").values_list("key", "content"))
     if memory:
         lines.append("## Working Memory")
-        lines += [f"- {m.key}: {m.content}" for m in memory]
-    queue = queued_items(agent.id)
-    lines.append(f"## Mailbox ({len(queue)} waiting)")
-    lines += [f"- [{q['priority']}] {q['sourceType']}: {q['summary']}" for q in queue]
+        lines += [f"- {key}: {content}" for key, content in memory]
+    if queue is None:
+        queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
+        depth = len(queue) if len(queue) < PROMPT_QUEUE_LIMIT else queued(agent.id).count()
+    waiting = [q for q in queue if q.id != item.id][:PROMPT_QUEUE_LIMIT]
+    depth = len(waiting) if depth is None else depth
+    lines.append(f"## Mailbox ({depth} waiting)")
+    lines += [f"- [{q.priority}] {q.source_type}: {q.summary}" for q in waiting]
+    if depth > len(waiting):
+        lines.append(f"- … and {depth - len(waiting)} more")
     if scenario not in SCENARIOS or SCENARIOS[scenario].needs_marker:
         lines.append(f"End your final answer with {COMPLETION_MARKER} when you have handled this item.")
     return "\n".join(lines)

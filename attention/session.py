@@ -3,6 +3,8 @@ resume it (ARCHITECTURE decision 3)."""
 
 from __future__ import annotations
 
+import re
+
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
@@ -17,9 +19,11 @@ from .models import ActivityLogType as L
 from .models import LLMSession
 from .scenarios import CHAT, first_messages, merged_message
 
+SESSION_PREFIX = "ls_"
+
 
 def session_id(item: MailboxItem) -> str:
-    return f"ls_{item.id}"
+    return f"{SESSION_PREFIX}{item.id}"
 
 
 def chat_session_id(item: MailboxItem) -> str:
@@ -29,17 +33,34 @@ def chat_session_id(item: MailboxItem) -> str:
     return main_session(item.agent_id).id
 
 
+def focus_chat_session(focus: Focus) -> str:
+    """The chat session a chat item answers in, read once per focus."""
+    if focus.chat_session is None:
+        focus.chat_session = chat_session_id(focus.item)
+    return focus.chat_session
+
+
+# Every fold of one item into another gives the survivor's summary this suffix
+# (mailbox.merge.bump_summary): an item without it has absorbed nothing.
+_ABSORBED_SOMETHING = re.compile(r" \(\+\d+\)$")
+
+
 def _absorbed(item: MailboxItem) -> list[MailboxItem]:
+    if not _ABSORBED_SOMETHING.search(item.summary):
+        return []
     return list(MailboxItem.objects.filter(merged_into_id=item.id, status=Status.MERGED).order_by("queued_at", "id"))
 
 
 def load_session(focus: Focus) -> LLMSession:
     """A new session starts from the item's payload, which already carries everything
-    merged into it. A saved one resumes where it was, and gets every item merged into
-    its item since (at enqueue, by consolidation, an injected comment) appended."""
-    session = LLMSession.objects.filter(id=session_id(focus.item)).first()
+    merged into it; it is stored with the first write that needs it (``save_session``),
+    at the latest with the item's outcome. A saved one resumes where it was, and gets
+    every item merged into its item since (at enqueue, by consolidation, an injected
+    comment) appended."""
+    known_absent = focus.saved_session is False  # the loop's queue read said so
+    session = None if known_absent else LLMSession.objects.filter(id=session_id(focus.item)).first()
     if session is None:
-        chat_sid = chat_session_id(focus.item) if focus.scenario == CHAT else None
+        chat_sid = focus_chat_session(focus) if focus.scenario == CHAT else None
         session = LLMSession(
             id=session_id(focus.item),
             agent_id=focus.agent.id,
@@ -48,9 +69,9 @@ def load_session(focus: Focus) -> LLMSession:
             messages=first_messages(focus.item, focus.scenario, chat_sid),
             absorbed_ids=[m.id for m in _absorbed(focus.item)],
         )
-        with fenced(focus.lease):
-            session.save(force_insert=True)
+        focus.session, focus.session_stored, focus.session_dirty = session, False, True
         return session
+    focus.session, focus.session_stored, focus.session_dirty = session, True, False
     if focus.activity is not None:
         records.log(focus.lease, focus.activity, L.STATUS, f"resumed session at turn {session.turn_count}")
     missed = [m for m in _absorbed(focus.item) if m.id not in set(session.absorbed_ids)]
@@ -63,12 +84,19 @@ def load_session(focus: Focus) -> LLMSession:
 
 def save_session(focus: Focus, session: LLMSession) -> None:
     with fenced(focus.lease):
-        LLMSession.objects.filter(id=session.id).update(
-            messages=session.messages,
-            turn_count=session.turn_count,
-            absorbed_ids=session.absorbed_ids,
-            updated_at=timezone.now(),
-        )
+        if focus.session is session and not focus.session_stored:
+            session.updated_at = timezone.now()
+            session.save(force_insert=True)
+            focus.session_stored = True
+        else:
+            LLMSession.objects.filter(id=session.id).update(
+                messages=session.messages,
+                turn_count=session.turn_count,
+                absorbed_ids=session.absorbed_ids,
+                updated_at=timezone.now(),
+            )
+        if focus.session is session:
+            focus.session_dirty = False
 
 
 def append_note(item: MailboxItem, text: str) -> None:

@@ -23,7 +23,7 @@ from .models import LLMSession
 from .replies import deliver_chat_reply
 from .scenarios import CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
 from .services import wake_on_commit
-from .session import append_note, discard_session, session_id
+from .session import append_note, discard_session, save_session, session_id
 
 MAX_MARKER_RETRIES = 2
 # The scenarios whose task waits for a verdict (a submit or failure; a completion or a
@@ -36,20 +36,39 @@ def settle(focus: Focus, outcome: Outcome) -> None:
         _settle(focus, outcome)
 
 
+def _end(focus: Focus, *, success: bool) -> None:
+    """End the focus's activity, with the token usage of its last turn, and write the
+    log lines still pending (the last turn's, the outcome's) in one INSERT."""
+    assert focus.activity is not None
+    usage = focus.take_usage()
+    records.end_activity(
+        focus.lease, focus.activity, success=success, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0)
+    )
+    lines, focus.pending_logs = focus.pending_logs, []
+    records.log_many(focus.lease, focus.activity, lines)
+
+
 def _settle(focus: Focus, outcome: Outcome) -> None:
     lease, item, activity = focus.lease, focus.item, focus.activity
     assert activity is not None
-    records.log(lease, activity, L.STATUS, outcome.kind + (f": {outcome.detail}" if outcome.detail else ""))
+    # The outcome's line joins the last turn's, written when the activity ends (every
+    # branch ends it); the session is saved unless this attempt is about to be thrown
+    # away (a retry from a clean start).
+    status = outcome.kind + (f": {outcome.detail}" if outcome.detail else "")
+    focus.pending_logs.append(records.LogLine(L.STATUS, status))
+    discard = outcome.kind == "retry" and _marker_retries(item) < MAX_MARKER_RETRIES
+    if focus.session is not None and focus.session_dirty and not discard:
+        save_session(focus, focus.session)
     if outcome.kind == "completed":
         missing = verdict_missing(focus)
         if missing:
             return no_verdict(focus, missing)
-        records.end_activity(lease, activity, success=True)
+        _end(focus, success=True)
         if focus.scenario == CHAT:  # the reply and the completion commit together
             deliver_chat_reply(focus, outcome.text)
         complete(lease, item, outcome=SCENARIOS[focus.scenario].done)
     elif outcome.kind == "preempted":
-        records.end_activity(lease, activity, success=True)
+        _end(focus, success=True)
         # Being preempted is not a failed attempt (recovery counts attempts).
         lifecycle.defer(
             item.id,
@@ -61,16 +80,20 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
         )
         records.inject_main_session(lease, item=item, outcome="paused (preempted), will resume")
     elif outcome.kind == "parked":
-        records.end_activity(lease, activity, success=True)
+        _end(focus, success=True)
         park(lease, item, approval_id=outcome.detail)
     elif outcome.kind == "cancelled":
-        records.end_activity(lease, activity, success=False)
+        _end(focus, success=False)
         complete(lease, item, outcome="cancelled")
     elif outcome.kind == "stopped":
-        records.end_activity(lease, activity, success=False)
+        _end(focus, success=False)
         lifecycle.requeue(item.id, epoch=lease.epoch, fenced=True, refund_attempt=True)
     elif outcome.kind == "retry":
         _retry(focus, outcome)
+
+
+def _marker_retries(item: MailboxItem) -> int:
+    return int((item.metadata or {}).get("markerRetries", 0))
 
 
 def _retry(focus: Focus, outcome: Outcome) -> None:
@@ -79,9 +102,9 @@ def _retry(focus: Focus, outcome: Outcome) -> None:
     back-off retries, anything else ends failed."""
     lease, item, activity = focus.lease, focus.item, focus.activity
     assert activity is not None
-    retries = int((item.metadata or {}).get("markerRetries", 0))
+    retries = _marker_retries(item)
     if retries < MAX_MARKER_RETRIES:
-        records.end_activity(lease, activity, success=False)
+        _end(focus, success=False)
         lifecycle.requeue(
             item.id, epoch=lease.epoch, fenced=True, metadata={**(item.metadata or {}), "markerRetries": retries + 1}
         )
@@ -89,7 +112,7 @@ def _retry(focus: Focus, outcome: Outcome) -> None:
         return
     if focus.scenario in VERDICT_RETRIES:
         return no_verdict(focus, outcome.detail)
-    records.end_activity(lease, activity, success=False)
+    _end(focus, success=False)
     records.log(lease, activity, L.ERROR, f"gave up after {retries} retries: {outcome.detail}")
     complete(lease, item, outcome=f"failed ({outcome.detail})")
 
@@ -125,7 +148,7 @@ def no_verdict(focus: Focus, reason: str) -> None:
     assert activity is not None
     key = VERDICT_RETRIES[focus.scenario]
     retries = int((item.metadata or {}).get(key, 0))
-    records.end_activity(lease, activity, success=False)
+    _end(focus, success=False)
     records.log(lease, activity, L.ERROR, reason)
     if retries < settings.MARKUS["EXECUTION_MAX_RETRIES"]:
         delay = retry_delay(retries)

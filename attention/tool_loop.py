@@ -1,13 +1,19 @@
-"""The tool loop: LLM turn, tool round, yield point, until a final answer."""
+"""The tool loop: LLM turn, tool round, yield point, until a final answer.
+
+A turn's records (its request and answer lines, its token usage) are written with
+what follows them: the tool round's transaction, or, after the final answer, the
+item's settle transaction, so a one-turn item writes no transaction of its own."""
 
 from __future__ import annotations
+
+from django.utils import timezone
 
 from markus.llm.base import COMPLETION_MARKER, CallContext, get_provider
 
 from . import records
 from .focus import Focus, Outcome
 from .interrupts import yield_point
-from .lease import LeaseKeeper, StaleLease, fenced, lease_renew
+from .lease import LeaseKeeper, StaleLease, fenced, lease_renew_if_due
 from .models import ActivityLogType as L
 from .scenarios import SCENARIOS, item_brief, system_prompt
 from .session import load_session, save_session
@@ -35,30 +41,41 @@ def run_tool_loop(focus: Focus) -> Outcome:
     )
     for _ in range(MAX_TURNS):
         if focus.stop_requested():
+            flush_turn(focus)
             save_session(focus, session)
             return Outcome("stopped")
-        system = system_prompt(focus.agent, item, focus.scenario)
-        records.log(
-            lease,
-            activity,
-            L.LLM_REQUEST,
-            f"turn {session.turn_count + 1}",
-            {"provider": provider.name, "messages": len(session.messages)},
+        system = _prompt(focus)
+        focus.pending_logs.append(
+            records.LogLine(
+                L.LLM_REQUEST,
+                f"turn {session.turn_count + 1}",
+                {"provider": provider.name, "messages": len(session.messages)},
+                at=timezone.now(),
+            )
         )
-        with LeaseKeeper(lease):
+        if provider.local:  # answered at once: nothing to keep the lease alive through
             response = provider.complete(system=system, messages=session.messages, tools=tools, context=ctx)
-        if not lease_renew(lease):
+            lost = False
+        else:
+            with LeaseKeeper(lease) as keeper:
+                response = provider.complete(system=system, messages=session.messages, tools=tools, context=ctx)
+            lost = keeper.lost
+        if lost or not lease_renew_if_due(lease):
             raise StaleLease(f"lost the lease of {lease.agent_id} during an LLM call")
         session.messages.append(response.as_message())
         session.turn_count += 1
-        with fenced(lease):
-            records.add_usage(lease, activity, tokens=response.usage.total, tools=len(response.tool_calls))
-            if response.text:
-                records.log(lease, activity, L.TEXT, strip_marker(response.text))
-            if not response.tool_calls:
-                save_session(focus, session)
+        focus.session_dirty = True
+        usage = focus.pending_usage
+        usage["tokens"] = usage.get("tokens", 0) + response.usage.total
+        usage["tools"] = usage.get("tools", 0) + len(response.tool_calls)
+        if response.text:
+            focus.pending_logs.append(records.LogLine(L.TEXT, strip_marker(response.text)))
         if not response.tool_calls:
-            return final_outcome(focus, response.text)
+            return final_outcome(focus, response.text)  # its records land with the outcome
+        with fenced(lease):
+            flush_turn(focus)
+        if focus.run is not None:
+            focus.run.memory = None  # a tool may write working memory
         for call in response.tool_calls:
             records.log(lease, activity, L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id})
             ok, result = execute_tool(tool_ctx, call.name, call.arguments)
@@ -71,6 +88,27 @@ def run_tool_loop(focus: Focus) -> Outcome:
         if verdict is not None:
             return verdict
     return Outcome("retry", detail=f"no final answer after {MAX_TURNS} turns")
+
+
+def _prompt(focus: Focus) -> str:
+    """The system prompt; the first turn uses what the loop read when it began the item."""
+    queue, depth = focus.queue, focus.depth
+    focus.queue = focus.depth = None  # later turns read the queue again
+    memory = focus.run.working_memory() if focus.run is not None else None
+    return system_prompt(focus.agent, focus.item, focus.scenario, memory=memory, queue=queue, depth=depth)
+
+
+def flush_turn(focus: Focus, *, also: list[records.LogLine] | None = None) -> None:
+    """Write what the last turn left pending (its log lines, its token usage), with
+    ``also`` after them. Inside the caller's fenced transaction."""
+    activity = focus.activity
+    if activity is None:
+        return
+    lines, focus.pending_logs = [*focus.pending_logs, *(also or [])], []
+    records.log_many(focus.lease, activity, lines)
+    usage = focus.take_usage()
+    if usage:
+        records.add_usage(focus.lease, activity, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0))
 
 
 def strip_marker(text: str) -> str:

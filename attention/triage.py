@@ -8,7 +8,8 @@
 3. The answer is checked before it is applied: only candidates count, the chosen item
    is never deferred or dropped, and neither is a user interaction (a human's chat or
    comment) or a strict item (an execution trigger, a review request: a task waits).
-   The head is put back if another item goes first.
+   Nothing is claimed while the brain thinks: the checked answer is applied in the
+   transaction that claims the chosen item (``apply_plan``).
 4. ``agent:triage`` announces the result; the reasoning lands in working memory under
    ``triage-decision``; deferred and dropped items get their decision records.
 """
@@ -16,6 +17,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +29,7 @@ from mailbox import services as mailbox
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import Status, descriptor
-from markus.agents.models import Agent, WorkingMemory
+from markus.agents.models import WorkingMemory
 from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import CallContext, get_provider
 
@@ -37,6 +40,7 @@ from .scenarios import item_brief
 
 log = logging.getLogger(__name__)
 MAX_CANDIDATES = 10
+TRIAGE_MEMORY_KEY = "triage-decision"
 
 
 def candidate_brief(item: MailboxItem) -> dict[str, Any]:
@@ -49,25 +53,40 @@ def candidate_brief(item: MailboxItem) -> dict[str, Any]:
     }
 
 
-def triage(lease: Lease, head: MailboxItem) -> MailboxItem:
-    """Return the item to process now (claimed): the head, or what tier 1 chose."""
+@dataclass
+class Plan:
+    """Tier 1's answer, checked: the item to process now, and the candidates to drop
+    and to defer (ids), applied in the transaction that claims the chosen item."""
+
+    chosen: MailboxItem
+    candidates: list[MailboxItem]
+    drop: list[str] = field(default_factory=list)
+    defer: list[str] = field(default_factory=list)
+    reasoning: str = ""
+
+
+def triage(lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str) -> Plan | None:
+    """Tier 0 (None: process the head) or tier 1 (the brain's checked answer). ``queue``:
+    the queued items in dequeue order, the head first, none claimed yet; the provider
+    is asked outside any transaction."""
     if head.is_user_interaction or not settings.MARKUS["TRIAGE"]:
-        return head
-    rivals = list(mailbox.queued(lease.agent_id).filter(priority=head.priority)[: MAX_CANDIDATES - 1])
+        return None
+    rivals = [q for q in queue if q.id != head.id and q.priority == head.priority][: MAX_CANDIDATES - 1]
+    if not rivals:
+        return None
     provider = get_provider()
-    if not rivals or not provider.triages:
-        return head
+    if not provider.triages:
+        return None
     candidates = [head, *rivals]
-    agent = Agent.objects.get(id=lease.agent_id)
     try:
         answer = provider.triage(
             candidates=[candidate_brief(c) for c in candidates],
-            context=CallContext(scenario="triage", agent_name=agent.name),
+            context=CallContext(scenario="triage", agent_name=agent_name),
         )
     except Exception:
         log.exception("triage failed for %s; processing the head", lease.agent_id)
-        return head
-    return _apply(lease, head, candidates, answer if isinstance(answer, dict) else {})
+        return None
+    return _plan(head, candidates, answer if isinstance(answer, dict) else {})
 
 
 def _ids(answer: dict, key: str) -> list[str]:
@@ -75,7 +94,7 @@ def _ids(answer: dict, key: str) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _apply(lease: Lease, head: MailboxItem, candidates: list[MailboxItem], answer: dict) -> MailboxItem:
+def _plan(head: MailboxItem, candidates: list[MailboxItem], answer: dict) -> Plan:
     by_id = {c.id: c for c in candidates}
     pid = answer.get("processItemId")
     chosen = (by_id.get(pid) if isinstance(pid, str) else None) or head
@@ -86,44 +105,44 @@ def _apply(lease: Lease, head: MailboxItem, candidates: list[MailboxItem], answe
         i for i in dict.fromkeys(_ids(answer, "deferItemIds")) if i in by_id and i not in untouchable and i not in drop
     ]
     reasoning = str(answer.get("reasoning") or "")[:2000]
+    return Plan(chosen=chosen, candidates=candidates, drop=drop, defer=defer, reasoning=reasoning)
+
+
+def apply_plan(lease: Lease, plan: Plan, *, remember: Callable[[str, str], None] | None = None) -> None:
+    """Drop and defer what tier 1 said (only items still queued), keep its reasoning in
+    working memory, announce ``agent:triage``. Runs in the fenced transaction that
+    claims the chosen item; ``remember``: told of the working-memory write."""
+    by_id = {c.id: c for c in plan.candidates}
     until = timezone.now() + timedelta(seconds=float(settings.MARKUS["TRIAGE_DEFER_SECONDS"]))
     with fenced(lease):
-        if chosen.id != head.id:
-            mailbox.mailbox_put_back(head.id, epoch=lease.epoch)
-        # From here on the head, unless chosen, is a queued candidate like the others.
-        for item_id in drop:
-            if mailbox.mailbox_drop(item_id, reason=f"triage: {reasoning}"[:300], from_statuses=[Status.QUEUED]):
-                _record(lease, by_id[item_id], DecisionType.DROP, reasoning)
-        for item_id in defer:
+        for item_id in plan.drop:
+            if mailbox.mailbox_drop(item_id, reason=f"triage: {plan.reasoning}"[:300], from_statuses=[Status.QUEUED]):
+                _record(lease, by_id[item_id], DecisionType.DROP, plan.reasoning)
+        for item_id in plan.defer:
             if mailbox.mailbox_defer(item_id, until=until, from_statuses=[Status.QUEUED]):
-                _record(lease, by_id[item_id], DecisionType.DEFER, reasoning)
-        if reasoning:
-            WorkingMemory.objects.update_or_create(
-                agent_id=lease.agent_id,
-                key="triage-decision",
-                defaults={"content": reasoning, "updated_at": timezone.now()},
-            )
+                _record(lease, by_id[item_id], DecisionType.DEFER, plan.reasoning)
+        if plan.reasoning:
+            now = timezone.now()
+            memory = WorkingMemory.objects.filter(agent_id=lease.agent_id, key=TRIAGE_MEMORY_KEY)
+            if not memory.update(content=plan.reasoning, updated_at=now):
+                WorkingMemory.objects.create(
+                    agent_id=lease.agent_id, key=TRIAGE_MEMORY_KEY, content=plan.reasoning, updated_at=now
+                )
+            if remember is not None:
+                remember(TRIAGE_MEMORY_KEY, plan.reasoning)
         send_event_on_commit(
             agent_group(lease.agent_id),
             "agent:triage",
             {
                 "agentId": lease.agent_id,
                 "tier": 1,
-                "candidates": [c.id for c in candidates],
-                "processItemId": chosen.id,
-                "deferItemIds": defer,
-                "dropItemIds": drop,
-                "reasoning": reasoning,
+                "candidates": [c.id for c in plan.candidates],
+                "processItemId": plan.chosen.id,
+                "deferItemIds": plan.defer,
+                "dropItemIds": plan.drop,
+                "reasoning": plan.reasoning,
             },
         )
-    if chosen.id == head.id:
-        return head
-    claimed = mailbox.mailbox_claim(chosen.id, epoch=lease.epoch, fence=lease.fence())
-    if claimed is not None:
-        return claimed
-    # The chosen item went away meanwhile: fall back to the head of the queue.
-    fallback = mailbox.mailbox_claim_next(agent_id=lease.agent_id, epoch=lease.epoch, fence=lease.fence())
-    return fallback or head
 
 
 def _record(lease: Lease, item: MailboxItem, decision: str, reasoning: str) -> None:

@@ -24,7 +24,9 @@ TIMELINE_PARAMS = [
     OpenApiParameter(
         "before",
         str,
-        description="a nextCursor (the id of an item of this timeline): the page of the items after it; not with offset",
+        description=(
+            "a nextCursor (the id of an item of this timeline): the page of the items after it; not with offset"
+        ),
     ),
     OpenApiParameter("type", str, description="comma-separated source types"),
     OpenApiParameter("category", str, description="interaction, task, notification or system"),

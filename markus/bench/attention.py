@@ -6,27 +6,39 @@ benchmark on the same table, so the ratio says what the loop costs per item over
 queue alone.
 
 Steps:
-1. A throwaway internal agent; the coalescing window is set to 0 (it is a deliberate
-   200 ms pause that would only measure itself).
-2. Throughput: enqueue N heartbeat-free system events with wake-ups muted, then wake
-   the agent once and time until all are completed by the worker.
-3. Statements: run the loop in this thread for a few items under CaptureQueriesContext.
-4. Latency: M times, enqueue one item (wake-up on commit) and wait for it; latency is
-   started_at - queued_at of the stored row.
+1. A throwaway internal agent, the offline brain, the default loop settings (the
+   coalescing window included: it delays only an item a follow-up could fold into).
+   One worker: in a thread of this process on the embedded broker, or, when
+   ``REDIS_URL`` is set, a ``celery worker -c 1`` subprocess this benchmark starts and
+   stops (same environment, so the same database, broker and namespace).
+2. Throughput: enqueue N system events with wake-ups muted, then wake the agent once
+   and time until all are completed by the worker (its run re-sends itself every
+   ``RUN_BUDGET_ITEMS`` items, as in production).
+3. Statements: K items through one run of the loop in this thread under
+   CaptureQueriesContext; statements per item = all of the run's statements / K (and,
+   for the detail lines, one run of a single item).
+4. Latency: M times, enqueue one item (the wake-up sent on commit) and wait for it;
+   latency is started_at - queued_at of the stored row.
 5. Baseline: bare SQL enqueue + claim + complete of N rows.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from attention import loop, services
+from attention.models import AgentAttention
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue
@@ -35,12 +47,16 @@ from markus.agents.services import agent_create
 from markus.core.ids import new_id
 
 from .mailbox import bare_dequeue, bare_enqueue, quiet_wakeups
+from .report import Figure
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
+SUITE = "attention"
 DEFAULT_N = 200
+STATEMENT_ITEMS = 20
 LATENCY_SAMPLES = 40
+WARMUP = 5
 
 
 def _enqueue(agent_id: str, i: int) -> MailboxItem:
@@ -55,8 +71,8 @@ def _wait_all_done(agent_id: str, n: int, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while MailboxItem.objects.filter(agent_id=agent_id, status=Status.COMPLETED).count() < n:
         if time.monotonic() > deadline:
-            raise RuntimeError("the worker did not finish in time")
-        time.sleep(0.02)
+            raise RuntimeError(f"the worker did not finish {n} items in {timeout:.0f} s")
+        time.sleep(0.01)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -64,42 +80,114 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> None:
-    from markus.celery import app
-    from markus.embedded import start_worker_thread
+def _start_worker(stdout: SupportsWrite[str]) -> Callable[[], None]:
+    """One worker for the benchmark; returns how to stop it."""
+    if not settings.REDIS_URL:
+        from markus.celery import app
+        from markus.embedded import start_worker_thread
 
+        worker, _thread = start_worker_thread(app, concurrency=1)
+        return lambda: worker.stop(in_sighandler=False)
+    env = {**os.environ, "MARKUS_LLM_PROVIDER": "offline"}
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "markus",
+        "worker",
+        "-c",
+        "1",
+        "-P",
+        "threads",
+        "--without-heartbeat",
+        "--without-mingle",
+        "--without-gossip",
+        "-l",
+        "WARNING",
+        "-n",
+        f"bench-attention-{os.getpid()}@%h",
+    ]
+    stdout.write("  starting `celery -A markus worker -c 1` (REDIS_URL is set)\n")
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop() -> None:
+        child.terminate()
+        try:
+            child.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+    return stop
+
+
+def _statements(agent_id: str, k: int, first: int) -> tuple[int, loop.RunResult]:
+    """Statements of one run of the loop over k queued items, in this thread."""
+    Agent.objects.filter(id=agent_id).update(status=Agent.RunStatus.PAUSED)
+    # Let the worker's trailing runs (a budget re-send, a late wake-up) end: paused, they
+    # find the agent inactive and leave the items to this run.
+    deadline = time.monotonic() + 30
+    while (
+        AgentAttention.objects.filter(agent_id=agent_id, lease_expires_at__gt=timezone.now())
+        .exclude(lease_owner="")
+        .exists()
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
+    time.sleep(0.3)
+    with quiet_wakeups():
+        for i in range(k):
+            _enqueue(agent_id, first + i)
+    Agent.objects.filter(id=agent_id).update(status=Agent.RunStatus.RUNNING)
+    deadline = time.monotonic() + 30
+    while True:  # the worker may still hold the lease for a moment (its last empty run)
+        with CaptureQueriesContext(connection) as ctx:
+            result = loop.run_attention(agent_id, budget=k)
+        if result.status != "busy" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if result.processed != k:
+        raise RuntimeError(f"the measured run processed {result.processed} of {k} items ({result.status})")
+    return len(ctx.captured_queries), result
+
+
+def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     n = options.get("n") or DEFAULT_N
     old = dict(settings.MARKUS)
-    settings.MARKUS.update(COALESCE_WINDOW_MS=0, WAKE_ON_ENQUEUE=True, LLM_PROVIDER="offline")
+    settings.MARKUS.update(WAKE_ON_ENQUEUE=True, LLM_PROVIDER="offline")
     agent, _ = agent_create(name="bench", agent_id=new_id("bench"))
-    worker = None
+    stop = None
+    done = 0
     try:
-        if not settings.REDIS_URL:
-            worker, _thread = start_worker_thread(app, concurrency=1)
-        else:
-            stdout.write("REDIS_URL is set: start one `celery -A markus worker -c 1` for this benchmark")
+        stdout.write(f"attention benchmark on {connection.vendor}, offline brain, one worker, N={n}\n")
+        stop = _start_worker(stdout)
+        # 1. warm-up (and, for a worker subprocess, wait until it consumes)
+        with quiet_wakeups():
+            for i in range(WARMUP):
+                _enqueue(agent.id, i)
+        services.wake(agent.id)
+        done += WARMUP
+        _wait_all_done(agent.id, done, timeout=120)
         # 2. throughput
         with quiet_wakeups():
             for i in range(n):
-                _enqueue(agent.id, i)
+                _enqueue(agent.id, done + i)
         t0 = time.perf_counter()
         services.wake(agent.id)
-        _wait_all_done(agent.id, n)
+        done += n
+        _wait_all_done(agent.id, done)
         loop_rate = n / (time.perf_counter() - t0)
         # 3. statements per item, this thread
-        Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.PAUSED)
-        k = 20
-        with quiet_wakeups():
-            for i in range(k):
-                _enqueue(agent.id, n + i)
-        Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.RUNNING)
-        with CaptureQueriesContext(connection) as ctx:
-            loop.run_attention(agent.id, budget=k)
-        statements = len(ctx.captured_queries) / k
-        # 4. latency
+        single, _ = _statements(agent.id, 1, done)
+        done += 1
+        many, _ = _statements(agent.id, STATEMENT_ITEMS, done)
+        done += STATEMENT_ITEMS
+        per_item = many / STATEMENT_ITEMS
+        # 4. latency, with the wake-up on commit as in production
         latencies: list[float] = []
         for i in range(LATENCY_SAMPLES):
-            item = _enqueue(agent.id, n + k + i)
+            item = _enqueue(agent.id, done + i)
             deadline = time.monotonic() + 30
             while True:
                 row = MailboxItem.objects.get(id=item.id)
@@ -109,26 +197,67 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> None:
             if row.started_at is None:
                 raise RuntimeError("the worker did not start an item within 30 s")
             latencies.append((row.started_at - row.queued_at).total_seconds() * 1000)
-            _wait_all_done(agent.id, n + k + i + 1)
+            _wait_all_done(agent.id, done + i + 1)
         # 5. baseline
         base_agent, _ = agent_create(name="bench-bare", agent_id=new_id("bench"), kind=Agent.Kind.EXTERNAL)
-        bare_enqueue(base_agent.id, n)
-        t0 = time.perf_counter()
-        bare_dequeue(base_agent.id)
-        bare_rate = n / (time.perf_counter() - t0)
-        base_agent.delete()
+        try:
+            bare_enqueue(base_agent.id, n)
+            t0 = time.perf_counter()
+            bare_dequeue(base_agent.id)
+            bare_rate = n / (time.perf_counter() - t0)
+        finally:
+            base_agent.delete()
     finally:
+        Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.STOPPED)
+        if stop is not None:
+            stop()
         settings.MARKUS.clear()
         settings.MARKUS.update(old)
-        if worker is not None:
-            worker.stop(in_sighandler=False)
         agent.delete()
-    stdout.write(f"attention benchmark on {connection.vendor}, offline brain, one worker, N={n}")
-    stdout.write(f"  loop throughput       {loop_rate:10.1f} items/s")
-    stdout.write(f"  bare claim+complete   {bare_rate:10.1f} items/s   (baseline, same run)")
-    stdout.write(f"  ratio loop/bare       {loop_rate / bare_rate:10.3f}")
-    stdout.write(f"  statements per item   {statements:10.1f}")
+    ratio = loop_rate / bare_rate
+    p50, p99 = statistics.median(latencies), _percentile(latencies, 0.99)
+    stdout.write(f"  loop throughput       {loop_rate:10.1f} items/s\n")
+    stdout.write(f"  bare claim+complete   {bare_rate:10.1f} items/s   (baseline, same run)\n")
+    stdout.write(f"  ratio loop/bare       {ratio:10.3f}\n")
     stdout.write(
-        f"  enqueue-to-start ms   median {statistics.median(latencies):.1f}   p99 "
-        f"{_percentile(latencies, 0.99):.1f}   (n={len(latencies)})"
+        f"  statements per item   {per_item:10.1f}   "
+        f"(one run of {STATEMENT_ITEMS} items: {many}; of one item: {single})\n"
     )
+    stdout.write(f"  enqueue-to-start ms   median {p50:.1f}   p99 {p99:.1f}   (n={len(latencies)})\n")
+    return [
+        Figure(
+            SUITE,
+            "loop throughput / bare claim+complete",
+            ratio,
+            "x",
+            baseline=f"loop {loop_rate:.0f}/s vs bare claim+complete SQL {bare_rate:.0f}/s",
+            goal=0.1,
+        ),
+        Figure(
+            SUITE,
+            "statements per item",
+            per_item,
+            "",
+            baseline=f"one run of {STATEMENT_ITEMS} items, offline brain ({single} for a run of one item)",
+            goal=20,
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "enqueue -> processing start p50",
+            p50,
+            "ms",
+            baseline=f"{len(latencies)} lone items, wake-up on commit, default settings",
+            goal=10,
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "enqueue -> processing start p99",
+            p99,
+            "ms",
+            baseline=f"{len(latencies)} lone items, wake-up on commit, default settings",
+            goal=50,
+            better="lower",
+        ),
+    ]

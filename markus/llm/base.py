@@ -8,6 +8,7 @@ gets persisted in an LLM session.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,9 @@ class CallContext:
 
 class Provider:
     name = "base"
+    #: Whether a call is answered in this process without waiting on anything (no
+    #: network, no sleep): the loop then keeps no lease-renewing thread during it.
+    local = False
     #: Whether this provider can act as the LLM interrupt judge.
     judges = False
 
@@ -97,10 +101,24 @@ def set_provider_override(provider: Provider | None) -> None:
     _override = provider
 
 
-def get_provider() -> Provider:
-    if _override is not None:
-        return _override
-    name = settings.MARKUS["LLM_PROVIDER"]
+# Providers built from the settings, one per process for each distinct configuration:
+# building one (an SDK client with its connection pool) per call cost more than the
+# call to the offline brain, and on every mind-view render.
+_built: dict[tuple[str, ...], Provider] = {}
+_built_lock = threading.Lock()
+
+
+def _configuration() -> tuple[str, ...]:
+    m = settings.MARKUS
+    return (
+        str(m["LLM_PROVIDER"]),
+        str(m["LLM_MODEL"] or ""),
+        str(m["LLM_BASE_URL"] or ""),
+        str(m["LLM_API_KEY"] or ""),
+    )
+
+
+def _build(name: str, model: str, base_url: str, api_key: str) -> Provider:
     if name == "offline":
         from .offline import OfflineProvider
 
@@ -108,9 +126,23 @@ def get_provider() -> Provider:
     if name == "openai":
         from .openai_provider import OpenAIProvider
 
-        return OpenAIProvider(
-            model=settings.MARKUS["LLM_MODEL"] or "gpt-4o-mini",
-            base_url=settings.MARKUS["LLM_BASE_URL"] or None,
-            api_key=settings.MARKUS["LLM_API_KEY"] or "unset",
-        )
+        return OpenAIProvider(model=model or "gpt-4o-mini", base_url=base_url or None, api_key=api_key or "unset")
     raise ValueError(f"unknown MARKUS_LLM_PROVIDER {name!r} (offline, openai)")
+
+
+def get_provider() -> Provider:
+    """The configured provider: built once per process for its settings (provider,
+    model, base URL, key) and shared by every thread; a change of those settings builds
+    a new one. A test's override wins."""
+    if _override is not None:
+        return _override
+    key = _configuration()
+    provider = _built.get(key)
+    if provider is None:
+        with _built_lock:
+            provider = _built.get(key)
+            if provider is None:
+                if len(_built) >= 16:  # settings changed many times (tests): drop the old ones
+                    _built.clear()
+                provider = _built[key] = _build(*key)
+    return provider

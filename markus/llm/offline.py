@@ -119,6 +119,7 @@ def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[s
 class OfflineProvider(Provider):
     name = "offline"
     judges = True
+    local = True  # rules over the messages, answered at once
 
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext

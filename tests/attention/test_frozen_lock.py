@@ -282,7 +282,10 @@ def test_a_loop_frozen_in_a_fenced_transaction_that_gets_cut_ends_as_a_lost_leas
     never land and nothing later from its epoch either."""
     _needs("postgresql")
     monkeypatch.setitem(settings.MARKUS, "LEASE_SECONDS", 0.5)
-    scripted(default=Turn(text=f"ok {MARK}"))
+    # A turn's usage is written with what follows it: the tool round after a turn that
+    # calls a tool (add_usage), the item's outcome after the final turn (end_activity).
+    first_turns = [Turn(tool_calls=[("check_mailbox", {})])] if freeze_in == "add_usage" else []
+    scripted(*first_turns, default=Turn(text=f"ok {MARK}"))
     frozen = threading.Event()
     original = getattr(records, freeze_in)
 

@@ -1,0 +1,150 @@
+"""Statement budgets of the attention loop (issue 12): an item through the whole loop
+(lease, queue read, triage, claim, pick decision, activity, offline brain, completion,
+main-session line, events, release) costs a fixed number of statements that does not
+grow with the agent's history. Counted with CaptureQueriesContext on the loop's own
+connection (BEGIN on SQLite and the lock-timeout setting on PostgreSQL count as
+statements); never timed.
+
+Before issue 12 one item took 71-78 statements on SQLite (and the per-item count grew
+with the queue: the loop re-read every queued row for each item)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from attention import loop
+from attention.models import AgentActivity, AgentActivityLog, AgentDecision
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType as T
+from mailbox.registry import Status
+from mailbox.services import mailbox_enqueue
+from markus.agents.models import ChatMessage, WorkingMemory
+from markus.agents.services import main_session
+from markus.llm.base import set_provider_override
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+
+# Counted as Django logs them: with COMMIT, and on PostgreSQL also BEGIN and the
+# transaction's lock timeout (``SET LOCAL lock_timeout``), so two more per transaction.
+BUDGETS = {
+    # vendor: (a run of the loop that processes one plain item, a system event: one
+    # LLM turn, no tool, from taking the lease to letting it go; each further item of
+    # the same run, with triage among equals; a run of one human chat: its history read
+    # for the prompt, the reply stored in its session)
+    "sqlite": (23, 16, 26),
+    "postgresql": (26, 18, 29),
+}
+ITEM_GOAL = 20  # the issue's goal for an item through the loop
+
+
+def budget() -> tuple[int, int, int]:
+    return BUDGETS[connection.vendor]
+
+
+@pytest.fixture(autouse=True)
+def offline_brain(settings, monkeypatch):
+    set_provider_override(None)
+    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
+
+
+def make_history(agent_id: str, n: int) -> None:
+    """n finished items with their decisions, activities, log lines and main-session
+    lines, and a working memory entry each ten items: what an agent accumulates."""
+    now = timezone.now() - timedelta(days=1)
+    items = MailboxItem.objects.bulk_create(
+        MailboxItem(
+            agent_id=agent_id,
+            source_type=T.SYSTEM_EVENT,
+            priority=2,
+            status=Status.COMPLETED,
+            payload={"summary": f"old {i}", "content": f"old content {i}"},
+            metadata={},
+            queued_at=now + timedelta(seconds=i),
+            started_at=now + timedelta(seconds=i),
+            completed_at=now + timedelta(seconds=i),
+            attempts=1,
+            lease_epoch=1,
+        )
+        for i in range(n)
+    )
+    AgentDecision.objects.bulk_create(
+        AgentDecision(agent_id=agent_id, mailbox_item=m, decision_type="pick", lease_epoch=1) for m in items
+    )
+    activities = AgentActivity.objects.bulk_create(
+        AgentActivity(
+            agent_id=agent_id, mailbox_item=m, type="chat", label="old", lease_epoch=1, ended_at=m.completed_at
+        )
+        for m in items
+    )
+    AgentActivityLog.objects.bulk_create(
+        AgentActivityLog(activity=a, seq=s, type="status", content="old") for a in activities for s in (1, 2)
+    )
+    session = main_session(agent_id)
+    ChatMessage.objects.bulk_create(
+        ChatMessage(session=session, role="system", content=f"[ACTIVITY] old {i}") for i in range(n)
+    )
+    WorkingMemory.objects.bulk_create(
+        WorkingMemory(agent_id=agent_id, key=f"note {i}", content="old") for i in range(0, n, 10)
+    )
+
+
+def enqueue(agent_id: str, n: int, kind: T = T.SYSTEM_EVENT, **metadata: str) -> list[MailboxItem]:
+    return [
+        mailbox_enqueue(
+            agent_id=agent_id,
+            source_type=kind,
+            payload={"summary": f"new {i}", "content": f"new content {i}"},
+            metadata=metadata or None,
+        )
+        for i in range(n)
+    ]
+
+
+def statements_of_a_run(agent_id: str, items: int) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        result = loop.run_attention(agent_id, budget=items + 1)
+    assert (result.status, result.processed) == ("done", items), result
+    return len(ctx.captured_queries)
+
+
+@pytest.mark.parametrize("history", [10, 500])
+def test_one_item_through_the_loop_costs_a_fixed_number_of_statements(agent, history):
+    make_history(agent.id, history)
+    loop.run_attention(agent.id)  # the agent's first run makes its attention row
+    (item,) = enqueue(agent.id, 1)
+    one_item_run, _, _ = budget()
+    assert statements_of_a_run(agent.id, 1) == one_item_run
+    assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
+    assert AgentActivity.objects.get(mailbox_item=item).ended_at is not None
+
+
+@pytest.mark.parametrize("history", [10, 500])
+def test_each_further_item_of_a_run_costs_a_fixed_number_of_statements(agent, history):
+    make_history(agent.id, history)
+    enqueue(agent.id, 2)
+    loop.run_attention(agent.id)  # the first triage creates the agent's triage memory
+    enqueue(agent.id, 3)
+    three = statements_of_a_run(agent.id, 3)
+    enqueue(agent.id, 6)
+    six = statements_of_a_run(agent.id, 6)
+    one_item_run, per_item, _ = budget()
+    assert six - three == 3 * per_item
+    assert three == one_item_run + 2 * per_item
+    assert per_item <= ITEM_GOAL and six / 6 <= ITEM_GOAL
+    assert not MailboxItem.objects.filter(agent=agent, status=Status.QUEUED).exists()
+
+
+@pytest.mark.parametrize("history", [10, 500])
+def test_a_chat_through_the_loop_costs_a_fixed_number_of_statements(agent, history):
+    make_history(agent.id, history)
+    loop.run_attention(agent.id)
+    (chat,) = enqueue(agent.id, 1, T.HUMAN_CHAT, senderId="u1", senderRole="user")
+    _, _, chat_run = budget()
+    assert statements_of_a_run(agent.id, 1) == chat_run
+    assert MailboxItem.objects.get(id=chat.id).status == Status.COMPLETED
+    assert ChatMessage.objects.filter(role="assistant", metadata__mailboxItemIds=[chat.id]).exists()
