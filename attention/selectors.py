@@ -9,8 +9,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from mailbox.lifecycle import serialize_item
 from mailbox.models import MailboxItem
+from mailbox.representation import serialize_item
 from mailbox.selectors import queued_items, timeline_queryset
 from markus.core.errors import MarkusError
 

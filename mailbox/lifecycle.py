@@ -20,26 +20,24 @@ BEGIN/COMMIT round trips); inside one it joins it. A database without ``RETURNIN
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-from django.core.exceptions import EmptyResultSet, FullResultSet
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from markus.core.events import agent_group, json_datetime, send_json_on_commit
+from markus.core.events import agent_group, send_json_on_commit
 from markus.core.ids import mailbox_id
 
 from .merge import fold, may_merge
 from .models import MailboxItem
-from .registry import MailboxType, Status, descriptor
+from .registry import MailboxType, Status
+from .representation import event_item
+from .statements import ATTNAMES, DEFAULTED, FIELD, Statements, statements
 
 OPEN_STATUSES = (Status.QUEUED, Status.PROCESSING, Status.DEFERRED)
 # Recovery re-queues a human's in-flight item, an execution trigger or a review request
@@ -49,55 +47,6 @@ MAX_HUMAN_ATTEMPTS = MAX_RECOVERY_ATTEMPTS
 # Metadata flag: when this deferred item resurfaces it goes behind the queue at its
 # priority (the interrupt judge's defer), not back to its old place.
 BEHIND_QUEUE = "resurfaceBehindQueue"
-
-
-def serialize_item(item: MailboxItem) -> dict[str, Any]:
-    return {
-        "id": item.id,
-        "agentId": item.agent_id,
-        "sourceType": item.source_type,
-        "category": item.category,
-        "label": item.label,
-        "priority": item.priority,
-        "status": item.status,
-        "summary": item.summary,
-        "payload": item.payload,
-        "metadata": item.metadata or {},
-        "queuedAt": item.queued_at,
-        "startedAt": item.started_at,
-        "completedAt": item.completed_at,
-        "deferredUntil": item.deferred_until,
-        "mergedInto": item.merged_into_id,
-        "attempts": item.attempts,
-        "dropReason": item.drop_reason,
-    }
-
-
-def event_item(item: MailboxItem) -> dict[str, Any]:
-    """``serialize_item`` as JSON values, made once: what the ``agent:mailbox`` event
-    carries (datetimes as ``DjangoJSONEncoder`` writes them). The payload and metadata
-    are the row's JSON, stored (or read back) by the statement that wrote the row."""
-    d = descriptor(item.source_type)
-    payload = item.payload
-    return {
-        "id": item.id,
-        "agentId": item.agent_id,
-        "sourceType": str(item.source_type),
-        "category": d.category.value,
-        "label": d.label,
-        "priority": int(item.priority),
-        "status": str(item.status),
-        "summary": str((payload or {}).get("summary", "")),
-        "payload": payload,
-        "metadata": item.metadata or {},
-        "queuedAt": json_datetime(item.queued_at),
-        "startedAt": json_datetime(item.started_at),
-        "completedAt": json_datetime(item.completed_at),
-        "deferredUntil": json_datetime(item.deferred_until),
-        "mergedInto": item.merged_into_id,
-        "attempts": int(item.attempts),
-        "dropReason": item.drop_reason,
-    }
 
 
 def emit_item(item: MailboxItem) -> None:
@@ -114,149 +63,6 @@ def not_parked() -> Q:
     )
 
 
-# ---------------------------------------------------------------------------- one-statement SQL
-
-_FIELDS = tuple(MailboxItem._meta.concrete_fields)
-_ATTNAMES = tuple(f.attname for f in _FIELDS)
-_FIELD = {**{f.name: f for f in _FIELDS}, **{f.attname: f for f in _FIELDS}}
-# A new row: ``insert_queued`` sets these; every other column takes the model's default.
-_SET_BY_INSERT = frozenset({"id", "agent_id", "source_type", "priority", "payload", "metadata", "queued_at"})
-_DEFAULTED = tuple(f for f in _FIELDS if f.attname not in _SET_BY_INSERT)
-Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
-
-
-class _Sql:
-    """The statements of one database connection, made once: table and column names
-    quoted for it, and the converters the ORM would apply to a row it reads."""
-
-    def __init__(self, conn: BaseDatabaseWrapper) -> None:
-        qn = conn.ops.quote_name
-        self.conn = conn
-        self.returning = bool(conn.features.can_return_columns_from_insert)
-        self.utc_text = conn.vendor == "sqlite" and settings.USE_TZ and conn.timezone is UTC
-        self._cursor: Any = None
-        self._raw: Any = None
-        self._logged = False
-        self.table = qn(MailboxItem._meta.db_table)
-        self.columns = ", ".join(qn(f.column) for f in _FIELDS)
-        # The defaulted columns of a new row, as stored (a callable default is called per row).
-        self.defaults: dict[str, tuple[Any, Any]] = {}
-        for f in _DEFAULTED:
-            if not callable(f.default):
-                value = f.get_default()
-                self.defaults[f.attname] = (value, f.get_db_prep_save(value, conn))
-        self.converters: list[tuple[int, list[tuple[Converter, Any]]]] = []
-        for i, f in enumerate(_FIELDS):
-            col = f.get_col(MailboxItem._meta.db_table)
-            found = [*conn.ops.get_db_converters(col), *col.get_db_converters(conn)]
-            if found:
-                self.converters.append((i, [(fn, col) for fn in found]))
-        self.insert = f"INSERT INTO {self.table} ({self.columns}) VALUES ({', '.join(['%s'] * len(_FIELDS))})"
-        claim_set = (
-            f"UPDATE {self.table} SET {qn('status')} = '{Status.PROCESSING.value}', {qn('started_at')} = %s,"
-            f" {qn('lease_epoch')} = %s, {qn('attempts')} = {qn('attempts')} + 1"
-        )
-        lock = " FOR UPDATE" if conn.vendor == "postgresql" else ""
-        # The head of the queue by the partial index (agent, priority, queued_at, id)
-        # WHERE status = 'queued': the literal lets the planner pick it on both databases.
-        head = (
-            f"SELECT head.{qn('id')} FROM {self.table} head WHERE head.{qn('agent_id')} = %s"
-            f" AND head.{qn('status')} = '{Status.QUEUED.value}'"
-            f" ORDER BY head.{qn('priority')}, head.{qn('queued_at')}, head.{qn('id')} LIMIT 1{lock}"
-        )
-        queued_now = f"{qn('status')} = '{Status.QUEUED.value}'"
-        self.claim_next = f"{claim_set} WHERE {qn('id')} = ({head}) AND {queued_now}"
-        self.claim = f"{claim_set} WHERE {qn('id')} = %s AND {queued_now}"
-        self.update = f"UPDATE {self.table} SET "
-        self.transitions: dict[tuple[tuple[str, ...], int, str | None, bool], str] = {}
-        self.returning_sql = f" RETURNING {self.columns}"
-
-    def transition(self, names: tuple[str, ...], statuses: int, fence: str | None, refund: bool) -> str:
-        """The UPDATE of a transition of this shape (made once, then looked up)."""
-        qn = self.conn.ops.quote_name
-        sets = [f"{qn(_FIELD[name].column)} = %s" for name in names]
-        if refund:
-            attempts = qn("attempts")
-            sets.append(f"{attempts} = CASE WHEN {attempts} > 0 THEN {attempts} - 1 ELSE 0 END")
-        where = f"{qn('id')} = %s AND {qn('status')} IN ({', '.join(['%s'] * statuses)})"
-        if fence == "null":
-            where += f" AND {qn('lease_epoch')} IS NULL"
-        elif fence == "epoch":
-            where += f" AND {qn('lease_epoch')} = %s"
-        made = self.transitions[(names, statuses, fence, refund)] = f"{self.update}{', '.join(sets)} WHERE {where}"
-        return made
-
-    def stamp(self, value: datetime) -> Any:
-        """A datetime as the database stores it (``adapt_datetimefield_value``, with a
-        shortcut for the usual case: an aware UTC time and a connection in UTC)."""
-        if self.utc_text and value.tzinfo is UTC:
-            return str(value.replace(tzinfo=None))
-        return self.conn.ops.adapt_datetimefield_value(value)
-
-    def prep(self, f: Any, value: Any) -> Any:
-        if isinstance(value, datetime):
-            return self.stamp(value)
-        return f.get_db_prep_save(value, self.conn)
-
-    def cursor(self) -> Any:
-        """This connection's cursor, kept while the connection and the query logging
-        mode stay the same (a new connection, or a test capturing queries, gets a new
-        one). Statements run on it are read to the end, so none stays open."""
-        conn = self.conn
-        logged = conn.queries_logged
-        raw = conn.connection
-        if self._cursor is None or raw is None or raw is not self._raw or logged != self._logged:
-            self._cursor = conn.cursor()
-            self._raw, self._logged = conn.connection, logged
-        return self._cursor
-
-    def item(self, values: Sequence[Any]) -> MailboxItem:
-        """The model instance of a row of ``columns``, converted as the ORM converts."""
-        row = list(values)
-        conn = self.conn
-        for i, converters in self.converters:
-            value = row[i]
-            for fn, col in converters:
-                value = fn(value, col, conn)
-            row[i] = value
-        return MailboxItem.from_db(conn.alias, _ATTNAMES, row)
-
-    def fetch(self, sql: str, params: Sequence[Any]) -> MailboxItem | None:
-        """Run an UPDATE with ``RETURNING`` the row; the item, or None if none matched."""
-        cursor = self.cursor()
-        cursor.execute(sql + self.returning_sql, params)
-        rows = cursor.fetchall()
-        return self.item(rows[0]) if rows else None
-
-    def condition(self, q: Q) -> tuple[str, list[Any]] | None:
-        """A condition on the item's own row (a fence) as SQL, or None when it needs a
-        join (then the caller takes the ORM path)."""
-        query = MailboxItem.objects.filter(q).query
-        try:
-            sql, params = query.get_compiler(connection=self.conn).compile(query.where)
-        except EmptyResultSet:  # a condition that holds for no row
-            return "1 = 0", []
-        except FullResultSet:  # one that holds for every row
-            return "1 = 1", []
-        base = MailboxItem._meta.db_table
-        if any(count for alias, count in query.alias_refcount.items() if alias != base):
-            return None
-        return sql, list(params)
-
-
-_statements: weakref.WeakKeyDictionary[BaseDatabaseWrapper, _Sql] = weakref.WeakKeyDictionary()
-
-
-def _sql() -> _Sql:
-    """The statements of this thread's connection."""
-    conn = connections[DEFAULT_DB_ALIAS]
-    try:
-        return _statements[conn]
-    except KeyError:
-        made = _statements[conn] = _Sql(conn)
-        return made
-
-
 def insert_queued(
     *,
     agent_id: str,
@@ -268,13 +74,13 @@ def insert_queued(
 ) -> MailboxItem:
     """Store a new queued item with one INSERT (no ORM save) and emit its event. Outside
     a transaction the statement commits on its own; inside one it joins it."""
-    sql = _sql()
+    sql = statements()
     conn = sql.conn
     ops = conn.ops
     values, row = {}, {}
     for name, (value, stored) in sql.defaults.items():
         values[name], row[name] = value, stored
-    for f in _DEFAULTED:
+    for f in DEFAULTED:
         if f.attname not in values:  # a callable default: one value per row
             values[f.attname] = value = f.get_default()
             row[f.attname] = f.get_db_prep_save(value, conn)
@@ -287,7 +93,7 @@ def insert_queued(
         metadata=metadata,
         queued_at=queued_at or timezone.now(),
     )
-    item = MailboxItem.from_db(conn.alias, _ATTNAMES, [values[name] for name in _ATTNAMES])
+    item = MailboxItem.from_db(conn.alias, ATTNAMES, [values[name] for name in ATTNAMES])
     row.update(
         id=item.id,
         agent_id=agent_id,
@@ -297,7 +103,7 @@ def insert_queued(
         metadata=None if metadata is None else ops.adapt_json_value(metadata, None),
         queued_at=sql.stamp(item.queued_at),
     )
-    sql.cursor().execute(sql.insert, [row[name] for name in _ATTNAMES])
+    sql.cursor().execute(sql.insert, [row[name] for name in ATTNAMES])
     emit_item(item)
     return item
 
@@ -317,7 +123,7 @@ def transition(
     """Move an item between statuses with one conditional UPDATE. With ``fenced``, only
     the worker that claimed it under ``epoch`` can. ``refund_attempt``: this run does not
     count as an attempt (a preempt, a pause). True if the row changed."""
-    sql = _sql()
+    sql = statements()
     if not sql.returning:
         return _transition_orm(
             item_id, from_statuses=from_statuses, epoch=epoch, fenced=fenced, refund_attempt=refund_attempt, **fields
@@ -326,7 +132,7 @@ def transition(
     fence = None if not fenced else "null" if epoch is None else "epoch"
     shape = (tuple(fields), len(statuses), fence, refund_attempt)
     statement = sql.transitions.get(shape) or sql.transition(*shape)
-    params = [sql.prep(_FIELD[name], value) for name, value in fields.items()]
+    params = [sql.prep(FIELD[name], value) for name, value in fields.items()]
     params += [item_id, *statuses]
     if fence == "epoch":
         params.append(epoch)
@@ -366,14 +172,14 @@ def queued(agent_id: str) -> QuerySet[MailboxItem]:
     return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).order_by("priority", "queued_at", "id")
 
 
-def _claim_params(sql: _Sql, epoch: int | None) -> list[Any]:
+def _claim_params(sql: Statements, epoch: int | None) -> list[Any]:
     return [sql.stamp(timezone.now()), epoch]
 
 
 def claim(item_id: str, *, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
     """Claim one queued item (``processing``) with a conditional UPDATE; None if it was
     not queued any more or the fence does not hold."""
-    sql = _sql()
+    sql = statements()
     condition = sql.condition(fence) if fence is not None and sql.returning else None
     if not sql.returning or (fence is not None and condition is None):
         return _claim_orm(item_id, epoch=epoch, fence=fence)
@@ -405,7 +211,7 @@ def claim_next(*, agent_id: str, epoch: int | None = None, fence: Q | None = Non
     """Claim the head of the queue with one ``UPDATE … RETURNING``: the head chosen and
     (on PostgreSQL) locked by a subquery, so a head taken or merged meanwhile gives way
     to the next queued item. None when the queue is empty or the fence no longer holds."""
-    sql = _sql()
+    sql = statements()
     condition = sql.condition(fence) if fence is not None and sql.returning else None
     if not sql.returning or (fence is not None and condition is None):
         return _claim_next_orm(agent_id=agent_id, epoch=epoch, fence=fence)

@@ -9,9 +9,10 @@ from django.db.models import QuerySet
 
 from markus.core.errors import MarkusError
 
-from .lifecycle import queued, serialize_item
+from .lifecycle import queued
 from .models import MailboxItem
 from .registry import MAILBOX_TYPE_REGISTRY, Category, Status, is_known_type, types_in_category
+from .representation import serialize_item
 
 
 def queue_depth(agent_id: str) -> int:

@@ -22,7 +22,7 @@ from django.utils import timezone
 from markus.core.errors import MarkusError
 
 from . import lifecycle
-from .lifecycle import MAX_HUMAN_ATTEMPTS, OPEN_STATUSES, emit_item, not_parked, queued, serialize_item
+from .lifecycle import MAX_HUMAN_ATTEMPTS, OPEN_STATUSES, emit_item, not_parked, queued
 from .merge import dedup_key, entity_key, is_strict, may_merge
 from .models import MailboxItem
 from .registry import (
@@ -35,6 +35,7 @@ from .registry import (
     descriptor,
     is_known_type,
 )
+from .representation import serialize_item
 
 log = logging.getLogger(__name__)
 

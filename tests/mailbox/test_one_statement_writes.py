@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from attention.lease import Lease
 from attention.models import AgentAttention
-from mailbox import lifecycle
+from mailbox import lifecycle, representation
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_claim, mailbox_claim_next, mailbox_complete
@@ -76,7 +76,7 @@ def test_the_claimed_item_is_the_row_as_stored(agent, enqueue):
 
 
 def round_tripped(item: MailboxItem) -> dict:
-    return json.loads(json.dumps(lifecycle.serialize_item(item), cls=DjangoJSONEncoder))
+    return json.loads(json.dumps(representation.serialize_item(item), cls=DjangoJSONEncoder))
 
 
 @pytest.mark.parametrize(
@@ -88,6 +88,6 @@ def test_the_event_item_is_the_json_round_trip_of_the_serialisation(agent, enque
     second = enqueue(T.TASK_COMMENT, taskId="t")  # merged into the first
     MailboxItem.objects.filter(id=first.id).update(queued_at=at, started_at=at, deferred_until=at)
     for item in MailboxItem.objects.filter(id__in=[first.id, second.id]):
-        assert lifecycle.event_item(item) == round_tripped(item)
+        assert representation.event_item(item) == round_tripped(item)
     assert second.status == Status.MERGED
-    assert lifecycle.event_item(second) == round_tripped(second)  # an in-memory row, enum status and all
+    assert representation.event_item(second) == round_tripped(second)  # an in-memory row, enum status and all

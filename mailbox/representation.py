@@ -1,0 +1,61 @@
+"""A mailbox item as the API and the UI see it: ``serialize_item`` for the API (Python
+values, encoded by DRF), ``event_item`` for the ``agent:mailbox`` event (JSON values,
+made once from the row a statement wrote or returned)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markus.core.events import json_datetime
+
+from .models import MailboxItem
+from .registry import descriptor
+
+
+def serialize_item(item: MailboxItem) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "agentId": item.agent_id,
+        "sourceType": item.source_type,
+        "category": item.category,
+        "label": item.label,
+        "priority": item.priority,
+        "status": item.status,
+        "summary": item.summary,
+        "payload": item.payload,
+        "metadata": item.metadata or {},
+        "queuedAt": item.queued_at,
+        "startedAt": item.started_at,
+        "completedAt": item.completed_at,
+        "deferredUntil": item.deferred_until,
+        "mergedInto": item.merged_into_id,
+        "attempts": item.attempts,
+        "dropReason": item.drop_reason,
+    }
+
+
+def event_item(item: MailboxItem) -> dict[str, Any]:
+    """``serialize_item`` as JSON values, made once: what the ``agent:mailbox`` event
+    carries (datetimes as ``DjangoJSONEncoder`` writes them). The payload and metadata
+    are the row's JSON, stored (or read back) by the statement that wrote the row."""
+    d = descriptor(item.source_type)
+    payload = item.payload
+    return {
+        "id": item.id,
+        "agentId": item.agent_id,
+        "sourceType": str(item.source_type),
+        "category": d.category.value,
+        "label": d.label,
+        "priority": int(item.priority),
+        "status": str(item.status),
+        "summary": str((payload or {}).get("summary", "")),
+        "payload": payload,
+        "metadata": item.metadata or {},
+        "queuedAt": json_datetime(item.queued_at),
+        "startedAt": json_datetime(item.started_at),
+        "completedAt": json_datetime(item.completed_at),
+        "deferredUntil": json_datetime(item.deferred_until),
+        "mergedInto": item.merged_into_id,
+        "attempts": int(item.attempts),
+        "dropReason": item.drop_reason,
+    }
