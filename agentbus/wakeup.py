@@ -310,7 +310,7 @@ class _RedisHub:
             self._ping_at = None
         elif self._ping_at is None:
             self._ping_at = now
-            transport.write(command(b"PING", b"heartbeat"))
+            transport.write(command(b"PING", b"markus-keepalive"))
         elif now - self._ping_at > HEARTBEAT_SECONDS:
             log.warning("agentbus: Redis did not answer a PING in %.0f s; reconnecting", HEARTBEAT_SECONDS)
             transport.abort()

@@ -37,7 +37,7 @@ from rest_framework.test import APIClient
 
 from attention.models import AgentActivity, AgentDecision, DecisionType
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import ActivityType, MailboxType, Status
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 from markus.core.ids import new_id
@@ -97,7 +97,7 @@ def build(agent_id: str, n: int) -> list[str]:
             AgentActivity(
                 agent_id=agent_id,
                 mailbox_item=item,
-                type="heartbeat",
+                type=ActivityType.HEARTBEAT.value,
                 label=item.summary,
                 started_at=item.queued_at,
                 ended_at=item.completed_at,
