@@ -77,7 +77,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(COMMENT_RESPONSE, _COMMENT_PROTOCOL),
         Scenario(REQUIREMENT_ACTION, "A requirement you proposed changed. Decide what to do next."),
         Scenario(A2A, "Another agent wrote to you. Read what each sender said and act on it."),
-        Scenario(SESSION_RESPONSE, "A reply arrived in one of your sessions. Continue that work."),
+        Scenario(
+            SESSION_RESPONSE,
+            "A person commented on a task you already finished; above is your session on that task. "
+            "Answer them on the task with task_comment (reply_to_comment_id); do not redo the work unless they ask.",
+        ),
         Scenario(MENTION_RESPONSE, "You were mentioned. Read the context and answer if it needs you."),
         Scenario(SYSTEM_NOTICE, "A system event happened. Act on it if it concerns your work."),
         Scenario(

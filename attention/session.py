@@ -4,11 +4,12 @@ resume it (ARCHITECTURE decision 3)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
-from mailbox.registry import Status
+from mailbox.registry import MailboxType, Status
 from markus.agents.models import ChatSession
 from markus.agents.services import main_session
 
@@ -17,7 +18,7 @@ from .focus import Focus
 from .lease import fenced
 from .models import ActivityLogType as L
 from .models import LLMSession
-from .scenarios import CHAT, first_messages, merged_message
+from .scenarios import CHAT, SESSION_RESPONSE, TASK_EXECUTION, first_messages, merged_message
 
 SESSION_PREFIX = "ls_"
 
@@ -51,6 +52,26 @@ def _absorbed(item: MailboxItem) -> list[MailboxItem]:
     return list(MailboxItem.objects.filter(merged_into_id=item.id, status=Status.MERGED).order_by("queued_at", "id"))
 
 
+def resumed_messages(item: MailboxItem) -> list[dict[str, Any]]:
+    """A session reply (a person's comment on a task the agent already finished)
+    continues the task's own session: the latest saved session of its agent on its task,
+    the execution's or an earlier reply's. Copied, so that session stays as it was."""
+    if item.source_type != MailboxType.SESSION_REPLY or not item.task_id:
+        return []
+    prior = (
+        LLMSession.objects.filter(
+            agent_id=item.agent_id,
+            scenario__in=[TASK_EXECUTION, SESSION_RESPONSE],
+            mailbox_item__payload__taskId=item.task_id,
+        )
+        .exclude(id=session_id(item))
+        .order_by("-updated_at", "-id")
+        .values_list("messages", flat=True)
+        .first()
+    )
+    return list(prior or [])
+
+
 def load_session(focus: Focus) -> LLMSession:
     """A new session starts from the item's payload, which already carries everything
     merged into it; it is stored with the first write that needs it (``save_session``),
@@ -66,7 +87,7 @@ def load_session(focus: Focus) -> LLMSession:
             agent_id=focus.agent.id,
             mailbox_item=focus.item,
             scenario=focus.scenario,
-            messages=first_messages(focus.item, focus.scenario, chat_sid),
+            messages=[*resumed_messages(focus.item), *first_messages(focus.item, focus.scenario, chat_sid)],
             absorbed_ids=[m.id for m in _absorbed(focus.item)],
         )
         focus.session, focus.session_stored, focus.session_dirty = session, False, True

@@ -15,6 +15,7 @@ class NotificationType(StrEnum):
     REQUIREMENT_CREATED = "requirement_created"
     REQUIREMENT_DECISION = "requirement_decision"
     AGENT_REPORT = "agent_report"
+    COMMENT_MENTION = "comment_mention"
     SYSTEM = "system"
 
 
@@ -38,6 +39,8 @@ USER_NOTIFICATION_TYPE_REGISTRY: dict[NotificationType, NotificationTypeDescript
     N.REQUIREMENT_CREATED: _D("Requirement Proposed", "📝", "high", "navigate", "task"),
     N.REQUIREMENT_DECISION: _D("Requirement Decision", "⚖️", "normal", "navigate", "task"),
     N.AGENT_REPORT: _D("Agent Report", "📊", "normal", "none", "agent"),
+    # Someone @mentioned the user in a task or requirement comment (issue 13).
+    N.COMMENT_MENTION: _D("Mention", "@", "high", "navigate", "task"),
     N.SYSTEM: _D("System", "⚙️", "normal", "none", "system"),
 }
 PRIORITIES = ("low", "normal", "high", "urgent")

@@ -15,7 +15,7 @@ from mailbox.services import mailbox_enqueue
 from markus.core.actors import Actor
 
 from .errors import IllegalTransition
-from .models import Requirement, Task, TaskState
+from .models import Requirement, Task, TaskComment, TaskState
 
 
 def _assignee_id(task: Task) -> str:
@@ -203,6 +203,57 @@ def send_comment(
         source_type,
         {"summary": summary, "content": text, key: obj.id},
         metadata={**actor.sender_metadata(), "commentId": comment_id, "agentStreak": streak},
+    )
+
+
+def send_session_reply(
+    agent_id: str,
+    *,
+    task: Task,
+    actor: Actor,
+    comment: TaskComment,
+    reply_to: tuple[str, str] | None,
+    execution: MailboxItem | None,
+) -> MailboxItem:
+    """A person's comment on a task the agent already finished (issue 13). The item is
+    about the task (``taskId``) and carries the comment and its author in ``extra``,
+    with ``executionItemId``: the execution whose saved session is the task's own, for
+    the attention loop to resume it."""
+    lines = [
+        f'{actor.name} ({actor.kind}) commented on task "{task.title}" ({task.id}), which you already worked on; '
+        f"it is now status {task.status}:",
+        "",
+        comment.content,
+    ]
+    if reply_to is not None:
+        lines += ["", f'(In reply to {reply_to[0]}: "{reply_to[1]}")']
+    lines += [
+        "",
+        "This continues your work on that task. Read the comment (and the whole thread with "
+        f'task_get("{task.id}") if you need it), then answer {actor.name} once with '
+        f'task_comment (task_id="{task.id}", reply_to_comment_id="{comment.id}"). '
+        "Do not redo the work unless you are asked to.",
+    ]
+    extra: dict[str, Any] = {
+        "commentId": comment.id,
+        "comment": comment.content,
+        "authorId": actor.id,
+        "authorName": actor.name,
+        "authorRole": actor.kind,
+        "taskStatus": task.status,
+        "executionItemId": execution.id if execution is not None else None,
+        "executionRound": task.execution_round,
+    }
+    return _enqueue(
+        agent_id,
+        MailboxType.SESSION_REPLY,
+        {
+            "summary": f"{actor.name} commented on your {task.status} task: {task.title}",
+            "content": "\n".join(lines),
+            "taskId": task.id,
+            "extra": extra,
+        },
+        metadata={**actor.sender_metadata(), "commentId": comment.id},
     )
 
 

@@ -43,7 +43,8 @@ def test_retry_drops_queued_status_updates_then_starts_a_fresh_round(make_task, 
     stale.refresh_from_db()
     assert stale.status == Status.DROPPED and "retry cleanup" in stale.drop_reason
     assert all(i.status == Status.DROPPED for i in infos(ada, task))
-    [comment] = items(ada, MailboxType.TASK_COMMENT)
+    # A person's comment on the failed task reaches Ada as a session reply (issue 13).
+    [comment] = items(ada, MailboxType.SESSION_REPLY)
     assert comment.status == Status.QUEUED
     fresh = executions(ada, task)[-1]
     assert fresh.status == Status.QUEUED and fresh.payload["extra"]["executionRound"] == 2
