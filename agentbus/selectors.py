@@ -22,6 +22,8 @@ from .models import INBOX_TOPIC, Chunk, ConsumerCursor, InboxClock, Stream, Stre
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
+# A named group chat's topic is this prefix and its name (``services.group_chat_open``).
+GROUP_TOPIC_PREFIX = "group:"
 
 
 def iso(value: datetime | None) -> str | None:
@@ -159,3 +161,28 @@ def reply_state(stream_id: str, requester_id: str) -> dict[str, Any]:
         "replyStreamId": closed.id if closed else (replies.order_by("created_at").values_list("id", flat=True).first()),
         "done": closed is not None,
     }
+
+
+def reply_expected(stream_id: str, agent_id: str) -> bool:
+    """Does the stream wait for ``agent_id``'s answer? A direct stream from another
+    agent to it that is not itself an answer, and that it has not answered yet (a
+    closed reply stream of its own). A group message, a reply, the operator's records
+    and anything already answered expect nothing, so two agents never answer each
+    other's answers for ever."""
+    stream = Stream.objects.filter(id=stream_id).first()
+    if stream is None or stream.is_group or stream.reply_to or stream.sender_id is None:
+        return False
+    if stream.recipient_id != agent_id:
+        return False
+    return not Stream.objects.filter(reply_to=stream.id, sender_id=agent_id, closed_at__isnull=False).exists()
+
+
+def group_name(stream: Stream) -> str:
+    topic = stream.topic or ""
+    return topic[len(GROUP_TOPIC_PREFIX) :] if topic.startswith(GROUP_TOPIC_PREFIX) else topic
+
+
+def group_chats_of(agent_id: str) -> QuerySet[Stream]:
+    """The group streams the agent is a member of, newest first."""
+    groups = StreamMember.objects.filter(agent_id=agent_id).values("stream_id")
+    return Stream.objects.filter(id__in=groups, is_group=True).order_by("-created_at", "-id")

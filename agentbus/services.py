@@ -181,12 +181,18 @@ def _enqueue_for_attention(
     internal = Agent.objects.filter(id__in=audience, kind=Agent.Kind.INTERNAL).values_list("id", flat=True)
     text = _message_text(payload)
     first_line = (text.strip().splitlines() or [""])[0]
-    summary = f"{sender.name}: {first_line[:120]}" if first_line else f"Message from {sender.name}"
+    who = sender.name
+    extra: dict[str, Any] = {"channelKey": stream.id}
+    if stream.is_group:  # the group's name and id, so the reader can answer the group
+        name = selectors.group_name(stream)
+        who = f"{sender.name} in group {name!r}"
+        extra.update(groupId=stream.id, groupName=name)
+    summary = f"{who}: {first_line[:120]}" if first_line else f"Message from {who}"
     for agent_id in sorted(internal):
         mailbox_enqueue(
             agent_id=agent_id,
             source_type=MailboxType.A2A_MESSAGE,
-            payload={"summary": summary, "content": text, "extra": {"channelKey": stream.id}},
+            payload={"summary": summary, "content": text, "extra": extra},
             metadata={
                 "senderId": sender.id,
                 "senderName": sender.name,
@@ -279,7 +285,13 @@ def stream_close(*, stream_id: str, sender: Agent | None, actor: str = "") -> St
 
 @transaction.atomic
 def send_agent_message(
-    *, sender: Agent, recipient: Agent, text: str, stream_id: str | None = None, actor: str = ""
+    *,
+    sender: Agent,
+    recipient: Agent,
+    text: str,
+    stream_id: str | None = None,
+    topic: str | None = None,
+    actor: str = "",
 ) -> Chunk:
     """One agent's message to another, on the bus (the ``agent_send_message`` tool).
 
@@ -292,7 +304,7 @@ def send_agent_message(
         raise BusError("text is required")
     payload = {"text": text}
     if stream_id is None:
-        opened = stream_open(sender=sender, recipient=recipient, actor=actor)
+        opened = stream_open(sender=sender, recipient=recipient, topic=topic, actor=actor)
         return stream_append(stream_id=opened.id, sender=sender, payload=payload, actor=actor)
     stream = Stream.objects.filter(id=stream_id).first()
     if stream is None:
@@ -311,6 +323,60 @@ def send_agent_message(
     else:
         raise NotFoundError("No such stream.")
     return stream_append(stream_id=target.id, sender=sender, payload=payload, actor=actor)
+
+
+@transaction.atomic
+def stream_reply(*, responder: Agent, stream_id: str, payload: dict[str, Any], actor: str = "") -> Chunk:
+    """Answer a stream the responder received (the ``agent_reply`` tool).
+
+    A direct stream is answered on a reply stream back to its sender (``reply_to`` =
+    the stream), which is then closed: the close is what a ``request`` waits for. An
+    open reply stream of the responder's is reused, so a reply begun with
+    ``send_agent_message`` ends here. A group stream is answered on the group itself
+    (nothing is closed: the group goes on).
+    """
+    stream = Stream.objects.filter(id=stream_id).first()
+    if stream is None or responder.id not in selectors.stream_audience(stream):
+        raise NotFoundError("No such stream to reply to.")
+    if stream.is_group:
+        return stream_append(stream_id=stream.id, sender=responder, payload=payload, actor=actor)
+    if stream.sender is None:
+        raise BusError("the operator's records take no reply")
+    target = (
+        Stream.objects.filter(reply_to=stream.id, sender=responder, recipient=stream.sender, closed_at__isnull=True)
+        .order_by("created_at")
+        .first()
+    ) or stream_open(sender=responder, recipient=stream.sender, topic=stream.topic, reply_to=stream.id, actor=actor)
+    chunk = stream_append(stream_id=target.id, sender=responder, payload=payload, actor=actor)
+    stream_close(stream_id=target.id, sender=responder, actor=actor)
+    return chunk
+
+
+@transaction.atomic
+def reply_if_expected(*, responder: Agent, stream_id: str, text: str, actor: str = "") -> Chunk | None:
+    """The loop's backstop for an agent message that waits for an answer (a request, a
+    colleague's question): when the responder has not answered it yet, its final text
+    is the answer. Returns the reply, or None when none was expected (or the text is
+    empty)."""
+    if not isinstance(text, str) or not text.strip() or not selectors.reply_expected(stream_id, responder.id):
+        return None
+    return stream_reply(
+        responder=responder, stream_id=stream_id, payload={"text": text, "senderName": responder.name}, actor=actor
+    )
+
+
+@transaction.atomic
+def group_chat_open(*, creator: Agent, members: Sequence[Agent], name: str, actor: str = "") -> Stream:
+    """A named group chat: a group stream whose topic carries the name."""
+    name = name.strip() if isinstance(name, str) else ""
+    if not name:
+        raise BusError("a group chat needs a name")
+    topic = selectors.GROUP_TOPIC_PREFIX + name
+    if len(topic) > MAX_TOPIC:
+        raise BusError(
+            f"a group chat's name may have at most {MAX_TOPIC - len(selectors.GROUP_TOPIC_PREFIX)} characters"
+        )
+    return stream_open(sender=creator, members=members, topic=topic, actor=actor)
 
 
 # --------------------------------------------------------------------------- inbox

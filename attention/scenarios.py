@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentbus.selectors import reply_expected
 from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
@@ -76,7 +77,13 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(COMMENT_RESPONSE, _COMMENT_PROTOCOL),
         Scenario(REQUIREMENT_ACTION, "A requirement you proposed changed. Decide what to do next."),
-        Scenario(A2A, "Another agent wrote to you. Read what each sender said and act on it."),
+        Scenario(
+            A2A,
+            "Another agent wrote to you. Read what each sender said and act on it. If they asked you "
+            "something, answer with agent_reply (the sender, or a request waiting on it, gets it); your final "
+            "answer is sent as the reply when you have not replied. Never wait for an answer from anyone: it "
+            "arrives later as a new item.",
+        ),
         Scenario(
             SESSION_RESPONSE,
             "A person commented on a task you already finished; above is your session on that task. "
@@ -136,7 +143,16 @@ def item_brief(item: MailboxItem) -> dict[str, Any]:
         "requirementId": item.requirement_id,
         "priority": item.priority,
         "sender": (item.metadata or {}).get("senderName"),
+        **_bus_brief(item),
     }
+
+
+def _bus_brief(item: MailboxItem) -> dict[str, Any]:
+    """An agent message's stream, and whether it waits for this agent's answer."""
+    stream_id = (item.metadata or {}).get("streamId")
+    if item.source_type != MailboxType.A2A_MESSAGE or not isinstance(stream_id, str):
+        return {}
+    return {"streamId": stream_id, "expectsReply": reply_expected(stream_id, item.agent_id)}
 
 
 # The prompt lists at most this many waiting items (and says how many more wait).

@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from agentbus.services import reply_if_expected
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
@@ -21,7 +22,7 @@ from .lease import Lease, StaleLease, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession
 from .replies import deliver_chat_reply
-from .scenarios import CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
+from .scenarios import A2A, CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
 from .services import wake_on_commit
 from .session import append_note, discard_session, save_session, session_id
 
@@ -66,6 +67,8 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
         _end(focus, success=True)
         if focus.scenario == CHAT:  # the reply and the completion commit together
             deliver_chat_reply(focus, outcome.text)
+        elif focus.scenario == A2A:  # an agent message that waits for an answer gets one
+            answer_on_bus(focus, outcome.text)
         complete(lease, item, outcome=SCENARIOS[focus.scenario].done)
     elif outcome.kind == "preempted":
         _end(focus, success=True)
@@ -233,3 +236,12 @@ def on_approval_answered(approval: Approval) -> None:
         session.save(update_fields=["messages"])
     lifecycle.unpark(item)
     wake_on_commit(item.agent_id)
+
+
+def answer_on_bus(focus: Focus, text: str) -> None:
+    """A bus ``request`` returns when its reply stream closes: when the agent did not call
+    agent_reply, its final answer is the reply (inside the fenced settle transaction, so a
+    stale worker sends nothing)."""
+    stream_id = (focus.item.metadata or {}).get("streamId")
+    if isinstance(stream_id, str):
+        reply_if_expected(responder=focus.agent, stream_id=stream_id, text=text, actor=f"agent:{focus.agent.id}")

@@ -3,6 +3,8 @@ live in the work services); refusals come back as readable errors."""
 
 from __future__ import annotations
 
+from django.http import Http404
+
 from attention.toolbox import ToolContext, ToolError, tool
 from markus.agents.models import Agent
 from markus.core.actors import Actor
@@ -48,7 +50,7 @@ def _actor(ctx: ToolContext) -> Actor:
 def _task(ctx: ToolContext, task_id: str) -> Task:
     try:
         return access_task(_actor(ctx), task_id)
-    except WorkNotFound as exc:
+    except (WorkNotFound, Http404) as exc:
         raise ToolError(f"no task {task_id!r} that you can see") from exc
 
 
@@ -172,7 +174,7 @@ def requirement_list(ctx: ToolContext, args: dict) -> dict:
 def _requirement(ctx: ToolContext, rid: str) -> Requirement:
     try:
         return access_requirement(_actor(ctx), rid)
-    except WorkNotFound as exc:
+    except (WorkNotFound, Http404) as exc:
         raise ToolError(f"no requirement {rid!r} that you can see") from exc
 
 
