@@ -271,6 +271,7 @@ MARKUS = {
         "markus.tools.memory_tools",
         "markus.tools.work_tools",
         "markus.tools.human_tools",
+        "markus.tools.a2a_tools",
     ],
     # A task execution or review that ends without a verdict runs again after
     # BASE, 2×BASE, 4×BASE … seconds (at most CAP); after MAX retries the execution's
