@@ -68,6 +68,10 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
         "MARKUS_LEASE_SECONDS": "1.5",
         "MARKUS_COALESCE_WINDOW_MS": "0",
         "MARKUS_LLM_PROVIDER": "offline",
+        # The SIGSTOP may land inside a transaction that holds the agent's attention row:
+        # the database ends it after this long (production: a minute), then the other
+        # worker can take the lease.
+        "MARKUS_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS": "4000",
     }
     from markus.celery import app
 
@@ -93,14 +97,15 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
         os.kill(pid, signal.SIGSTOP)
         time.sleep(2.0)
         services.sweep()  # the backstop kicks the agent; the other process takes over
-        wait_for(
-            lambda: (
-                AgentAttention.objects.get(agent=agent).lease_owner.split(":")[1:2] != [str(pid)]
-                and AgentAttention.objects.get(agent=agent).lease_owner != ""
-            ),
-            timeout=30,
-            message="the other worker took the lease",
-        )
+
+        def taken_over() -> bool:
+            owner = AgentAttention.objects.get(agent=agent).lease_owner
+            if owner and owner.split(":")[1:2] != [str(pid)]:
+                return True
+            services.sweep()  # the beat's backstop, every poll here
+            return False
+
+        wait_for(taken_over, timeout=60, interval=0.5, message="the other worker took the lease")
         time.sleep(1.0)
         os.kill(pid, signal.SIGCONT)
         for t in writers:
