@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
-from .base import LLMCancelled, LLMResponse, Provider, ToolCall, Usage, get_provider
+from .base import CallContext, LLMCancelled, LLMResponse, MarkerFilter, Provider, ToolCall, Usage, get_provider
 
-__all__ = ["LLMCancelled", "LLMResponse", "Provider", "ToolCall", "Usage", "get_provider"]
+__all__ = [
+    "CallContext",
+    "LLMCancelled",
+    "LLMResponse",
+    "MarkerFilter",
+    "Provider",
+    "ToolCall",
+    "Usage",
+    "get_provider",
+]

@@ -15,10 +15,11 @@ import json
 import re
 from typing import Any
 
-from .base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, Usage
+from .base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, Usage, word_chunks
 
 # Scenario names (attention.scenarios) and tool names, as the LLM sees them.
 HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION = "check_in", "daily_report_writing", "dream_cycle"
+A2A, SESSION_RESPONSE = "a2a", "session_response"
 TASK_COMMENT_TOOL = "task_comment"  # a tool name, not a mailbox type
 REQUIREMENT_COMMENT_TOOL = "requirement_comment"  # a tool name, not a mailbox type
 
@@ -33,6 +34,13 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
         if m.get("role") == "user":
             return str(m.get("content") or "")
     return ""
+
+
+def _since_last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return messages[i:]
+    return messages
 
 
 def _called(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -81,6 +89,12 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[tuple[str, di
             ("requirement_get", {"requirement_id": rid}),
             (REQUIREMENT_COMMENT_TOOL, {"requirement_id": rid, "content": f"{agent} noted it."}),
         ]
+    if scenario == A2A and item.get("expectsReply"):
+        said = str(item.get("content") or "").strip()[:500]
+        return [("agent_reply", {"text": f"This is {agent} ({LABEL}). I read your message: “{said}”."})]
+    if scenario == SESSION_RESPONSE and task_id:
+        note = f"{agent} read your comment on this finished task ({LABEL})."
+        return [(TASK_COMMENT_TOOL, {"task_id": task_id, "content": note})]
     if scenario in (HEARTBEAT, DAILY_REPORT):
         return [("check_mailbox", {}), ("recall_activity", {"limit": 10})]
     if scenario == MEMORY_CONSOLIDATION:
@@ -125,7 +139,9 @@ class OfflineProvider(Provider):
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> LLMResponse:
         offered = {t["function"]["name"] for t in tools}
-        results = _called(messages)
+        # A session reply resumes the task's session: only what happened since the
+        # person's comment counts as done in this run.
+        results = _called(_since_last_user(messages) if context.scenario == SESSION_RESPONSE else messages)
         for name, args in _plan(context.scenario, context.item, context.agent_name):
             if name in offered and name not in results:
                 n = sum(1 for m in messages if m.get("role") == "assistant")
@@ -135,6 +151,8 @@ class OfflineProvider(Provider):
                     usage=Usage(prompt_tokens=_tokens(system, messages), completion_tokens=8),
                 )
         text = _final_text(context.scenario, context.item, context.agent_name, results, _last_user_text(messages))
+        for chunk in word_chunks(text):  # streamed in word chunks to whoever listens
+            context.emit(chunk)
         return LLMResponse(
             text=text, usage=Usage(prompt_tokens=_tokens(system, messages), completion_tokens=len(text.split()))
         )

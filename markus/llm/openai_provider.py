@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .base import CallContext, LLMResponse, Provider, ToolCall, Usage
+from openai.types.chat import ChatCompletion
+
+from .base import CallContext, CancelWatch, LLMCancelled, LLMResponse, Provider, ToolCall, Usage
 
 
 def _wire_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -22,6 +24,64 @@ def _wire_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str
     return wire
 
 
+def _arguments(raw: str | None) -> dict[str, Any]:
+    try:
+        args = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return args if isinstance(args, dict) else {"_raw": raw}
+
+
+def _usage(usage: Any) -> Usage:
+    return Usage(
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+    )
+
+
+def _from_completion(response: ChatCompletion) -> LLMResponse:
+    choice = response.choices[0].message
+    calls = []
+    for c in choice.tool_calls or []:
+        fn: Any = getattr(c, "function", None)  # a custom (non-function) tool call has none
+        if fn is not None:
+            calls.append(ToolCall(id=c.id, name=fn.name, arguments=_arguments(fn.arguments)))
+    return LLMResponse(text=choice.content or "", tool_calls=calls, usage=_usage(response.usage))
+
+
+def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMResponse:
+    """Text deltas go to ``context.on_delta`` as they come; tool calls are assembled
+    from their pieces (by index: the id and name come first, the arguments in parts)."""
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    usage = Usage()
+    for chunk in stream:
+        watch.check()
+        if chunk.usage is not None:
+            usage = _usage(chunk.usage)
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta.content:
+                text.append(delta.content)
+                context.emit(delta.content)
+            for piece in delta.tool_calls or []:
+                call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                if piece.id:
+                    call["id"] = piece.id
+                if piece.function is not None:
+                    call["name"] += piece.function.name or ""
+                    call["arguments"] += piece.function.arguments or ""
+    watch.check()
+    return LLMResponse(
+        text="".join(text),
+        tool_calls=[
+            ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=_arguments(c["arguments"]))
+            for i, c in sorted(calls.items())
+        ],
+        usage=usage,
+    )
+
+
 class OpenAIProvider(Provider):
     name = "openai"
     judges = True
@@ -35,27 +95,32 @@ class OpenAIProvider(Provider):
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> LLMResponse:
-        kwargs: dict[str, Any] = {"model": self.model, "messages": _wire_messages(system, messages)}
+        """Always streamed (``stream=True``, usage in the last chunk), so a pause closes
+        the connection mid-answer; a server that answers a whole JSON completion instead
+        of an event stream is read as one."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": _wire_messages(system, messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if tools:
             kwargs["tools"] = tools
-        response = self.client.chat.completions.create(**kwargs)
-        choice = response.choices[0].message
-        calls = []
-        for c in choice.tool_calls or []:
+        with CancelWatch(context.cancelled) as watch:
+            stream = self.client.chat.completions.create(**kwargs)
             try:
-                args = json.loads(c.function.arguments or "{}")
-            except json.JSONDecodeError:
-                args = {"_raw": c.function.arguments}
-            calls.append(ToolCall(id=c.id, name=c.function.name, arguments=args))
-        usage = response.usage
-        return LLMResponse(
-            text=choice.content or "",
-            tool_calls=calls,
-            usage=Usage(
-                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            ),
-        )
+                watch.attach(stream.response)
+                watch.check()
+                if "text/event-stream" not in stream.response.headers.get("content-type", ""):
+                    return _from_completion(ChatCompletion.construct(**json.loads(stream.response.read())))
+                return _from_stream(stream, watch, context)
+            except LLMCancelled:
+                raise
+            except Exception as exc:
+                watch.raised(exc)
+                raise
+            finally:
+                stream.close()
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         prompt = (

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Usage
+from .base import CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Usage, word_chunks
 
 
 @dataclass
@@ -25,6 +25,9 @@ class Turn:
     # Set when the turn starts; a test waits on it to know the call is in flight.
     started: threading.Event = field(default_factory=threading.Event)
     error: Exception | None = None
+    # With a listener (``CallContext.on_delta``) the text streams in word chunks, this
+    # many seconds apart (the call cancellable between them).
+    chunk_delay: float = 0.0
 
 
 # A dict, or a function of the candidate briefs returning one.
@@ -81,6 +84,13 @@ class ScriptedProvider(Provider):
             time.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
         if turn.error is not None:
             raise turn.error
+        if context.on_delta is not None:
+            for i, chunk in enumerate(word_chunks(turn.text)):
+                if i and turn.chunk_delay:
+                    time.sleep(turn.chunk_delay)
+                    if context.cancelled():
+                        raise LLMCancelled("cancelled mid-stream")
+                context.emit(chunk)
         calls = [
             ToolCall(id=f"call_{n}_{i}", name=name, arguments=args) for i, (name, args) in enumerate(turn.tool_calls)
         ]

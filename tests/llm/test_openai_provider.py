@@ -100,3 +100,44 @@ def test_triage_asks_for_json_and_reads_the_answer(openai_settings):
     assert second["processItemId"] == "mbx_1"  # unreadable: fall back to the head
     sent = stub.requests[0]["body"]
     assert sent["response_format"] == {"type": "json_object"} and "You are Ada" in sent["messages"][0]["content"]
+
+
+def test_text_streams_as_deltas_and_tool_calls_are_assembled_from_pieces(openai_settings):
+    text = "Here is a longer answer that comes in many small pieces."
+    args = {"key": "k", "content": 'a value with "quotes" and ünïcode'}
+    with StubOpenAI(
+        [{"content": text, "tool_calls": [("update_working_memory", args), ("check_mailbox", {})]}]
+    ) as stub:
+        openai_settings(stub.url)
+        deltas: list[str] = []
+        r = get_provider().complete(
+            system="s",
+            messages=[{"role": "user", "content": "go"}],
+            tools=[],
+            context=CallContext(on_delta=deltas.append),
+        )
+    assert len(deltas) == len(text.split()) > 1
+    assert "".join(deltas) == r.text == text
+    assert [(c.id, c.name, c.arguments) for c in r.tool_calls] == [
+        ("call_0", "update_working_memory", args),
+        ("call_1", "check_mailbox", {}),
+    ]
+    assert r.usage.total == 28  # the usage chunk the request asked for
+    sent = stub.requests[0]["body"]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert stub.wire.finished.is_set()
+
+
+def test_a_server_that_cannot_stream_is_read_as_one_completion(openai_settings):
+    with StubOpenAI([{"content": "whole", "tool_calls": [("check_mailbox", {})], "whole": True}]) as stub:
+        openai_settings(stub.url)
+        deltas: list[str] = []
+        r = get_provider().complete(
+            system="s",
+            messages=[{"role": "user", "content": "go"}],
+            tools=[],
+            context=CallContext(on_delta=deltas.append),
+        )
+    assert stub.requests[0]["body"]["stream"] is True
+    assert r.text == "whole" and r.tool_calls[0].name == "check_mailbox" and r.usage.total == 28
+    assert deltas == []  # nothing streamed: the answer came whole

@@ -49,3 +49,18 @@ def test_threads_share_one_provider(settings, monkeypatch):
     for t in threads:
         t.join()
     assert len({id(p) for p in seen}) == 1
+
+
+def test_an_anthropic_client_is_built_once_per_configuration(settings, monkeypatch):
+    for key, value in {
+        "LLM_PROVIDER": "anthropic",
+        "LLM_BASE_URL": "http://127.0.0.1:9",
+        "LLM_API_KEY": "sk-ant-test",
+        "LLM_MODEL": "",
+    }.items():
+        monkeypatch.setitem(settings.MARKUS, key, value)
+    first = get_provider()
+    assert first.name == "anthropic" and first.model  # type: ignore[attr-defined]  # a default model
+    assert get_provider() is first and get_provider().client is first.client  # type: ignore[attr-defined]
+    monkeypatch.setitem(settings.MARKUS, "LLM_MODEL", "another")
+    assert get_provider() is not first

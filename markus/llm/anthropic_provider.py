@@ -1,0 +1,216 @@
+"""The ``anthropic`` provider: the official SDK (the Messages API), with tool use and
+streaming, selected and configured by the same settings as ``openai`` (provider,
+model, base URL, key).
+
+Sessions keep the OpenAI chat shape (base.py); this module translates: the system
+prompt goes in ``system``, an assistant turn's tool calls become ``tool_use`` blocks,
+tool results become ``tool_result`` blocks in a user turn, and consecutive turns of one
+role are merged (the API wants user and assistant to alternate)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from anthropic.types import Message
+
+from .base import CallContext, CancelWatch, LLMCancelled, LLMResponse, Provider, ToolCall, Usage
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+MAX_TOKENS = 4096
+
+
+def wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI function schemas → Anthropic tool definitions."""
+    wire = []
+    for t in tools:
+        fn = t.get("function", t)
+        wire.append(
+            {
+                "name": fn["name"],
+                "description": fn.get("description") or "",
+                "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
+            }
+        )
+    return wire
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    text = str(content or "")
+    return [{"type": "text", "text": text}] if text.strip() else []
+
+
+def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI-shaped session messages → Anthropic messages (alternating roles)."""
+    wire: list[dict[str, Any]] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant":
+            blocks = _blocks(m.get("content"))
+            for call in m.get("tool_calls") or []:
+                args = call["function"]["arguments"]
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args or "{}")
+                    except json.JSONDecodeError:
+                        args = {"_raw": args}
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": args})
+            wire_role = "assistant"
+        elif role == "tool":
+            blocks = [{"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": str(m.get("content") or "")}]
+            wire_role = "user"
+        else:  # user, and anything else a session may hold, is the user's side
+            blocks = _blocks(m.get("content"))
+            wire_role = "user"
+        if not blocks:
+            continue
+        if wire and wire[-1]["role"] == wire_role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": wire_role, "content": blocks})
+    if not wire or wire[0]["role"] != "user":  # the API opens with a user turn
+        wire.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continue)"}]})
+    return wire
+
+
+def _usage(usage: Any) -> Usage:
+    prompt = sum(
+        getattr(usage, key, 0) or 0
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(prompt_tokens=prompt, completion_tokens=getattr(usage, "output_tokens", 0) or 0)
+
+
+def _from_message(message: Message) -> LLMResponse:
+    text = "".join(b.text for b in message.content if b.type == "text")
+    calls = [
+        ToolCall(id=b.id, name=b.name, arguments=dict(b.input) if isinstance(b.input, dict) else {"_raw": b.input})
+        for b in message.content
+        if b.type == "tool_use"
+    ]
+    return LLMResponse(text=text, tool_calls=calls, usage=_usage(message.usage))
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        args = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return args if isinstance(args, dict) else {"_raw": raw}
+
+
+def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMResponse:
+    """message_start (input usage), content blocks (text deltas go to
+    ``context.on_delta``; a tool_use block's input arrives as partial JSON),
+    message_delta (output usage), message_stop."""
+    text: list[str] = []
+    blocks: dict[int, dict[str, Any]] = {}
+    prompt = completion = 0
+    for event in stream:
+        watch.check()
+        kind = event.type
+        if kind == "message_start":
+            usage = _usage(event.message.usage)
+            prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        elif kind == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+            elif block.type == "text" and block.text:
+                text.append(block.text)
+                context.emit(block.text)
+        elif kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                text.append(delta.text)
+                context.emit(delta.text)
+            elif delta.type == "input_json_delta" and event.index in blocks:
+                blocks[event.index]["json"] += delta.partial_json
+        elif kind == "message_delta" and event.usage is not None:
+            usage = _usage(event.usage)  # cumulative; input counts only if the server repeats them
+            prompt = max(prompt, usage.prompt_tokens)
+            completion = max(completion, usage.completion_tokens)
+    watch.check()
+    return LLMResponse(
+        text="".join(text),
+        tool_calls=[
+            ToolCall(id=b["id"], name=b["name"], arguments=_arguments(b["json"])) for _, b in sorted(blocks.items())
+        ],
+        usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
+    )
+
+
+class AnthropicProvider(Provider):
+    name = "anthropic"
+    judges = True
+    triages = True
+
+    def __init__(
+        self, *, model: str, base_url: str | None, api_key: str, timeout: float = 120.0, max_tokens: int = MAX_TOKENS
+    ) -> None:
+        import anthropic
+
+        self.model = model
+        self.max_tokens = max_tokens
+        self.client = anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=1)
+
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> LLMResponse:
+        """Always streamed, so a pause closes the connection mid-answer; a server that
+        answers a whole JSON message instead of an event stream is read as one."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system,
+            "messages": wire_messages(messages),
+            "stream": True,
+        }
+        if tools:
+            kwargs["tools"] = wire_tools(tools)
+        with CancelWatch(context.cancelled) as watch:
+            stream = self.client.messages.create(**kwargs)
+            try:
+                watch.attach(stream.response)
+                watch.check()
+                if "text/event-stream" not in stream.response.headers.get("content-type", ""):
+                    return _from_message(Message.construct(**json.loads(stream.response.read())))
+                return _from_stream(stream, watch, context)
+            except LLMCancelled:
+                raise
+            except Exception as exc:
+                watch.raised(exc)
+                raise
+            finally:
+                stream.close()
+
+    def _ask(self, prompt: str, max_tokens: int) -> str:
+        message = self.client.messages.create(
+            model=self.model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
+        )
+        return "".join(b.text for b in message.content if b.type == "text")
+
+    def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
+        prompt = (
+            "You are deciding whether to interrupt your current work for a new message. "
+            "Answer with exactly one word: continue, preempt, cancel, merge or defer.\n\n"
+            f"Current work: {json.dumps(current)[:2000]}\n\nNew message: {json.dumps(new)[:2000]}"
+        )
+        word = self._ask(prompt, 5).strip().lower().split()
+        return word[0].strip(".,!") if word else "continue"
+
+    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
+        prompt = (
+            f"You are {context.agent_name}. These mailbox items have the same priority; decide which to "
+            "handle now, which to defer and which are stale or redundant and can be dropped. Answer with "
+            'JSON only: {"processItemId": "...", "deferItemIds": [], "dropItemIds": [], "reasoning": "..."}'
+            f"\n\n{json.dumps(candidates)[:8000]}"
+        )
+        text = self._ask(prompt, 1024)
+        try:
+            answer = json.loads(text[text.find("{") : text.rfind("}") + 1])
+        except json.JSONDecodeError:
+            return {"processItemId": candidates[0]["id"], "reasoning": "unreadable triage answer"}
+        return answer if isinstance(answer, dict) else {"processItemId": candidates[0]["id"]}

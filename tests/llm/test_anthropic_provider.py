@@ -1,0 +1,170 @@
+"""The anthropic provider through the real SDK against a local stub of the Messages API."""
+
+from __future__ import annotations
+
+import pytest
+
+from attention import loop
+from attention.models import AgentActivity
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType as T
+from mailbox.services import mailbox_enqueue
+from markus.agents.models import WorkingMemory
+from markus.llm.anthropic_provider import wire_messages
+from markus.llm.base import CallContext, get_provider
+
+from .stub_anthropic import INPUT_TOKENS, OUTPUT_TOKENS, StubAnthropic
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "update_working_memory",
+            "description": "Save a note.",
+            "parameters": {
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["key", "content"],
+            },
+        },
+    }
+]
+
+
+@pytest.fixture
+def anthropic_settings(settings, monkeypatch):
+    def use(url):
+        for key, value in {
+            "LLM_PROVIDER": "anthropic",
+            "LLM_BASE_URL": url,
+            "LLM_API_KEY": "sk-ant-test",
+            "LLM_MODEL": "stub-claude",
+        }.items():
+            monkeypatch.setitem(settings.MARKUS, key, value)
+
+    return use
+
+
+def test_a_tool_use_round_trip_in_the_messages_wire_format(anthropic_settings):
+    args = {"key": "plan", "content": "ship it"}
+    with StubAnthropic([{"content": "Let me note that.", "tool_calls": [("update_working_memory", args)]}]) as stub:
+        anthropic_settings(stub.url)
+        provider = get_provider()
+        first = provider.complete(
+            system="You are Ada.", messages=[{"role": "user", "content": "plan?"}], tools=TOOLS, context=CallContext()
+        )
+        assert provider.name == "anthropic"
+        assert first.text == "Let me note that."
+        assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [("toolu_1", "update_working_memory", args)]
+        assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (INPUT_TOKENS, OUTPUT_TOKENS)
+        session = [
+            {"role": "user", "content": "plan?"},
+            first.as_message(),
+            {"role": "tool", "tool_call_id": "toolu_1", "content": '{"saved": true}'},
+        ]
+        provider.complete(system="You are Ada.", messages=session, tools=TOOLS, context=CallContext())
+    sent = stub.requests[0]
+    assert sent["path"] == "/v1/messages" and sent["key"] == "sk-ant-test" and sent["version"]
+    assert sent["body"]["model"] == "stub-claude" and sent["body"]["system"] == "You are Ada."
+    assert sent["body"]["stream"] is True and sent["body"]["max_tokens"] > 0
+    assert sent["body"]["tools"] == [
+        {
+            "name": "update_working_memory",
+            "description": "Save a note.",
+            "input_schema": TOOLS[0]["function"]["parameters"],
+        }
+    ]
+    assert stub.requests[1]["body"]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "plan?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me note that."},
+                {"type": "tool_use", "id": "toolu_1", "name": "update_working_memory", "input": args},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"saved": true}'}]},
+    ]
+
+
+def test_text_streams_as_deltas_and_tool_input_is_assembled_from_json_pieces(anthropic_settings):
+    text = "Here is a longer answer that comes in many small pieces."
+    args = {"key": "k", "content": 'a value with "quotes" and ünïcode'}
+    with StubAnthropic([{"content": text, "tool_calls": [("update_working_memory", args)]}]) as stub:
+        anthropic_settings(stub.url)
+        deltas: list[str] = []
+        r = get_provider().complete(
+            system="s",
+            messages=[{"role": "user", "content": "go"}],
+            tools=TOOLS,
+            context=CallContext(on_delta=deltas.append),
+        )
+    assert len(deltas) == len(text.split()) > 1
+    assert "".join(deltas) == r.text == text
+    assert r.tool_calls[0].arguments == args
+    assert stub.wire.finished.is_set()
+
+
+def test_a_server_that_answers_a_whole_message_is_read_as_one(anthropic_settings):
+    with StubAnthropic([{"content": "whole", "tool_calls": [("check_mailbox", {})], "whole": True}]) as stub:
+        anthropic_settings(stub.url)
+        r = get_provider().complete(
+            system="s", messages=[{"role": "user", "content": "go"}], tools=[], context=CallContext()
+        )
+    assert r.text == "whole" and r.tool_calls[0].name == "check_mailbox"
+    assert r.usage.total == INPUT_TOKENS + OUTPUT_TOKENS
+
+
+def test_consecutive_turns_of_one_role_are_merged_and_the_first_is_the_users():
+    wire = wire_messages(
+        [
+            {"role": "assistant", "content": "earlier reply"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "a", "function": {"name": "t", "arguments": {}}}],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": "r1"},
+            {"role": "user", "content": "and then?"},
+        ]
+    )
+    assert [m["role"] for m in wire] == ["user", "assistant", "user"]
+    assert [b["type"] for b in wire[1]["content"]] == ["text", "tool_use"]
+    assert [b["type"] for b in wire[2]["content"]] == ["tool_result", "text"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_loop_runs_a_scenario_through_the_anthropic_provider_and_records_usage(anthropic_settings, agent):
+    replies = [
+        {"tool_calls": [("update_working_memory", {"key": "plan", "content": "ship it"})]},
+        {"content": "All handled. <<HANDLE_COMPLETE>>"},
+    ]
+    with StubAnthropic(replies) as stub:
+        anthropic_settings(stub.url)
+        item = mailbox_enqueue(
+            agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "deploy", "content": "please deploy"}
+        )
+        result = loop.run_attention(agent.id)
+    assert result.status == "done"
+    assert MailboxItem.objects.get(id=item.id).status == "completed"
+    assert WorkingMemory.objects.get(agent=agent, key="plan").content == "ship it"
+    second = stub.requests[1]["body"]["messages"]
+    assert second[-2]["content"][-1]["type"] == "tool_use"
+    assert second[-1]["content"][0]["type"] == "tool_result" and '"saved": true' in second[-1]["content"][0]["content"]
+    activity = AgentActivity.objects.get(mailbox_item_id=item.id)
+    assert activity.total_tokens == 2 * (INPUT_TOKENS + OUTPUT_TOKENS) and activity.total_tools == 1
+    assert activity.success
+
+
+def test_the_judge_and_triage_ask_the_model(anthropic_settings):
+    answer = '{"processItemId": "mbx_2", "deferItemIds": [], "dropItemIds": ["mbx_1"], "reasoning": "stale"}'
+    with StubAnthropic([{"content": "Cancel."}, {"content": f"Sure: {answer}"}]) as stub:
+        anthropic_settings(stub.url)
+        provider = get_provider()
+        word = provider.judge(current={"summary": "publish"}, new={"summary": "don't"}, context=CallContext())
+        cands = [{"id": "mbx_1", "summary": "old"}, {"id": "mbx_2", "summary": "new"}]
+        chosen = provider.triage(candidates=cands, context=CallContext(agent_name="Ada"))
+    assert word == "cancel"
+    assert chosen["processItemId"] == "mbx_2" and chosen["dropItemIds"] == ["mbx_1"]
+    assert "one word" in stub.requests[0]["body"]["messages"][0]["content"]
+    assert "You are Ada" in stub.requests[1]["body"]["messages"][0]["content"]
