@@ -1,4 +1,5 @@
-"""Attention endpoints: the mind, decisions, activity logs, loop control, and chat."""
+"""Attention endpoints: the mind, decisions, activity logs, loop control, and the chat
+sessions (the chat itself is the async view in ``chat``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable
 
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,11 +17,11 @@ from mailbox.registry import Status
 from mailbox.selectors import queue_depth, queued_items
 from markus.agents.auth import access_agent
 from markus.agents.models import Agent, WorkingMemory
-from markus.core.api import int_param
+from markus.core.api import StringField, int_param, validated_body
 from markus.core.schema import errors
 from markus.llm.base import get_provider
 
-from . import services
+from . import chat, services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
 from .records import serialize_decision
@@ -129,3 +131,96 @@ def control_view(action: str) -> type[ControlView]:
     View.action = action
     View.__name__ = f"{action.title()}AgentView"
     return View
+
+
+# ---------------------------------------------------------------------------- chat sessions
+
+
+class ChatMessageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    role = serializers.CharField(help_text="user, assistant or system")
+    content = serializers.CharField()
+    metadata = serializers.DictField(
+        help_text="notifyUser messages: {notifyUser, priority, taskId, requirementId}; "
+        "replies: {mailboxItemIds, provider}"
+    )
+    createdAt = serializers.DateTimeField()
+
+
+class LastMessageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+
+
+class ChatSessionOut(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["main", "chat"])
+    title = serializers.CharField()
+    userId = serializers.IntegerField(allow_null=True, help_text="the person whose session it is; null: shared")
+    createdAt = serializers.DateTimeField()
+    lastMessageAt = serializers.DateTimeField(allow_null=True)
+    lastMessage = LastMessageOut(allow_null=True)
+    messageCount = serializers.IntegerField()
+
+
+class ChatSessionsOut(serializers.Serializer):
+    sessions = ChatSessionOut(many=True, help_text="the main session first, then the newest first")
+
+
+class ChatSessionIn(serializers.Serializer):
+    title = StringField(
+        default="", help_text="at most 200 characters", error_messages={"invalid": "title must be a string"}
+    )
+
+    def validate_title(self, value: str) -> str:
+        if len(value) > 200:
+            raise serializers.ValidationError("title must be at most 200 characters")
+        return value.strip()
+
+
+class ChatMessagesOut(serializers.Serializer):
+    sessionId = serializers.CharField()
+    messages = ChatMessageOut(many=True, help_text="newest first")
+    nextCursor = serializers.CharField(
+        allow_null=True, help_text="pass as before for the next (older) page; null on the last page"
+    )
+
+
+class ChatSessionsView(APIView):
+    @extend_schema(operation_id="agents_sessions_list", responses={200: ChatSessionsOut, **errors(401, 404)})
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = access_agent(request, agent_id)
+        return Response({"sessions": chat.sessions_for(request, agent)})
+
+    @extend_schema(
+        operation_id="agents_sessions_create",
+        request=ChatSessionIn,
+        responses={201: ChatSessionOut, **errors(400, 401, 404)},
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = access_agent(request, agent_id)
+        body = validated_body(request, ChatSessionIn)
+        session = chat.session_create(request, agent, body["title"])
+        row = next(s for s in chat.sessions_for(request, agent) if s["id"] == session.id)
+        return Response(row, status=status.HTTP_201_CREATED)
+
+
+class ChatMessagesView(APIView):
+    @extend_schema(
+        operation_id="agents_session_messages",
+        parameters=[
+            OpenApiParameter("limit", int, description="1..500, default 50"),
+            OpenApiParameter(
+                "before", str, description="a nextCursor (a message id of this session): the older messages"
+            ),
+        ],
+        responses={200: ChatMessagesOut, **errors(400, 401, 404)},
+    )
+    def get(self, request: Request, agent_id: str, session_id: str) -> Response:
+        agent = access_agent(request, agent_id)
+        session = chat.visible_session(request, agent, session_id)
+        limit = int_param(request, "limit", 50, lo=1, hi=500)
+        before = request.query_params.get("before") or None
+        return Response(chat.session_messages(session, limit=limit, before=before))

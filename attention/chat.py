@@ -1,18 +1,31 @@
 """``POST /api/agents/{id}/chat``: enqueue a human_chat and wait for the reply in an async
 view, woken through the channel layer (a one-second re-check of the database is only
-the fallback). No worker or thread is held while waiting."""
+the fallback). No worker or thread is held while waiting.
+
+With ``Accept: text/event-stream`` the answer is a server-sent event stream: ``queued``
+(the item), ``delta`` ``{text}`` as the reply is produced, then one ``done`` with the
+same JSON the plain answer returns. Deltas are the ``agent:delta`` events of the item
+on the agent's group (sent by the loop as a turn produces text); a reply that arrives
+without any (a provider that does not stream) is sent as deltas of a few words each
+before ``done``, so a client reads one shape whatever the provider.
+
+Also here: the reads of an agent's chat sessions (``sessions_for``, ``session_messages``)
+under the one rule of who sees which session (``visible_sessions``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from rest_framework.exceptions import APIException
 
@@ -20,15 +33,140 @@ from mailbox import services as mailbox
 from mailbox.api import sender_metadata
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
-from markus.agents.auth import Caller, access_agent, authenticate_plain_request
-from markus.agents.models import Agent, ChatSession
+from markus.agents.auth import AnyRequest, Caller, access_agent, acting_agent, authenticate_plain_request
+from markus.agents.models import Agent, ChatMessage, ChatSession
+from markus.agents.services import main_session
 from markus.core.api import first_error
+from markus.core.channel_layer import event_of
 from markus.core.errors import MarkusError
+from markus.core.events import agent_group
 from markus.core.input import json_body
 from markus.core.limits import BodyTooLarge
 
 from .replies import chat_group, chat_reply_for
 from .serializers import ChatIn
+
+#: The event a turn's text arrives in, on the agent's group: ``{agentId,
+#: mailboxItemIds, activityId, turn, text}`` (see the loop's delta hook).
+DELTA_EVENT = "agent:delta"
+SSE = "text/event-stream"
+_JSON_TYPES = frozenset({"application/json", "application/*", "*/*"})
+_WORDS = re.compile(r"\s*\S+\s*")
+WORDS_PER_DELTA = 3
+
+
+def _error(detail: str, status: int, code: str) -> JsonResponse:
+    return JsonResponse({"detail": detail, "code": code}, status=status)
+
+
+# ---------------------------------------------------------------------------- sessions
+
+
+def _session_user(caller: AnyRequest) -> tuple[int | None, bool]:
+    """The caller's user id (None for an agent acting as itself) and whether it sees
+    every session of the agent (staff, or the agent itself)."""
+    if acting_agent(caller) is not None:
+        return None, True
+    user = caller.user
+    return user.pk, bool(user.is_staff)
+
+
+def visible_sessions(caller: AnyRequest, agent: Agent) -> QuerySet[ChatSession]:
+    """The agent's sessions the caller may see: the main session and the shared ones
+    (no user) for everyone who sees the agent; a person's own session for that person
+    (and staff, and the agent itself). Anything else answers like a missing one."""
+    rows = ChatSession.objects.filter(agent=agent)
+    user_id, sees_all = _session_user(caller)
+    if sees_all:
+        return rows
+    return rows.filter(Q(is_main=True) | Q(user__isnull=True) | Q(user_id=user_id))
+
+
+def serialize_message(m: ChatMessage) -> dict[str, Any]:
+    return {"id": m.pk, "role": m.role, "content": m.content, "metadata": m.metadata or {}, "createdAt": m.created_at}
+
+
+def sessions_for(caller: AnyRequest, agent: Agent) -> list[dict[str, Any]]:
+    """The caller's view of the agent's sessions: the main session first (created if
+    the agent has none yet), then the others by their last message, newest first
+    (sessions without a message by creation). Two queries for any number of sessions."""
+    main_session(agent.id)
+    last = ChatMessage.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
+    rows = list(
+        visible_sessions(caller, agent)
+        .annotate(message_count=Count("messages"), last_message_id=Subquery(last))
+        .order_by("-is_main", "-last_message_at", "-created_at", "-id")
+    )
+    last_messages = ChatMessage.objects.in_bulk([s.last_message_id for s in rows if s.last_message_id])
+    out = []
+    for s in rows:
+        m = last_messages.get(s.last_message_id)
+        out.append(
+            {
+                "id": s.id,
+                "kind": "main" if s.is_main else "chat",
+                "title": s.title,
+                "userId": s.user_id,
+                "createdAt": s.created_at,
+                "lastMessageAt": m.created_at if m is not None else s.last_message_at,
+                "lastMessage": None
+                if m is None
+                else {"id": m.pk, "role": m.role, "content": m.content, "createdAt": m.created_at},
+                "messageCount": s.message_count,
+            }
+        )
+    # Sessions whose last_message_at was never stamped sort by creation above; a
+    # stored message is the truth for the order.
+    main = [r for r in out if r["kind"] == "main"]
+    others = sorted(
+        (r for r in out if r["kind"] != "main"),
+        key=lambda r: (r["lastMessageAt"] or r["createdAt"], r["id"]),
+        reverse=True,
+    )
+    return main + others
+
+
+def session_create(caller: AnyRequest, agent: Agent, title: str) -> ChatSession:
+    """A new session of the agent, the calling person's own (an agent's: shared)."""
+    user_id, _ = _session_user(caller)
+    return ChatSession.objects.create(agent=agent, user_id=user_id, title=title)
+
+
+def visible_session(caller: AnyRequest, agent: Agent, session_id: str) -> ChatSession:
+    session = visible_sessions(caller, agent).filter(id=session_id).first()
+    if session is None:
+        raise Http404("No such chat session.")
+    return session
+
+
+MAX_CURSOR = 20  # digits of a message id
+
+
+def session_messages(session: ChatSession, *, limit: int, before: str | None) -> dict[str, Any]:
+    """One page of the session's messages, newest first, and the cursor of the next
+    (older) page: keyset on ``(created_at, id)``, the order of the session's index."""
+    rows = ChatMessage.objects.filter(session=session).order_by("-created_at", "-id")
+    if before is not None:
+        if not before.isdigit() or len(before) > MAX_CURSOR:
+            raise MarkusError("before must be the id of a message of this session (a nextCursor)")
+        anchor: list[tuple[datetime, int]] = list(
+            ChatMessage.objects.filter(session=session, id=int(before)).values_list("created_at", "id")[:1]
+        )
+        if not anchor:
+            raise MarkusError(f"before: no message {before} in this session")
+        at, mid = anchor[0]
+        rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, id__lt=mid))
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return {
+        "sessionId": session.id,
+        "messages": [serialize_message(m) for m in page],
+        "nextCursor": str(page[-1].pk) if more else None,
+    }
+
+
+# ---------------------------------------------------------------------------- chat
 
 
 def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] | JsonResponse:
@@ -40,18 +178,42 @@ def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] |
     try:
         agent = access_agent(caller, agent_id)
     except Http404:
-        return JsonResponse({"detail": "No such agent."}, status=404)
+        return _error("No such agent.", 404, "not_found")
     return caller, agent
 
 
-def _enqueue(drf: Caller, agent: Agent, text: str, session_id: str | None) -> MailboxItem:
-    metadata = sender_metadata(drf, {"sessionId": session_id} if session_id else {})
-    return mailbox.mailbox_enqueue(
+def notify_context(session_id: str) -> dict[str, Any] | None:
+    """The context of the notification a message to this session replies to: the
+    session's latest message, when it is a ``notify_user`` message about a task or a
+    requirement."""
+    last = ChatMessage.objects.filter(session_id=session_id).order_by("-created_at", "-id").first()
+    meta = (last.metadata or {}) if last is not None else {}
+    if last is None or not meta.get("notifyUser"):
+        return None
+    task_id, requirement_id = meta.get("taskId") or None, meta.get("requirementId") or None
+    if not task_id and not requirement_id:
+        return None
+    return {"messageId": last.pk, "taskId": task_id, "requirementId": requirement_id}
+
+
+def _enqueue(caller: Caller, agent: Agent, text: str, session_id: str | None) -> tuple[MailboxItem, str]:
+    """The human_chat item, and the session it is said in. A reply to a notification
+    about a task or a requirement carries their ids (``taskId``/``requirementId`` in
+    the payload, ``notifyContext`` in the metadata): the chat runs with them."""
+    target = session_id or main_session(agent.id).id
+    payload: dict[str, Any] = {"summary": text[:120], "content": text}
+    extra: dict[str, Any] = {"sessionId": session_id} if session_id else {}
+    context = notify_context(target)
+    if context is not None:
+        extra["notifyContext"] = context
+        payload |= {k: v for k, v in (("taskId", context["taskId"]), ("requirementId", context["requirementId"])) if v}
+    item = mailbox.mailbox_enqueue(
         agent_id=agent.id,
         source_type=MailboxType.HUMAN_CHAT,
-        payload={"summary": text[:120], "content": text},
-        metadata=metadata,
+        payload=payload,
+        metadata=sender_metadata(caller, extra),
     )
+    return item, target
 
 
 def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
@@ -63,70 +225,149 @@ def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
     except MarkusError as exc:
         return JsonResponse({"detail": str(exc)}, status=exc.status_code)
     if not isinstance(body, dict):
-        return JsonResponse({"detail": "body must be a JSON object"}, status=400)
+        return _error("body must be a JSON object", 400, "parse_error")
     serializer = ChatIn(data=body)
     if not serializer.is_valid():
-        return JsonResponse({"detail": first_error(serializer.errors)}, status=400)
+        return _error(first_error(serializer.errors), 400, "invalid")
     data: dict[str, Any] = serializer.validated_data
     return data["text"], data["sessionId"]
 
 
-async def _wait_reply(agent_id: str, item_id: str, channel: str, timeout: float) -> dict[str, Any] | None:
+def wants_stream(accept: str) -> bool | None:
+    """Whether ``Accept`` asks for the event stream (True), JSON (False: also no
+    header, or a wildcard), or neither (None)."""
+    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",") if part.strip()}
+    if not types:
+        return False
+    if SSE in types:
+        return True
+    return False if types & _JSON_TYPES else None
+
+
+def word_chunks(text: str, words: int = WORDS_PER_DELTA) -> list[str]:
+    """``text`` in pieces of a few words (whitespace kept: they join to ``text``)."""
+    parts = _WORDS.findall(text)  # each word with the whitespace around it: they join to text
+    if not parts:
+        return [text] if text else []
+    return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)]
+
+
+def _is_for(event: dict[str, Any], item_id: str) -> bool:
+    ids = event.get("mailboxItemIds") or [event.get("mailboxItemId")]
+    return item_id in ids
+
+
+async def _watch(item_id: str, channel: str, timeout: float) -> AsyncIterator[tuple[str, Any]]:
+    """``("delta", text)`` for each ``agent:delta`` of the item, then one
+    ``("reply", reply or None)``: the stored reply, or None when none came in time.
+    The database is read at the start, on a ``chat:reply``, and once a second while
+    nothing arrives (the fallback), never per delta."""
     layer = get_channel_layer()
     deadline = time.monotonic() + timeout
+    check = True
     while True:
-        reply = await sync_to_async(chat_reply_for)(item_id)
-        if reply is not None:
-            return reply
+        if check:
+            reply = await sync_to_async(chat_reply_for)(item_id)
+            if reply is not None:
+                yield "reply", reply
+                return
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return None
+            yield "reply", None
+            return
         try:
-            await asyncio.wait_for(layer.receive(channel), timeout=min(1.0, remaining))
+            message = await asyncio.wait_for(layer.receive(channel), timeout=min(1.0, remaining))
         except TimeoutError:
-            pass
+            check = True
+            continue
+        try:
+            event = event_of(message)
+        except (KeyError, TypeError, ValueError):
+            event = {}
+        if event.get("type") == DELTA_EVENT:
+            check = False
+            if _is_for(event, item_id) and isinstance(event.get("text"), str) and event["text"]:
+                yield "delta", event["text"]
+        else:
+            check = event.get("type") == "chat:reply" or not event
+
+
+def _sse(event: str, data: dict[str, Any]) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
+
+
+def _answer(reply: dict[str, Any] | None, item_id: str, session_id: str) -> dict[str, Any]:
+    if reply is None:
+        return {"reply": None, "mailboxItemId": item_id, "sessionId": session_id, "pending": True}
+    return {"reply": reply["reply"], "mailboxItemId": item_id, "sessionId": reply["sessionId"] or session_id}
 
 
 async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | StreamingHttpResponse:
     if request.method != "POST":
-        return JsonResponse({"detail": f'Method "{request.method}" not allowed.'}, status=405)
+        return _error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
     auth: tuple[Caller, Agent] | JsonResponse = await sync_to_async(_authenticate)(request, agent_id)
     if isinstance(auth, JsonResponse):
         return auth
-    drf, agent = auth
+    caller, agent = auth
+    stream = wants_stream(request.headers.get("Accept", ""))
+    if stream is None:
+        return _error("Accept must allow application/json or text/event-stream", 406, "not_acceptable")
     parsed = _parse(request)
     if isinstance(parsed, JsonResponse):
         return parsed
     text, sid = parsed
     if agent.kind != Agent.Kind.INTERNAL:
-        return JsonResponse({"detail": "this agent is external: reach it over the AgentBus"}, status=409)
+        return _error("this agent is external: reach it over the AgentBus", 409, "conflict")
     if agent.status != Agent.RunStatus.RUNNING:
-        return JsonResponse({"detail": f"this agent is {agent.status}; resume or start it to chat"}, status=409)
-    if sid and not await sync_to_async(ChatSession.objects.filter(id=sid, agent=agent).exists)():
-        return JsonResponse({"detail": "No such chat session."}, status=404)
+        return _error(f"this agent is {agent.status}; resume or start it to chat", 409, "conflict")
+    if sid is not None and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)():
+        return _error(f"sessionId: no chat session {sid[:80]!r} of this agent", 400, "invalid")
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(chat_group(agent.id), channel)
+    groups = [chat_group(agent.id), *([agent_group(agent.id)] if stream else [])]
+    for group in groups:
+        await layer.group_add(group, channel)
     timeout = float(settings.MARKUS["CHAT_TIMEOUT_S"])
-    item: MailboxItem = await sync_to_async(_enqueue)(drf, agent, text, sid)
+    try:
+        item, session_id = await sync_to_async(_enqueue)(caller, agent, text, sid)
+    except BaseException:
+        for group in groups:
+            await layer.group_discard(group, channel)
+        raise
 
-    async def finish() -> dict[str, Any]:
-        try:
-            reply = await _wait_reply(agent.id, item.id, channel, timeout)
-        finally:
-            await layer.group_discard(chat_group(agent.id), channel)
-        if reply is None:
-            return {"reply": None, "mailboxItemId": item.id, "sessionId": sid, "pending": True}
-        return {"reply": reply["reply"], "mailboxItemId": item.id, "sessionId": reply["sessionId"] or sid}
+    async def release() -> None:
+        for group in groups:
+            await layer.group_discard(group, channel)
 
-    if "text/event-stream" in request.headers.get("Accept", ""):
+    if stream:
 
         async def events() -> AsyncIterator[str]:
-            yield f"event: queued\ndata: {json.dumps({'mailboxItemId': item.id})}\n\n"
-            data = await finish()
-            yield f"event: {'reply' if data['reply'] is not None else 'pending'}\ndata: {json.dumps(data)}\n\n"
-            yield "event: done\ndata: {}\n\n"
+            try:
+                yield _sse("queued", {"mailboxItemId": item.id, "sessionId": session_id})
+                streamed = False
+                async for kind, value in _watch(item.id, channel, timeout):
+                    if kind == "delta":
+                        streamed = True
+                        yield _sse("delta", {"text": value})
+                        continue
+                    answer = _answer(value, item.id, session_id)
+                    if not streamed and answer["reply"]:  # a provider that does not stream
+                        for chunk in word_chunks(answer["reply"]):
+                            yield _sse("delta", {"text": chunk})
+                    yield _sse("done", answer)
+            finally:
+                await release()
 
-        return StreamingHttpResponse(events(), content_type="text/event-stream")
-    data = await finish()
+        response = StreamingHttpResponse(events(), content_type=SSE)
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # a proxy must pass each event on at once
+        return response
+    try:
+        reply = None
+        async for kind, value in _watch(item.id, channel, timeout):
+            if kind == "reply":
+                reply = value
+    finally:
+        await release()
+    data = _answer(reply, item.id, session_id)
     return JsonResponse(data, status=200 if data["reply"] is not None else 202)

@@ -3,6 +3,7 @@ and found again by the waiting chat view."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.utils import timezone
@@ -10,12 +11,33 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import ChatMessage, ChatSession
-from markus.core.events import send_event_on_commit
+from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import get_provider
 
 from .focus import Focus
 from .lease import fenced
+from .models import LLMSession
 from .session import focus_chat_session
+
+DELTA_EVENT = "agent:delta"
+
+
+def delta_sender(focus: Focus, session: LLMSession) -> Callable[[str], None]:
+    """``CallContext.on_delta`` for the focus: each piece of a turn's text goes to the
+    agent's group as ``agent:delta`` ``{agentId, mailboxItemIds, activityId, turn, text}``.
+    Outside a transaction (the loop holds none during an LLM call) it is sent at once."""
+    item = focus.item
+    group = agent_group(item.agent_id)
+    base = {
+        "agentId": item.agent_id,
+        "mailboxItemIds": [item.id, *focus.merged_ids],
+        "activityId": focus.activity.id if focus.activity is not None else None,
+    }
+
+    def send(text: str) -> None:
+        send_event_on_commit(group, DELTA_EVENT, {**base, "turn": session.turn_count + 1, "text": text})
+
+    return send
 
 
 def chat_group(agent_id: str) -> str:

@@ -202,7 +202,7 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
             "-created_at", "-id"
         )[:20]
         messages += [{"role": m.role, "content": m.content} for m in reversed(list(history))]
-        messages.append({"role": "user", "content": item.content})
+        messages.append({"role": "user", "content": _with_notify_context(item)})
         return messages
     header = f"[{item.label}] {item.summary}".strip()
     if item.task_id:
@@ -211,6 +211,20 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
         header += f" (requirement {item.requirement_id})"
     messages.append({"role": "user", "content": f"{header}\n\n{item.content}".strip()})
     return messages
+
+
+def _with_notify_context(item: MailboxItem) -> str:
+    """A person's reply to a notification the agent sent about a task or requirement
+    names what it is about (the chat item carries ``metadata.notifyContext``)."""
+    context = (item.metadata or {}).get("notifyContext") or {}
+    about = [
+        f"{kind} {context[key]}"
+        for kind, key in (("task", "taskId"), ("requirement", "requirementId"))
+        if context.get(key)
+    ]
+    if not about:
+        return item.content
+    return f"(replying to your notification about {' / '.join(about)})\n\n{item.content}"
 
 
 def merged_message(item: MailboxItem) -> dict[str, Any]:

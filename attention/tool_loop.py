@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from markus.llm.base import COMPLETION_MARKER, CallContext, get_provider
+from markus.llm.base import COMPLETION_MARKER, CallContext, MarkerFilter, get_provider
 
 from . import records
 from .focus import Focus, Outcome
 from .interrupts import yield_point
 from .lease import LeaseKeeper, StaleLease, fenced, lease_renew_if_due
 from .models import ActivityLogType as L
+from .replies import delta_sender
 from .scenarios import SCENARIOS, item_brief, system_prompt
 from .session import load_session, save_session
 from .toolbox import ToolContext, execute_tool, schemas_for
@@ -28,8 +29,13 @@ def run_tool_loop(focus: Focus) -> Outcome:
     provider = get_provider()
     session = load_session(focus)
     tools = schemas_for(focus.scenario)
+    deltas = MarkerFilter(delta_sender(focus, session))  # the completion marker never reaches a watcher
     ctx = CallContext(
-        scenario=focus.scenario, agent_name=focus.agent.name, item=item_brief(item), cancelled=focus.stop_requested
+        scenario=focus.scenario,
+        agent_name=focus.agent.name,
+        item=item_brief(item),
+        cancelled=focus.stop_requested,
+        on_delta=deltas,
     )
     tool_ctx = ToolContext(
         agent_id=focus.agent.id,
@@ -60,6 +66,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
             with LeaseKeeper(lease) as keeper:
                 response = provider.complete(system=system, messages=session.messages, tools=tools, context=ctx)
             lost = keeper.lost
+        deltas.flush()  # what was held back as a possible start of the marker
         if lost or not lease_renew_if_due(lease):
             raise StaleLease(f"lost the lease of {lease.agent_id} during an LLM call")
         session.messages.append(response.as_message())

@@ -51,7 +51,15 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
             "operationId": "agents_chat",
             "tags": ["agents"],
             "summary": "Chat with an agent: enqueue a human_chat and wait for the reply",
-            "parameters": [{"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "parameters": [
+                {"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                {
+                    "name": "Accept",
+                    "in": "header",
+                    "description": "text/event-stream: the reply as server-sent events (queued, delta..., done)",
+                    "schema": {"type": "string", "enum": ["application/json", "text/event-stream"]},
+                },
+            ],
             "requestBody": {
                 "required": True,
                 **_json(
@@ -65,16 +73,27 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
             "responses": {
                 "200": {
                     "description": "The reply",
-                    **_json(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "reply": {"type": "string"},
-                                "mailboxItemId": {"type": "string"},
-                                "sessionId": {"type": "string", "nullable": True},
-                            },
-                        }
-                    ),
+                    "content": {
+                        **_json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "reply": {"type": "string"},
+                                    "mailboxItemId": {"type": "string"},
+                                    "sessionId": {"type": "string", "nullable": True},
+                                },
+                            }
+                        )["content"],
+                        "text/event-stream": {
+                            "schema": {
+                                "type": "string",
+                                "description": (
+                                    "events queued {mailboxItemId, sessionId}, delta {text}, "
+                                    "done {reply, mailboxItemId, sessionId, pending?}"
+                                ),
+                            }
+                        },
+                    },
                 },
                 "202": {
                     "description": "Not answered within the wait; the item stays queued",
@@ -84,12 +103,14 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                             "properties": {
                                 "reply": {"type": "string", "nullable": True},
                                 "mailboxItemId": {"type": "string"},
+                                "sessionId": {"type": "string", "nullable": True},
                                 "pending": {"type": "boolean"},
                             },
                         }
                     ),
                 },
                 **{str(c): {"description": "Error", **_json(_ERROR)} for c in (400, 401, 403, 404, 413)},
+                "406": {"description": "Accept allows neither JSON nor an event stream", **_json(_ERROR)},
                 "409": {"description": "The agent is paused, stopped or external", **_json(_ERROR)},
             },
             "security": [{"tokenAuth": []}, {"agentBearer": []}],

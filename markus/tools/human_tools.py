@@ -7,18 +7,21 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.utils import timezone
 
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
 from markus.agents.auth import user_may_see_agent
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
+from markus.core.events import agent_group, send_event_on_commit, user_group
 from notifications.registry import PRIORITIES, NotificationType
 from notifications.services import approval_create
 from notifications.services import notify_user as send_notification
 
 S = {"type": "string"}
+#: A message an agent put in its chat on its own (``notify_user``), pushed to the
+#: person's group and the agent's: ``{agentId, sessionId, message}``.
+CHAT_MESSAGE_EVENT = "chat:message"
 # A chat has a person waiting for the reply; parking it would leave them hanging.
 APPROVAL_SCENARIOS = {"task_execution", "review", "comment_response", "requirement_action", "a2a"}
 
@@ -52,39 +55,86 @@ def _priority(value: str | None) -> str | None:
     return value
 
 
+def _related_id(args: dict, name: str) -> str | None:
+    value = args.get(name)
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ToolError(f"{name} must be a string id")
+    return value
+
+
+def notify_context_comment(task_id: str | None, requirement_id: str | None) -> str:
+    """The context line a notification carries in its text (seed 13.1), so the agent
+    sees what it was about when the person replies (the history keeps only the text)."""
+    refs = [f"task_id={task_id}" if task_id else "", f"requirement_id={requirement_id}" if requirement_id else ""]
+    refs = [r for r in refs if r]
+    return f"\n<!-- notify_context: {', '.join(refs)} -->" if refs else ""
+
+
 @tool(
     "notify_user",
-    "Send a person a message that appears in your chat and their notification bell.",
+    "Send a person a message that appears in your chat and their notification bell. Name the task or "
+    "requirement it is about: when they reply, your chat gets that context.",
     {
         "type": "object",
-        "properties": {"title": S, "body": S, "priority": S, "related_task_id": S, "target_user_id": S},
+        "properties": {
+            "title": S,
+            "body": S,
+            "priority": S,
+            "related_task_id": S,
+            "related_requirement_id": S,
+            "target_user_id": S,
+        },
         "required": ["title", "body"],
     },
 )
 def notify_user(ctx: ToolContext, args: dict) -> dict:
+    priority = _priority(args.get("priority"))
+    task_id = _related_id(args, "related_task_id")
+    requirement_id = _related_id(args, "related_requirement_id")
     user = _target_user(ctx, args.get("target_user_id"))
     session = main_session(ctx.agent_id)
-    task_id = args.get("related_task_id")
-    context = f"\n<!-- notify_context: task_id={task_id} -->" if task_id else ""
-    ChatMessage.objects.create(
+    message = ChatMessage.objects.create(
         session=session,
         role="assistant",
-        content=f"**{args['title']}**\n\n{args['body']}{context}",
-        metadata={"notifyUser": True, "priority": args.get("priority") or "normal", "taskId": task_id},
+        content=f"**{args['title']}**\n\n{args['body']}{notify_context_comment(task_id, requirement_id)}",
+        metadata={
+            "notifyUser": True,
+            "priority": priority or "normal",
+            "taskId": task_id,
+            "requirementId": requirement_id,
+            "targetUserId": user.pk,
+        },
     )
-    ChatSession.objects.filter(id=session.id).update(last_message_at=timezone.now())
-    target = {"path": f"/work?task={task_id}"} if task_id else {"agentId": ctx.agent_id, "sessionId": session.id}
+    ChatSession.objects.filter(id=session.id).update(last_message_at=message.created_at)
+    # Live: the person's sockets (every page they have open) and the agent's mind view.
+    pushed = {
+        "agentId": ctx.agent_id,
+        "sessionId": session.id,
+        "message": {
+            "id": message.pk,
+            "role": message.role,
+            "content": message.content,
+            "metadata": message.metadata,
+            "createdAt": message.created_at,
+        },
+    }
+    send_event_on_commit(user_group(user.pk), CHAT_MESSAGE_EVENT, pushed)
+    send_event_on_commit(agent_group(ctx.agent_id), CHAT_MESSAGE_EVENT, pushed)
+    chat_target = {"agentId": ctx.agent_id, "sessionId": session.id, "messageId": message.pk}
+    target = {"path": f"/work?task={task_id}", **chat_target} if task_id else chat_target
     n = send_notification(
         user=user,
         type=NotificationType.SYSTEM,
         title=args["title"],
         body=args["body"],
-        priority=_priority(args.get("priority")),
+        priority=priority,
         action_type="navigate" if task_id else "open_chat",
         action_target=target,
-        metadata={"agentId": ctx.agent_id, "taskId": task_id},
+        metadata={"agentId": ctx.agent_id, "taskId": task_id, "requirementId": requirement_id, **chat_target},
     )
-    return {"notificationId": n.id, "userId": user.pk}
+    return {"notificationId": n.id, "userId": user.pk, "sessionId": session.id, "messageId": message.pk}
 
 
 @tool(
