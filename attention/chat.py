@@ -43,12 +43,9 @@ from markus.core.events import agent_group
 from markus.core.input import json_body
 from markus.core.limits import BodyTooLarge
 
-from .replies import chat_group, chat_reply_for
+from .replies import DELTA_EVENT, chat_group, chat_reply_for
 from .serializers import ChatIn
 
-#: The event a turn's text arrives in, on the agent's group: ``{agentId,
-#: mailboxItemIds, activityId, turn, text}`` (see the loop's delta hook).
-DELTA_EVENT = "agent:delta"
 SSE = "text/event-stream"
 _JSON_TYPES = frozenset({"application/json", "application/*", "*/*"})
 _WORDS = re.compile(r"\s*\S+\s*")

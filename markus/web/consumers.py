@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 from markus.core.channel_layer import event_of
 from notifications.consumers import AgentEventsConsumer
 
-from .live import MindStream
+from .live import DELTA, MindStream
 from .mind import MindFilters
 
 
@@ -27,6 +27,10 @@ class MindConsumer(AgentEventsConsumer):
     async def markus_event(self, message: dict[str, Any]) -> None:
         # Events are dispatched only after connect, so on_accepted has set the stream.
         assert self.stream is not None
-        html = await database_sync_to_async(self.stream.apply)(event_of(message))
+        event = event_of(message)
+        if event.get("type") == DELTA:  # many per turn: no query, no thread hop
+            html = self.stream.delta(event)
+        else:
+            html = await database_sync_to_async(self.stream.apply)(event)
         if html:
             await self.send(text_data=html)
