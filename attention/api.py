@@ -28,6 +28,11 @@ from .records import serialize_decision
 from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
 
+# A chat session is the agent's main session or another one ("chat"); named in the
+# OpenAPI description as ChatSessionKindEnum (settings ENUM_NAME_OVERRIDES).
+CHAT_SESSION_KINDS = [("main", "main"), ("chat", "chat")]
+
+
 class MindView(APIView):
     @extend_schema(operation_id="agents_mind", responses={200: MindOut, **errors(401, 404)})
     def get(self, request: Request, agent_id: str) -> Response:
@@ -156,7 +161,7 @@ class LastMessageOut(serializers.Serializer):
 
 class ChatSessionOut(serializers.Serializer):
     id = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["main", "chat"])
+    kind = serializers.ChoiceField(choices=CHAT_SESSION_KINDS)
     title = serializers.CharField()
     userId = serializers.IntegerField(allow_null=True, help_text="the person whose session it is; null: shared")
     createdAt = serializers.DateTimeField()

@@ -196,6 +196,8 @@ SPECTACULAR_SETTINGS = {
         "MailboxItemStatusEnum": "mailbox.registry.STATUS_CHOICES",
         "AgentRunStatusEnum": "markus.agents.models.Agent.RunStatus",
         "ApprovalStateEnum": "notifications.models.Approval.State",
+        "AgentKindEnum": "markus.agents.models.Agent.Kind",
+        "ChatSessionKindEnum": "attention.api.CHAT_SESSION_KINDS",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -254,6 +256,9 @@ MARKUS = {
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
+    # Demo mode: each offline-brain turn takes this long (streaming its words over it,
+    # still stopped by a pause), so a preempt, a merge or a cancel can be watched. 0: at once.
+    "OFFLINE_THINK_MS": env.int("MARKUS_OFFLINE_THINK_MS", default=0),
     # Send run_attention when an item is enqueued (tests that drive the loop by hand
     # turn it off; the sweep still finds the work).
     "WAKE_ON_ENQUEUE": env.bool("MARKUS_WAKE_ON_ENQUEUE", default=True),
