@@ -27,7 +27,6 @@ from .models import AgentActivity, AgentActivityLog, AgentDecision
 from .records import serialize_decision
 from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
-
 # A chat session is the agent's main session or another one ("chat"); named in the
 # OpenAPI description as ChatSessionKindEnum (settings ENUM_NAME_OVERRIDES).
 CHAT_SESSION_KINDS = [("main", "main"), ("chat", "chat")]
