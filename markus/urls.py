@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView
 from markus.ops import health, metrics
+from markus.web import pages
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -24,4 +25,16 @@ urlpatterns = [
     path("", include("agentbus.urls")),
     path("", include("notifications.urls")),
     path("", include("markus.web.urls")),
+    path("", pages.home, name="home"),
+    path("home/agents/", pages.home_agents, name="home-agents"),
+    path("home/notifications/", pages.home_notifications, name="home-notifications"),
+    path("notifications/bell/", pages.bell, name="bell"),
+    path("notifications/read-all/", pages.notifications_read_all, name="notifications-read-all"),
+    path("notifications/<str:notification_id>/read/", pages.notification_read, name="notification-read"),
+    path("agents/", pages.agents_page, name="agents"),
+    # Notification links say ``/work?task=…``: with and without the slash.
+    re_path(r"^work/?$", pages.work_page, name="work"),
 ]
+
+handler404 = "markus.web.pages.page_not_found"
+handler500 = "markus.web.pages.server_error"

@@ -4,7 +4,9 @@
 ``/ws/notifications/`` the ``user.<id>`` group's. Who connects is the session user
 (cookie) or, with ``?token=``, the owner of a user API token or an agent with its own
 bearer token (which sees only its own agent). Anyone who may not see the agent is
-refused at the handshake, a foreign agent exactly like a missing one.
+refused with a close code and reason (4401 not signed in or a bad token, 4403 not
+allowed or a foreign origin, 4404 no such agent), a foreign agent exactly like a
+missing one.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
-from urllib.parse import ParseResult, parse_qs
+from urllib.parse import ParseResult, parse_qs, urlparse
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -38,6 +40,11 @@ Receive: TypeAlias = Callable[[], Awaitable[dict[str, Any]]]
 Send: TypeAlias = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+# Close codes of a refused socket (CONTRACT.md): who you are is unknown, or not allowed.
+REFUSED_UNAUTHENTICATED = 4401
+REFUSED_FORBIDDEN = 4403
+REFUSED_NOT_FOUND = 4404
+
 
 class BrowserOriginValidator(OriginValidator):
     """ALLOWED_HOSTS decide which browser origins may connect. A client that sends no
@@ -46,6 +53,34 @@ class BrowserOriginValidator(OriginValidator):
 
     def valid_origin(self, parsed_origin: ParseResult | None) -> bool:
         return parsed_origin is None or self.validate_origin(parsed_origin)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A foreign origin is refused with 4403 and a reason (channels' own denial
+        closes during the handshake, which a browser sees as 1006 with none)."""
+        if scope["type"] == "websocket" and not self.valid_origin(_origin_of(scope)):
+            await refuse_socket(receive, send, REFUSED_FORBIDDEN, "origin not allowed")
+            return
+        await super().__call__(scope, receive, send)
+
+
+def _origin_of(scope: Scope) -> ParseResult | None:
+    for name, value in scope.get("headers", []):
+        if name == b"origin":
+            try:
+                return urlparse(value.decode("latin1"))
+            except (UnicodeDecodeError, ValueError):
+                return urlparse("invalid://")
+    return None
+
+
+async def refuse_socket(receive: Receive, send: Send, code: int, reason: str) -> None:
+    """Accept the handshake and close at once with ``code`` and ``reason``: the only
+    way a browser's ``CloseEvent`` gets to see them."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.close", "code": code, "reason": reason})
 
 
 def origin_validated(app: ASGIApp) -> BrowserOriginValidator:
@@ -117,6 +152,12 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
     async def markus_event(self, message: dict[str, Any]) -> None:
         _pump().push(self, event_text(message))
 
+    async def refuse(self, code: int, reason: str) -> None:
+        """Refuse the caller with a code and reason a browser can read: accepted, then
+        closed at once (a close before the accept reaches it as 1006 with none)."""
+        await self.accept()
+        await self.close(code=code, reason=reason)
+
 
 # Frames sent per pass of the event loop (see _FramePump).
 FRAMES_PER_PASS = 16
@@ -175,9 +216,17 @@ class AgentEventsConsumer(EventStreamConsumer):
 
     async def connect(self) -> None:
         agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
+        acting, user = self.scope.get("agent"), self.scope.get("user")
+        if acting is None and (user is None or not user.is_authenticated):
+            reason = "invalid token" if _token_of(self.scope) else "not signed in"
+            await self.refuse(REFUSED_UNAUTHENTICATED, reason)
+            return
+        if acting is not None and acting.id != agent_id:
+            await self.refuse(REFUSED_FORBIDDEN, "an agent token sees only its own agent")
+            return
         self.agent = await database_sync_to_async(visible_agent_for_scope)(self.scope, agent_id)
         if self.agent is None:
-            await self.close(code=4404)
+            await self.refuse(REFUSED_NOT_FOUND, "no such agent")
             return
         self.group = agent_group(self.agent.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -196,16 +245,31 @@ class AgentEventsConsumer(EventStreamConsumer):
 
 
 class NotificationsConsumer(EventStreamConsumer):
-    """``/ws/notifications/``: ``{type: "notification", notification}`` for the user."""
+    """``/ws/notifications/``: ``{type: "notification", notification}`` for the user.
+
+    A refused caller gets the socket accepted and closed at once with a code and a
+    reason a browser can read (a close before the accept reaches it as 1006 with none):
+    4401 not signed in or a token that matches nothing, 4403 an agent's token (the
+    notifications are a user's)."""
 
     group: str | None = None
 
-    async def connect(self) -> None:
+    def refusal(self) -> tuple[int, str] | None:
         user = self.scope.get("user")
-        if self.scope.get("agent") is not None or user is None or not user.is_authenticated:
-            await self.close(code=4401)
+        if self.scope.get("agent") is not None:
+            return REFUSED_FORBIDDEN, "notifications are for users; an agent token may not read them"
+        if user is None or not user.is_authenticated:
+            if _token_of(self.scope):
+                return REFUSED_UNAUTHENTICATED, "invalid token"
+            return REFUSED_UNAUTHENTICATED, "not signed in"
+        return None
+
+    async def connect(self) -> None:
+        refusal = self.refusal()
+        if refusal is not None:
+            await self.refuse(*refusal)
             return
-        self.group = user_group(user.pk)
+        self.group = user_group(self.scope["user"].pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 

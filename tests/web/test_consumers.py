@@ -30,10 +30,17 @@ def run(coro_fn):
 
 
 def connects(path: str, **kw) -> bool:
+    """Whether the socket opens and stays open: a refusal is accepted and closed at once
+    with a code and reason (4401/4403/4404), its close already queued behind the accept."""
+
     async def go():
         communicator, connected = await ws_connect(path, **kw)
-        await communicator.disconnect()
-        return connected
+        try:
+            if not connected:
+                return False
+            return await communicator.receive_nothing(timeout=0.1)
+        finally:
+            await communicator.disconnect()
 
     return run(go)
 

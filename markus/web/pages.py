@@ -1,0 +1,236 @@
+"""The pages a signed-in person starts from: home, agents, work, the bell, and the
+styled 404/500. Thin views: every read goes through the selectors, in a fixed number of
+queries whatever the number of agents, tasks or notifications."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseServerError
+from django.shortcuts import render
+from django.template import loader
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from attention.models import AgentAttention
+from attention.records import focus_of
+from mailbox.models import MailboxItem
+from mailbox.registry import Status, descriptor
+from markus.agents.auth import visible_agents
+from markus.core.actors import Actor
+from markus.work.models import RequirementState, TaskState
+from markus.work.selectors import (
+    access_requirement,
+    access_task,
+    requirement_comments,
+    requirements_visible_to,
+    task_comments,
+    tasks_visible_to,
+)
+from notifications.models import UserNotification
+from notifications.selectors import notifications_for, unread_count
+from notifications.services import notification_mark_read, notifications_mark_all_read
+
+NOTIFICATIONS_SHOWN = 10
+TASKS_PER_STATE = 8
+WORK_ROWS = 100
+# The board's columns: the states a person acts on. Closed ones are counted, not listed.
+BOARD_STATES = (TaskState.PENDING, TaskState.IN_PROGRESS, TaskState.BLOCKED, TaskState.REVIEW)
+CLOSED_STATES = (
+    TaskState.COMPLETED,
+    TaskState.FAILED,
+    TaskState.REJECTED,
+    TaskState.CANCELLED,
+    TaskState.ARCHIVED,
+)
+# Tells the bell and the notification list to read themselves again.
+BELL_EVENT = "markus:bell"
+
+
+def _user(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)  # behind login_required
+    return user
+
+
+# ---------------------------------------------------------------------------- reads
+
+
+def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
+    """The agents the user may see with their live state, focus and queue depth: three
+    queries for any number of agents."""
+    agents = list(visible_agents(request).select_related("team").order_by("created_at", "id"))
+    ids = [a.id for a in agents]
+    now = timezone.now()
+    attention = {
+        row.agent_id: row for row in AgentAttention.objects.select_related("current_item").filter(agent_id__in=ids)
+    }
+    depths = dict(
+        MailboxItem.objects.filter(agent_id__in=ids, status=Status.QUEUED)
+        .values_list("agent_id")
+        .annotate(n=Count("id"))
+        .values_list("agent_id", "n")
+    )
+    rows = []
+    for agent in agents:
+        row = attention.get(agent.id)
+        # As attention_snapshot reads it: a state counts only under a live lease.
+        live = bool(row and row.lease_owner and row.lease_expires_at and row.lease_expires_at > now)
+        focus = focus_of(row.current_item, row.focus_started_at) if (row and live) else None
+        if focus is not None:
+            d = descriptor(focus["sourceType"])
+            focus = {**focus, "icon": d.icon, "typeLabel": d.label}
+        rows.append(
+            {
+                "agent": agent,
+                "state": str(row.state) if (row and live) else "idle",
+                "focus": focus,
+                "queue_depth": depths.get(agent.id, 0),
+            }
+        )
+    return rows
+
+
+def notification_link(n: UserNotification) -> str:
+    """Where a notification leads: its target path, if it is one on this site."""
+    target = n.action_target if isinstance(n.action_target, dict) else {}
+    path = target.get("path")
+    return path if isinstance(path, str) and path.startswith("/") and not path.startswith("//") else ""
+
+
+def notifications_context(user: User) -> dict[str, Any]:
+    rows = list(notifications_for(user)[:NOTIFICATIONS_SHOWN])
+    return {
+        "notifications": [{"n": n, "link": notification_link(n)} for n in rows],
+        "unread": unread_count(user),
+    }
+
+
+def board(actor: Actor) -> dict[str, Any]:
+    """Tasks by state: the open ones listed per column (newest first), every state
+    counted. Two queries."""
+    visible = tasks_visible_to(actor)
+    counts = Counter(dict(visible.values_list("status").annotate(n=Count("id")).values_list("status", "n")))
+    # Enough rows for every column; one query, cut per column below.
+    rows = list(
+        visible.filter(status__in=BOARD_STATES)
+        .select_related("assignee")
+        .order_by("-updated_at", "-id")[: TASKS_PER_STATE * len(BOARD_STATES) * 4]
+    )
+    columns = []
+    for state in BOARD_STATES:
+        tasks = [t for t in rows if t.status == state][:TASKS_PER_STATE]
+        columns.append({"state": state.value, "label": state.label, "count": counts[state.value], "tasks": tasks})
+    closed = [{"state": s.value, "label": s.label, "count": counts[s.value]} for s in CLOSED_STATES]
+    return {"columns": columns, "closed": closed}
+
+
+# ---------------------------------------------------------------------------- pages
+
+
+@require_GET
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    return render(
+        request,
+        "home.html",
+        {
+            "agents": agent_rows(request),
+            **notifications_context(user),
+            "board": board(Actor.for_user(user)),
+            "nav": "home",
+        },
+    )
+
+
+@require_GET
+@login_required
+def home_agents(request: HttpRequest) -> HttpResponse:
+    """The agents panel alone, for its periodic refresh."""
+    return render(request, "home/_agents.html", {"agents": agent_rows(request)})
+
+
+@require_GET
+@login_required
+def home_notifications(request: HttpRequest) -> HttpResponse:
+    return render(request, "home/_notifications.html", notifications_context(_user(request)))
+
+
+@require_GET
+@login_required
+def bell(request: HttpRequest) -> HttpResponse:
+    return render(request, "home/_bell.html", {"unread": unread_count(_user(request))})
+
+
+@require_POST
+@login_required
+def notification_read(request: HttpRequest, notification_id: str) -> HttpResponse:
+    """Mark one notification read (another user's answers 404); answers the list again
+    and tells the bell to recount."""
+    user = _user(request)
+    notification_mark_read(user=user, notification_id=notification_id)
+    response = render(request, "home/_notifications.html", notifications_context(user))
+    response["HX-Trigger"] = BELL_EVENT
+    return response
+
+
+@require_POST
+@login_required
+def notifications_read_all(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    notifications_mark_all_read(user=user)
+    response = render(request, "home/_notifications.html", notifications_context(user))
+    response["HX-Trigger"] = BELL_EVENT
+    return response
+
+
+@require_GET
+@login_required
+def agents_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "agents.html", {"agents": agent_rows(request), "nav": "agents"})
+
+
+@require_GET
+@login_required
+def work_page(request: HttpRequest) -> HttpResponse:
+    """Tasks and requirements; ``?task=<id>`` or ``?requirement=<id>`` opens one with
+    its comments (one the user may not see answers 404, like a missing one)."""
+    actor = Actor.for_user(_user(request))
+    context: dict[str, Any] = {"nav": "work"}
+    task_id = request.GET.get("task")
+    requirement_id = request.GET.get("requirement")
+    if task_id:
+        task = access_task(actor, task_id)
+        context.update(task=task, comments=task_comments(task))
+    elif requirement_id:
+        requirement = access_requirement(actor, requirement_id)
+        context.update(
+            requirement=requirement,
+            comments=requirement_comments(requirement),
+            requirement_tasks=list(tasks_visible_to(actor).filter(requirement=requirement).order_by("created_at")),
+        )
+    else:
+        context.update(
+            tasks=list(tasks_visible_to(actor).select_related("assignee").order_by("-updated_at", "-id")[:WORK_ROWS]),
+            requirements=list(requirements_visible_to(actor).order_by("-updated_at", "-id")[:WORK_ROWS]),
+            task_states=TaskState.choices,
+            requirement_states=RequirementState.choices,
+        )
+    return render(request, "work.html", context)
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return render(request, "404.html", {"path": request.path}, status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """No request context: the database (sessions, the user) may be what failed."""
+    return HttpResponseServerError(loader.get_template("500.html").render())
