@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from markus.console.modeladmin import ConsoleModelAdmin
+
 from .models import AuditEvent, Chunk, ConsumerCursor, OutboxRecord, Stream
 
 
@@ -16,7 +18,7 @@ class ChunkInline(admin.TabularInline):
 
 
 @admin.register(Stream)
-class StreamAdmin(admin.ModelAdmin):
+class StreamAdmin(ConsoleModelAdmin):
     list_display = ("id", "sender", "recipient", "is_group", "topic", "last_sequence", "closed_at", "created_at")
     list_filter = ("is_group",)
     search_fields = ("id", "topic", "sender__id", "recipient__id")
@@ -27,14 +29,14 @@ class StreamAdmin(admin.ModelAdmin):
 
 
 @admin.register(ConsumerCursor)
-class ConsumerCursorAdmin(admin.ModelAdmin):
+class ConsumerCursorAdmin(ConsoleModelAdmin):
     list_display = ("agent", "topic", "position", "updated_at")
     raw_id_fields = ("agent",)
     readonly_fields = ("cursor", "position", "updated_at")
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ConsoleModelAdmin):
     list_display = ("created_at", "action", "actor", "agent_id", "stream_id")
     list_filter = ("action",)
     search_fields = ("actor", "agent_id", "stream_id")
@@ -42,7 +44,7 @@ class AuditEventAdmin(admin.ModelAdmin):
 
 
 @admin.register(OutboxRecord)
-class OutboxRecordAdmin(admin.ModelAdmin):
+class OutboxRecordAdmin(ConsoleModelAdmin):
     list_display = ("id", "topic", "status", "attempts", "available_at", "relayed_at")
     list_filter = ("status", "schema")
     readonly_fields = ("topic", "schema", "payload", "audience", "attempts", "last_error", "created_at", "relayed_at")

@@ -4,15 +4,18 @@ history of what each agent decided and did, written only by the loop."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.db.models import Model
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from markus.console.modeladmin import ConsoleModelAdmin
+
 from .models import AgentActivity, AgentActivityLog, AgentAttention, AgentDecision, LLMSession
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ConsoleModelAdmin):
     def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
@@ -26,7 +29,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 def item_link(item_id: str | None) -> str:
     if not item_id:
         return "—"
-    return format_html('<a href="{}">{}</a>', reverse("admin:mailbox_mailboxitem_change", args=[item_id]), item_id)
+    return format_html(
+        '<a href="{}">{}</a>', reverse("admin:mailbox_mailboxitem_change", args=[quote(item_id)]), item_id
+    )
 
 
 @admin.register(AgentAttention)
@@ -81,10 +86,9 @@ class ActivityLogInline(admin.TabularInline):
 @admin.register(AgentActivity)
 class AgentActivityAdmin(ReadOnlyAdmin):
     list_display = (
-        "id",
+        "label",
         "agent",
         "type",
-        "label",
         "item",
         "success",
         "total_tokens",

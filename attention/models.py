@@ -48,6 +48,8 @@ class AgentAttention(models.Model):
 
     class Meta:
         db_table = "agent_attention"
+        verbose_name = "agent attention"
+        verbose_name_plural = "agent attention"
 
     def __str__(self) -> str:
         return f"{self.agent_id} [{self.state}]"
@@ -106,6 +108,7 @@ class AgentActivity(models.Model):
 
     class Meta:
         db_table = "agent_activities"
+        verbose_name_plural = "agent activities"
         indexes = [
             models.Index(fields=["agent", "-started_at"], name="idx_activities_agent"),
             models.Index(fields=["mailbox_item"], name="idx_activities_mailbox_item"),
@@ -159,6 +162,8 @@ class LLMSession(models.Model):
 
     class Meta:
         db_table = "llm_sessions"
+        verbose_name = "LLM session"
+        verbose_name_plural = "LLM sessions"
 
     def __str__(self) -> str:
         return self.id

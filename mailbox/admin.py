@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -18,6 +19,7 @@ from attention.models import AgentActivity, AgentDecision
 from markus.console import services as console
 from markus.console.actions import DropForm, form_action, run_each
 from markus.console.filters import date_range_filter
+from markus.console.modeladmin import ConsoleModelAdmin
 
 from .models import MailboxItem
 from .registry import Category, types_in_category
@@ -99,8 +101,8 @@ def drop_items(
 
 
 @admin.register(MailboxItem)
-class MailboxItemAdmin(admin.ModelAdmin):
-    list_display = ("id", "agent", "source_type", "priority", "status", "summary_text", "queued_at", "attempts")
+class MailboxItemAdmin(ConsoleModelAdmin):
+    list_display = ("summary_text", "agent", "source_type", "priority", "status", "queued_at", "attempts", "id")
     list_filter = ("status", CategoryFilter, "source_type", date_range_filter("queued_at", "queued date"))
     search_fields = ("id", "agent__id", "agent__name", "payload__summary", "drop_reason")
     list_select_related = ("agent",)
@@ -146,5 +148,5 @@ class MailboxItemAdmin(admin.ModelAdmin):
     def merged_into_link(self, obj: MailboxItem) -> str:
         if not obj.merged_into_id:
             return "—"
-        url = reverse("admin:mailbox_mailboxitem_change", args=[obj.merged_into_id])
+        url = reverse("admin:mailbox_mailboxitem_change", args=[quote(obj.merged_into_id)])
         return format_html('<a href="{}">{}</a>', url, obj.merged_into_id)

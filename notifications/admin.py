@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -17,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from markus.console.modeladmin import ConsoleModelAdmin
 from markus.core.errors import MarkusError
 
 from .models import Approval, UserNotification
@@ -24,8 +26,8 @@ from .services import approval_respond
 
 
 @admin.register(UserNotification)
-class UserNotificationAdmin(admin.ModelAdmin):
-    list_display = ("id", "user", "type", "title", "priority", "read", "created_at")
+class UserNotificationAdmin(ConsoleModelAdmin):
+    list_display = ("title", "user", "type", "priority", "read", "created_at", "id")
     list_filter = ("type", "priority", "read")
     search_fields = ("id", "title", "body", "user__username")
     list_select_related = ("user",)
@@ -67,8 +69,8 @@ class AnswerForm(forms.Form):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):
-    list_display = ("id", "user", "agent", "title", "status", "selected_option", "created_at", "answer_link")
+class ApprovalAdmin(ConsoleModelAdmin):
+    list_display = ("title", "user", "agent", "status", "selected_option", "created_at", "answer_link", "id")
     list_filter = ("status",)
     search_fields = ("id", "title", "user__username", "agent__id")
     list_select_related = ("user", "agent")
@@ -104,7 +106,9 @@ class ApprovalAdmin(admin.ModelAdmin):
     def answer_link(self, obj: Approval) -> str:
         if obj.status != Approval.State.PENDING:
             return "—"
-        return format_html('<a href="{}">Answer</a>', reverse("admin:notifications_approval_answer", args=[obj.pk]))
+        return format_html(
+            '<a href="{}">Answer</a>', reverse("admin:notifications_approval_answer", args=[quote(obj.pk)])
+        )
 
     def get_urls(self) -> list[URLPattern]:
         answer = path(
@@ -117,7 +121,7 @@ class ApprovalAdmin(admin.ModelAdmin):
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        approval = Approval.objects.filter(pk=object_id).first()
+        approval = Approval.objects.filter(pk=unquote(object_id)).first()
         extra = {
             "can_answer": bool(approval and approval.status == Approval.State.PENDING and self.may_answer(request))
         }
@@ -126,8 +130,8 @@ class ApprovalAdmin(admin.ModelAdmin):
     def answer_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if not self.may_answer(request):
             raise PermissionDenied
-        approval = get_object_or_404(Approval.objects.select_related("user", "agent"), pk=object_id)
-        change_url = reverse("admin:notifications_approval_change", args=[approval.pk])
+        approval = get_object_or_404(Approval.objects.select_related("user", "agent"), pk=unquote(object_id))
+        change_url = reverse("admin:notifications_approval_change", args=[quote(approval.pk)])
         if approval.status != Approval.State.PENDING:
             self.message_user(request, f"{approval.id} is already {approval.status}.", messages.WARNING)
             return HttpResponseRedirect(change_url)

@@ -12,6 +12,9 @@ from markus.agents.models import Team
 from markus.agents.services import agent_create
 from markus.core import events
 
+# The live server and browser fixtures (tests/browser.py), shared by every app's tests.
+pytest_plugins = ["tests.browser"]
+
 
 @pytest.fixture
 def alice(django_user_model):

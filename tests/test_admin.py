@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse
 
@@ -80,7 +81,7 @@ def test_the_change_pages_of_a_mailbox_item_and_a_task_open(operator, console_da
         ("admin:mailbox_mailboxitem_change", console_data["chat"]),
         ("admin:work_task_change", console_data["task"]),
     ):
-        response = operator.get(reverse(name, args=[obj.pk]))
+        response = operator.get(reverse(name, args=[quote(obj.pk)]))
         assert response.status_code == 200
         assert response.context["original"].pk == obj.pk
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -18,24 +19,25 @@ from attention import services as attention
 from markus.console import selectors
 from markus.console import services as console
 from markus.console.actions import MessageForm, form_action, run_each
+from markus.console.modeladmin import ConsoleModelAdmin
 
 from .models import Agent, ChatMessage, ChatSession, Team, UserToken, WorkingMemory
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "owner", "created_at")
+class TeamAdmin(ConsoleModelAdmin):
+    list_display = ("name", "owner", "created_at", "id")
     search_fields = ("id", "name")
     list_select_related = ("owner",)
     filter_horizontal = ("members",)
 
 
 @admin.register(UserToken)
-class UserTokenAdmin(admin.ModelAdmin):
+class UserTokenAdmin(ConsoleModelAdmin):
     """User API tokens: only their hashes are stored, so the console lists and revokes
     (deletes) them; ``manage.py drf_create_token USER`` issues one and prints it once."""
 
-    list_display = ("id", "user", "name", "created_at")
+    list_display = ("name", "user", "created_at", "id")
     list_select_related = ("user",)
     search_fields = ("user__username", "name")
     readonly_fields = ("user", "name", "created_at")
@@ -45,6 +47,11 @@ class UserTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: UserToken | None = None) -> bool:
         return False
+
+
+def mind_url(agent_id: str) -> str:
+    """The agent's mind view (``/agents/<id>/mind/``; the web app serves it)."""
+    return reverse("mind", args=[agent_id])
 
 
 # A string: ModelAdmin is not subscriptable at run time.
@@ -103,9 +110,8 @@ def send_message(
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ConsoleModelAdmin):
     list_display = (
-        "id",
         "name",
         "role",
         "kind",
@@ -116,7 +122,10 @@ class AgentAdmin(admin.ModelAdmin):
         "pending_inbox",
         "team",
         "owner",
+        "mind_link",
+        "id",
     )
+    list_display_links = ("name",)
     list_filter = ("kind", "status", "team")
     search_fields = ("id", "name", "role")
     list_select_related = ("team", "owner", "attention__current_item")
@@ -129,6 +138,7 @@ class AgentAdmin(admin.ModelAdmin):
         "current_focus",
         "queue_depth",
         "pending_inbox",
+        "mind_link",
     )
     actions = [
         _control("Pause", attention.agent_pause),
@@ -142,6 +152,12 @@ class AgentAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         return selectors.agents_for_console(super().get_queryset(request))
 
+    @admin.display(description="mind")
+    def mind_link(self, obj: Agent) -> str:
+        if not obj.pk:
+            return "—"
+        return format_html('<a href="{}">Mind view</a>', mind_url(obj.pk))
+
     @admin.display(description="attention")
     def attention_state(self, obj: Agent) -> str:
         return selectors.live_state(obj).state if obj.pk else "—"
@@ -151,7 +167,7 @@ class AgentAdmin(admin.ModelAdmin):
         item = selectors.live_state(obj).focus if obj.pk else None
         if item is None:
             return "—"
-        url = reverse("admin:mailbox_mailboxitem_change", args=[item.pk])
+        url = reverse("admin:mailbox_mailboxitem_change", args=[quote(item.pk)])
         return format_html('<a href="{}">{}</a>', url, (item.summary or item.label)[:60])
 
     @admin.display(description="queue", ordering="queue_depth")
@@ -170,8 +186,8 @@ class ChatMessageInline(admin.TabularInline):
 
 
 @admin.register(ChatSession)
-class ChatSessionAdmin(admin.ModelAdmin):
-    list_display = ("id", "agent", "is_main", "title", "last_message_at")
+class ChatSessionAdmin(ConsoleModelAdmin):
+    list_display = ("title", "agent", "is_main", "last_message_at", "id")
     list_filter = ("is_main",)
     list_select_related = ("agent",)
     raw_id_fields = ("agent", "user")
@@ -179,7 +195,7 @@ class ChatSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkingMemory)
-class WorkingMemoryAdmin(admin.ModelAdmin):
+class WorkingMemoryAdmin(ConsoleModelAdmin):
     list_display = ("agent", "key", "updated_at")
     list_select_related = ("agent",)
     raw_id_fields = ("agent",)

@@ -130,6 +130,8 @@ class WorkingMemory(models.Model):
 
     class Meta:
         db_table = "agent_working_memory"
+        verbose_name = "working memory"
+        verbose_name_plural = "working memories"
         constraints = [models.UniqueConstraint(fields=["agent", "key"], name="uniq_working_memory_key")]
 
     def __str__(self) -> str:

@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import InlineModelAdmin
+from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
+from markus.console.modeladmin import ConsoleModelAdmin
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 
@@ -96,9 +100,73 @@ class TaskCommentInline(ReadOnlyCommentInline):
     model = TaskComment
 
 
+TASK_ADD_FIELDS = (
+    "title",
+    "description",
+    "assignee",
+    "reviewer_agent",
+    "reviewer_user",
+    "requirement",
+    "depends_on",
+)
+
+
+class TaskChangeForm(forms.ModelForm):
+    """Edits keep the one rule a form can break: the reviewer is not the assignee."""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        assignee, reviewer = data.get("assignee"), data.get("reviewer_agent")
+        if assignee is not None and reviewer is not None and assignee.pk == reviewer.pk:
+            raise forms.ValidationError("the reviewer cannot be the assignee: a worker cannot complete its own task")
+        if reviewer is not None and data.get("reviewer_user") is not None:
+            raise forms.ValidationError("a task has one reviewer: an agent or a user, not both")
+        return data
+
+
+class TaskAddForm(forms.ModelForm):
+    """ "Add task" files the task through ``services.task_create`` (team from the
+    assignee, the signed-in user as creator, the lifecycle events, the start for its
+    assignee); a refusal of the service is shown on the form. The service runs in
+    ``clean`` (inside the admin's transaction) because that is the last point where
+    an error can still go on the form; ``TaskAdmin.save_model`` then has nothing to
+    save."""
+
+    actor: Actor  # set by TaskAdmin.get_form from the request
+
+    class Meta:
+        model = Task
+        fields = TASK_ADD_FIELDS
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+
+        def pk(value: Model | None) -> Any:
+            return value.pk if value is not None else None
+
+        try:
+            with transaction.atomic():
+                task = services.task_create(
+                    actor=self.actor,
+                    title=data.get("title") or "",
+                    description=data.get("description") or "",
+                    assignee_id=pk(data.get("assignee")),
+                    reviewer_agent_id=pk(data.get("reviewer_agent")),
+                    reviewer_user_id=pk(data.get("reviewer_user")),
+                    requirement_id=pk(data.get("requirement")),
+                    depends_on=[t.pk for t in data.get("depends_on") or []],
+                )
+        except MarkusError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        self.instance = task
+        return data
+
+
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
-    list_display = ("id", "title", "status", "assignee", "reviewer_agent", "execution_round", "updated_at")
+class TaskAdmin(ConsoleModelAdmin):
+    list_display = ("title", "status", "assignee", "reviewer_agent", "execution_round", "updated_at", "id")
     list_filter = ("status",)
     search_fields = ("id", "title")
     list_select_related = ("assignee", "reviewer_agent")
@@ -113,6 +181,7 @@ class TaskAdmin(admin.ModelAdmin):
     filter_horizontal = ("depends_on",)
     readonly_fields = ("status", "execution_round", "cancel_requested_at", "completed_at", "created_at", "updated_at")
     inlines = [TaskCommentInline]
+    form = TaskChangeForm
     actions = [
         task_action(TaskState.IN_PROGRESS, "Start (in progress)"),
         task_action(TaskState.REVIEW, "Submit for review"),
@@ -125,14 +194,41 @@ class TaskAdmin(admin.ModelAdmin):
         task_retry,
     ]
 
+    def get_fields(self, request: HttpRequest, obj: Task | None = None) -> list[Any]:
+        return list(TASK_ADD_FIELDS) if obj is None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Task | None = None) -> list[str]:
+        return [] if obj is None else super().get_readonly_fields(request, obj)
+
+    def get_inlines(self, request: HttpRequest, obj: Task | None) -> list[type[InlineModelAdmin[Any, Any]]]:
+        return [] if obj is None else list(super().get_inlines(request, obj))
+
+    def get_form(
+        self, request: HttpRequest, obj: Task | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[Task]]:
+        if obj is not None:
+            return super().get_form(request, obj, change=change, **kwargs)
+        kwargs["form"] = TaskAddForm
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type("TaskAddForm", (form,), {"actor": Actor.for_user(request.user)})
+
+    def save_model(self, request: HttpRequest, obj: Task, form: forms.ModelForm[Task], change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+        # On add, TaskAddForm.clean filed the task through the service.
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm[Task], formsets: Any, change: bool) -> None:
+        if change:
+            super().save_related(request, form, formsets, change)
+
 
 class RequirementCommentInline(ReadOnlyCommentInline):
     model = RequirementComment
 
 
 @admin.register(Requirement)
-class RequirementAdmin(admin.ModelAdmin):
-    list_display = ("id", "title", "status", "created_by_agent", "created_by_user", "updated_at")
+class RequirementAdmin(ConsoleModelAdmin):
+    list_display = ("title", "status", "created_by_agent", "created_by_user", "updated_at", "id")
     list_filter = ("status",)
     search_fields = ("id", "title")
     list_select_related = ("created_by_agent", "created_by_user")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from mailbox.models import MailboxItem
@@ -27,13 +28,15 @@ def parked(agent, alice):
 
 
 def answer_url(approval) -> str:
-    return reverse("admin:notifications_approval_answer", args=[approval.pk])
+    return reverse("admin:notifications_approval_answer", args=[quote(approval.pk)])
 
 
 def test_the_change_page_and_the_list_link_to_the_answer_page(operator, parked):
     _, approval = parked
     url = answer_url(approval)
-    assert url in operator.get(reverse("admin:notifications_approval_change", args=[approval.pk])).content.decode()
+    assert (
+        url in operator.get(reverse("admin:notifications_approval_change", args=[quote(approval.pk)])).content.decode()
+    )
     assert url in operator.get(reverse("admin:notifications_approval_changelist")).content.decode()
     form = operator.get(url)
     assert form.status_code == 200 and b'value="approve"' in form.content
@@ -79,7 +82,7 @@ def test_an_answered_approval_cannot_be_answered_again(operator, parked, alice):
     assert response.status_code == 302
     approval.refresh_from_db()
     assert approval.selected_option == "reject"
-    page = operator.get(reverse("admin:notifications_approval_change", args=[approval.pk])).content.decode()
+    page = operator.get(reverse("admin:notifications_approval_change", args=[quote(approval.pk)])).content.decode()
     assert answer_url(approval) not in page
 
 

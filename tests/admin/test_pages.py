@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from agentbus.models import Stream
@@ -33,7 +34,7 @@ def test_every_changelist_and_change_page_opens_with_data(operator, console, age
         listing = operator.get(reverse(f"admin:{name}_changelist"))
         assert listing.status_code == 200, name
         assert listing.context["cl"].result_count >= 1, name
-        page = operator.get(reverse(f"admin:{name}_change", args=[pk]))
+        page = operator.get(reverse(f"admin:{name}_change", args=[quote(pk)]))
         assert page.status_code == 200, name
         assert str(page.context["original"].pk) == str(pk), name
 
@@ -43,14 +44,14 @@ def test_the_agent_add_page_opens(operator):
 
 
 def test_a_mailbox_item_page_shows_its_decisions_and_activity_read_only(operator, console):
-    page = operator.get(reverse("admin:mailbox_mailboxitem_change", args=[console["chat"].pk]))
+    page = operator.get(reverse("admin:mailbox_mailboxitem_change", args=[quote(console["chat"].pk)]))
     html = page.content.decode()
     assert "Idle — picked from queue" in html and "Chat: Hello there" in html
     assert 'name="_save"' not in html  # view-only: the queue changes through actions
 
 
 def test_an_activity_page_shows_its_logs(operator, console):
-    page = operator.get(reverse("admin:attention_agentactivity_change", args=[console["activity"].pk]))
+    page = operator.get(reverse("admin:attention_agentactivity_change", args=[quote(console["activity"].pk)]))
     assert "Thinking about hello" in page.content.decode()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
@@ -73,6 +74,52 @@ def test_the_requirement_approve_action(admin_client, cyd):
 
 def test_the_task_change_page_renders_with_read_only_comments(admin_client, make_task):
     task = make_task()
-    response = admin_client.get(reverse("admin:work_task_change", args=[task.id]))
+    response = admin_client.get(reverse("admin:work_task_change", args=[quote(task.id)]))
     assert response.status_code == 200
     assert b"Write the report" in response.content
+
+
+def test_add_task_goes_through_the_task_service(admin_client, ada, bea):
+    response = admin_client.post(
+        reverse("admin:work_task_add"),
+        {"title": "Ship the report", "description": "by Friday", "assignee": ada.id, "reviewer_agent": bea.id},
+    )
+    assert response.status_code == 302, getattr(response, "context", None) and response.context["adminform"].errors
+    task = Task.objects.get(title="Ship the report")
+    assert task.team_id == ada.team_id and task.team_id is not None
+    assert task.created_by_user.username == "root"
+    assert task.status == TaskState.IN_PROGRESS  # the service started it for its assignee
+    assert len(executions(ada, task)) == 1
+
+
+def test_add_task_refuses_the_assignee_as_reviewer_on_the_form(admin_client, ada):
+    response = admin_client.post(
+        reverse("admin:work_task_add"),
+        {"title": "Self review", "assignee": ada.id, "reviewer_agent": ada.id},
+    )
+    assert response.status_code == 200
+    errors = str(response.context["adminform"].form.errors)
+    assert "reviewer cannot be the assignee" in errors
+    assert not Task.objects.filter(title="Self review").exists()
+
+
+def test_the_add_task_page_shows_only_what_the_service_takes(admin_client):
+    response = admin_client.get(reverse("admin:work_task_add"))
+    assert response.status_code == 200
+    fields = set(response.context["adminform"].form.fields)
+    expected = {"title", "description", "assignee", "reviewer_agent", "reviewer_user", "requirement", "depends_on"}
+    assert fields == expected
+
+
+def test_editing_a_task_refuses_the_assignee_as_reviewer(admin_client, make_task, ada):
+    task = make_task()
+    url = reverse("admin:work_task_change", args=[quote(task.id)])
+    form = admin_client.get(url).context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and k in form.fields}
+    data.update(assignee=ada.id, reviewer_agent=ada.id, depends_on=[], metadata="{}")
+    data.update({"comments-TOTAL_FORMS": 0, "comments-INITIAL_FORMS": 0})
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    assert "reviewer cannot be the assignee" in str(response.context["adminform"].form.errors)
+    task.refresh_from_db()
+    assert task.reviewer_agent_id != ada.id

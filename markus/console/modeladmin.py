@@ -1,0 +1,170 @@
+"""The base of every ModelAdmin of the console: string primary keys are read-only
+once the row exists (renaming one would orphan its references: an IntegrityError),
+the change page is titled by the object's title or name, editable JSON fields are
+indented, read-only ones are shown indented in a ``<pre>``, and date-times (list
+columns and read-only fields) are shown to the second."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.html import format_html
+
+TITLE_ATTRIBUTES = ("title", "name", "label", "summary")
+PRETTY = "_pretty"
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON in a ``<pre>`` (escaped), or ``—`` when empty."""
+    if value in (None, "", [], {}):
+        return "—"
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return format_html('<pre class="console-json">{}</pre>', text)
+
+
+def with_seconds(value: datetime | None) -> str:
+    """A date-time in the current time zone, to the second."""
+    if value is None:
+        return "—"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def short_id(value: str, keep: int = 6) -> str:
+    """``apr_…e57a9c`` for a long id (the prefix and the tail); a short one whole."""
+    prefix, _, rest = value.partition("_")
+    if len(value) <= 14 or not rest:
+        return value
+    return f"{prefix}_…{rest[-keep:]}"
+
+
+def short_id_column(pk: str) -> Callable[[models.Model], str]:
+    @admin.display(description="id", ordering=pk)
+    def column(obj: models.Model) -> str:
+        full = str(obj.pk)
+        return format_html('<code title="{}">{}</code>', full, short_id(full))
+
+    column.__name__ = "short_id"
+    return column
+
+
+def object_title(obj: models.Model) -> str:
+    for attribute in TITLE_ATTRIBUTES:
+        value = getattr(obj, attribute, None)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return str(obj)
+
+
+class PrettyJSONFormField(forms.JSONField):
+    """An editable JSON field shown indented."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, str) or value is None:
+            return super().prepare_value(value)
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, cls=self.encoder)
+
+
+class ConsoleModelAdmin(admin.ModelAdmin):
+    formfield_overrides = {
+        models.JSONField: {"form_class": PrettyJSONFormField, "widget": forms.Textarea(attrs={"rows": 8, "cols": 80})}
+    }
+
+    def _string_pk(self) -> str | None:
+        pk = self.model._meta.pk
+        return pk.name if isinstance(pk, models.CharField) else None
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        """The string id moves to the last column, shortened; date-times show seconds."""
+        names = list(super().get_list_display(request))
+        pk = self._string_pk()
+        columns: list[Any] = []
+        for name in names:
+            if pk and name == pk:
+                continue
+            columns.append(self._with_seconds(name) if isinstance(name, str) and self._is_datetime(name) else name)
+        if pk and pk in names:
+            columns.append(short_id_column(pk))
+        return columns
+
+    def _is_datetime(self, name: Any) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            field = self.model._meta.get_field(name)
+        except FieldDoesNotExist:
+            return False
+        return isinstance(field, models.DateTimeField)
+
+    def _with_seconds(self, name: str) -> Callable[[models.Model], str]:
+        field = self.model._meta.get_field(name)
+
+        @admin.display(description=str(getattr(field, "verbose_name", name)), ordering=name)
+        def column(obj: models.Model) -> str:
+            return with_seconds(getattr(obj, name, None))
+
+        column.__name__ = name
+        return column
+
+    def _pretty_fields(self) -> set[str]:
+        """Fields shown through ``<name>_pretty`` when read-only: JSON and date-times."""
+        kinds = (models.JSONField, models.DateTimeField)
+        return {f.name for f in self.model._meta.concrete_fields if isinstance(f, kinds)}
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any | None = None) -> list[str]:
+        """The string primary key once the row exists; a read-only JSON or date-time
+        field becomes its ``<name>_pretty`` display."""
+        fields = list(super().get_readonly_fields(request, obj))
+        pk = self._string_pk()
+        if obj is not None and pk and pk not in fields:
+            fields.insert(0, pk)
+        pretty = self._pretty_fields()
+        return [f"{name}{PRETTY}" if name in pretty else name for name in fields]
+
+    def get_fields(self, request: HttpRequest, obj: Any | None = None) -> list[Any]:
+        fields = list(super().get_fields(request, obj))
+        pretty = {name[: -len(PRETTY)] for name in self.get_readonly_fields(request, obj) if name.endswith(PRETTY)}
+        shown: list[Any] = []
+        for name in fields:
+            if isinstance(name, str) and name in pretty:
+                name = f"{name}{PRETTY}"
+            if name not in shown:
+                shown.append(name)
+        return shown
+
+    def __getattr__(self, name: str) -> Any:
+        """``<json field>_pretty``: the value indented, in a ``<pre>``;
+        ``<date-time field>_pretty``: to the second."""
+        if name.endswith(PRETTY) and not name.startswith("_"):
+            field_name = name[: -len(PRETTY)]
+            try:
+                field = self.model._meta.get_field(field_name)
+            except FieldDoesNotExist:
+                field = None
+            if isinstance(field, models.JSONField | models.DateTimeField):
+                show = pretty_json if isinstance(field, models.JSONField) else with_seconds
+
+                @admin.display(description=str(field.verbose_name))
+                def display(obj: models.Model) -> str:
+                    return show(getattr(obj, field_name, None))
+
+                return display
+        raise AttributeError(name)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        obj = self.model._default_manager.filter(pk=unquote(object_id)).first()
+        extra = dict(extra_context or {})
+        if obj is not None and "title" not in extra:
+            extra["title"] = f"{str(self.model._meta.verbose_name).capitalize()}: {object_title(obj)}"
+        return super().change_view(request, object_id, form_url, extra)
