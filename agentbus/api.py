@@ -9,7 +9,7 @@ from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,9 +18,54 @@ from rest_framework.views import APIView
 from markus.agents.auth import access_agent, acting_agent
 from markus.agents.models import Agent
 from markus.core.api import int_param
+from markus.core.schema import errors
 
 from . import access, selectors, services
 from .errors import BusError, ForbiddenError
+
+
+class ChunkOut(serializers.Serializer):
+    """``selectors.chunk_data``: one message of a stream."""
+
+    streamId = serializers.CharField()
+    sequence = serializers.IntegerField(help_text="1, 2, ... within the stream")
+    sender = serializers.CharField(help_text="an agent id, or the operator's reference")
+    topic = serializers.CharField()
+    payload = serializers.JSONField(help_text="any JSON value, as sent")
+    createdAt = serializers.DateTimeField()
+
+
+class StreamOut(serializers.Serializer):
+    """``selectors.stream_data``."""
+
+    streamId = serializers.CharField()
+    sender = serializers.CharField()
+    recipient = serializers.CharField(allow_null=True, help_text="null for a group stream")
+    members = serializers.ListField(child=serializers.CharField(), help_text="agent ids, sorted")
+    isGroup = serializers.BooleanField()
+    topic = serializers.CharField()
+    replyTo = serializers.CharField(allow_null=True, help_text="the stream this one answers")
+    lastSequence = serializers.IntegerField()
+    closed = serializers.BooleanField()
+    closedAt = serializers.DateTimeField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+
+
+class StreamEventsOut(serializers.Serializer):
+    streamId = serializers.CharField()
+    events = ChunkOut(many=True)
+    closed = serializers.BooleanField()
+    closedAt = serializers.DateTimeField(allow_null=True)
+
+
+class PendingOut(serializers.Serializer):
+    agentId = serializers.CharField()
+    pending = serializers.IntegerField(help_text="messages after the consumer cursor")
+
+
+class DrainOut(serializers.Serializer):
+    messages = ChunkOut(many=True)
+    next_cursor = serializers.CharField(help_text="pass as after_cursor to the inbox wait")
 
 
 def _body(request: Request) -> dict[str, Any]:
@@ -32,7 +77,7 @@ def _body(request: Request) -> dict[str, Any]:
 class StreamOpenView(APIView):
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={201: StreamOut, **errors(400, 401, 403, 404, 409, 413)},
         description="Open a stream: `{streamId?, sender, recipient?, members?, topic?, replyTo?}`.",
     )
     def post(self, request: Request) -> Response:
@@ -59,7 +104,7 @@ class StreamOpenView(APIView):
 class StreamAppendView(APIView):
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={201: ChunkOut, **errors(400, 401, 403, 404, 409, 413)},
         description="Append `{sender, payload, topic?}`; a closed stream answers 409.",
     )
     def post(self, request: Request, stream_id: str) -> Response:
@@ -79,7 +124,7 @@ class StreamAppendView(APIView):
 class StreamCloseView(APIView):
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: StreamOut, **errors(400, 401, 403, 404, 409, 413)},
         description="Close `{sender}`: only the stream's sender may.",
     )
     def post(self, request: Request, stream_id: str) -> Response:
@@ -92,8 +137,11 @@ class StreamCloseView(APIView):
 
 class StreamEventsView(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[
+            OpenApiParameter("after", int, description="the events after this sequence; default 0"),
+            OpenApiParameter("limit", int, description=f"1..{selectors.MAX_LIMIT}, default {selectors.MAX_LIMIT}"),
+        ],
+        responses={200: StreamEventsOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, stream_id: str) -> Response:
         stream = access.access_stream(request, stream_id)
@@ -110,7 +158,7 @@ class StreamEventsView(APIView):
 
 
 class InboxPendingView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, description="`{agentId, pending}`, at once.")
+    @extend_schema(responses={200: PendingOut, **errors(401, 404)}, description="`{agentId, pending}`, at once.")
     def get(self, request: Request, agent_id: str) -> Response:
         agent = _access_inbox(request, agent_id)
         return Response({"agentId": agent.id, "pending": selectors.pending_count(agent.id)})
@@ -119,7 +167,7 @@ class InboxPendingView(APIView):
 class InboxDrainView(APIView):
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: DrainOut, **errors(400, 401, 403, 404, 413)},
         description="Drain `{peek?, limit?}` → `{messages, next_cursor}`; never closes a stream.",
     )
     def post(self, request: Request, agent_id: str) -> Response:

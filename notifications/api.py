@@ -3,8 +3,7 @@ token has no notifications of its own."""
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,8 +11,23 @@ from rest_framework.views import APIView
 
 from markus.agents.auth import IsUser, signed_in_user
 from markus.core.api import int_param
+from markus.core.schema import errors
 
 from . import selectors, services
+from .models import Approval
+from .serializers import (
+    NOTIFICATION_TYPES,
+    ApprovalListOut,
+    ApprovalOut,
+    MarkAllReadOut,
+    NotificationListOut,
+    NotificationOut,
+)
+
+PAGING_PARAMETERS = [
+    OpenApiParameter("limit", int, description="1..500, default 50"),
+    OpenApiParameter("offset", int, description="default 0"),
+]
 
 
 class UserAPIView(APIView):
@@ -21,7 +35,14 @@ class UserAPIView(APIView):
 
 
 class NotificationListView(UserAPIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="notifications_list",
+        parameters=[
+            OpenApiParameter("type", str, enum=NOTIFICATION_TYPES, description="only notifications of this type"),
+            *PAGING_PARAMETERS,
+        ],
+        responses={200: NotificationListOut, **errors(400, 401, 403)},
+    )
     def get(self, request: Request) -> Response:
         user = signed_in_user(request)
         rows = selectors.notifications_for(user, type=request.query_params.get("type") or None)
@@ -37,20 +58,27 @@ class NotificationListView(UserAPIView):
 
 
 class NotificationReadView(UserAPIView):
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=None, responses={200: NotificationOut, **errors(401, 403, 404)})
     def post(self, request: Request, notification_id: str) -> Response:
         notification = services.notification_mark_read(user=signed_in_user(request), notification_id=notification_id)
         return Response(services.serialize_notification(notification))
 
 
 class NotificationMarkAllReadView(UserAPIView):
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=None, responses={200: MarkAllReadOut, **errors(401, 403)})
     def post(self, request: Request) -> Response:
         return Response({"updated": services.notifications_mark_all_read(user=signed_in_user(request))})
 
 
 class ApprovalListView(UserAPIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="approvals_list",
+        parameters=[
+            OpenApiParameter("status", str, enum=Approval.State.values, description="only approvals in this state"),
+            *PAGING_PARAMETERS,
+        ],
+        responses={200: ApprovalListOut, **errors(400, 401, 403)},
+    )
     def get(self, request: Request) -> Response:
         rows = selectors.approvals_for(signed_in_user(request), status=request.query_params.get("status") or None)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
@@ -69,7 +97,7 @@ class ApprovalRespondInput(serializers.Serializer):
 
 
 class ApprovalRespondView(UserAPIView):
-    @extend_schema(request=ApprovalRespondInput, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=ApprovalRespondInput, responses={200: ApprovalOut, **errors(400, 401, 403, 404, 409, 413)})
     def post(self, request: Request, approval_id: str) -> Response:
         body = ApprovalRespondInput(data=request.data)
         body.is_valid(raise_exception=True)
