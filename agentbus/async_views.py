@@ -4,7 +4,9 @@ worker and no thread: GET ``/api/agents/{id}/agentbus/inbox`` and POST
 
 DRF's APIView is synchronous, so these authenticate themselves the same way the API
 does: ``Authorization: Bearer <agent token>``, ``Authorization: Token <user token>``,
-or the session (with the CSRF check DRF applies to session-authenticated writes).
+or the session (with the CSRF check DRF applies to session-authenticated writes: a
+write without the ``X-CSRFToken`` header answers 403). Errors answer in the API's
+shape, ``{"detail", "code"}``.
 """
 
 from __future__ import annotations
@@ -14,37 +16,49 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.serializers.json import DjangoJSONEncoder
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, NotAuthenticated
 
-from markus.agents.auth import Caller, authenticate_plain_request
+from markus.agents.auth import Caller, acting_agent
 from markus.agents.models import Agent
+from markus.core.api import api_request, error, error_response
 from markus.core.errors import MarkusError
 from markus.core.input import json_body
-from markus.core.limits import BodyTooLarge
 
 from . import access, selectors
 from .waiting import MAX_WAIT_SECONDS, inbox_wait, stream_request
 
 
 class _Refusal(Exception):
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, code: str = "invalid") -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.code = code
+
+    def response(self) -> JsonResponse:
+        return error(self.detail, self.status, self.code)
 
 
 def _json(data: dict[str, Any], status: int = 200) -> JsonResponse:
     return JsonResponse(data, status=status, encoder=DjangoJSONEncoder)
 
 
+def authenticate(request: HttpRequest) -> tuple[User | AnonymousUser, Agent | None]:
+    """The API's own authenticators (agent bearer, user token, session with CSRF), run
+    exactly as a DRF view runs them (``api_request``: with the API's parsers, which the
+    CSRF check of a session needs). Raises APIException (401 / 403, 400 for a body the
+    check cannot parse) or BodyTooLarge. Synchronous."""
+    drf = api_request(request)
+    user, agent = drf.user, acting_agent(drf)
+    if agent is None and not (user and user.is_authenticated):
+        raise NotAuthenticated()
+    return user, agent
+
+
 async def _authenticate(request: HttpRequest) -> tuple[Any, Agent | None]:
-    """The API's own authenticators (agent bearer, user token, session with CSRF)."""
-    try:
-        return await sync_to_async(authenticate_plain_request)(request)
-    except APIException as exc:
-        raise _Refusal(exc.status_code, str(exc.detail)) from None
+    return await sync_to_async(authenticate)(request)
 
 
 def _number(raw: str | None, name: str, default: float, lo: float, hi: float, *, integer: bool = False) -> float:
@@ -62,7 +76,7 @@ def _number(raw: str | None, name: str, default: float, lo: float, hi: float, *,
 def _inbox_target(agent_id: str, user: User | AnonymousUser, agent: Agent | None) -> Agent:
     target = Agent.objects.select_related("team").filter(id=agent_id).first()
     if target is None or not access.may_read_inbox(agent=agent, user=user, target=target):
-        raise _Refusal(404, "No such agent.")
+        raise _Refusal(404, "No such agent.", "not_found")
     return target
 
 
@@ -70,7 +84,7 @@ def _inbox_target(agent_id: str, user: User | AnonymousUser, agent: Agent | None
 async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
     """GET ?after_cursor&timeout_seconds&limit → {messages, next_cursor, timed_out}."""
     if request.method != "GET":
-        return _json({"detail": f'Method "{request.method}" not allowed.'}, 405)
+        return error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
     try:
         user, agent = await _authenticate(request)
         target = await sync_to_async(_inbox_target)(agent_id, user, agent)
@@ -79,7 +93,9 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
             _number(request.GET.get("limit"), "limit", selectors.DEFAULT_LIMIT, 1, selectors.MAX_LIMIT, integer=True)
         )
     except _Refusal as refusal:
-        return _json({"detail": refusal.detail}, refusal.status)
+        return refusal.response()
+    except (APIException, MarkusError) as exc:
+        return error_response(exc)
     actor = f"agent:{agent.id}" if agent is not None else f"user:{user.pk}"
     result = await inbox_wait(
         agent_id=target.id,
@@ -104,7 +120,7 @@ async def request_view(request: HttpRequest) -> JsonResponse:
     """POST {sender, recipient, payload, topic?, timeoutSeconds?} → the request, the
     reply and ``timed_out``."""
     if request.method != "POST":
-        return _json({"detail": f'Method "{request.method}" not allowed.'}, 405)
+        return error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
     try:
         user, agent = await _authenticate(request)
         body = json_body(request)  # 413 over the limit; 400 for bad JSON, NUL bytes, lone surrogates
@@ -127,9 +143,7 @@ async def request_view(request: HttpRequest) -> JsonResponse:
             actor=actor,
         )
     except _Refusal as refusal:
-        return _json({"detail": refusal.detail}, refusal.status)
-    except BodyTooLarge as exc:
-        return _json(exc.body, exc.status_code)
-    except MarkusError as exc:
-        return _json({"detail": str(exc)}, exc.status_code)
+        return refusal.response()
+    except (APIException, MarkusError, Http404) as exc:  # BodyTooLarge (413) is a MarkusError
+        return error_response(exc)
     return _json(result)

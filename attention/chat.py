@@ -29,19 +29,19 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from rest_framework.exceptions import APIException
 
+from agentbus.async_views import authenticate
 from mailbox import services as mailbox
 from mailbox.api import sender_metadata
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
-from markus.agents.auth import AnyRequest, Caller, access_agent, acting_agent, authenticate_plain_request
+from markus.agents.auth import AnyRequest, Caller, access_agent, acting_agent
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
-from markus.core.api import first_error
+from markus.core.api import error, error_response, first_error
 from markus.core.channel_layer import event_of
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group
 from markus.core.input import json_body
-from markus.core.limits import BodyTooLarge
 
 from .replies import DELTA_EVENT, chat_group, chat_reply_for
 from .serializers import ChatIn
@@ -53,7 +53,7 @@ WORDS_PER_DELTA = 3
 
 
 def _error(detail: str, status: int, code: str) -> JsonResponse:
-    return JsonResponse({"detail": detail, "code": code}, status=status)
+    return error(detail, status, code)
 
 
 # ---------------------------------------------------------------------------- sessions
@@ -169,9 +169,10 @@ def session_messages(session: ChatSession, *, limit: int, before: str | None) ->
 def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] | JsonResponse:
     """The caller and the agent, or the error response."""
     try:
-        caller = Caller(*authenticate_plain_request(request))
-    except APIException as exc:
-        return JsonResponse({"detail": str(exc.detail)}, status=exc.status_code)
+        # As a DRF view: agent bearer, user token, or the session with its CSRF check.
+        caller = Caller(*authenticate(request))
+    except (APIException, MarkusError) as exc:  # 401 / 403; 400 or 413 for the body
+        return error_response(exc)
     try:
         agent = access_agent(caller, agent_id)
     except Http404:
@@ -217,15 +218,13 @@ def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
     """The text and the session id of the body (validated by ChatIn), or the error response."""
     try:
         body = json_body(request)  # NUL bytes and lone surrogates refused like the API's parser
-    except BodyTooLarge as exc:
-        return JsonResponse(exc.body, status=exc.status_code)
-    except MarkusError as exc:
-        return JsonResponse({"detail": str(exc)}, status=exc.status_code)
+    except MarkusError as exc:  # BodyTooLarge (413) is one
+        return error_response(exc)
     if not isinstance(body, dict):
-        return _error("body must be a JSON object", 400, "parse_error")
+        return _error("body must be a JSON object", 400, "invalid")
     serializer = ChatIn(data=body)
     if not serializer.is_valid():
-        return _error(first_error(serializer.errors), 400, "invalid")
+        return error(first_error(serializer.errors), 400, "invalid", fields=serializer.errors)
     data: dict[str, Any] = serializer.validated_data
     return data["text"], data["sessionId"]
 

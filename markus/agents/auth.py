@@ -142,23 +142,6 @@ def user_may_see_agent(user: User | AnonymousUser | None, agent: Agent) -> bool:
     return agents_seen_by(user.pk, is_staff=user.is_staff).filter(id=agent.id).exists()
 
 
-def authenticate_plain_request(request: HttpRequest) -> tuple[User | AnonymousUser, Agent | None]:
-    """For plain (async) Django views: run the API's configured authenticators — agent
-    bearer token, user token, session with CSRF — exactly as a DRF view would.
-    Returns (user, acting agent or None); raises DRF's APIException (401/403) otherwise.
-    Synchronous: call it through ``sync_to_async``."""
-    from rest_framework.request import Request
-    from rest_framework.settings import api_settings
-
-    # The stubs type the setting as dotted paths; api_settings imports them as classes.
-    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]
-    drf = Request(request, authenticators=authenticators)
-    user, agent = drf.user, acting_agent(drf)
-    if agent is None and not (user and user.is_authenticated):
-        raise exceptions.NotAuthenticated()
-    return user, agent
-
-
 def actor_for_request(request: AnyRequest) -> Actor:
     """Who acts in this request: the authenticated agent, else the user."""
     agent = acting_agent(request)

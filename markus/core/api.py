@@ -1,36 +1,144 @@
-"""API plumbing shared by every app: the exception handler (400 / 404 / 413, never 500
-for bad input), small helpers for query parameters, and input serializers that answer
-like the rest of the API (one message as ``detail``). The parsers that refuse NUL bytes
-and lone surrogates are in ``markus.core.input``, the body limit in ``markus.core.limits``."""
+"""API plumbing shared by every app: the exception handler (400 / 404 / 409 / 413, never
+500 for bad input; every error in one shape, ``{"detail", "code", "fields"?}``), the same
+answers for the plain async views (``error_response``, ``api_request``), small helpers
+for query parameters, and input serializers that answer like the rest of the API (one
+message as ``detail``). The parsers that refuse NUL bytes and lone surrogates are in
+``markus.core.input``, the body limit in ``markus.core.limits``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import QueryDict
+from django.http import Http404, HttpRequest, JsonResponse, QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers, status
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework import exceptions, serializers
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from markus.core.errors import MarkusError
 from markus.core.limits import BodyTooLarge, too_large
 
+# The ``code`` of a MarkusError by its status (a subclass may set its own ``code``).
+_CODES = {400: "invalid", 401: "not_authenticated", 403: "permission_denied", 404: "not_found", 409: "conflict"}
+
+
+def error_code(exc: Exception, status_code: int) -> str:
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code:
+        return code
+    if isinstance(exc, APIException):
+        detail_code = getattr(exc.detail, "code", None)
+        return str(detail_code or exc.default_code)
+    return _CODES.get(status_code, "error")
+
+
+def _messages(errors: Any) -> list[str]:
+    if isinstance(errors, Mapping):
+        return [message for value in errors.values() for message in _messages(value)]
+    if isinstance(errors, list | tuple):
+        return [message for value in errors for message in _messages(value)]
+    return [str(errors)]
+
+
+def summary(fields: Mapping[str, Any]) -> str:
+    """A readable one-line ``detail`` for a field map: ``title: This field may not be
+    blank.; status: "x" is not a valid choice.`` (non-field errors without a name)."""
+    parts = []
+    for name, errors in fields.items():
+        message = first_error(errors)
+        parts.append(
+            message if name in ("non_field_errors", api_settings.NON_FIELD_ERRORS_KEY) else f"{name}: {message}"
+        )
+    return "; ".join(parts) or "invalid input"
+
+
+def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+    """The status, the body (``{"detail", "code", "fields"?, ...}``) and the headers of
+    the answer to ``exc``, or None for an exception that is not the caller's (a 500)."""
+    if isinstance(exc, RequestDataTooBig | BodyTooLarge):
+        return 413, too_large(), {}
+    if isinstance(exc, DjangoValidationError):
+        exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+    if isinstance(exc, MarkusError):
+        body = {"detail": str(exc), "code": error_code(exc, exc.status_code)}
+        extra = getattr(exc, "extra", None)
+        if isinstance(extra, Mapping):
+            body |= dict(extra)
+        return exc.status_code, body, {}
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
+    if not isinstance(exc, APIException):
+        return None
+    headers: dict[str, str] = {}
+    auth_header, wait = getattr(exc, "auth_header", None), getattr(exc, "wait", None)
+    if auth_header:
+        headers["WWW-Authenticate"] = str(auth_header)
+    if wait:
+        headers["Retry-After"] = f"{int(wait)}"
+    detail = exc.detail
+    if isinstance(detail, Mapping):
+        fields = {str(name): value for name, value in detail.items()}
+        return exc.status_code, {"detail": summary(fields), "code": "invalid", "fields": fields}, headers
+    if isinstance(detail, list | tuple):
+        return exc.status_code, {"detail": " ".join(_messages(detail)) or "invalid input", "code": "invalid"}, headers
+    return exc.status_code, {"detail": str(detail), "code": error_code(exc, exc.status_code)}, headers
+
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, RequestDataTooBig | BodyTooLarge):
-        return Response(too_large(), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
-    if isinstance(exc, DjangoValidationError):
-        exc = ValidationError({"detail": exc.messages})
-    if isinstance(exc, MarkusError):
-        return Response({"detail": str(exc)}, status=exc.status_code)
-    return drf_exception_handler(exc, context)
+    """DRF's EXCEPTION_HANDLER: every error in one shape, ``{"detail", "code",
+    "fields"?}`` (see ``error_data``); anything else is a 500, logged by Django."""
+    answer = error_data(exc)
+    if answer is None:
+        return drf_exception_handler(exc, context)
+    status_code, body, headers = answer
+    set_rollback()
+    return Response(body, status=status_code, headers=headers)
+
+
+def error_response(exc: Exception) -> JsonResponse:
+    """The same answer for a plain (async) Django view; a 500 re-raises."""
+    answer = error_data(exc)
+    if answer is None:
+        raise exc
+    status_code, body, headers = answer
+    response = JsonResponse(body, status=status_code)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def error(detail: str, status_code: int, code: str, **extra: Any) -> JsonResponse:
+    """An error answer of a plain view, in the API's shape."""
+    return JsonResponse({"detail": detail, "code": code, **extra}, status=status_code)
+
+
+def api_request(request: HttpRequest) -> Request:
+    """A DRF Request over a plain view's request, with the API's authenticators and
+    parsers, so that authenticating it works exactly as in a DRF view: session auth's
+    CSRF check reads ``request.POST``, which a Request without parsers answers with 415
+    for a JSON body. The body is read first (413 over the limit), so the view can still
+    read it after the check. Synchronous (``sync_to_async`` from an async view)."""
+    try:
+        request.body  # noqa: B018 - read and kept, for the parsers and the view alike
+    except RequestDataTooBig:
+        raise BodyTooLarge() from None
+    # The stubs type the settings as dotted paths; api_settings imports them as classes.
+    return Request(
+        request,
+        parsers=[cls() for cls in api_settings.DEFAULT_PARSER_CLASSES],  # type: ignore[operator]
+        authenticators=[cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES],  # type: ignore[operator]
+    )
 
 
 def int_param(request: Request, name: str, default: int, *, lo: int = 0, hi: int = 1000) -> int:

@@ -44,6 +44,14 @@ class UnsafeInput(MarkusError):
     """A NUL byte or a lone surrogate in the input, or JSON nested too deeply: 400,
     naming where."""
 
+    code = "parse_error"
+
+
+class BodyParseError(MarkusError):
+    """A body that is not valid JSON: 400, ``code: parse_error`` as DRF's ParseError."""
+
+    code = "parse_error"
+
 
 def bad_character(text: str) -> str | None:
     """Why ``text`` is refused, or None. (A surrogate pair in JSON decodes to one
@@ -110,9 +118,9 @@ def json_body(request: HttpRequest) -> Any:
     try:
         data = json.loads(raw, parse_constant=_strict_constant)
     except RecursionError:
-        raise MarkusError("body must be valid JSON: it is nested too deeply") from None
+        raise BodyParseError("body must be valid JSON: it is nested too deeply") from None
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
-        raise MarkusError("body must be valid JSON") from None
+        raise BodyParseError("body must be valid JSON") from None
     check_data(data)
     return data
 

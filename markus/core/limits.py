@@ -46,14 +46,19 @@ def body_limit() -> int | None:
     return limit
 
 
+def size_text(limit: int) -> str:
+    """``1 MB (1048576 bytes)``, ``64 KB (65536 bytes)``, ``2000 bytes``."""
+    for unit, size in (("MB", 1024 * 1024), ("KB", 1024)):
+        if limit >= size and limit % size == 0:
+            return f"{limit // size} {unit} ({limit} bytes)"
+    return f"{limit} bytes"
+
+
 def too_large(limit: int | None = None) -> dict[str, Any]:
-    """The 413 answer's JSON body."""
+    """The 413 answer's JSON body: ``{"detail", "code": "payload_too_large", "limit"}``."""
     limit = body_limit() if limit is None else limit
-    return {
-        "detail": f"Request body is too large: the limit is {limit} bytes.",
-        "code": "request_too_large",
-        "limit": limit,
-    }
+    detail = f"request body too large: over {size_text(limit)}" if limit is not None else "request body too large"
+    return {"detail": detail, "code": "payload_too_large", "limit": limit}
 
 
 class BodyTooLarge(MarkusError):

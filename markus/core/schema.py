@@ -19,16 +19,51 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
 
 
 class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
+    """Every error of the API: ``{"detail", "code", "fields"?}`` (``markus.core.api``)."""
+
+    detail = serializers.CharField(help_text="What went wrong, readable as is.")
+    code = serializers.CharField(
+        help_text=(
+            "invalid, parse_error, not_authenticated, authentication_failed, permission_denied, "
+            "not_found, method_not_allowed, not_acceptable, unsupported_media_type, conflict, "
+            "payload_too_large, throttled"
+        )
+    )
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # ``fields`` is the Serializer's own attribute: the field is added here.
+        fields: dict[str, serializers.Field] = dict(super().get_fields())
+        fields["fields"] = serializers.DictField(
+            required=False,
+            child=serializers.JSONField(),
+            help_text="A validation error's messages by field (code: invalid): a list of messages, or a nested map.",
+        )
+        return fields
 
 
-ERRORS = {
+class ConflictErrorSerializer(ErrorSerializer):
+    """A 409; a refused transition lists the statuses allowed from the current one."""
+
+    allowed = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="The statuses the object may move to from its current one (an illegal transition).",
+    )
+
+
+class PayloadTooLargeErrorSerializer(ErrorSerializer):
+    """A 413: the body is over the limit, stated in ``detail`` and ``limit``."""
+
+    limit = serializers.IntegerField(help_text="The largest request body accepted, in bytes.")
+
+
+ERRORS: dict[int, type[ErrorSerializer]] = {
     400: ErrorSerializer,
     401: ErrorSerializer,
     403: ErrorSerializer,
     404: ErrorSerializer,
-    409: ErrorSerializer,
-    413: ErrorSerializer,
+    409: ConflictErrorSerializer,
+    413: PayloadTooLargeErrorSerializer,
 }
 
 
@@ -40,7 +75,21 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-_ERROR = {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
+# The plain views' errors, as ErrorSerializer documents them for the DRF views.
+_ERROR = {
+    "type": "object",
+    "properties": {
+        "detail": {"type": "string"},
+        "code": {"type": "string"},
+        "fields": {"type": "object", "additionalProperties": {}},
+    },
+    "required": ["detail", "code"],
+}
+_TOO_LARGE = {
+    "type": "object",
+    "properties": {**_ERROR["properties"], "limit": {"type": "integer"}},  # type: ignore[dict-item]
+    "required": ["detail", "code", "limit"],
+}
 
 
 def document_plain_views(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
@@ -77,10 +126,11 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                         **_json(
                             {
                                 "type": "object",
+                                "required": ["reply", "mailboxItemId", "sessionId"],
                                 "properties": {
                                     "reply": {"type": "string"},
                                     "mailboxItemId": {"type": "string"},
-                                    "sessionId": {"type": "string", "nullable": True},
+                                    "sessionId": {"type": "string", "description": "the session the reply is in"},
                                 },
                             }
                         )["content"],
@@ -100,16 +150,18 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                     **_json(
                         {
                             "type": "object",
+                            "required": ["reply", "mailboxItemId", "sessionId", "pending"],
                             "properties": {
-                                "reply": {"type": "string", "nullable": True},
-                                "mailboxItemId": {"type": "string"},
-                                "sessionId": {"type": "string", "nullable": True},
-                                "pending": {"type": "boolean"},
+                                "reply": {"type": "string", "nullable": True, "description": "null: not yet"},
+                                "mailboxItemId": {"type": "string", "description": "the queued human_chat item"},
+                                "sessionId": {"type": "string"},
+                                "pending": {"type": "boolean", "enum": [True]},
                             },
                         }
                     ),
                 },
-                **{str(c): {"description": "Error", **_json(_ERROR)} for c in (400, 401, 403, 404, 413)},
+                **{str(c): {"description": "Error", **_json(_ERROR)} for c in (400, 401, 403, 404)},
+                "413": {"description": "The body is over the limit", **_json(_TOO_LARGE)},
                 "406": {"description": "Accept allows neither JSON nor an event stream", **_json(_ERROR)},
                 "409": {"description": "The agent is paused, stopped or external", **_json(_ERROR)},
             },

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from markus.core.errors import ConflictError, MarkusError
 
 
@@ -16,7 +19,14 @@ class WorkPermissionError(MarkusError):
 
 
 class IllegalTransition(ConflictError):
-    """A transition the state machine does not allow, or a rule forbids (409)."""
+    """A transition the state machine does not allow, or a rule forbids (409). A
+    refusal by the state machine names the targets allowed from the current state
+    (``allowed``, answered with the 409)."""
+
+    def __init__(self, message: str, *, allowed: Iterable[str] | None = None) -> None:
+        super().__init__(message)
+        self.allowed = list(allowed) if allowed is not None else None
+        self.extra: dict[str, Any] = {"allowed": self.allowed} if self.allowed is not None else {}
 
 
 class WorkNotFound(MarkusError):

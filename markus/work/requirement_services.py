@@ -170,7 +170,12 @@ def requirement_transition(*, requirement_id: str, to_status: str, actor: Actor,
     requirement = _lock(requirement_id)
     from_status = requirement.status
     if not requirement_transition_allowed(from_status, to_status):
-        raise IllegalTransition(f"requirement {requirement.id} cannot move from {from_status} to {to_status}")
+        allowed = [s for s in R.values if requirement_transition_allowed(from_status, s)]
+        raise IllegalTransition(
+            f"requirement {requirement.id} cannot move from {from_status} to {to_status}"
+            f" (allowed: {', '.join(allowed) or 'none, it is final'})",
+            allowed=allowed,
+        )
     _check_permission(requirement, to_status, actor)
     if to_status == R.PENDING and requirement.created_by_agent_id:
         _check_pending_quota(requirement.created_by_agent_id, exclude=requirement.id)

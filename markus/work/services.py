@@ -222,7 +222,12 @@ def task_transition(*, task_id: str, to_status: str, actor: Actor, note: str = "
 
 def _check_rules(task: Task, to_status: str, actor: Actor) -> None:
     if not task_transition_allowed(task.status, to_status):
-        raise IllegalTransition(f"task {task.id} cannot move from {task.status} to {to_status}")
+        allowed = [s for s in TaskState.values if task_transition_allowed(task.status, s)]
+        raise IllegalTransition(
+            f"task {task.id} cannot move from {task.status} to {to_status}"
+            f" (allowed: {', '.join(allowed) or 'none, it is final'})",
+            allowed=allowed,
+        )
     if to_status == TaskState.COMPLETED and actor.is_agent and actor.id == task.assignee_id:
         raise IllegalTransition("a worker cannot complete its own task: submit it for review instead")
     if to_status == TaskState.IN_PROGRESS:

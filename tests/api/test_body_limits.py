@@ -327,8 +327,8 @@ def test_the_edge_refuses_an_oversized_content_length_without_reading_the_body()
     status, answer, seen, unread = run_asgi(body, [(b"content-length", b"1000")])
     assert status == 413 and seen is None and unread == body
     assert json.loads(answer) == {
-        "detail": "Request body is too large: the limit is 100 bytes.",
-        "code": "request_too_large",
+        "detail": "request body too large: over 100 bytes",
+        "code": "payload_too_large",
         "limit": 100,
     }
 
