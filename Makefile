@@ -15,10 +15,14 @@ $(VENV)/.installed: requirements.txt
 
 install: $(VENV)/.installed
 
+# Demo mode: the offline brain takes this long per turn, so a preempt, a merge and a
+# cancel can be watched in the mind view (`make run MARKUS_OFFLINE_THINK_MS=0`: at once).
+MARKUS_OFFLINE_THINK_MS ?= 1500
+
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py demo
-	$(PY) manage.py up --host $(HOST) --port $(PORT)
+	MARKUS_OFFLINE_THINK_MS=$(MARKUS_OFFLINE_THINK_MS) $(PY) manage.py up --host $(HOST) --port $(PORT)
 
 # The checks first (layers, lint, format, types), then the whole suite on SQLite; then,
 # where PostgreSQL is configured (always in CI), the suites marked `pg` (leases,

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
-from .base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, Usage, word_chunks
+from django.conf import settings
+
+from .base import COMPLETION_MARKER, CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Usage, word_chunks
 
 # Scenario names (attention.scenarios) and tool names, as the LLM sees them.
 HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION = "check_in", "daily_report_writing", "dream_cycle"
@@ -24,6 +27,33 @@ TASK_COMMENT_TOOL = "task_comment"  # a tool name, not a mailbox type
 REQUIREMENT_COMMENT_TOOL = "requirement_comment"  # a tool name, not a mailbox type
 
 LABEL = "offline brain (rule-based, no language model)"
+
+# Demo mode: each turn takes MARKUS["OFFLINE_THINK_MS"] (env MARKUS_OFFLINE_THINK_MS; 0,
+# the default, answers at once). It sleeps in steps of at most THINK_STEP_S, checking
+# ``context.cancelled`` between them, so a pause or a stop still ends the turn.
+THINK_STEP_S = 0.05
+
+
+def think_seconds() -> float:
+    try:
+        return max(0.0, float(settings.MARKUS.get("OFFLINE_THINK_MS", 0) or 0) / 1000)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _think(seconds: float, context: CallContext) -> None:
+    """Sleep ``seconds`` in small steps; raise LLMCancelled as soon as the call is cancelled."""
+    if seconds <= 0:
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        if context.cancelled():
+            raise LLMCancelled("the offline brain's turn was cancelled")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(THINK_STEP_S, left))
+
 
 CANCEL_WORDS = re.compile(r"\b(cancel|abort|stop|don't|do not|never mind|scrap)\b|取消", re.I)
 PAUSE_WORDS = re.compile(r"\b(hold off|wait|pause|later|not now|postpone)\b|暂停", re.I)
@@ -133,11 +163,16 @@ def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[s
 class OfflineProvider(Provider):
     name = "offline"
     judges = True
-    local = True  # rules over the messages, answered at once
+
+    @property
+    def local(self) -> bool:  # type: ignore[override]
+        """Rules over the messages, answered at once, unless demo mode makes it think."""
+        return think_seconds() == 0
 
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> LLMResponse:
+        think = think_seconds()
         offered = {t["function"]["name"] for t in tools}
         # A session reply resumes the task's session: only what happened since the
         # person's comment counts as done in this run.
@@ -145,13 +180,16 @@ class OfflineProvider(Provider):
         for name, args in _plan(context.scenario, context.item, context.agent_name):
             if name in offered and name not in results:
                 n = sum(1 for m in messages if m.get("role") == "assistant")
+                _think(think, context)
                 return LLMResponse(
                     text="",
                     tool_calls=[ToolCall(id=f"off_{n}", name=name, arguments=args)],
                     usage=Usage(prompt_tokens=_tokens(system, messages), completion_tokens=8),
                 )
         text = _final_text(context.scenario, context.item, context.agent_name, results, _last_user_text(messages))
-        for chunk in word_chunks(text):  # streamed in word chunks to whoever listens
+        chunks = word_chunks(text)
+        for chunk in chunks:  # streamed in word chunks to whoever listens, over the think time
+            _think(think / max(1, len(chunks)), context)
             context.emit(chunk)
         return LLMResponse(
             text=text, usage=Usage(prompt_tokens=_tokens(system, messages), completion_tokens=len(text.split()))

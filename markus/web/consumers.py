@@ -1,5 +1,9 @@
 """``/ws/agents/<id>/mind/``: the mind page's socket. The same access rules as the
-JSON stream of ``/ws/agents/<id>/``, but it sends rendered HTML for htmx to swap."""
+JSON stream of ``/ws/agents/<id>/``, but it sends rendered HTML for htmx to swap.
+
+A refused socket is closed with a code and a reason, as ``AgentEventsConsumer`` does
+(4401 not signed in, 4403 not allowed, 4404 no such agent: a foreign agent exactly
+like a missing one)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from markus.core.channel_layer import event_of
 from notifications.consumers import AgentEventsConsumer
 
 from .live import DELTA, MindStream
-from .mind import MindFilters
+from .mind import MindFilters, may_control
 
 
 class MindConsumer(AgentEventsConsumer):
@@ -21,7 +25,9 @@ class MindConsumer(AgentEventsConsumer):
     async def on_accepted(self) -> None:
         assert self.agent is not None  # connect accepts only once it found the agent
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
-        self.stream = stream = MindStream(self.agent.id, MindFilters.from_query(query))
+        agent, user = self.agent, self.scope.get("user")
+        can_control = self.scope.get("agent") is None and await database_sync_to_async(may_control)(user, agent)
+        self.stream = stream = MindStream(self.agent.id, MindFilters.from_query(query), can_control=can_control)
         await self.send(text_data=await database_sync_to_async(stream.refresh)())
 
     async def markus_event(self, message: dict[str, Any]) -> None:

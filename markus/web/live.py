@@ -35,8 +35,11 @@ DELTA = "agent:delta"  # a piece of the turn being produced (attention.replies.D
 
 
 class MindStream:
-    def __init__(self, agent_id: str, filters: mind.MindFilters, *, limit: int = mind.PAGE_SIZE) -> None:
+    def __init__(
+        self, agent_id: str, filters: mind.MindFilters, *, limit: int = mind.PAGE_SIZE, can_control: bool = False
+    ) -> None:
         self.agent_id = agent_id
+        self.can_control = can_control  # the reader may use the controls (rendered into the header and items)
         self.filters = filters
         self.limit = limit
         self.known: set[str] = set()
@@ -81,12 +84,15 @@ class MindStream:
         if self.live.get(activity) == (item_id, turn):
             return format_html('<span hx-swap-oob="beforeend:#{}">{}</span>', line, text)
         self.live[activity] = (item_id, turn)
+        # Only the focused item produces text: its new turn is the header's turn count.
         return format_html(
-            '<div hx-swap-oob="beforeend:#live-{}"><p id="{}" class="live-turn" data-turn="{}">{}</p></div>',
+            '<div hx-swap-oob="beforeend:#live-{}"><p id="{}" class="live-turn" data-turn="{}">{}</p></div>'
+            '<b id="focus-turns" class="focus-turns" hx-swap-oob="true">{}</b>',
             item_id,
             line,
             turn,
             text,
+            turn,
         )
 
     def _end_live(self, focused_item: str | None) -> str:
@@ -98,10 +104,13 @@ class MindStream:
         return "".join(_clear_live(item) for item in sorted(ended) if item in self.known)
 
     def _base(self) -> dict[str, Any]:
-        return {"agent_id": self.agent_id, "filters": self.filters}
+        return {"agent_id": self.agent_id, "filters": self.filters, "can_control": self.can_control}
 
     def _header(self) -> str:
-        return render_to_string("mind/_header.html", {**mind.header_context(self.agent_id, live=True), "oob": True})
+        return render_to_string(
+            "mind/_header.html",
+            {**mind.header_context(self.agent_id, live=True, can_control=self.can_control), "oob": True},
+        )
 
     def _item(self, item_id: str) -> str:
         item = mind.load_item(self.agent_id, item_id)

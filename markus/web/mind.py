@@ -15,13 +15,17 @@ from urllib.parse import urlencode
 from django.db.models import Prefetch, QuerySet
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
+from attention import services as attention
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
 from attention.selectors import timeline_entry
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
 from mailbox.selectors import queue_depth, timeline_queryset
+from mailbox.services import mailbox_drop, mailbox_enqueue
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
 
@@ -86,16 +90,47 @@ def filters_context(filters: MindFilters) -> dict[str, Any]:
     return {"filters": filters, "filter_groups": filter_groups(), "status_filters": status_filters()}
 
 
-def header_context(agent_id: str, *, live: bool = False) -> dict[str, Any]:
-    """The attention header, read fresh: state, focus, queue depth, run status, brain."""
+def duration(start: Any, end: Any, *, whole: bool = False) -> str:
+    """``1.4s`` (``1s`` if ``whole``: the focus clock, as mind.js ticks it), ``3m 05s``,
+    ``2h 10m``: the time between two datetimes ("" if either is missing)."""
+    if start is None or end is None:
+        return ""
+    seconds = max(0.0, (end - start).total_seconds())
+    if seconds < 60:
+        return f"{int(seconds)}s" if whole else f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def focus_turns(item_id: str) -> int:
+    """LLM turns so far on the focused item (its latest activity's requests)."""
+    activity = AgentActivity.objects.filter(mailbox_item_id=item_id).order_by("-started_at", "-id").first()
+    if activity is None:
+        return 0
+    return AgentActivityLog.objects.filter(activity=activity, type="llm_request").count()
+
+
+def header_context(agent_id: str, *, live: bool = False, can_control: bool = False) -> dict[str, Any]:
+    """The attention header, read fresh: state, focus (with its turns), queue depth, run
+    status, brain, and whether the reader may use the controls."""
     agent = Agent.objects.get(id=agent_id)
     snap = attention_snapshot(agent_id)
     focus = snap["currentFocus"]
     if focus is not None:
         d = descriptor(focus["sourceType"])
-        focus = {**focus, "icon": d.icon, "typeLabel": d.label}
+        focus = {
+            **focus,
+            "icon": d.icon,
+            "typeLabel": d.label,
+            "turns": focus_turns(focus["mailboxItemId"]),
+            "elapsed": duration(focus["startedAt"], timezone.now(), whole=True),
+        }
     brain = get_provider().name
     return {
+        "can_control": can_control,
         "agent": agent,
         "state": str(snap["state"]),
         "focus": focus,
@@ -126,6 +161,10 @@ def present(item: MailboxItem) -> dict[str, Any]:
     entry["content"] = content[:2000] if content and content != item.summary else ""
     if entry["activity"] is not None:
         entry["activity"]["tokensShort"] = _short(entry["activity"]["totalTokens"])
+    entry["waited"] = duration(item.queued_at, item.started_at)  # queued → started
+    entry["took"] = duration(item.started_at, item.completed_at)  # started → completed
+    entry["retryable"] = item.status in (Status.COMPLETED, Status.DROPPED, Status.DEFERRED)
+    entry["droppable"] = item.status in (Status.QUEUED, Status.DEFERRED)
     return entry
 
 
@@ -143,3 +182,87 @@ def load_item(agent_id: str, item_id: str) -> MailboxItem | None:
 def activity_logs(agent: Agent, activity_id: str) -> tuple[AgentActivity, list[AgentActivityLog]]:
     activity = get_object_or_404(AgentActivity, agent=agent, id=activity_id)
     return activity, list(AgentActivityLog.objects.filter(activity=activity).order_by("seq"))
+
+
+# ------------------------------------------------------------------- the control room
+
+
+class ControlRefused(Exception):
+    """A control that does not apply now (answered 409 with this message)."""
+
+
+def may_control(user: Any, agent: Agent) -> bool:
+    """Who may pause, resume, wake, retry and drop from the mind view: staff, the
+    agent's owner and its team's owner. A teammate may watch (and chat), not control."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    if user.is_staff or agent.owner_id == user.pk:
+        return True
+    return agent.team is not None and agent.team.owner_id == user.pk
+
+
+def control_agent(agent: Agent, action: str) -> str:
+    """pause / resume / wake through the services the API and the console use."""
+    if action == "pause":
+        attention.agent_pause(agent)
+        return f"{agent.name} paused: the turn in flight stops at its next check."
+    if action == "resume":
+        attention.agent_resume(agent)
+        return f"{agent.name} resumed."
+    if agent.kind != Agent.Kind.INTERNAL or agent.status != Agent.RunStatus.RUNNING:
+        raise ControlRefused(f"{agent.id} is {agent.status}; only a running internal agent has a loop to wake")
+    attention.wake(agent.id)
+    return f"{agent.name} woken."
+
+
+# Bookkeeping of one processing run that a retried copy must not inherit (as the console's).
+RUN_METADATA_KEYS = (
+    "waitingForApproval",
+    "approvalId",
+    "markerRetries",
+    "executionRetries",
+    "reviewRetries",
+    "lastFailure",
+    "resurfaceBehindQueue",
+    "repairReason",
+)
+
+
+def retry_item(item: MailboxItem, user: Any) -> str:
+    """The console's retry: a deferred item resurfaces in place; a completed or dropped
+    one gets a fresh queued copy (``metadata.retryOf``); merged, queued and processing
+    items are refused."""
+    if item.status == Status.MERGED:
+        raise ControlRefused(f"{item.id} was merged into {item.merged_into_id}; retry that item instead")
+    if item.status in (Status.QUEUED, Status.PROCESSING):
+        raise ControlRefused(f"{item.id} is {item.status}; nothing to retry")
+    if item.status == Status.DEFERRED:
+        if (item.metadata or {}).get("waitingForApproval") is True:
+            raise ControlRefused(f"{item.id} waits for an approval; answer it")
+        if not lifecycle.resurface_now(item.id):
+            raise ControlRefused(f"{item.id} changed meanwhile; reload and try again")
+        attention.wake_on_commit(item.agent_id)
+        return f"{item.id} is queued again."
+    metadata = {k: v for k, v in (item.metadata or {}).items() if k not in RUN_METADATA_KEYS}
+    metadata.update(retryOf=item.id, retriedBy=user.get_username())
+    copy = mailbox_enqueue(
+        agent_id=item.agent_id,
+        source_type=item.source_type,
+        payload=dict(item.payload or {}),
+        priority=item.priority,
+        metadata=metadata,
+    )
+    return f"{item.id} retried as {copy.id}."
+
+
+def drop_item(item: MailboxItem, user: Any, reason: str) -> str:
+    """The console's drop: queued or deferred items only, with the operator's reason."""
+    reason = (reason or "").strip() or "dropped from the mind view"
+    if item.status == Status.PROCESSING:
+        raise ControlRefused(f"{item.id} is being processed; pause the agent first (it goes back to the queue)")
+    if item.status not in (Status.QUEUED, Status.DEFERRED):
+        raise ControlRefused(f"{item.id} is {item.status}; only queued or deferred items can be dropped")
+    full = f"operator {user.get_username()}: {reason[:500]}"
+    if not mailbox_drop(item.id, reason=full, from_statuses=[Status.QUEUED, Status.DEFERRED]):
+        raise ControlRefused(f"{item.id} changed meanwhile; reload and try again")
+    return f"{item.id} dropped."

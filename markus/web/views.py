@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
 from attention.selectors import timeline_items
+from mailbox.models import MailboxItem
 from markus.agents.auth import access_agent
+from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 
 from . import mind
@@ -34,7 +38,7 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
         request,
         "mind/mind.html",
         {
-            **mind.header_context(agent.id),
+            **mind.header_context(agent.id, can_control=mind.may_control(request.user, agent)),
             **mind.filters_context(filters),
             **mind.timeline_page(agent.id, filters),
             "agent_id": agent.id,
@@ -62,7 +66,11 @@ def mind_timeline(request: HttpRequest, agent_id: str) -> HttpResponse:
     filters = mind.MindFilters.from_query(request.GET)
     before = request.GET.get("before") or None
     offset = _offset(request)
-    context: dict[str, Any] = {"agent_id": agent.id, "filters": filters}
+    context: dict[str, Any] = {
+        "agent_id": agent.id,
+        "filters": filters,
+        "can_control": mind.may_control(request.user, agent),
+    }
     if before is not None or offset:
         try:
             context.update(_earlier(agent.id, filters, before=before, offset=offset))
@@ -80,3 +88,69 @@ def mind_activity_logs(request: HttpRequest, agent_id: str, activity_id: str) ->
     agent = access_agent(request, agent_id)
     activity, logs = mind.activity_logs(agent, activity_id)
     return render(request, "mind/_logs.html", {"activity": activity, "logs": logs})
+
+
+# ------------------------------------------------------------------- the control room
+
+
+def _controlled(request: HttpRequest, agent_id: str) -> Agent:
+    """The agent, if the user may control it: 404 if they may not see it (a foreign
+    agent like a missing one), 403 if they may only watch."""
+    agent = access_agent(request, agent_id)
+    if not mind.may_control(request.user, agent):
+        raise PermissionDenied("Only the agent's owner, its team's owner or staff may control it.")
+    return agent
+
+
+def _answer(
+    request: HttpRequest, agent: Agent, message: str, *, status: int = 200, header: bool = True
+) -> HttpResponse:
+    """htmx: the message (``#mind-flash``) and the fresh header (it carries the
+    controls, out of band); otherwise back to the mind view (a refusal answers its
+    status with the message)."""
+    if request.headers.get("HX-Request") != "true":
+        if status != 200:
+            return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+        return redirect("mind", agent.id)
+    context = {
+        **mind.header_context(agent.id, live=True, can_control=True),
+        "message": message,
+        "message_error": status != 200,
+    }
+    # The target is the message (``#mind-flash``), which the socket never redraws; the
+    # header comes out of band, unless the control sat in an item the socket may have
+    # redrawn meanwhile (htmx looks out-of-band targets up from the triggering element):
+    # the socket brings the item and the header anyway.
+    html = render_to_string("mind/_flash.html", context)
+    if header:
+        html += render_to_string("mind/_header.html", {**context, "agent_id": agent.id, "oob": True}, request=request)
+    return HttpResponse(html, status=status)
+
+
+@require_POST
+@login_required
+def mind_control(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
+    """POST pause / resume / wake."""
+    agent = _controlled(request, agent_id)
+    try:
+        message = mind.control_agent(agent, action)
+    except mind.ControlRefused as exc:
+        return _answer(request, agent, str(exc), status=409)
+    agent.refresh_from_db()
+    return _answer(request, agent, message)
+
+
+@require_POST
+@login_required
+def mind_item_control(request: HttpRequest, agent_id: str, item_id: str, action: str) -> HttpResponse:
+    """POST retry / drop (``reason``) of one of the agent's mailbox items."""
+    agent = _controlled(request, agent_id)
+    item = get_object_or_404(MailboxItem, agent=agent, id=item_id)
+    try:
+        if action == "retry":
+            message = mind.retry_item(item, request.user)
+        else:
+            message = mind.drop_item(item, request.user, request.POST.get("reason", ""))
+    except mind.ControlRefused as exc:
+        return _answer(request, agent, str(exc), status=409, header=False)
+    return _answer(request, agent, message, header=False)

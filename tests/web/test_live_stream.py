@@ -141,3 +141,44 @@ def test_an_item_older_than_the_first_page_is_swapped_not_inserted(agent, events
     html = apply_all(stream, got)
     assert "afterbegin" not in html
     assert f'<summary id="item-{old.id}-head" class="item-head" hx-swap-oob="true"' in html
+
+
+# ------------------------------------------------------- refusals: a close code and a reason
+
+
+def _refusal(path: str, *, cookie: bytes | None = None) -> dict:
+    """The first thing the server sends on ``path``: accepted, then closed."""
+    from asgiref.sync import async_to_sync
+
+    from .conftest import ws_connect
+
+    async def go():
+        communicator, connected = await ws_connect(path, cookie=cookie)
+        try:
+            assert connected  # accepted, so the browser gets the close code, not 1006
+            return await communicator.receive_output(timeout=5)
+        finally:
+            await communicator.disconnect()
+
+    return async_to_sync(go)()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_mind_socket_refuses_with_a_close_code_and_a_reason(alice, charlie, agent, agent_with_token):
+    from markus.agents.services import agent_create
+
+    from .conftest import session_cookie
+
+    agent_create(name="Zed", owner=charlie, agent_id="zed")
+    anonymous = _refusal(f"/ws/agents/{agent.id}/mind/")
+    assert (anonymous["type"], anonymous["code"], anonymous["reason"]) == ("websocket.close", 4401, "not signed in")
+
+    foreign = _refusal(f"/ws/agents/{agent.id}/mind/", cookie=session_cookie(charlie))
+    missing = _refusal("/ws/agents/no-such-agent/mind/", cookie=session_cookie(alice))
+    # A foreign agent answers exactly like a missing one.
+    assert (foreign["code"], foreign["reason"]) == (missing["code"], missing["reason"]) == (4404, "no such agent")
+
+    other, raw = agent_with_token
+    by_token = _refusal(f"/ws/agents/{agent.id}/mind/?token={raw}")
+    assert other.id != agent.id
+    assert (by_token["code"], by_token["reason"]) == (4403, "an agent token sees only its own agent")

@@ -154,3 +154,57 @@ def test_the_browser_shows_the_turn_while_it_streams(daphne_server, browser, cel
     assert page.evaluate("window.__sameDocument") is True
     assert errors == []
     page.close()
+
+
+# ------------------------------------------------------------------ demo mode: think time
+
+
+def _offline_chat(think_ms: int, cancelled) -> tuple[list[str], object]:
+    from django.conf import settings
+    from django.test import override_settings
+
+    from markus.llm.base import CallContext
+    from markus.llm.offline import OfflineProvider
+
+    pieces: list[str] = []
+    context = CallContext(
+        scenario="chat", agent_name="Ada", item={"content": "hello there"}, cancelled=cancelled, on_delta=pieces.append
+    )
+    with override_settings(MARKUS={**settings.MARKUS, "OFFLINE_THINK_MS": think_ms}):
+        provider = OfflineProvider()
+        local = provider.local
+        response = provider.complete(
+            system="s", messages=[{"role": "user", "content": "hello there"}], tools=[], context=context
+        )
+    return pieces, (response, local)
+
+
+def test_without_think_time_the_offline_brain_answers_at_once_and_never_polls():
+    polls: list[int] = []
+    pieces, (response, local) = _offline_chat(0, lambda: polls.append(1) or False)
+    assert local is True  # answered at once: no lease keeper, activity written with the outcome
+    assert polls == []
+    assert "".join(pieces) == response.text
+
+
+def test_with_think_time_the_turn_streams_its_words_and_checks_for_a_pause_between_steps():
+    polls: list[int] = []
+    pieces, (response, local) = _offline_chat(200, lambda: polls.append(1) or False)
+    assert local is False  # it takes time: the loop keeps the lease and shows the activity live
+    assert "".join(pieces) == response.text
+    assert len(pieces) > 3
+    assert len(polls) >= len(pieces)  # a check before every streamed piece at least
+
+
+def test_a_pause_during_the_think_time_cancels_the_turn():
+    from markus.llm.base import LLMCancelled
+
+    polls: list[int] = []
+
+    def cancelled() -> bool:
+        polls.append(1)
+        return len(polls) > 2
+
+    with pytest.raises(LLMCancelled):
+        _offline_chat(60_000, cancelled)  # a minute of thinking, stopped at the third check
+    assert len(polls) == 3

@@ -27,5 +27,7 @@ class Command(BaseCommand):
             if not Agent.objects.filter(id=agent_id).exists():
                 agent_create(name=name, role=role, agent_id=agent_id, team=team, owner=admin)
         self.stdout.write(
-            "demo ready: log in at /admin/ as admin / admin; agents: " + ", ".join(a for a, _, _ in DEMO_AGENTS)
+            "demo ready: sign in as admin / admin; agents: "
+            + ", ".join(a for a, _, _ in DEMO_AGENTS)
+            + "; watch one think at /agents/ada/mind/ (MARKUS_OFFLINE_THINK_MS sets how long each offline turn takes)"
         )
