@@ -17,15 +17,14 @@ from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from attention import operator
 from attention import services as attention
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
 from attention.selectors import timeline_entry
-from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
 from mailbox.selectors import queue_depth, timeline_queryset
-from mailbox.services import mailbox_drop, mailbox_enqueue
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
 
@@ -215,54 +214,26 @@ def control_agent(agent: Agent, action: str) -> str:
     return f"{agent.name} woken."
 
 
-# Bookkeeping of one processing run that a retried copy must not inherit (as the console's).
-RUN_METADATA_KEYS = (
-    "waitingForApproval",
-    "approvalId",
-    "markerRetries",
-    "executionRetries",
-    "reviewRetries",
-    "lastFailure",
-    "resurfaceBehindQueue",
-    "repairReason",
-)
-
-
 def retry_item(item: MailboxItem, user: Any) -> str:
-    """The console's retry: a deferred item resurfaces in place; a completed or dropped
-    one gets a fresh queued copy (``metadata.retryOf``); merged, queued and processing
-    items are refused."""
-    if item.status == Status.MERGED:
-        raise ControlRefused(f"{item.id} was merged into {item.merged_into_id}; retry that item instead")
-    if item.status in (Status.QUEUED, Status.PROCESSING):
-        raise ControlRefused(f"{item.id} is {item.status}; nothing to retry")
-    if item.status == Status.DEFERRED:
-        if (item.metadata or {}).get("waitingForApproval") is True:
-            raise ControlRefused(f"{item.id} waits for an approval; answer it")
-        if not lifecycle.resurface_now(item.id):
-            raise ControlRefused(f"{item.id} changed meanwhile; reload and try again")
-        attention.wake_on_commit(item.agent_id)
+    """The operator's retry (``attention.operator``): a deferred item resurfaces in
+    place; a completed or dropped one gets a fresh queued copy."""
+    try:
+        result = operator.retry_item(item_id=item.id, operator=user)
+    except operator.OperatorError as exc:
+        raise ControlRefused(str(exc)) from exc
+    if result.mode == "resurfaced":
         return f"{item.id} is queued again."
-    metadata = {k: v for k, v in (item.metadata or {}).items() if k not in RUN_METADATA_KEYS}
-    metadata.update(retryOf=item.id, retriedBy=user.get_username())
-    copy = mailbox_enqueue(
-        agent_id=item.agent_id,
-        source_type=item.source_type,
-        payload=dict(item.payload or {}),
-        priority=item.priority,
-        metadata=metadata,
-    )
-    return f"{item.id} retried as {copy.id}."
+    if result.mode == "merged":
+        return f"{item.id} retried; the copy merged into {result.item.merged_into_id}."
+    return f"{item.id} retried as {result.item.id}."
 
 
 def drop_item(item: MailboxItem, user: Any, reason: str) -> str:
-    """The console's drop: queued or deferred items only, with the operator's reason."""
-    reason = (reason or "").strip() or "dropped from the mind view"
-    if item.status == Status.PROCESSING:
-        raise ControlRefused(f"{item.id} is being processed; pause the agent first (it goes back to the queue)")
-    if item.status not in (Status.QUEUED, Status.DEFERRED):
-        raise ControlRefused(f"{item.id} is {item.status}; only queued or deferred items can be dropped")
-    full = f"operator {user.get_username()}: {reason[:500]}"
-    if not mailbox_drop(item.id, reason=full, from_statuses=[Status.QUEUED, Status.DEFERRED]):
-        raise ControlRefused(f"{item.id} changed meanwhile; reload and try again")
+    """The operator's drop: queued or deferred items only, with the operator's reason."""
+    try:
+        operator.drop_item(
+            item_id=item.id, reason=(reason or "").strip()[:500] or "dropped from the mind view", operator=user
+        )
+    except operator.OperatorError as exc:
+        raise ControlRefused(str(exc)) from exc
     return f"{item.id} dropped."
