@@ -14,7 +14,7 @@ from typing import Any
 
 from anthropic.types import Message
 
-from .base import CallContext, CancelWatch, LLMCancelled, LLMResponse, Provider, ToolCall, Usage
+from .base import CallContext, CancelWatch, LLMResponse, Provider, ToolCall, Usage, streamed_call
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 MAX_TOKENS = 4096
@@ -170,21 +170,12 @@ class AnthropicProvider(Provider):
         }
         if tools:
             kwargs["tools"] = wire_tools(tools)
-        with CancelWatch(context.cancelled) as watch:
-            stream = self.client.messages.create(**kwargs)
-            try:
-                watch.attach(stream.response)
-                watch.check()
-                if "text/event-stream" not in stream.response.headers.get("content-type", ""):
-                    return _from_message(Message.construct(**json.loads(stream.response.read())))
-                return _from_stream(stream, watch, context)
-            except LLMCancelled:
-                raise
-            except Exception as exc:
-                watch.raised(exc)
-                raise
-            finally:
-                stream.close()
+        return streamed_call(
+            context,
+            lambda: self.client.messages.create(**kwargs),
+            lambda body: _from_message(Message.construct(**json.loads(body))),
+            lambda stream, watch: _from_stream(stream, watch, context),
+        )
 
     def _ask(self, prompt: str, max_tokens: int) -> str:
         message = self.client.messages.create(

@@ -182,6 +182,33 @@ class CancelWatch:
             pass
 
 
+def streamed_call(
+    context: CallContext,
+    create: Callable[[], Any],
+    whole: Callable[[bytes], LLMResponse],
+    streamed: Callable[[Any, CancelWatch], LLMResponse],
+) -> LLMResponse:
+    """One provider call in streaming mode, cancellable: ``create()`` opens the SDK's
+    stream; a server that answers with a whole JSON body instead of an event stream is
+    read by ``whole``; otherwise ``streamed(stream, watch)`` reads the events. A cancel
+    (``context.cancelled``) closes the response and raises ``LLMCancelled``."""
+    with CancelWatch(context.cancelled) as watch:
+        stream = create()
+        try:
+            watch.attach(stream.response)
+            watch.check()
+            if "text/event-stream" not in stream.response.headers.get("content-type", ""):
+                return whole(stream.response.read())
+            return streamed(stream, watch)
+        except LLMCancelled:
+            raise
+        except Exception as exc:
+            watch.raised(exc)
+            raise
+        finally:
+            stream.close()
+
+
 class _Watcher:
     """One daemon thread per process polls every call in flight, so the checks (which
     may read the database) share one connection instead of opening one per call; the

@@ -8,7 +8,7 @@ from typing import Any
 
 from openai.types.chat import ChatCompletion
 
-from .base import CallContext, CancelWatch, LLMCancelled, LLMResponse, Provider, ToolCall, Usage
+from .base import CallContext, CancelWatch, LLMResponse, Provider, ToolCall, Usage, streamed_call
 
 
 def _wire_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -106,21 +106,12 @@ class OpenAIProvider(Provider):
         }
         if tools:
             kwargs["tools"] = tools
-        with CancelWatch(context.cancelled) as watch:
-            stream = self.client.chat.completions.create(**kwargs)
-            try:
-                watch.attach(stream.response)
-                watch.check()
-                if "text/event-stream" not in stream.response.headers.get("content-type", ""):
-                    return _from_completion(ChatCompletion.construct(**json.loads(stream.response.read())))
-                return _from_stream(stream, watch, context)
-            except LLMCancelled:
-                raise
-            except Exception as exc:
-                watch.raised(exc)
-                raise
-            finally:
-                stream.close()
+        return streamed_call(
+            context,
+            lambda: self.client.chat.completions.create(**kwargs),
+            lambda body: _from_completion(ChatCompletion.construct(**json.loads(body))),
+            lambda stream, watch: _from_stream(stream, watch, context),
+        )
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         prompt = (
