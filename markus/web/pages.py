@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, HttpResponseServerError
+from django.http import HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
 from django.shortcuts import render
 from django.template import loader
 from django.utils import timezone
@@ -227,10 +227,19 @@ def work_page(request: HttpRequest) -> HttpResponse:
 # ---------------------------------------------------------------------------- errors
 
 
+def _api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The styled page; under /api/ the API's error shape (a client there reads JSON)."""
+    if _api(request):
+        return JsonResponse({"detail": f"No API endpoint at {request.path}.", "code": "not_found"}, status=404)
     return render(request, "404.html", {"path": request.path}, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """No request context: the database (sessions, the user) may be what failed."""
+    if _api(request):
+        return JsonResponse({"detail": "Server error.", "code": "server_error"}, status=500)
     return HttpResponseServerError(loader.get_template("500.html").render())

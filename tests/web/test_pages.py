@@ -4,6 +4,7 @@ charlie is an outsider with his own agent zed."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -313,3 +314,20 @@ def test_agent_socket_and_origin_refusals_have_a_code_and_reason(alice, charlie,
     for path in ("/ws/notifications/", f"/ws/agents/{agent.id}/"):
         accepted, close = refusal(path, cookie=session_cookie(alice), origin=evil)
         assert accepted and close == {"type": "websocket.close", "code": 4403, "reason": "origin not allowed"}
+
+
+@pytest.mark.parametrize("path", ["/api/nothing-here/", "/api/agents/ada/nonsense"])
+def test_an_unknown_api_url_answers_the_api_error_shape(path, settings):
+    settings.DEBUG = False
+    response = Client().get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json() == {"detail": f"No API endpoint at {path}.", "code": "not_found"}
+
+
+def test_an_api_server_error_answers_the_api_error_shape(rf):
+    from markus.web.pages import server_error
+
+    response = server_error(rf.get("/api/agents/"))
+    assert response.status_code == 500
+    assert json.loads(response.content) == {"detail": "Server error.", "code": "server_error"}
