@@ -61,7 +61,7 @@ def test_sign_in_lands_home_the_bell_goes_live_and_links_work(daphne_server, bro
     page.wait_for_url(f"{base}/work?task={task.id}")
     assert "Keep it short." in page.locator(".comments").inner_text()
 
-    page.goto(f"{base}/work/")
+    page.goto(f"{base}/work")
     page.screenshot(path=str(test_output / "work.png"), full_page=True)
     page.goto(f"{base}/agents/")
     page.screenshot(path=str(test_output / "agents.png"), full_page=True)
@@ -92,7 +92,7 @@ def test_phone_in_the_dark_has_no_horizontal_scroll(daphne_server, browser, alic
     rgb = [int(v) for v in background[background.index("(") + 1 : background.index(")")].split(",")[:3]]
     assert sum(rgb) < 120, background  # the dark palette
 
-    for path, shot in (("/", "home-phone-dark.png"), ("/agents/", None), ("/work/", None), ("/nope/", "404.png")):
+    for path, shot in (("/", "home-phone-dark.png"), ("/agents/", None), ("/work", None), ("/nope/", "404.png")):
         response = page.goto(f"{base}{path}")
         assert response is not None
         assert response.status == (404 if path == "/nope/" else 200)

@@ -26,6 +26,9 @@ from notifications.services import notify_user
 
 from .conftest import ORIGIN, session_cookie, ws_connect
 
+# The work page answers with and without its trailing slash.
+WORK_SLASH = "/work" + "/"
+
 pytestmark = pytest.mark.django_db
 
 HREF = re.compile(r'href="(/[^"#]*)')
@@ -50,7 +53,7 @@ def seed(alice, n: int) -> None:
         a = agent_create(name=f"Agent {i}", owner=alice, agent_id=f"ag{i}")[0]
         t = task_create(actor=actor, title=f"Task {i}", assignee_id=a.id, start=bool(i % 2))
         task_comment_create(task_id=t.id, actor=actor, content=f"note {i}")
-        notify_user(user=alice, type=NotificationType.SYSTEM, title=f"Note {i}", action_target={"path": "/work/"})
+        notify_user(user=alice, type=NotificationType.SYSTEM, title=f"Note {i}", action_target={"path": "/work"})
 
 
 def internal_links(html: str) -> set[str]:
@@ -119,14 +122,14 @@ def test_agents_and_work_pages_read_in_a_fixed_number_of_queries(client, alice):
         return len(ctx.captured_queries)
 
     seed(alice, 2)
-    small = (count("/agents/"), count("/work/"))
+    small = (count("/agents/"), count("/work"))
     seed(alice, 0)
     actor = Actor.for_user(alice)
     for i in range(8):
         a = agent_create(name=f"More {i}", owner=alice, agent_id=f"more{i}")[0]
         task_create(actor=actor, title=f"More {i}", assignee_id=a.id)
         requirement_create(actor=actor, title=f"Req {i}", agent_id=a.id)
-    assert (count("/agents/"), count("/work/")) == small
+    assert (count("/agents/"), count("/work")) == small
 
 
 def test_agents_page_lists_visible_agents_only(client, agent, zed):
@@ -151,11 +154,11 @@ def test_work_lists_tasks_and_requirements_and_opens_one_with_its_comments(clien
     task = task_create(actor=actor, title="Wire the SSO callback", assignee_id=agent.id, requirement_id=requirement.id)
     task_comment_create(task_id=task.id, actor=actor, content="Use the staging IdP first.")
 
-    html = client.get("/work/").content.decode()
+    html = client.get("/work").content.decode()
     assert "Wire the SSO callback" in html and "Single sign-on" in html
     assert_links_resolve(client, html)
 
-    for path in (f"/work?task={task.id}", f"/work/?task={task.id}"):
+    for path in (f"/work?task={task.id}", f"{WORK_SLASH}?task={task.id}"):
         response = client.get(path)
         assert response.status_code == 200, path
         page = response.content.decode()
@@ -168,7 +171,7 @@ def test_work_lists_tasks_and_requirements_and_opens_one_with_its_comments(clien
 
 def test_work_item_the_user_may_not_see_is_a_styled_404(client, charlie, zed):
     foreign = task_create(actor=Actor.for_user(charlie), title="Charlie's secret", assignee_id=zed.id)
-    for path in (f"/work?task={foreign.id}", "/work?task=missing", "/work/?requirement=missing"):
+    for path in (f"/work?task={foreign.id}", "/work?task=missing", f"{WORK_SLASH}?requirement=missing"):
         response = client.get(path)
         assert response.status_code == 404, path
         html = response.content.decode()
