@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -86,7 +87,27 @@ def _called(messages: list[dict[str, Any]]) -> dict[str, str]:
     return names
 
 
-def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[tuple[str, dict[str, Any]]]:
+Step = tuple[str, dict[str, Any]]
+# A plan: (the item's brief, the agent's name) → the tool steps; a final: (the brief, the
+# agent's name, tool name → its latest result) → the final text. Scenarios that live in
+# their own modules (offline_*.py, imported at the end of this one) register here.
+PlanFn = Callable[[dict[str, Any], str], list[Step]]
+FinalFn = Callable[[dict[str, Any], str, dict[str, str]], str]
+PLANS: dict[str, PlanFn] = {}
+FINALS: dict[str, FinalFn] = {}
+
+
+def register(scenario: str, *, plan: PlanFn | None = None, final: FinalFn | None = None) -> None:
+    """Teach the offline brain a scenario: its tool steps and/or its final text."""
+    if plan is not None:
+        PLANS[scenario] = plan
+    if final is not None:
+        FINALS[scenario] = final
+
+
+def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[Step]:
+    if scenario in PLANS:
+        return PLANS[scenario](item, agent)
     task_id = item.get("taskId")
     summary = item.get("summary") or ""
     if scenario == "task_execution" and task_id:
@@ -137,6 +158,8 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[tuple[str, di
 
 
 def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[str, str], user_text: str) -> str:
+    if scenario in FINALS:
+        return FINALS[scenario](item, agent, results)
     if scenario == "chat":
         reply = f"Hello, this is {agent} ({LABEL}). I read your message: “{user_text.strip()[:500]}”."
         if "check_mailbox" in results:
@@ -229,3 +252,7 @@ class OfflineProvider(Provider):
 def _tokens(system: str, messages: list[dict[str, Any]]) -> int:
     """A rough, deterministic token count (words), so activities carry real numbers."""
     return len(system.split()) + sum(len(str(m.get("content") or "").split()) for m in messages)
+
+
+# Scenario plans kept in their own modules register themselves (``register``) on import.
+from . import offline_plans  # noqa: E402,F401
