@@ -56,10 +56,13 @@ def candidate_brief(item: MailboxItem) -> dict[str, Any]:
 @dataclass
 class Plan:
     """Tier 1's answer, checked: the item to process now, and the candidates to drop
-    and to defer (ids), applied in the transaction that claims the chosen item."""
+    and to defer (ids), applied in the transaction that claims the chosen item;
+    ``batch``: ids of other queued items processed together with the chosen one, in
+    one LLM session (issue 15: claimed with it, re-queued with it if interrupted)."""
 
     chosen: MailboxItem
     candidates: list[MailboxItem]
+    batch: list[str] = field(default_factory=list)
     drop: list[str] = field(default_factory=list)
     defer: list[str] = field(default_factory=list)
     reasoning: str = ""
