@@ -19,4 +19,10 @@ class AttentionConfig(AppConfig):
 
         register_approval_answered_hook(on_approval_answered)
 
+        from django.db.models.signals import post_migrate
+
         from . import tasks  # noqa: F401  registers the Celery tasks in every process (wake finds them by name)
+        from .schedules import on_post_migrate
+
+        # The beat entries exist after every migrate: a standalone beat on a fresh database has them.
+        post_migrate.connect(on_post_migrate, sender=self, dispatch_uid="attention.beat_schedule")

@@ -8,8 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
+
 from mailbox.models import MailboxItem
-from markus.agents.models import Agent, WorkingMemory
+from markus.agents import memory as wmem
+from markus.agents.models import Agent
+from markus.memory import selectors as longterm_selectors
+from markus.memory.document import Section
 
 from .lease import Lease
 from .models import AgentActivity
@@ -22,29 +27,40 @@ if TYPE_CHECKING:
 @dataclass
 class Run:
     """One run of the loop under one lease: what it reads once and keeps while nothing
-    it knows of changes it. ``memory``: the agent's working memory as (key, content),
-    None when it must be read again (a tool ran: tools may write it)."""
+    it knows of changes it. ``memory``: the agent's working memory (its entries by
+    key), None when it must be read again (a tool ran: tools may write it); ``longterm``
+    likewise for the prompt's long-term memory."""
 
     lease: Lease
     agent: Agent | None = None
-    memory: list[tuple[str, str]] | None = None
+    memory: list[wmem.Entry] | None = None
+    # MEMORY.md and whether there are observations to search: read again after a tool ran
+    longterm: tuple[list[Section], bool] | None = None
+
+    def longterm_state(self) -> tuple[list[Section], bool]:
+        if self.longterm is None:
+            self.longterm = longterm_selectors.prompt_state(self.lease.agent_id)
+        return self.longterm
 
     def the_agent(self) -> Agent:
         if self.agent is None:
             self.agent = Agent.objects.get(id=self.lease.agent_id)
         return self.agent
 
-    def working_memory(self) -> list[tuple[str, str]]:
+    def working_memory(self) -> list[wmem.Entry]:
         if self.memory is None:
-            self.memory = list(
-                WorkingMemory.objects.filter(agent_id=self.lease.agent_id).order_by("key").values_list("key", "content")
-            )
+            self.memory = wmem.read(self.lease.agent_id)
         return self.memory
 
     def remember(self, key: str, content: str) -> None:
-        """The loop wrote a working-memory entry: keep the cached copy in step."""
+        """The loop wrote a working-memory entry (through ``markus.agents.memory.remember``):
+        keep the cached copy in step, bounded by the same rule."""
         if self.memory is not None:
-            self.memory = sorted([*(m for m in self.memory if m[0] != key), (key, content)])
+            key = wmem.bound_key(key)
+            content, _ = wmem.bound_content(content)
+            entry = wmem.Entry(key, content, timezone.now())
+            entries = sorted([*(m for m in self.memory if m.key != key), entry], key=lambda e: e.key)
+            self.memory, _ = wmem.trim(entries, keep=key)
 
 
 @dataclass
@@ -57,19 +73,23 @@ class Focus:
     after ``seen_since``. ``queue``: that read (the items waiting, in dequeue order)
     and ``depth`` their number, for the first prompt. ``pending_logs`` and
     ``pending_usage``: what the last LLM turn produced, written with the item's outcome
-    in its settle transaction."""
+    in its settle transaction. ``batch``: the items processed with it in its session
+    (claimed with it, settled with it; see ``attention.batch``)."""
 
     lease: Lease
     item: MailboxItem
     scenario: str
     agent: Agent
     run: Run | None = None
+    batch: list[MailboxItem] = field(default_factory=list)
+    batch_context: str = ""  # deliberation's instruction for the batch, if any
     activity: AgentActivity | None = None
     seen: set[str] = field(default_factory=set)
     seen_all: bool = True
     seen_since: datetime | None = None
     queue: list[MailboxItem] | None = None
     depth: int | None = None
+    longterm: list[str] | None = None  # the prompt's long-term memory block, read at the first turn
     merged_ids: list[str] = field(default_factory=list)
     last_stop_check: float = 0.0
     stop_flag: bool = False

@@ -4,6 +4,7 @@ execution, and decide about every item that arrived (heuristics, then the judge)
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
 
@@ -105,7 +106,7 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
 
 def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict) -> Outcome | None:
     lease, item = focus.lease, focus.item
-    context = {"rule": verdict.rule, "currentItemId": item.id, "newItemId": new.id}
+    context: dict[str, Any] = {"rule": verdict.rule, "currentItemId": item.id, "newItemId": new.id}
     if verdict.decision == DecisionType.MERGE:
         with fenced(lease):  # a stale worker must not merge into an item it lost
             if lifecycle.merge_into(new.id, item.id, into_focus=True):
@@ -129,13 +130,16 @@ def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict
         )
         return Outcome("preempted", detail=f"by {new.id}")
     if verdict.decision == DecisionType.CANCEL:
+        if focus.batch:
+            context["batch"] = [m.id for m in focus.batch]
         records.record_decision(
             lease,
             item=item,
             decision_type=DecisionType.CANCEL,
             reasoning=verdict.reason,
             context=context,
-            outcome="stopped, will not resume",
+            # A batch is never completed alone: all of it goes back to the queue.
+            outcome="stopped; its batch is re-queued" if focus.batch else "stopped, will not resume",
         )
         return Outcome("cancelled", detail=f"by {new.id}")
     if verdict.decision == DecisionType.DEFER:

@@ -43,7 +43,8 @@ from mailbox.registry import COMMENT_TYPES, Status, descriptor
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
 
-from . import records
+from . import batch, records
+from .deliberation import Aborted, choose
 from .focus import Focus, Run
 from .interrupts import execution_revoked
 from .lease import (
@@ -61,7 +62,7 @@ from .processing import process_item
 from .scenarios import TASK_EXECUTION, scenario_for
 from .session import SESSION_PREFIX
 from .settle import complete
-from .triage import MAX_CANDIDATES, Plan, apply_plan, triage
+from .triage import MAX_CANDIDATES, Plan, apply_plan
 
 log = logging.getLogger(__name__)
 
@@ -256,20 +257,31 @@ def _next(run: Run) -> Begun | None:
             if not view.items:
                 return None
         head = view.items[0]
-        plan = triage(lease, head, view.items, run.the_agent().name)
+        plan = choose(run, head, view.items, view.depth)  # triage: tier 0, 2 or the mini triage
+        if isinstance(plan, Aborted):
+            continue  # a human's chat came in while the agent deliberated: it goes first
         chosen = plan.chosen if plan is not None else head
         try:
             return _begin(run, chosen, view, plan)
         except _Gone:
+            if plan is not None:
+                plan.discard()  # not applied: its own records still count (a deliberation's tokens)
             continue
+        except AgentNotRunning:
+            if plan is not None:
+                plan.discard()
+            raise
     return None
 
 
 def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) -> Begun:
     """One fenced transaction: the attention state (its UPDATE is the fence check, and
     it checks the agent is still running), the claim, triage's drops and defers, the
-    pick decision, and either the item's end (nothing to run) or its activity."""
+    claim of the batch processed with it (``batch``: the plan's, or the one the item
+    already belongs to), the pick decisions, and either the item's end (nothing to run)
+    or its activity."""
     lease = run.lease
+    chosen, wanted = batch.resolve(chosen, plan.batch if plan is not None else (), view.items)
     scenario = scenario_for(chosen)
     agent = run.the_agent()
     revoked = False
@@ -277,7 +289,6 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
         probe = Focus(lease=lease, item=chosen, scenario=scenario, agent=agent)
         revoked = execution_revoked(probe)  # the task left in_progress while this waited
     now = timezone.now()
-    depth = max(0, view.depth - 1)
     with fenced(
         lease,
         running=True,
@@ -291,15 +302,23 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
             raise _Gone(chosen.id)
         if plan is not None:
             apply_plan(lease, plan, remember=run.remember)
+        scenario = scenario_for(item)
+        members = batch.claim_members(lease, item, None if revoked else scenario, wanted)
+        together = {item.id, *(m.id for m in members)}
+        depth = max(0, view.depth - len(together))
+        context: dict[str, Any] = {"priority": item.priority, "queueDepth": depth}
+        if members:
+            context["batch"] = [m.id for m in members]
         records.record_decision(
             lease,
             item=item,
             decision_type=DecisionType.PICK,
-            reasoning="Idle — picked from queue",
-            context={"priority": item.priority, "queueDepth": depth},
+            reasoning=(plan.pick_reasoning if plan is not None else "Idle — picked from queue")
+            + (f", with {len(members)} more as a batch" if members else ""),
+            context=context,
         )
+        batch.record_picks(lease, item, members)
         records.emit_state(lease, AttentionState.FOCUSED, item, now, depth=depth)
-        scenario = scenario_for(item)
         if scenario is None:
             complete(lease, item, outcome="noted (informational, no LLM)")
             return Begun(item, None)
@@ -312,20 +331,23 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
             scenario=scenario,
             agent=agent,
             run=run,
-            seen={q.id for q in view.items if q.id != item.id},
+            batch=members,
+            batch_context=str(getattr(plan, "batch_context", "") or "") if members else "",
+            seen={q.id for q in view.items if q.id not in together},
             seen_all=view.complete,
             seen_since=view.read_at,
-            queue=[q for q in view.items if q.id != item.id],
+            queue=[q for q in view.items if q.id not in together],
             depth=depth,
             last_stop_check=time.monotonic(),  # the fence just found the agent running
         )
         focus.saved_session = bool(getattr(chosen, "has_session", True))
-        if not (item.source_type in COMMENT_TYPES and item.task_id):
-            # (A comment on a task may go into that task's open execution instead.)
-            # A brain that answers at once has its activity and its first lines written
-            # with the outcome; for any other the live view shows them from now on.
+        if members or not (item.source_type in COMMENT_TYPES and item.task_id):
+            # (A comment on a task may go into that task's open execution instead; not
+            # one that leads a batch.) A brain that answers at once has its activity and
+            # its first lines written with the outcome; for any other the live view shows
+            # them from now on.
             store = not get_provider().local
-            focus.activity = records.start_activity(lease, item=item, scenario=scenario, store=store)
+            focus.activity = records.start_activity(lease, item=item, scenario=scenario, store=store, batch=members)
             started = records.LogLine(L.STATUS, f"started {scenario}", at=now)
             if store:
                 records.log_many(lease, focus.activity, [started])
@@ -365,8 +387,9 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
                 break
             if begun is None:
                 break
-            result.processed += 1
-            result.items.append(begun.item.id)
+            batched = [m.id for m in begun.focus.batch] if begun.focus is not None else []
+            result.processed += 1 + len(batched)  # every item of a batch counts
+            result.items += [begun.item.id, *batched]
             if begun.focus is not None:
                 process_item(begun.focus)
     except StaleLease as exc:
@@ -416,11 +439,14 @@ def _next_due_in(agent_id: str) -> float | None:
 
 
 def _recover(lease: Lease) -> None:
-    """A worker died mid-item (its items still processing, its lease gone): the mailbox
-    re-queues or drops the items, and its open activities end failed ("worker lost"),
-    in one fenced transaction."""
+    """A worker died mid-item (its items still processing, its lease gone): the items of
+    a batch are re-queued together (``batch.recover``), the mailbox re-queues or drops
+    the others, and its open activities end failed ("worker lost"), in one fenced
+    transaction."""
     with fenced(lease):
+        batched = batch.recover(lease.agent_id)
         report = mailbox.mailbox_recover(lease.agent_id)
+        report.requeued[:0] = batched
         closed = records.close_lost_activities(lease, requeued=report.requeued, dropped=report.dropped)
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
 

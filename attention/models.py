@@ -24,6 +24,10 @@ class DecisionType(models.TextChoices):
     DEFER = "defer"
     DELEGATE = "delegate"
     DROP = "drop"
+    # Triage (seed section 21): a deliberation's choice, or its abort for a human; an
+    # item the agent handled inline while it deliberated.
+    DELIBERATE = "deliberate"
+    INLINE = "inline"
 
 
 class AgentAttention(models.Model):

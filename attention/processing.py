@@ -13,7 +13,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, MailboxType, Status
 from markus.llm.base import LLMCancelled
 
-from . import records
+from . import heartbeat, records
 from .focus import Focus, Outcome
 from .lease import Lease, StaleLease, fenced
 from .models import ActivityLogType as L
@@ -38,6 +38,8 @@ def process_item(focus: Focus) -> None:
         with fenced(lease):
             focus.activity = records.start_activity(lease, item=item, scenario=scenario)
             records.log(lease, focus.activity, L.STATUS, f"started {scenario}")
+    if heartbeat.skip_quiet_heartbeat(focus):  # nothing to do: completed as skipped, no LLM call
+        return
     try:
         outcome = run_tool_loop(focus)
     except LLMCancelled:

@@ -121,11 +121,15 @@ def activity_type_for(item: MailboxItem, scenario: str) -> str:
     return ActivityType.CHAT.value
 
 
-def start_activity(lease: Lease, *, item: MailboxItem, scenario: str, store: bool = True) -> AgentActivity:
+def start_activity(
+    lease: Lease, *, item: MailboxItem, scenario: str, store: bool = True, batch: Collection[MailboxItem] = ()
+) -> AgentActivity:
     """The activity of an item's run. ``store`` False: made in memory only (its id
     known), stored by the first write that needs the row (``ensure_stored``): a brain
-    that answers at once has its activity written with the outcome, in one INSERT."""
-    label = f"{item.label}: {item.summary}"[:300] if item.summary else item.label
+    that answers at once has its activity written with the outcome, in one INSERT.
+    ``batch``: the items processed with it (named in the label)."""
+    suffix = f" (+{len(batch)} batched)" if batch else ""
+    label = (f"{item.label}: {item.summary}" if item.summary else item.label)[: 300 - len(suffix)] + suffix
     activity = AgentActivity(
         agent_id=lease.agent_id,
         mailbox_item=item,

@@ -9,8 +9,11 @@ from agentbus.selectors import reply_expected
 from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
-from markus.agents.models import Agent, ChatMessage, WorkingMemory
+from markus.agents import memory as working_memory
+from markus.agents.models import Agent, ChatMessage
 from markus.llm.base import COMPLETION_MARKER
+from markus.memory.document import Section
+from markus.memory.selectors import prompt_block as longterm_memory
 
 T = MailboxType
 
@@ -43,8 +46,12 @@ SYSTEM_NOTICE = "system_notice"
 CHECK_IN = "check_in"
 DAILY_REPORT = "daily_report_writing"
 DREAM_CYCLE = "dream_cycle"
+REMINDER_DUE = "reminder_due"
 HEARTBEAT = CHECK_IN
 MEMORY_CONSOLIDATION = DREAM_CYCLE
+# Triage (seed section 21): no item runs these; the loop runs them before it begins one.
+DELIBERATION = "deliberation"
+TRIAGE = "triage"
 
 _COMMENT_PROTOCOL = (
     "Someone commented. MANDATORY before you reply: 1. fetch the full item (task_get / requirement_get); "
@@ -96,8 +103,54 @@ SCENARIOS: dict[str, Scenario] = {
             "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
             done="heartbeat processed",
         ),
-        Scenario(DAILY_REPORT, "Write a short report of your day from your activity records."),
-        Scenario(DREAM_CYCLE, "Consolidate your memory from your recent activity records."),
+        Scenario(
+            DAILY_REPORT,
+            "It is the end of your day. Write your daily report from today's activities (listed in the message; "
+            "recall_activity tells more): what you did, what came of it, what is still open and what comes "
+            "next, in a few short paragraphs or bullets. Submit it once with submit_daily_report: it is stored "
+            "and sent to your owner.",
+            done="report written",
+        ),
+        Scenario(
+            REMINDER_DUE,
+            "A reminder you set for yourself earlier came due; its text is below. Act on it now: if it is "
+            "about telling a person something, tell them with notify_user (without target_user_id it reaches "
+            "the person you set it for); if it is about work, do that work. If it is no longer relevant, say "
+            "so. To be reminded again later, use schedule_reminder.",
+            done="reminder handled",
+        ),
+        Scenario(
+            DREAM_CYCLE,
+            "Dream cycle: consolidate your long-term memory. The message lists the observations you saved "
+            "since your last dream, as [obs ID] text. Call memory_consolidate once: remove the ids that no "
+            "longer matter, merge ids that say the same thing (with the merged text), and promote lasting "
+            "lessons, preferences and facts into MEMORY.md sections (short lines; a section keeps at most "
+            "3000 characters, the document 15000, and the oldest lines go first when it is full). "
+            "memory_search_longterm shows what MEMORY.md already says; recall_activity what you did.",
+            done="memory consolidated",
+        ),
+        Scenario(
+            DELIBERATION,
+            "[DELIBERATION MODE] Several items wait in your mailbox; they are listed in the message with "
+            "their ids and how long each has waited. Decide, as yourself, what to do next. Look things up "
+            "with your read-only tools if you need to; handle a simple item inline (a quick comment, "
+            "message or notification) if that settles it. Then call complete_deliberation once: the item "
+            "to process now (or a batch of related items processed together), the items to defer (with "
+            "minutes) or drop (with a reason), the ids you completed inline, your reasoning, and a short "
+            "situational awareness for your working memory. A human's chat, an execution trigger, a review "
+            "request and a direct mention are never deferred, dropped or completed inline.",
+            needs_marker=False,
+            done="deliberated",
+        ),
+        Scenario(
+            TRIAGE,
+            "Several items wait in your mailbox (listed in the message). You may look things up with your "
+            "read-only tools; then answer with JSON only: "
+            '{"processItemId": "...", "deferItemIds": [], "dropItemIds": [], "reasoning": "..."}. '
+            "Never defer or drop a human's item, an execution trigger or a review request.",
+            needs_marker=False,
+            done="triaged",
+        ),
     ]
 }
 NON_PREEMPTABLE = frozenset(name for name, s in SCENARIOS.items() if not s.preemptable)
@@ -116,6 +169,7 @@ _BY_TYPE: dict[MailboxType, str] = {
     T.HEARTBEAT: CHECK_IN,
     T.DAILY_REPORT: DAILY_REPORT,
     T.MEMORY_CONSOLIDATION: DREAM_CYCLE,
+    T.REMINDER: REMINDER_DUE,
 }
 
 
@@ -159,27 +213,38 @@ def _bus_brief(item: MailboxItem) -> dict[str, Any]:
 PROMPT_QUEUE_LIMIT = 50
 
 
+def longterm_lines(
+    agent: Agent, item: MailboxItem, scenario: str, *, state: tuple[list[Section], bool] | None = None
+) -> list[str]:
+    """The prompt's ``## Long-term Memory``: MEMORY.md and the observations matching
+    the item (a dream lists its own), within the budget. ``state``: what the run read
+    of it already (``markus.memory.selectors.prompt_state``)."""
+    text = "" if scenario == DREAM_CYCLE else f"{item.summary} {item.content}"
+    return longterm_memory(agent.id, text, state=state)
+
+
 def system_prompt(
     agent: Agent,
     item: MailboxItem,
     scenario: str,
     *,
-    memory: list[tuple[str, str]] | None = None,
+    memory: list[working_memory.Entry] | None = None,
     queue: list[MailboxItem] | None = None,
     depth: int | None = None,
+    longterm: list[str] | None = None,
 ) -> str:
-    """The scenario's system prompt. ``memory`` (key, content) and ``queue`` (the
-    waiting items in dequeue order, ``depth`` of them in all) when the caller has read
-    them already; otherwise they are read here."""
+    """The scenario's system prompt. ``memory`` (its entries, shown with their age),
+    ``queue`` (the waiting items in dequeue order, ``depth`` of them in all) and
+    ``longterm`` (``longterm_lines``) when the caller has read them already; otherwise
+    they are read here."""
     lines = [
         f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
         SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}.",
     ]
     if memory is None:
-        memory = list(WorkingMemory.objects.filter(agent=agent).order_by("key").values_list("key", "content"))
-    if memory:
-        lines.append("## Working Memory")
-        lines += [f"- {key}: {content}" for key, content in memory]
+        memory = working_memory.read(agent.id)
+    lines += working_memory.prompt_lines(memory)
+    lines += longterm_lines(agent, item, scenario) if longterm is None else longterm
     if queue is None:
         queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
         depth = len(queue) if len(queue) < PROMPT_QUEUE_LIMIT else queued(agent.id).count()

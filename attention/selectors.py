@@ -159,3 +159,31 @@ def timeline(
         "totalCount": rows.count() if before is None else None,
         "nextCursor": next_cursor,
     }
+
+
+def day_activity(agent_id: str, start: datetime, end: datetime) -> dict[str, Any]:
+    """The agent's finished activities that began in [start, end): counts, outcomes,
+    tokens and the list (oldest first, at most 50), times in ``start``'s time zone. The
+    daily report's item lists them; ``submit_daily_report`` stores them with the report."""
+    rows = AgentActivity.objects.filter(
+        agent_id=agent_id, started_at__gte=start, started_at__lt=end, ended_at__isnull=False
+    ).order_by("started_at", "id")
+    by_type: dict[str, int] = {}
+    listed: list[dict[str, Any]] = []
+    total = succeeded = tokens = 0
+    for a in rows.iterator():
+        total += 1
+        succeeded += int(a.success)
+        tokens += a.total_tokens
+        by_type[a.type] = by_type.get(a.type, 0) + 1
+        if len(listed) < 50:
+            time = a.started_at.astimezone(start.tzinfo).strftime("%H:%M")
+            listed.append({"id": a.id, "type": a.type, "label": a.label, "success": a.success, "time": time})
+    return {
+        "total": total,
+        "succeeded": succeeded,
+        "failed": total - succeeded,
+        "tokens": tokens,
+        "byType": by_type,
+        "activities": listed,
+    }

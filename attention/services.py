@@ -3,9 +3,8 @@ periodic items and the beat schedule."""
 
 from __future__ import annotations
 
-import json
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
@@ -131,19 +130,10 @@ _PERIODIC = {
 }
 
 
-# The heartbeat beat's interval; it is also the heartbeat's period.
-HEARTBEAT_MINUTES = 30
-
-
 def period_of(source_type: MailboxType, now: datetime) -> tuple[str, timedelta]:
-    """The schedule slot a periodic item belongs to, and the slot's length: for the
-    heartbeat the interval bucket (its start, UTC), for the daily report and the dream
-    cycle the date."""
-    if source_type == MailboxType.HEARTBEAT:
-        length = timedelta(minutes=HEARTBEAT_MINUTES)
-        step = length.total_seconds()
-        start = datetime.fromtimestamp(now.timestamp() // step * step, tz=UTC)
-        return start.strftime("%Y-%m-%dT%H:%MZ"), length
+    """The schedule slot of a daily periodic item (the daily report, the dream cycle):
+    the date, and the slot's length. (The heartbeat has a period per agent: its own
+    interval, claimed in ``attention.heartbeat``.)"""
     return timezone.localdate(now).isoformat(), timedelta(days=1)
 
 
@@ -163,7 +153,14 @@ def enqueue_periodic(source_type: MailboxType, *, now: datetime | None = None) -
     enqueues nothing. The item carries its period in ``payload.extra.period``. The check
     and the enqueue hold the agent's lock for this job (on SQLite the IMMEDIATE
     transaction), so beats running at the same moment cannot both pass the check.
-    Returns the items enqueued."""
+    Returns the items enqueued.
+
+    The heartbeat is the agents' own rhythm: for it this is beat's heartbeat tick
+    (``attention.heartbeat``), which enqueues only for the agents that are due."""
+    if source_type == MailboxType.HEARTBEAT:
+        from .heartbeat import heartbeat_tick  # (heartbeat → settle → services)
+
+        return heartbeat_tick(now)
     summary = _PERIODIC[source_type]
     now = now or timezone.now()
     period, length = period_of(source_type, now)
@@ -186,27 +183,10 @@ def enqueue_periodic(source_type: MailboxType, *, now: datetime | None = None) -
     return n
 
 
-def sync_beat_schedule() -> None:
-    """Declare the beat schedule in code, idempotently (edits made in the admin to
-    enabled flags are kept)."""
-    from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+def sync_beat_schedule() -> dict[str, list[str]]:
+    """The beat entries declared in code (``attention.schedules``), created where
+    missing; an entry an operator changed is left as it is. ``manage.py up`` calls it;
+    ``post_migrate`` does too, so a standalone ``celery beat`` has them."""
+    from .schedules import ensure_beat_schedule
 
-    sweep_every, _ = IntervalSchedule.objects.get_or_create(
-        every=max(1, int(settings.MARKUS["SWEEP_SECONDS"])), period=IntervalSchedule.SECONDS
-    )
-    heartbeat_every, _ = IntervalSchedule.objects.get_or_create(
-        every=HEARTBEAT_MINUTES, period=IntervalSchedule.MINUTES
-    )
-    nightly, _ = CrontabSchedule.objects.get_or_create(
-        minute="0", hour="3", day_of_week="*", day_of_month="*", month_of_year="*"
-    )
-    evening, _ = CrontabSchedule.objects.get_or_create(
-        minute="0", hour="18", day_of_week="1-5", day_of_month="*", month_of_year="*"
-    )
-    for name, task, schedule in [
-        ("attention.sweep", "attention.sweep", {"interval": sweep_every}),
-        ("attention.heartbeat", "attention.heartbeat_all", {"interval": heartbeat_every}),
-        ("attention.dream_cycle", "attention.dream_cycle_all", {"crontab": nightly}),
-        ("attention.daily_report", "attention.daily_report_all", {"crontab": evening}),
-    ]:
-        PeriodicTask.objects.update_or_create(name=name, defaults={"task": task, "args": json.dumps([]), **schedule})
+    return ensure_beat_schedule()

@@ -82,25 +82,70 @@ def load_session(focus: Focus) -> LLMSession:
     session = None if known_absent else LLMSession.objects.filter(id=session_id(focus.item)).first()
     if session is None:
         chat_sid = focus_chat_session(focus) if focus.scenario == CHAT else None
+        messages = [*resumed_messages(focus.item), *first_messages(focus.item, focus.scenario, chat_sid)]
         session = LLMSession(
             id=session_id(focus.item),
             agent_id=focus.agent.id,
             mailbox_item=focus.item,
             scenario=focus.scenario,
-            messages=[*resumed_messages(focus.item), *first_messages(focus.item, focus.scenario, chat_sid)],
+            messages=batch_opening(messages, focus.item, focus.batch, context=focus.batch_context),
             absorbed_ids=[m.id for m in _absorbed(focus.item)],
         )
+        # A batch's items (and what was merged into them) are in the opening message.
+        for member in focus.batch:
+            session.absorbed_ids += [member.id, *(m.id for m in _absorbed(member))]
         focus.session, focus.session_stored, focus.session_dirty = session, False, True
         return session
     focus.session, focus.session_stored, focus.session_dirty = session, True, False
     if focus.activity is not None:
         records.log(focus.lease, focus.activity, L.STATUS, f"resumed session at turn {session.turn_count}")
-    missed = [m for m in _absorbed(focus.item) if m.id not in set(session.absorbed_ids)]
+    # What the session does not carry yet: items merged into its item (or into an item
+    # of its batch) since it was saved, and items that joined its batch since.
+    known = set(session.absorbed_ids)
+    missed: list[tuple[str, dict[str, Any]]] = [(m.id, merged_message(m)) for m in _absorbed(focus.item)]
+    for i, member in enumerate(focus.batch):
+        missed.append((member.id, batch_message(member, i + 2, len(focus.batch) + 1)))
+        missed += [(m.id, merged_message(m)) for m in _absorbed(member)]
+    missed = [(i, message) for i, message in missed if i not in known]
     if missed:
-        session.messages.extend(merged_message(m) for m in missed)
-        session.absorbed_ids = [*session.absorbed_ids, *(m.id for m in missed)]
+        session.messages.extend(message for _, message in missed)
+        session.absorbed_ids = [*session.absorbed_ids, *(i for i, _ in missed)]
         save_session(focus, session)
     return session
+
+
+BATCH_INTRO = (
+    "BATCH: the items below are handled together with the one above, in this one session. "
+    "Handle each of them; your final answer covers them all."
+)
+
+
+def batch_message(item: MailboxItem, position: int, total: int) -> dict[str, Any]:
+    """How an item of a batch reaches the session."""
+    header = f"[Batch item {position} of {total}: {item.label}, {item.id}] {item.summary}".strip()
+    if item.task_id:
+        header += f" (task {item.task_id})"
+    if item.requirement_id:
+        header += f" (requirement {item.requirement_id})"
+    return {"role": "user", "content": f"{header}\n\n{item.content}".strip()}
+
+
+def batch_opening(
+    messages: list[dict[str, Any]], lead: MailboxItem, members: list[MailboxItem], *, context: str = ""
+) -> list[dict[str, Any]]:
+    """A new session's opening with the batch's items after the lead's, in its last
+    (user) message: one prompt presents them all. ``context``: deliberation's note on
+    how to handle them together."""
+    if not members:
+        return messages
+    total = len(members) + 1
+    intro = BATCH_INTRO + (f"\n\nHow to handle them together: {context}" if context else "")
+    parts = [intro, *(str(batch_message(m, i + 2, total)["content"]) for i, m in enumerate(members))]
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "user":
+        return [*messages, {"role": "user", "content": "\n\n---\n\n".join(parts)}]
+    lead_part = f"[Batch item 1 of {total}: {lead.label}, {lead.id}] {last.get('content', '')}"
+    return [*messages[:-1], {**last, "content": "\n\n---\n\n".join([lead_part, *parts])}]
 
 
 def save_session(focus: Focus, session: LLMSession) -> None:

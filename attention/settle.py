@@ -12,15 +12,15 @@ from django.utils import timezone
 from agentbus.services import reply_if_expected
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
-from mailbox.registry import Status
+from mailbox.registry import MailboxType, Status
 from markus.work import liveness
 from notifications.models import Approval
 
-from . import records
+from . import batch, records
 from .focus import Focus, Outcome
 from .lease import Lease, StaleLease, fenced
 from .models import ActivityLogType as L
-from .models import LLMSession
+from .models import DecisionType, LLMSession
 from .replies import deliver_chat_reply
 from .scenarios import A2A, CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
 from .services import wake_on_commit
@@ -70,29 +70,61 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
         elif focus.scenario == A2A:  # an agent message that waits for an answer gets one
             answer_on_bus(focus, outcome.text)
         complete(lease, item, outcome=SCENARIOS[focus.scenario].done)
+        for member in focus.batch:  # a batch completes together
+            answer_on_bus(focus, outcome.text, item=member)
+            complete(lease, member, outcome=f"{SCENARIOS[focus.scenario].done} (in a batch with {item.id})")
     elif outcome.kind == "preempted":
         _end(focus, success=True)
         # Being preempted is not a failed attempt (recovery counts attempts).
+        until = timezone.now() + resume_delay()
         lifecycle.defer(
             item.id,
-            until=timezone.now() + resume_delay(),
+            until=until,
             epoch=lease.epoch,
             fenced=True,
             from_statuses=[Status.PROCESSING],
             refund_attempt=True,
         )
+        if focus.batch:  # the whole batch waits, and resumes together
+            batch.defer_members(lease, focus.batch, until=until)
+            _record_batch(focus, DecisionType.PREEMPT, "preempted with its batch", "deferred for resumption")
         records.inject_main_session(lease, item=item, outcome="paused (preempted), will resume")
     elif outcome.kind == "parked":
         _end(focus, success=True)
-        park(lease, item, approval_id=outcome.detail)
+        park(lease, item, approval_id=outcome.detail, batch_members=focus.batch)
+    elif outcome.kind == "cancelled" and focus.batch:
+        # Not completed alone: the batch goes back to the queue as separate items and
+        # triage decides afresh, with what cancelled it in view.
+        _end(focus, success=False)
+        batch.dissolve(lease, item, focus.batch, failed=False)
+        _record_batch(focus, DecisionType.CANCEL, "its batch was cancelled", "re-queued")
+        discard_session(item)
     elif outcome.kind == "cancelled":
         _end(focus, success=False)
         complete(lease, item, outcome="cancelled")
     elif outcome.kind == "stopped":
         _end(focus, success=False)
         lifecycle.requeue(item.id, epoch=lease.epoch, fenced=True, refund_attempt=True)
+        batch.requeue_members(lease, focus.batch)  # their batch resumes under its lead
+    elif outcome.kind == "retry" and focus.batch:
+        # A failed attempt of a batch: every item runs again by itself, from a clean start.
+        _end(focus, success=False)
+        batch.dissolve(lease, item, focus.batch, failed=True)
+        _record_batch(focus, DecisionType.DEFER, f"its batch failed ({outcome.detail})", "re-queued")
+        discard_session(item)
     elif outcome.kind == "retry":
         _retry(focus, outcome)
+
+
+def _record_batch(focus: Focus, decision: str, why: str, outcome: str) -> None:
+    batch.record_members(
+        focus.lease,
+        focus.item,
+        focus.batch,
+        decision=decision,
+        reasoning=f"Batch led by {focus.item.id}: {why}",
+        outcome=outcome,
+    )
 
 
 def _marker_retries(item: MailboxItem) -> int:
@@ -201,10 +233,13 @@ def complete(lease: Lease, item: MailboxItem, *, outcome: str) -> None:
 # ---------------------------------------------------------------------------- parking
 
 
-def park(lease: Lease, item: MailboxItem, *, approval_id: str) -> None:
-    """Waiting for a person: deferred, and not due until the approval is answered."""
+def park(lease: Lease, item: MailboxItem, *, approval_id: str, batch_members: list[MailboxItem] | None = None) -> None:
+    """Waiting for a person: deferred, and not due until the approval is answered (the
+    items of its batch with it)."""
     with fenced(lease):
         lifecycle.park(item, epoch=lease.epoch, approval_id=approval_id)
+        if batch_members:
+            batch.park_members(lease, batch_members, approval_id=approval_id)
         # Answered already (between the tool call and this park)? Then the hook found
         # the item still processing and did nothing: resume it with the answer now.
         approval = Approval.objects.filter(id=approval_id).first()
@@ -235,13 +270,18 @@ def on_approval_answered(approval: Approval) -> None:
         ]
         session.save(update_fields=["messages"])
     lifecycle.unpark(item)
+    batch.unpark_members(item, approval.id)
     wake_on_commit(item.agent_id)
 
 
-def answer_on_bus(focus: Focus, text: str) -> None:
+def answer_on_bus(focus: Focus, text: str, *, item: MailboxItem | None = None) -> None:
     """A bus ``request`` returns when its reply stream closes: when the agent did not call
     agent_reply, its final answer is the reply (inside the fenced settle transaction, so a
-    stale worker sends nothing)."""
-    stream_id = (focus.item.metadata or {}).get("streamId")
+    stale worker sends nothing). ``item``: an item of the focus's batch (default: the
+    focus's item)."""
+    item = item or focus.item
+    if item.source_type != MailboxType.A2A_MESSAGE:
+        return
+    stream_id = (item.metadata or {}).get("streamId")
     if isinstance(stream_id, str):
         reply_if_expected(responder=focus.agent, stream_id=stream_id, text=text, actor=f"agent:{focus.agent.id}")

@@ -8,9 +8,10 @@ import logging
 from celery import shared_task
 from django.db import close_old_connections
 
-from mailbox.registry import MailboxType
+from markus.memory.dream import dream_check
+from markus.reports import services as reports
 
-from . import loop, services
+from . import heartbeat, loop, selectors, services
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +36,21 @@ def sweep() -> int:
 
 @shared_task(name="attention.heartbeat_all", ignore_result=True)
 def heartbeat_all() -> int:
-    return services.enqueue_periodic(MailboxType.HEARTBEAT)
+    """Every few minutes from beat: one heartbeat for each running agent whose own
+    interval has come (attention.heartbeat); idempotent per agent and period."""
+    return heartbeat.heartbeat_tick()
 
 
 @shared_task(name="attention.daily_report_all", ignore_result=True)
 def daily_report_all() -> int:
-    return services.enqueue_periodic(MailboxType.DAILY_REPORT)
+    """Every 15 minutes from beat: a daily-report item for each manager agent past the
+    report hour in its time zone that has no report for its day (markus.reports)."""
+    return reports.enqueue_due_reports(digest=selectors.day_activity)
 
 
 @shared_task(name="attention.dream_cycle_all", ignore_result=True)
 def dream_cycle_all() -> int:
-    return services.enqueue_periodic(MailboxType.MEMORY_CONSOLIDATION)
+    """Every 4 hours from beat: a dream (memory_consolidation item) for each agent with
+    enough new observations, within the cluster's cap (markus.memory.dream)."""
+    close_old_connections()
+    return dream_check()

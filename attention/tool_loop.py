@@ -16,7 +16,7 @@ from .interrupts import yield_point
 from .lease import LeaseKeeper, StaleLease, fenced, lease_renew_if_due
 from .models import ActivityLogType as L
 from .replies import delta_sender
-from .scenarios import SCENARIOS, item_brief, system_prompt
+from .scenarios import SCENARIOS, item_brief, longterm_lines, system_prompt
 from .session import load_session, save_session
 from .toolbox import ToolContext, execute_tool, schemas_for
 
@@ -82,7 +82,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
         with fenced(lease):
             flush_turn(focus)
         if focus.run is not None:
-            focus.run.memory = None  # a tool may write working memory
+            focus.run.memory = focus.run.longterm = None  # a tool may write working or long-term memory
         for call in response.tool_calls:
             records.log(lease, activity, L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id})
             ok, result = execute_tool(tool_ctx, call.name, call.arguments)
@@ -102,7 +102,12 @@ def _prompt(focus: Focus) -> str:
     queue, depth = focus.queue, focus.depth
     focus.queue = focus.depth = None  # later turns read the queue again
     memory = focus.run.working_memory() if focus.run is not None else None
-    return system_prompt(focus.agent, focus.item, focus.scenario, memory=memory, queue=queue, depth=depth)
+    if focus.longterm is None:  # read once per item: what the agent saves meanwhile it knows
+        state = focus.run.longterm_state() if focus.run is not None else None
+        focus.longterm = longterm_lines(focus.agent, focus.item, focus.scenario, state=state)
+    return system_prompt(
+        focus.agent, focus.item, focus.scenario, memory=memory, queue=queue, depth=depth, longterm=focus.longterm
+    )
 
 
 def flush_turn(focus: Focus, *, also: list[records.LogLine] | None = None) -> None:

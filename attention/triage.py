@@ -1,46 +1,67 @@
-"""Triage before processing (seed section 21), tiers 0 and 1.
+"""Triage before processing (seed section 21): the plan, the mini triage, applying it.
 
-1. Tier 0: the head is a user interaction (they always go first), or no queued item
-   shares the head's priority (priorities clearly separate), or the brain cannot
+1. Tier 0: the head is a user interaction (they always go first), fewer than
+   ``MARKUS["TRIAGE_BACKLOG_THRESHOLD"]`` items are queued, or the brain cannot
    triage: process the head.
-2. Tier 1: items of equal priority compete; the brain sees them (with their age) and
-   answers which to process now, which to defer and which to drop as redundant.
-3. The answer is checked before it is applied: only candidates count, the chosen item
-   is never deferred or dropped, and neither is a user interaction (a human's chat or
-   comment) or a strict item (an execution trigger, a review request: a task waits).
-   Nothing is claimed while the brain thinks: the checked answer is applied in the
-   transaction that claims the chosen item (``apply_plan``).
-4. ``agent:triage`` announces the result; the reasoning lands in working memory under
-   ``triage-decision``; deferred and dropped items get their decision records.
+2. Tier 2 (``attention.deliberation``): the agent deliberates as itself over its queue.
+3. The mini triage (``triage``), when deliberation is off or failed: the candidates are
+   the head, the items of its priority and informational items waiting longer than
+   ``STALE_AFTER`` (offered as stale); with no other candidate it is tier 0. The brain
+   may call read-only tools (``TRIAGE_ALLOWED_TOOLS``) for up to
+   ``TRIAGE_MAX_TOOL_ITERATIONS`` rounds, then answers JSON
+   ``{processItemId, deferItemIds, dropItemIds, reasoning}``; a malformed answer
+   processes the head.
+4. Either answer is checked before it is applied: only candidates count, the chosen item
+   is never deferred or dropped, and neither is a protected item (a human's chat or
+   comment, an execution trigger, a review request, a direct mention). Nothing is
+   claimed while the brain thinks: the checked answer is applied in the transaction
+   that claims the chosen item (``apply_plan``).
+5. ``agent:triage`` announces the result; the reasoning lands in working memory
+   (``triage-decision``; a deliberation's situational awareness under ``deliberation``);
+   every choice gets its decision record with the reasoning.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox import services as mailbox
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
-from mailbox.registry import Status, descriptor
+from mailbox.registry import MailboxType, Status, descriptor
+from markus.agents import memory as working_memory
 from markus.agents.models import WorkingMemory
+from markus.core.errors import MarkusError
 from markus.core.events import agent_group, send_event_on_commit
-from markus.llm.base import CallContext, get_provider
+from markus.llm.base import CallContext, LLMResponse, Provider, get_provider
+from markus.memory import services as longterm_memory
 
 from . import records
-from .lease import Lease, fenced
+from .lease import Lease, LeaseKeeper, StaleLease, fenced, lease_renew_if_due
 from .models import DecisionType
-from .scenarios import item_brief
+from .scenarios import TRIAGE, item_brief, scenario_for
+from .toolbox import TOOLS, ToolContext, execute_tool, load_tools
 
 log = logging.getLogger(__name__)
 MAX_CANDIDATES = 10
 TRIAGE_MEMORY_KEY = "triage-decision"
+DELIBERATION_MEMORY_KEY = "deliberation"
+TRIAGE_MAX_TOOL_ITERATIONS = 6
+# Informational items waiting longer than this are offered to the mini triage as stale.
+STALE_AFTER = timedelta(hours=4)
+TRIAGE_ALLOWED_TOOLS = frozenset(
+    {"task_list", "task_get", "requirement_list", "requirement_get", "recall_activity", "check_mailbox"}
+)
 
 
 def candidate_brief(item: MailboxItem) -> dict[str, Any]:
@@ -50,15 +71,31 @@ def candidate_brief(item: MailboxItem) -> dict[str, Any]:
         "queuedAt": item.queued_at.isoformat(),
         "ageSeconds": round(age, 1),
         "periodic": descriptor(item.source_type).periodic,
+        # System notices can be acknowledged together (a batch), the rest are handled alone.
+        "batchable": item.source_type == MailboxType.SYSTEM_EVENT,
     }
+
+
+def triage_model(depth: int | None) -> str | None:
+    """The cheaper model for a triage or a deliberation (``MARKUS_TRIAGE_MODEL``) while
+    few items wait (at most ``TRIAGE_MODEL_MAX_ITEMS``); None: the main model."""
+    model = str(settings.MARKUS.get("TRIAGE_MODEL") or "")
+    if not model or (depth is not None and depth > int(settings.MARKUS.get("TRIAGE_MODEL_MAX_ITEMS", 5))):
+        return None
+    return model
 
 
 @dataclass
 class Plan:
-    """Tier 1's answer, checked: the item to process now, and the candidates to drop
+    """Triage's answer, checked: the item to process now, and the candidates to drop
     and to defer (ids), applied in the transaction that claims the chosen item;
     ``batch``: ids of other queued items processed together with the chosen one, in
-    one LLM session (issue 15: claimed with it, re-queued with it if interrupted)."""
+    one LLM session (issue 15: claimed with it, re-queued with it if interrupted).
+
+    A deliberation (``tier`` 2) also says until when each deferred item waits
+    (``defer_until``), why each item is deferred or dropped (``reasons``), which items
+    it completed inline, new priorities, its situational awareness and working-memory
+    updates, what binds a batch (``batch_context``), and its activity."""
 
     chosen: MailboxItem
     candidates: list[MailboxItem]
@@ -66,30 +103,144 @@ class Plan:
     drop: list[str] = field(default_factory=list)
     defer: list[str] = field(default_factory=list)
     reasoning: str = ""
+    tier: int = 1
+    defer_until: dict[str, datetime | None] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    inline: list[str] = field(default_factory=list)
+    priorities: dict[str, int] = field(default_factory=dict)
+    awareness: str = ""
+    memory: list[tuple[str, str]] = field(default_factory=list)
+    # (MEMORY.md section, text) a deliberation appends to the agent's long-term memory
+    longterm: list[tuple[str, str]] = field(default_factory=list)
+    batch_context: str = ""
+    activity_id: str | None = None
+    # Records the plan's maker writes in the transaction that applies it (a
+    # deliberation's activity), or itself when the plan is not applied (``discard``).
+    on_apply: Callable[[], None] | None = None
+
+    def discard(self) -> None:
+        """The plan will not be applied (its chosen item is gone): write its records."""
+        if self.on_apply is not None:
+            self.on_apply()
+            self.on_apply = None
+
+    @property
+    def pick_reasoning(self) -> str:
+        """What the pick decision of the chosen item says."""
+        who = "Deliberation" if self.tier == 2 else "Triage"
+        return f"{who}: {self.reasoning}" if self.reasoning else f"{who} chose it"
 
 
-def triage(lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str) -> Plan | None:
-    """Tier 0 (None: process the head) or tier 1 (the brain's checked answer). ``queue``:
-    the queued items in dequeue order, the head first, none claimed yet; the provider
-    is asked outside any transaction."""
+def _protected(item: MailboxItem) -> bool:
+    return item.is_user_interaction or is_strict(item) or item.source_type == MailboxType.MENTION
+
+
+def is_stale(item: MailboxItem, now: datetime | None = None) -> bool:
+    """An informational item (it runs no scenario) that waited longer than STALE_AFTER."""
+    now = now or timezone.now()
+    return scenario_for(item) is None and not _protected(item) and now - item.queued_at > STALE_AFTER
+
+
+def triage(
+    lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str, *, depth: int | None = None
+) -> Plan | None:
+    """The mini triage (None: process the head). ``queue``: the queued items in dequeue
+    order, the head first, none claimed yet; the provider is asked outside any
+    transaction."""
     if head.is_user_interaction or not settings.MARKUS["TRIAGE"]:
         return None
-    rivals = [q for q in queue if q.id != head.id and q.priority == head.priority][: MAX_CANDIDATES - 1]
-    if not rivals:
+    now = timezone.now()
+    rivals = [q for q in queue if q.id != head.id and q.priority == head.priority]
+    stale = [q for q in queue if q.id != head.id and q.priority != head.priority and is_stale(q, now)]
+    candidates = [head, *rivals, *stale][:MAX_CANDIDATES]
+    if len(candidates) < 2:
         return None
-    provider = get_provider()
+    provider = get_provider(model=triage_model(depth))
     if not provider.triages:
         return None
-    candidates = [head, *rivals]
+    briefs = [{**candidate_brief(c), "stale": is_stale(c, now)} for c in candidates]
     try:
-        answer = provider.triage(
-            candidates=[candidate_brief(c) for c in candidates],
-            context=CallContext(scenario="triage", agent_name=agent_name),
-        )
+        answer = _ask(lease, provider, head, briefs, agent_name, triage_model(depth) or "")
+    except StaleLease:
+        raise
     except Exception:
         log.exception("triage failed for %s; processing the head", lease.agent_id)
         return None
-    return _plan(head, candidates, answer if isinstance(answer, dict) else {})
+    if answer is None:
+        log.warning("triage of %s answered no JSON decision; processing the head", lease.agent_id)
+        return None
+    return _plan(head, candidates, answer)
+
+
+def _prompt(briefs: list[dict[str, Any]]) -> str:
+    lines = ["These items compete for your attention (oldest first within a priority):"]
+    for b in briefs:
+        flag = " — stale (informational, waited over 4 h)" if b.get("stale") else ""
+        waited = round(b["ageSeconds"] / 60)
+        lines.append(f"- {b['id']} [priority {b['priority']}] {b['type']}: {b['summary']} — waited {waited} min{flag}")
+    lines.append('Answer with JSON only: {"processItemId", "deferItemIds", "dropItemIds", "reasoning"}.')
+    return "\n".join(lines)
+
+
+def _ask(
+    lease: Lease, provider: Provider, head: MailboxItem, briefs: list[dict[str, Any]], agent_name: str, model: str
+) -> dict[str, Any] | None:
+    """Up to TRIAGE_MAX_TOOL_ITERATIONS rounds of read-only tools, then the JSON answer."""
+    load_tools()
+    tools = [t.schema() for name, t in TOOLS.items() if name in TRIAGE_ALLOWED_TOOLS]
+    tool_ctx = ToolContext(agent_id=lease.agent_id, agent_name=agent_name, scenario=TRIAGE)
+    context = CallContext(
+        scenario=TRIAGE, agent_name=agent_name, item={**item_brief(head), "candidates": briefs}, model=model
+    )
+    system = f"You are {agent_name}. You decide what to work on next."
+    messages: list[dict[str, Any]] = [{"role": "user", "content": _prompt(briefs)}]
+    for round_ in range(TRIAGE_MAX_TOOL_ITERATIONS + 1):
+        offered = tools if round_ < TRIAGE_MAX_TOOL_ITERATIONS else []
+        response = _call(lease, provider, system, messages, offered, context)
+        messages.append(response.as_message())
+        if not response.tool_calls or not offered:
+            return parse_answer(response.text)
+        for call in response.tool_calls:
+            if call.name in TRIAGE_ALLOWED_TOOLS:
+                _, result = execute_tool(tool_ctx, call.name, call.arguments)
+            else:
+                result = json.dumps({"error": f"{call.name} is not available in triage (read-only tools only)"})
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    return None
+
+
+def _call(
+    lease: Lease,
+    provider: Provider,
+    system: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    context: CallContext,
+) -> LLMResponse:
+    if provider.local:
+        return provider.complete(system=system, messages=messages, tools=tools, context=context)
+    with LeaseKeeper(lease) as keeper:
+        response = provider.complete(system=system, messages=messages, tools=tools, context=context)
+    if keeper.lost or not lease_renew_if_due(lease):
+        raise StaleLease(f"lost the lease of {lease.agent_id} during triage")
+    return response
+
+
+_JSON = re.compile(r"\{.*\}", re.S)
+
+
+def parse_answer(text: str) -> dict[str, Any] | None:
+    """The JSON decision in the answer (bare, or the outermost {...} in it); None when
+    there is none or it names no item to process."""
+    text = (text or "").strip()
+    for candidate in (text, *(m.group(0) for m in _JSON.finditer(text))):
+        try:
+            answer = json.loads(candidate)
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if isinstance(answer, dict) and isinstance(answer.get("processItemId"), str):
+            return answer
+    return None
 
 
 def _ids(answer: dict, key: str) -> list[str]:
@@ -101,8 +252,9 @@ def _plan(head: MailboxItem, candidates: list[MailboxItem], answer: dict) -> Pla
     by_id = {c.id: c for c in candidates}
     pid = answer.get("processItemId")
     chosen = (by_id.get(pid) if isinstance(pid, str) else None) or head
-    # A human's item, and a strict one a task waits for, are never deferred or dropped.
-    untouchable = {chosen.id} | {c.id for c in candidates if c.is_user_interaction or is_strict(c)}
+    # A protected item (a human's, a strict one a task waits for, a mention) is never
+    # deferred or dropped.
+    untouchable = {chosen.id} | {c.id for c in candidates if _protected(c)}
     drop = [i for i in dict.fromkeys(_ids(answer, "dropItemIds")) if i in by_id and i not in untouchable]
     defer = [
         i for i in dict.fromkeys(_ids(answer, "deferItemIds")) if i in by_id and i not in untouchable and i not in drop
@@ -112,43 +264,103 @@ def _plan(head: MailboxItem, candidates: list[MailboxItem], answer: dict) -> Pla
 
 
 def apply_plan(lease: Lease, plan: Plan, *, remember: Callable[[str, str], None] | None = None) -> None:
-    """Drop and defer what tier 1 said (only items still queued), keep its reasoning in
-    working memory, announce ``agent:triage``. Runs in the fenced transaction that
-    claims the chosen item; ``remember``: told of the working-memory write."""
+    """Apply what triage said (only to items still queued): drops, defers, items a
+    deliberation completed inline, new priorities; keep the reasoning in working memory;
+    record every choice; announce ``agent:triage``. Runs in the fenced transaction that
+    claims the chosen item; ``remember``: told of each working-memory write."""
     by_id = {c.id: c for c in plan.candidates}
-    until = timezone.now() + timedelta(seconds=float(settings.MARKUS["TRIAGE_DEFER_SECONDS"]))
+    now = timezone.now()
+    default_until = now + timedelta(seconds=float(settings.MARKUS["TRIAGE_DEFER_SECONDS"]))
+    deliberated = plan.tier == 2
     with fenced(lease):
+        plan.discard()  # its own records first (a deliberation's activity)
+        dropped, deferred, inline = [], [], []
         for item_id in plan.drop:
-            if mailbox.mailbox_drop(item_id, reason=f"triage: {plan.reasoning}"[:300], from_statuses=[Status.QUEUED]):
-                _record(lease, by_id[item_id], DecisionType.DROP, plan.reasoning)
+            why = plan.reasons.get(item_id) or plan.reasoning
+            if mailbox.mailbox_drop(item_id, reason=f"{_who(plan)}: {why}"[:300], from_statuses=[Status.QUEUED]):
+                _record(lease, plan, by_id[item_id], DecisionType.DROP, why)
+                dropped.append(item_id)
         for item_id in plan.defer:
+            until = plan.defer_until.get(item_id, default_until) if deliberated else default_until
             if mailbox.mailbox_defer(item_id, until=until, from_statuses=[Status.QUEUED]):
-                _record(lease, by_id[item_id], DecisionType.DEFER, plan.reasoning)
-        if plan.reasoning:
-            now = timezone.now()
-            memory = WorkingMemory.objects.filter(agent_id=lease.agent_id, key=TRIAGE_MEMORY_KEY)
-            if not memory.update(content=plan.reasoning, updated_at=now):
-                WorkingMemory.objects.create(
-                    agent_id=lease.agent_id, key=TRIAGE_MEMORY_KEY, content=plan.reasoning, updated_at=now
-                )
+                _record(lease, plan, by_id[item_id], DecisionType.DEFER, plan.reasons.get(item_id) or plan.reasoning)
+                deferred.append(item_id)
+        for item_id in plan.inline:
+            if lifecycle.transition(
+                item_id, from_statuses=[Status.QUEUED], status=Status.COMPLETED, started_at=now, completed_at=now
+            ):
+                item = by_id[item_id]
+                _record(lease, plan, item, DecisionType.INLINE, f"Handled inline while deliberating: {plan.reasoning}")
+                records.inject_main_session(lease, item=item, outcome="handled inline during deliberation")
+                inline.append(item_id)
+        for item_id, priority in plan.priorities.items():
+            lifecycle.set_priority(item_id, priority)
+        # (key, content, whether it may grow the memory: then the bound trims the oldest)
+        writes: list[tuple[str, str, bool]] = []
+        if deliberated:
+            writes.append((DELIBERATION_MEMORY_KEY, plan.awareness or plan.reasoning, False))
+            writes += [(key, content, True) for key, content in plan.memory]
+        elif plan.reasoning:
+            writes.append((TRIAGE_MEMORY_KEY, plan.reasoning, False))
+        for key, content, grows in writes:
+            if grows:  # the agent's own keys: bounded, the oldest entries trimmed (markus.agents.memory)
+                written = working_memory.remember(lease.agent_id, key, content, now=now).entry
+                key, content = written.key, written.content
+            else:  # triage's or deliberation's own key: one statement (replaced, its size capped)
+                content, _ = working_memory.bound_content(content)
+                rows = WorkingMemory.objects.filter(agent_id=lease.agent_id, key=key)
+                if not rows.update(content=content, updated_at=now):
+                    WorkingMemory.objects.create(agent_id=lease.agent_id, key=key, content=content, updated_at=now)
             if remember is not None:
-                remember(TRIAGE_MEMORY_KEY, plan.reasoning)
+                remember(key, content)
+        for section, text in plan.longterm:
+            try:
+                longterm_memory.section_write(agent_id=lease.agent_id, title=section, content=text, mode="append")
+            except MarkusError as error:  # over a limit: the deliberation is over, its choice stands
+                log.warning("deliberation of %s: long-term memory not updated: %s", lease.agent_id, error)
+        if deliberated:
+            records.record_decision(
+                lease,
+                item=plan.chosen,
+                decision_type=DecisionType.DELIBERATE,
+                reasoning=f"Deliberation: {plan.reasoning}",
+                context={
+                    "tier": 2,
+                    "processItemId": plan.chosen.id,
+                    "batchItemIds": plan.batch,
+                    "batchContext": plan.batch_context,
+                    "deferItemIds": deferred,
+                    "dropItemIds": dropped,
+                    "inlineCompletedIds": inline,
+                    "situationalAwareness": plan.awareness,
+                    "activityId": plan.activity_id,
+                },
+                outcome=f"process {plan.chosen.id}" + (f" with {len(plan.batch)} more" if plan.batch else ""),
+            )
         send_event_on_commit(
             agent_group(lease.agent_id),
             "agent:triage",
             {
                 "agentId": lease.agent_id,
-                "tier": 1,
+                "tier": plan.tier,
                 "candidates": [c.id for c in plan.candidates],
                 "processItemId": plan.chosen.id,
+                "processItemIds": [plan.chosen.id, *plan.batch],
                 "deferItemIds": plan.defer,
                 "dropItemIds": plan.drop,
+                "inlineCompletedIds": plan.inline,
                 "reasoning": plan.reasoning,
+                "situationalAwareness": plan.awareness,
             },
         )
 
 
-def _record(lease: Lease, item: MailboxItem, decision: str, reasoning: str) -> None:
+def _who(plan: Plan) -> str:
+    return "deliberation" if plan.tier == 2 else "triage"
+
+
+def _record(lease: Lease, plan: Plan, item: MailboxItem, decision: str, reasoning: str) -> None:
+    prefix = "Deliberation" if plan.tier == 2 else "Triage"
     records.record_decision(
-        lease, item=item, decision_type=decision, reasoning=f"Triage: {reasoning}", context={"tier": 1}
+        lease, item=item, decision_type=decision, reasoning=f"{prefix}: {reasoning}", context={"tier": plan.tier}
     )

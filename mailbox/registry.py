@@ -25,6 +25,9 @@ class MailboxType(StrEnum):
     DAILY_REPORT = "daily_report"
     HEARTBEAT = "heartbeat"
     MEMORY_CONSOLIDATION = "memory_consolidation"
+    # An item the agent put in its own future (``schedule_reminder``): stored deferred
+    # until its time, then processed once like any other item.
+    REMINDER = "reminder"
 
 
 class Category(StrEnum):
@@ -135,6 +138,7 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
         True,
         periodic=True,
     ),
+    T.REMINDER: _D("Reminder", Priority.NORMAL, Category.SYSTEM, "⏰", ActivityType.INTERNAL, True, True),
 }
 
 # Types whose items a human may write; such an item is a user interaction when its

@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from attention import heartbeat
 from attention import services as attention
 from markus.console import selectors
 from markus.console import services as console
@@ -139,6 +140,38 @@ class AgentAdmin(ConsoleModelAdmin):
         "queue_depth",
         "pending_inbox",
         "mind_link",
+        "next_heartbeat_at",
+        "last_heartbeat_at",
+        "heartbeat_idle_streak",
+        "heartbeat_sleep_depth",
+        "rhythm",
+    )
+    fieldsets = (
+        # (Read-only date-times are shown through their ``_pretty`` display: ConsoleModelAdmin.)
+        (
+            None,
+            {"fields": ("id", "name", "role", "kind", "status", "team", "owner", "token_hash", "created_at_pretty")},
+        ),
+        (
+            "Rhythm",
+            {
+                "description": "How often the heartbeat comes (5 min to 24 h; empty: the default), and the "
+                "hours it may run in the agent's time zone (both or neither).",
+                "fields": (
+                    "heartbeat_interval_minutes",
+                    "timezone",
+                    ("heartbeat_active_start", "heartbeat_active_end"),
+                    "rhythm",
+                    "next_heartbeat_at_pretty",
+                    "last_heartbeat_at_pretty",
+                    ("heartbeat_idle_streak", "heartbeat_sleep_depth"),
+                ),
+            },
+        ),
+        (
+            "Live",
+            {"fields": ("attention_state", "current_focus", "queue_depth", "pending_inbox", "mind_link")},
+        ),
     )
     actions = [
         _control("Pause", attention.agent_pause),
@@ -151,6 +184,24 @@ class AgentAdmin(ConsoleModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         return selectors.agents_for_console(super().get_queryset(request))
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        """A new interval wakes the agent to it (attention.heartbeat.reset_rhythm)."""
+        if change and "heartbeat_interval_minutes" in form.changed_data:
+            heartbeat.reset_rhythm(obj)
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="rhythm")
+    def rhythm(self, obj: Agent) -> str:
+        if not obj.pk:
+            return "—"
+        now = heartbeat.rhythm(obj)
+        text = f"every {now.every}"
+        if now.sleep_depth:
+            text += f" (sleeping deeper, depth {now.sleep_depth}; normally every {now.normal})"
+        if now.active_hours:
+            text += f", {now.active_hours[0]:02d}:00–{now.active_hours[1]:02d}:00 {now.time_zone}"
+        return text
 
     @admin.display(description="mind")
     def mind_link(self, obj: Agent) -> str:

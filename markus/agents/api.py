@@ -1,4 +1,5 @@
-"""Agent endpoints: create (token shown once), list, show."""
+"""Agent endpoints: create (token shown once), list, show, and the operator's change of an
+agent's rhythm (its heartbeat interval, time zone and active hours)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentbus.selectors import pending_count, pending_counts
+from attention.heartbeat import rhythm, rhythm_update
 from markus.agents.auth import IsUser, access_agent, signed_in_user, visible_agents
 from markus.agents.models import Agent
-from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut
+from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut, AgentPatchInput
 from markus.agents.services import agent_create
 from markus.core.api import validated_body
 from markus.core.schema import errors
@@ -33,7 +35,30 @@ def agent_data(agent: Agent) -> dict[str, Any]:
         "teamId": agent.team_id,
         "ownerId": agent.owner_id,
         "createdAt": agent.created_at,
+        **rhythm_data(agent),
     }
+
+
+def rhythm_data(agent: Agent) -> dict[str, Any]:
+    now = rhythm(agent)
+    return {
+        "heartbeatIntervalMinutes": now.interval_minutes,
+        "heartbeatIntervalDefault": now.default,
+        "timezone": now.time_zone,
+        "heartbeatActiveStart": agent.heartbeat_active_start,
+        "heartbeatActiveEnd": agent.heartbeat_active_end,
+        "nextHeartbeatAt": now.next_at,
+        "heartbeatSleepDepth": now.sleep_depth,
+    }
+
+
+# The API's names of the rhythm settings → rhythm_update's.
+_PATCHABLE = {
+    "heartbeatIntervalMinutes": "interval_minutes",
+    "timezone": "time_zone",
+    "heartbeatActiveStart": "active_start",
+    "heartbeatActiveEnd": "active_end",
+}
 
 
 class AgentListView(APIView):
@@ -83,4 +108,21 @@ class AgentDetailView(APIView):
     @extend_schema(operation_id="agents_retrieve", responses={200: AgentOut, **errors(401, 404)})
     def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
+        return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})
+
+    @extend_schema(
+        operation_id="agents_partial_update",
+        request=AgentPatchInput,
+        responses={200: AgentOut, **errors(400, 401, 404)},
+        description=(
+            "Change the agent's rhythm: `heartbeatIntervalMinutes` (5 to 1440; null: the default, 6 h), "
+            "`timezone` (IANA name) and the active hours `heartbeatActiveStart` / `heartbeatActiveEnd` "
+            "(hours 0-23 in that time zone, both or neither; outside them no heartbeat runs). A new interval "
+            "wakes the agent to it: the next heartbeat comes one interval after the last."
+        ),
+    )
+    def patch(self, request: Request, agent_id: str) -> Response:
+        agent = access_agent(request, agent_id)
+        body = validated_body(request, AgentPatchInput)
+        agent, _ = rhythm_update(agent.id, **{_PATCHABLE[key]: value for key, value in body.items()})
         return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})

@@ -3,12 +3,33 @@
 from __future__ import annotations
 
 import hashlib
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from markus.core import ids
+
+# The bounds of a heartbeat interval, in minutes (5 min to 24 h).
+HEARTBEAT_MIN_MINUTES = 5
+HEARTBEAT_MAX_MINUTES = 24 * 60
+
+
+def zone_named(name: str) -> ZoneInfo:
+    """The IANA time zone ``name`` ("" or unknown: the server's TIME_ZONE)."""
+    try:
+        return ZoneInfo(name or settings.TIME_ZONE)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo(settings.TIME_ZONE)
+
+
+def validate_time_zone(value: str) -> None:
+    """An IANA time zone name such as ``Europe/Berlin`` ("" allowed: the server's)."""
+    if value and value not in available_timezones():
+        raise ValidationError(f"unknown time zone {value!r}: expected an IANA name such as Europe/Berlin")
 
 
 def hash_token(raw: str) -> str:
@@ -73,6 +94,44 @@ class Agent(models.Model):
     )
     token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
+    # The agent's rhythm (attention.heartbeat). The interval is set by the operator (the
+    # console, PATCH /api/agents/{id}) or by the agent itself (set_heartbeat_interval);
+    # empty: MARKUS["HEARTBEAT_DEFAULT_MINUTES"].
+    heartbeat_interval_minutes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(HEARTBEAT_MIN_MINUTES), MaxValueValidator(HEARTBEAT_MAX_MINUTES)],
+        help_text=f"minutes between heartbeats, {HEARTBEAT_MIN_MINUTES} to {HEARTBEAT_MAX_MINUTES}; "
+        "empty: the default (6 h)",
+    )
+    # (Declared after created_at: in the class body the name hides django.utils.timezone.)
+    timezone = models.CharField(
+        "time zone",
+        max_length=64,
+        blank=True,
+        default="",
+        validators=[validate_time_zone],
+        help_text="IANA name, e.g. Europe/Berlin; empty: the server's time zone",
+    )
+    heartbeat_active_start = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(23)],
+        help_text="first hour (0-23, the agent's time zone) heartbeats may run; empty: all day",
+    )
+    heartbeat_active_end = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(23)],
+        help_text="the hour (0-23) heartbeats stop; before the start hour: the window runs past midnight",
+    )
+    # Kept by the heartbeat itself.
+    next_heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="empty: at the next beat tick")
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_idle_streak = models.PositiveSmallIntegerField(default=0)
+    heartbeat_sleep_depth = models.PositiveSmallIntegerField(
+        default=0, help_text="each level doubles the interval (at most 24 h); new work resets it"
+    )
 
     class Meta:
         db_table = "agents"
@@ -80,6 +139,18 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    def clean(self) -> None:
+        super().clean()
+        start, end = self.heartbeat_active_start, self.heartbeat_active_end
+        if (start is None) != (end is None):
+            raise ValidationError("active hours need both a start and an end hour (or neither)")
+        if start is not None and start == end:
+            raise ValidationError("active hours: the start and the end hour must differ")
+
+    def zone(self) -> ZoneInfo:
+        """The agent's time zone (the server's when none is set)."""
+        return zone_named(self.timezone)
 
 
 class ChatSession(models.Model):

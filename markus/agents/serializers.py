@@ -8,9 +8,9 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.request import Request
 
-from markus.core.api import StringField
+from markus.core.api import StrictIntegerField, StringField
 
-from .models import Agent, Team
+from .models import HEARTBEAT_MAX_MINUTES, HEARTBEAT_MIN_MINUTES, Agent, Team
 
 
 def _string(key: str, help_text: str) -> StringField:
@@ -56,6 +56,57 @@ class AgentCreateInput(serializers.Serializer):
         return team
 
 
+def _hour(key: str, help_text: str) -> StrictIntegerField:
+    message = f"{key} must be an hour from 0 to 23 (or null for all day)"
+    return StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=23,
+        error_messages={"invalid": message, "min_value": message, "max_value": message},
+        help_text=help_text,
+    )
+
+
+_INTERVAL_RANGE = (
+    f"heartbeatIntervalMinutes must be between {HEARTBEAT_MIN_MINUTES} and {HEARTBEAT_MAX_MINUTES} (5 min to 24 h)"
+)
+
+
+class AgentPatchInput(serializers.Serializer):
+    """The agent's rhythm, as its operator sets it; only the fields sent change."""
+
+    heartbeatIntervalMinutes = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=HEARTBEAT_MIN_MINUTES,
+        max_value=HEARTBEAT_MAX_MINUTES,
+        error_messages={
+            "invalid": "heartbeatIntervalMinutes must be an integer number of minutes",
+            "min_value": _INTERVAL_RANGE,
+            "max_value": _INTERVAL_RANGE,
+        },
+        help_text=f"minutes between heartbeats, {HEARTBEAT_MIN_MINUTES} to {HEARTBEAT_MAX_MINUTES}; "
+        "null: the default (MARKUS_HEARTBEAT_DEFAULT_MINUTES, 6 h)",
+    )
+    timezone = _string("timezone", 'IANA time zone name, e.g. "Europe/Berlin"; "" or null: the server\'s')
+    heartbeatActiveStart = _hour("heartbeatActiveStart", "first hour (0-23, the agent's time zone) of heartbeats")
+    heartbeatActiveEnd = _hour(
+        "heartbeatActiveEnd",
+        "the hour (0-23) heartbeats stop; before the start: past midnight; null with the start: all day",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                f"unknown field {unknown[0]!r}: an agent's {', '.join(self.fields)} can be changed"
+            )
+        if not attrs:
+            raise serializers.ValidationError(f"nothing to change: send any of {', '.join(self.fields)}")
+        return attrs
+
+
 class AgentOut(serializers.Serializer):
     id = serializers.CharField()
     name = serializers.CharField()
@@ -65,6 +116,13 @@ class AgentOut(serializers.Serializer):
     teamId = serializers.CharField(allow_null=True)
     ownerId = serializers.IntegerField(allow_null=True)
     createdAt = serializers.DateTimeField()
+    heartbeatIntervalMinutes = serializers.IntegerField(help_text="minutes between heartbeats (the default if unset)")
+    heartbeatIntervalDefault = serializers.BooleanField(help_text="no interval of its own: the default applies")
+    timezone = serializers.CharField(help_text="the agent's IANA time zone")
+    heartbeatActiveStart = serializers.IntegerField(allow_null=True)
+    heartbeatActiveEnd = serializers.IntegerField(allow_null=True)
+    nextHeartbeatAt = serializers.DateTimeField(allow_null=True, help_text="null: at the next beat tick")
+    heartbeatSleepDepth = serializers.IntegerField(help_text="each level doubles the interval (at most 24 h)")
     pendingInbox = serializers.IntegerField(required=False, help_text="messages waiting in the AgentBus inbox")
     pendingInboxCount = serializers.IntegerField(required=False, help_text="with ?inbox=1 on the list")
 

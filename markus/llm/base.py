@@ -73,13 +73,17 @@ class CallContext:
     ``on_delta``: called in the calling thread with each piece of answer text as the
     provider produces it, in order; the pieces joined are the turn's ``text``. Tool calls
     are not announced piecemeal: they come whole in the ``LLMResponse``. Without it a
-    provider may still stream (the network ones do, to be cancellable)."""
+    provider may still stream (the network ones do, to be cancellable).
+
+    ``model``: the model this call was given (``get_provider(model=...)``), "" for the
+    configured one; for the record and the tests, the provider is already built for it."""
 
     scenario: str = ""
     agent_name: str = ""
     item: dict[str, Any] = field(default_factory=dict)
     cancelled: Callable[[], bool] = lambda: False
     on_delta: Callable[[str], None] | None = None
+    model: str = ""
 
     def emit(self, text: str) -> None:
         if text and self.on_delta is not None:
@@ -321,13 +325,16 @@ def _build(name: str, model: str, base_url: str, api_key: str) -> Provider:
     raise ValueError(f"unknown MARKUS_LLM_PROVIDER {name!r} (offline, openai, anthropic)")
 
 
-def get_provider() -> Provider:
+def get_provider(*, model: str | None = None) -> Provider:
     """The configured provider: built once per process for its settings (provider,
     model, base URL, key) and shared by every thread; a change of those settings builds
-    a new one. A test's override wins."""
+    a new one. ``model``: this call's model instead of the configured one (the cheaper
+    ``MARKUS_TRIAGE_MODEL`` of a triage or a deliberation). A test's override wins."""
     if _override is not None:
         return _override
     key = _configuration()
+    if model:
+        key = (key[0], model, *key[2:])
     provider = _built.get(key)
     if provider is None:
         with _built_lock:

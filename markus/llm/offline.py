@@ -22,7 +22,7 @@ from django.conf import settings
 from .base import COMPLETION_MARKER, CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Usage, word_chunks
 
 # Scenario names (attention.scenarios) and tool names, as the LLM sees them.
-HEARTBEAT, DAILY_REPORT, MEMORY_CONSOLIDATION = "check_in", "daily_report_writing", "dream_cycle"
+HEARTBEAT = "check_in"  # the daily report and the dream: offline_reports.py, offline_memory.py
 A2A, SESSION_RESPONSE = "a2a", "session_response"
 TASK_COMMENT_TOOL = "task_comment"  # a tool name, not a mailbox type
 REQUIREMENT_COMMENT_TOOL = "requirement_comment"  # a tool name, not a mailbox type
@@ -146,15 +146,56 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[Step]:
     if scenario == SESSION_RESPONSE and task_id:
         note = f"{agent} read your comment on this finished task ({LABEL})."
         return [(TASK_COMMENT_TOOL, {"task_id": task_id, "content": note})]
-    if scenario in (HEARTBEAT, DAILY_REPORT):
+    if scenario == HEARTBEAT:
         return [("check_mailbox", {}), ("recall_activity", {"limit": 10})]
-    if scenario == MEMORY_CONSOLIDATION:
-        return [("recall_activity", {"limit": 20})]
     if scenario == "chat":
-        text = str(item.get("content") or "").lower()
-        if any(w in text for w in ("queue", "mailbox", "busy", "waiting")):
-            return [("check_mailbox", {})]
+        return _chat_steps(str(item.get("content") or ""))
     return []
+
+
+# What a person may ask of the offline brain in a chat, besides an answer: "remember
+# that …" (memory_save), "remind me to … in 2h / tomorrow at 9" (schedule_reminder),
+# "check in every 2 hours" (set_heartbeat_interval), "what is in your queue" (check_mailbox).
+REMEMBER = re.compile(r"\bremember(?: that|:)?\s+(?P<what>.+)", re.I | re.S)
+REMIND = re.compile(
+    r"\bremind me (?:to |about |that )?(?P<what>.+?)\s+(?P<when>in \d+.*|tomorrow.*|today at .+|at \d.*)$", re.I | re.S
+)
+CHECK_IN_EVERY = re.compile(r"\bcheck in every (?P<n>\d+)\s*(?P<unit>min|minutes?|h|hours?)\b", re.I)
+
+
+def _chat_steps(text: str) -> list[Step]:
+    steps: list[Step] = []
+    if m := REMIND.search(text):
+        steps.append(("schedule_reminder", {"text": m["what"].strip(), "when": m["when"].strip().rstrip(".!")}))
+    elif m := REMEMBER.search(text):
+        steps.append(("memory_save", {"content": m["what"].strip()[:1000], "kind": "note"}))
+    if m := CHECK_IN_EVERY.search(text):
+        minutes = int(m["n"]) * (60 if m["unit"].lower().startswith("h") else 1)
+        steps.append(("set_heartbeat_interval", {"minutes": minutes, "reason": "asked in a chat"}))
+    if any(w in text.lower() for w in ("queue", "mailbox", "busy", "waiting")):
+        steps.append(("check_mailbox", {}))
+    return steps
+
+
+def _chat_notes(results: dict[str, str]) -> str:
+    """What the chat's tools did, in a sentence each (their errors as they said them)."""
+    notes = []
+    for name, said in (
+        ("memory_save", "I saved that to my long-term memory."),
+        ("schedule_reminder", "I set a reminder for {remindAt}."),
+        ("set_heartbeat_interval", "I will check in every {intervalMinutes} minutes."),
+    ):
+        if name not in results:
+            continue
+        try:
+            answer = json.loads(results[name] or "{}")
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and "error" not in answer:
+            notes.append(said.format_map({k: answer.get(k, "?") for k in ("remindAt", "intervalMinutes")}))
+        else:
+            notes.append(f"I could not do that ({name}): {results[name][:300]}")
+    return " ".join(notes)
 
 
 def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[str, str], user_text: str) -> str:
@@ -165,20 +206,14 @@ def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[s
         if "check_mailbox" in results:
             depth = json.loads(results["check_mailbox"] or "{}").get("queueDepth", 0)
             reply += f" I have {depth} item(s) waiting in my mailbox."
-        return reply
-    if scenario == MEMORY_CONSOLIDATION:
-        acts = json.loads(results.get("recall_activity") or "{}").get("activities", [])
-        kinds: dict[str, int] = {}
-        for a in acts:
-            kinds[a["type"]] = kinds.get(a["type"], 0) + 1
-        digest = ", ".join(f"{n}× {k}" for k, n in sorted(kinds.items())) or "nothing yet"
-        return f"Consolidated memory from {len(acts)} recent activities: {digest}. {COMPLETION_MARKER}"
-    if scenario in (HEARTBEAT, DAILY_REPORT):
+        notes = _chat_notes(results)
+        return f"{reply} {notes}" if notes else reply
+    if scenario == HEARTBEAT:
         depth = json.loads(results.get("check_mailbox") or "{}").get("queueDepth", 0)
         acts = json.loads(results.get("recall_activity") or "{}").get("activities", [])
         ok = sum(1 for a in acts if a.get("success"))
-        head = "Daily report" if scenario == DAILY_REPORT else "Heartbeat check-in"
-        return f"{head}: {len(acts)} recent activities ({ok} succeeded), {depth} item(s) queued. {COMPLETION_MARKER}"
+        did = f"{len(acts)} recent activities ({ok} succeeded)"
+        return f"Heartbeat check-in: {did}, {depth} item(s) queued. {COMPLETION_MARKER}"
     summary = item.get("summary") or scenario
     return f"{agent} handled “{summary}” ({LABEL}). {COMPLETION_MARKER}"
 
@@ -219,24 +254,14 @@ class OfflineProvider(Provider):
         )
 
     triages = True
+    deliberates = True
 
     def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
-        """By staleness: the item waiting longest goes first; a periodic check-in
-        (heartbeat, daily report, dream cycle) that a newer one of its kind supersedes is
-        redundant and dropped."""
-        newest: dict[str, dict] = {}
-        for c in candidates:
-            if c.get("periodic") and (c["type"] not in newest or c["queuedAt"] > newest[c["type"]]["queuedAt"]):
-                newest[c["type"]] = c
-        drop = [c["id"] for c in candidates if c["type"] in newest and newest[c["type"]]["id"] != c["id"]]
-        remaining = [c for c in candidates if c["id"] not in drop]
-        chosen = min(remaining, key=lambda c: (c["queuedAt"], c["id"]))
-        reasoning = (
-            f"{len(candidates)} items at priority {chosen['priority']}: “{chosen['summary']}” has waited longest"
-        )
-        if drop:
-            reasoning += f"; {len(drop)} periodic item(s) superseded by a newer one dropped"
-        return {"processItemId": chosen["id"], "deferItemIds": [], "dropItemIds": drop, "reasoning": reasoning}
+        """The one-call triage (the loop asks through ``complete`` in the ``triage``
+        scenario, which answers the same): see ``offline_deliberation``."""
+        from .offline_deliberation import offline_triage
+
+        return offline_triage(candidates)
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         text = f"{new.get('summary', '')} {new.get('content', '')}"

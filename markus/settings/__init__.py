@@ -78,11 +78,13 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_celery_beat",
     "markus.agents",
+    "markus.memory",
     "markus.work",
     "mailbox",
     "attention",
     "notifications",
     "agentbus",
+    "markus.reports",
     "markus",
 ]
 
@@ -198,6 +200,7 @@ SPECTACULAR_SETTINGS = {
         "ApprovalStateEnum": "notifications.models.Approval.State",
         "AgentKindEnum": "markus.agents.models.Agent.Kind",
         "ChatSessionKindEnum": "attention.api.CHAT_SESSION_KINDS",
+        "ReminderStateEnum": "markus.reports.serializers.REMINDER_STATES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -268,6 +271,22 @@ MARKUS = {
     "TRIAGE": env.bool("MARKUS_TRIAGE", default=True),
     # How long an item the triage deferred waits before it is due again.
     "TRIAGE_DEFER_SECONDS": env.float("MARKUS_TRIAGE_DEFER_SECONDS", default=300.0),
+    # The agent's working memory (every entry's key and content together) stays within
+    # this many characters: a write forgets the oldest entries first; one entry holds
+    # at most a quarter of it (at most 2000).
+    "WORKING_MEMORY_MAX_CHARS": env.int("MARKUS_WORKING_MEMORY_MAX_CHARS", default=8000),
+    # Triage starts when this many items are queued (the head included) and the head is
+    # not a human's: a full deliberation (tier 2), or the mini triage when it is off.
+    "TRIAGE_BACKLOG_THRESHOLD": env.int("MARKUS_TRIAGE_BACKLOG_THRESHOLD", default=2),
+    # Tier 2: the agent deliberates as itself over its whole queue (off: the mini triage).
+    "DELIBERATION": env.bool("MARKUS_DELIBERATION", default=True),
+    # A cheaper model for triage and deliberation ("" = the main model), used while at
+    # most TRIAGE_MODEL_MAX_ITEMS items are queued (a longer queue gets the main model).
+    "TRIAGE_MODEL": env.str("MARKUS_TRIAGE_MODEL", default=""),
+    "TRIAGE_MODEL_MAX_ITEMS": env.int("MARKUS_TRIAGE_MODEL_MAX_ITEMS", default=5),
+    # An agent's heartbeat interval when none is set for it (minutes, 5 to 1440); each
+    # agent's own is set in the console, PATCH /api/agents/{id} or set_heartbeat_interval.
+    "HEARTBEAT_DEFAULT_MINUTES": env.int("MARKUS_HEARTBEAT_DEFAULT_MINUTES", default=360),
     # The fallback poll of an AgentBus wait when no channel-layer wake-up arrives.
     "AGENTBUS_POLL_SECONDS": env.float("MARKUS_AGENTBUS_POLL_SECONDS", default=5.0),
     # The modules whose @tool functions the loop offers to the LLM.
@@ -277,7 +296,13 @@ MARKUS = {
         "markus.tools.work_tools",
         "markus.tools.human_tools",
         "markus.tools.a2a_tools",
+        "markus.tools.rhythm_tools",
+        "markus.tools.longterm_tools",
+        "markus.tools.reminder_tools",
+        "markus.tools.report_tools",
     ],
+    # A manager agent owes its daily report from this hour on, in its own time zone.
+    "DAILY_REPORT_HOUR": env.int("MARKUS_DAILY_REPORT_HOUR", default=20),
     # A task execution or review that ends without a verdict runs again after
     # BASE, 2×BASE, 4×BASE … seconds (at most CAP); after MAX retries the execution's
     # task fails, a review goes to a person.
@@ -289,6 +314,18 @@ MARKUS = {
     "LIVENESS_MAX_REPAIRS": env.int("MARKUS_LIVENESS_MAX_REPAIRS", default=5),
     # A bearer token that may read /metrics (besides staff users and loopback callers).
     "METRICS_TOKEN": env.str("MARKUS_METRICS_TOKEN", default=""),
+    # Long-term memory in the system prompt: MEMORY.md's sections cut to this many
+    # characters, and the observations that best match the item (at most this many).
+    "LONGTERM_PROMPT_CHARS": env.int("MARKUS_LONGTERM_PROMPT_CHARS", default=3000),
+    "LONGTERM_PROMPT_OBSERVATIONS": env.int("MARKUS_LONGTERM_PROMPT_OBSERVATIONS", default=5),
+    # The dream cycle (checked by beat): an agent dreams when it has DREAM_MIN_OBSERVATIONS
+    # new observations, once every DREAM_INTERVAL_HOURS, or every DREAM_BUSY_INTERVAL_HOURS
+    # with DREAM_BUSY_OBSERVATIONS or more; at most DREAM_MAX_CONCURRENT agents at once.
+    "DREAM_MIN_OBSERVATIONS": env.int("MARKUS_DREAM_MIN_OBSERVATIONS", default=50),
+    "DREAM_BUSY_OBSERVATIONS": env.int("MARKUS_DREAM_BUSY_OBSERVATIONS", default=500),
+    "DREAM_INTERVAL_HOURS": env.float("MARKUS_DREAM_INTERVAL_HOURS", default=24.0),
+    "DREAM_BUSY_INTERVAL_HOURS": env.float("MARKUS_DREAM_BUSY_INTERVAL_HOURS", default=6.0),
+    "DREAM_MAX_CONCURRENT": env.int("MARKUS_DREAM_MAX_CONCURRENT", default=3),
 }
 
 # Every 5xx is logged with its traceback, in every mode (ARCHITECTURE decision 12). The

@@ -1,5 +1,12 @@
-"""Mailbox management tools (seed section 21): check, defer, drop, prioritise.
-A human's chat is protected from all but checking."""
+"""Mailbox management tools (seed section 21): check, defer, drop, prioritise, and the
+deliberation's decision (``complete_deliberation``).
+
+Protected items (a human's chat or comment, an execution trigger, a review request, a
+requirement update asking for action, a direct mention) are never deferred or dropped
+by a tool: the tool answers with an error saying why. While the agent deliberates
+(scenario ``deliberation``) defer, drop and prioritise only stage their change: it is
+applied with ``complete_deliberation``'s decision and discarded if the deliberation is
+aborted (a human's chat came in)."""
 
 from __future__ import annotations
 
@@ -7,9 +14,14 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from attention.toolbox import ToolContext, tool
+from attention.deliberation import DELIBERATION_ALLOWED_TOOLS, check_changeable, check_decision, stage
+from attention.scenarios import DELIBERATION
+from attention.toolbox import ToolContext, ToolError, tool
 from mailbox import services as mailbox
+from mailbox.models import MailboxItem
 from mailbox.selectors import queued_items
+
+__all__ = ["DELIBERATION_ALLOWED_TOOLS"]
 
 
 @tool(
@@ -27,6 +39,19 @@ def check_mailbox(ctx: ToolContext, args: dict) -> dict:
     }
 
 
+def _check_tool_target(ctx: ToolContext, item_id: str, action: str) -> None:
+    item = MailboxItem.objects.filter(agent_id=ctx.agent_id, id=item_id).first()
+    if item is not None:
+        check_changeable(item, action)
+
+
+def _minutes(args: dict) -> int | None:
+    minutes = args.get("minutes")
+    if minutes is not None and minutes < 0:
+        raise ToolError("defer_mailbox_item: minutes must be 0 or more")
+    return minutes
+
+
 @tool(
     "defer_mailbox_item",
     "Postpone a queued item, optionally for some minutes.",
@@ -37,7 +62,11 @@ def check_mailbox(ctx: ToolContext, args: dict) -> dict:
     },
 )
 def defer_mailbox_item(ctx: ToolContext, args: dict) -> dict:
-    until = timezone.now() + timedelta(minutes=args["minutes"]) if args.get("minutes") else None
+    minutes = _minutes(args)
+    if ctx.scenario == DELIBERATION:
+        return stage(ctx, "defer", args["item_id"], minutes=minutes)
+    _check_tool_target(ctx, args["item_id"], "deferred")
+    until = timezone.now() + timedelta(minutes=minutes) if minutes else None
     item = mailbox.tool_defer_item(agent_id=ctx.agent_id, item_id=args["item_id"], until=until)
     return {"id": item.id, "status": item.status, "deferredUntil": item.deferred_until}
 
@@ -52,9 +81,11 @@ def defer_mailbox_item(ctx: ToolContext, args: dict) -> dict:
     },
 )
 def drop_mailbox_item(ctx: ToolContext, args: dict) -> dict:
-    item = mailbox.tool_drop_item(
-        agent_id=ctx.agent_id, item_id=args["item_id"], reason=args.get("reason") or "dropped by the agent"
-    )
+    reason = args.get("reason") or "dropped by the agent"
+    if ctx.scenario == DELIBERATION:
+        return stage(ctx, "drop", args["item_id"], reason=reason)
+    _check_tool_target(ctx, args["item_id"], "dropped")
+    item = mailbox.tool_drop_item(agent_id=ctx.agent_id, item_id=args["item_id"], reason=reason)
     return {"id": item.id, "status": item.status}
 
 
@@ -66,8 +97,69 @@ def drop_mailbox_item(ctx: ToolContext, args: dict) -> dict:
         "properties": {"item_id": {"type": "string"}, "priority": {"type": "integer"}},
         "required": ["item_id", "priority"],
     },
-    scenarios={"deliberation"},
+    scenarios={DELIBERATION},
 )
 def prioritize_mailbox_item(ctx: ToolContext, args: dict) -> dict:
-    item = mailbox.tool_prioritize_item(agent_id=ctx.agent_id, item_id=args["item_id"], priority=args["priority"])
+    priority = args["priority"]
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 4:
+        raise ToolError("prioritize_mailbox_item: priority must be an integer from 0 to 4")
+    if ctx.scenario == DELIBERATION:
+        return stage(ctx, "priority", args["item_id"], priority=priority)
+    item = mailbox.tool_prioritize_item(agent_id=ctx.agent_id, item_id=args["item_id"], priority=priority)
     return {"id": item.id, "priority": item.priority}
+
+
+_ENTRY = {
+    "type": "object",
+    "properties": {
+        "item_id": {"type": "string"},
+        "minutes": {"type": "integer", "description": "defer only: how long (default: a few minutes)"},
+        "reason": {"type": "string"},
+    },
+    "required": ["item_id"],
+}
+
+
+@tool(
+    "complete_deliberation",
+    "Finish deliberating with your decision: the item to process now (process_item_id), other items to "
+    "process together with it in one session (batch_item_ids, with batch_context saying what binds them), "
+    "items to defer (with minutes) or drop (with a reason), ids you already handled inline, your reasoning, "
+    "a short situational awareness (kept in your working memory) and other working-memory updates. "
+    "Protected items (a human's chat, an execution trigger, a review request, a direct mention) cannot be "
+    "deferred, dropped or completed inline.",
+    {
+        "type": "object",
+        "properties": {
+            "process_item_id": {"type": "string"},
+            "batch_item_ids": {"type": "array", "items": {"type": "string"}},
+            "batch_context": {"type": "string"},
+            "defer": {"type": "array", "items": _ENTRY},
+            "drop": {"type": "array", "items": _ENTRY},
+            "inline_completed_ids": {"type": "array", "items": {"type": "string"}},
+            "reasoning": {"type": "string"},
+            "situational_awareness": {"type": "string"},
+            "memory_updates": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "type": {
+                            "type": "string",
+                            "enum": ["working", "longterm"],
+                            "description": "working (default): a working-memory key; longterm: a MEMORY.md "
+                            "section the content is appended to",
+                        },
+                        "key": {"type": "string"},
+                        "content": {"type": "string"},
+                    },
+                    "required": ["key", "content"],
+                },
+            },
+        },
+        "required": ["process_item_id", "reasoning"],
+    },
+    scenarios={DELIBERATION},
+)
+def complete_deliberation(ctx: ToolContext, args: dict) -> dict:
+    return check_decision(ctx, args)

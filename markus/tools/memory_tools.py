@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from django.utils import timezone
-
 from attention.models import AgentActivity
 from attention.toolbox import ToolContext, ToolError, tool
-from markus.agents.models import WorkingMemory
+from markus.agents import memory as working_memory
 
 
 @tool(
     "update_working_memory",
-    "Remember something under a key (situational awareness).",
+    "Remember something under a key (situational awareness); it appears in every later prompt "
+    "with its age. Working memory is bounded: an entry is cut to the per-entry limit, and the "
+    "oldest entries are forgotten first when the total grows too large.",
     {
         "type": "object",
         "properties": {"key": {"type": "string"}, "content": {"type": "string"}},
@@ -19,13 +19,15 @@ from markus.agents.models import WorkingMemory
     },
 )
 def update_working_memory(ctx: ToolContext, args: dict) -> dict:
-    key = args["key"].strip()[:200]
-    if not key:
+    if not args["key"].strip():
         raise ToolError("update_working_memory: key must not be empty")
-    WorkingMemory.objects.update_or_create(
-        agent_id=ctx.agent_id, key=key, defaults={"content": args["content"], "updated_at": timezone.now()}
-    )
-    return {"key": key, "saved": True}
+    written = working_memory.remember(ctx.agent_id, args["key"], args["content"])
+    result: dict = {"key": written.entry.key, "saved": True}
+    if written.truncated:
+        result["truncated"] = f"the content was cut to {working_memory.entry_cap()} characters"
+    if written.evicted:
+        result["forgotten"] = written.evicted  # the oldest entries, to stay within the bound
+    return result
 
 
 @tool(
@@ -34,32 +36,76 @@ def update_working_memory(ctx: ToolContext, args: dict) -> dict:
     {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
 )
 def clear_working_memory(ctx: ToolContext, args: dict) -> dict:
-    rows = WorkingMemory.objects.filter(agent_id=ctx.agent_id)
-    if args["key"] != "*":
-        rows = rows.filter(key=args["key"])
-    deleted, _ = rows.delete()
-    return {"cleared": deleted}
+    return {"cleared": working_memory.forget(ctx.agent_id, args["key"])}
 
 
 @tool(
     "recall_activity",
-    "List your recent activities (what you did, with outcomes).",
-    {"type": "object", "properties": {"limit": {"type": "integer"}}},
+    "Your episodic memory. Without activity_id: your recent activities (what you did, with outcomes), "
+    "newest first. With activity_id: that activity and its log (LLM turns, tool calls and results, "
+    "status lines), in order, from after_seq on.",
+    {
+        "type": "object",
+        "properties": {
+            "limit": {
+                "type": "integer",
+                "description": "activities (1-50, default 10) or log lines (1-200, default 50)",
+            },
+            "activity_id": {"type": "string", "description": "read this activity's log"},
+            "after_seq": {"type": "integer", "description": "with activity_id: log lines after this sequence number"},
+        },
+    },
 )
 def recall_activity(ctx: ToolContext, args: dict) -> dict:
+    if args.get("activity_id"):
+        return _activity_log(ctx, str(args["activity_id"]), args)
     limit = max(1, min(int(args.get("limit") or 10), 50))
     rows = AgentActivity.objects.filter(agent_id=ctx.agent_id, ended_at__isnull=False).order_by("-started_at")[:limit]
+    return {"activities": [_activity(a) for a in rows]}
+
+
+# A log line's content is cut to this many characters in recall_activity.
+RECALL_LOG_CHARS = 2000
+
+
+def _activity(a: AgentActivity) -> dict:
     return {
-        "activities": [
+        "id": a.id,
+        "type": a.type,
+        "label": a.label,
+        "success": a.success,
+        "tokens": a.total_tokens,
+        "tools": a.total_tools,
+        "mailboxItemId": a.mailbox_item_id,
+        "taskId": a.task_id,
+        "startedAt": a.started_at,
+        "endedAt": a.ended_at,
+    }
+
+
+def _activity_log(ctx: ToolContext, activity_id: str, args: dict) -> dict:
+    """One of the agent's own activities with its log lines (another agent's activity
+    answers like a missing one)."""
+    activity = AgentActivity.objects.filter(agent_id=ctx.agent_id, id=activity_id).first()
+    if activity is None:
+        raise ToolError(f"recall_activity: you have no activity {activity_id!r}; call it without activity_id to list")
+    limit = max(1, min(int(args.get("limit") or 50), 200))
+    after = int(args.get("after_seq") or 0)
+    lines = list(activity.logs.filter(seq__gt=after).order_by("seq")[: limit + 1])
+    more = len(lines) > limit
+    return {
+        "activity": _activity(activity),
+        "logs": [
             {
-                "id": a.id,
-                "type": a.type,
-                "label": a.label,
-                "success": a.success,
-                "tokens": a.total_tokens,
-                "tools": a.total_tools,
-                "endedAt": a.ended_at,
+                "seq": entry.seq,
+                "type": entry.type,
+                "content": entry.content
+                if len(entry.content) <= RECALL_LOG_CHARS
+                else entry.content[: RECALL_LOG_CHARS - 1] + "…",
+                "metadata": entry.metadata or {},
+                "createdAt": entry.created_at,
             }
-            for a in rows
-        ]
+            for entry in lines[:limit]
+        ],
+        "more": more,
     }

@@ -17,7 +17,7 @@ from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from attention import operator
+from attention import heartbeat, operator
 from attention import services as attention
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
@@ -27,6 +27,8 @@ from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, desc
 from mailbox.selectors import queue_depth, timeline_queryset
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
+from markus.reports import reminders
+from markus.reports import services as reports
 
 PAGE_SIZE = 30
 OFFLINE_BRAIN = "offline"
@@ -137,6 +139,7 @@ def header_context(agent_id: str, *, live: bool = False, can_control: bool = Fal
         "brain": brain,
         "offline_brain": brain == OFFLINE_BRAIN,
         "live": live,
+        "rhythm": heartbeat.rhythm(agent),
     }
 
 
@@ -237,3 +240,30 @@ def drop_item(item: MailboxItem, user: Any, reason: str) -> str:
     except operator.OperatorError as exc:
         raise ControlRefused(str(exc)) from exc
     return f"{item.id} dropped."
+
+
+# ------------------------------------------------------------------- reminders and reports
+
+MIND_REPORTS = 7
+
+
+def reports_context(agent_id: str, *, message: str = "", message_error: bool = False) -> dict[str, Any]:
+    """The reminders the agent set (pending ones, cancellable) and its latest daily reports."""
+    pending = [v.as_dict() for v in reminders.pending_reminders(agent_id)]
+    rows = reports.latest_reports(agent_id, limit=MIND_REPORTS)
+    return {
+        "reminders": pending,
+        "reports": [reports.serialize_report(r) for r in rows],
+        "reminder_message": message,
+        "reminder_error": message_error,
+    }
+
+
+def cancel_reminder(agent: Agent, item_id: str, user: Any) -> str:
+    """Drop a pending reminder; a missing one is a 404 (``MarkusError``), a fired one a
+    ControlRefused."""
+    try:
+        reminders.reminder_cancel(agent_id=agent.id, item_id=item_id, by=user.get_username())
+    except reminders.ReminderFired as exc:
+        raise ControlRefused(str(exc)) from exc
+    return f"Reminder {item_id} cancelled."

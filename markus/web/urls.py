@@ -16,6 +16,11 @@ urlpatterns = [
         name="mind-item-control",
     ),
     path(
+        "agents/<str:agent_id>/mind/reminders/<str:item_id>/cancel/",
+        views.mind_reminder_cancel,
+        name="mind-reminder-cancel",
+    ),
+    path(
         "agents/<str:agent_id>/mind/activities/<str:activity_id>/logs/",
         views.mind_activity_logs,
         name="mind-activity-logs",

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -41,6 +41,7 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
             **mind.header_context(agent.id, can_control=mind.may_control(request.user, agent)),
             **mind.filters_context(filters),
             **mind.timeline_page(agent.id, filters),
+            **mind.reports_context(agent.id),
             "agent_id": agent.id,
         },
     )
@@ -154,3 +155,28 @@ def mind_item_control(request: HttpRequest, agent_id: str, item_id: str, action:
     except mind.ControlRefused as exc:
         return _answer(request, agent, str(exc), status=409, header=False)
     return _answer(request, agent, message, header=False)
+
+
+@require_POST
+@login_required
+def mind_reminder_cancel(request: HttpRequest, agent_id: str, item_id: str) -> HttpResponse:
+    """POST: cancel one of the agent's pending reminders (404 for anything else, 409
+    once it fired). htmx gets the redrawn reminders and reports section."""
+    agent = _controlled(request, agent_id)
+    status = 200
+    try:
+        message = mind.cancel_reminder(agent, item_id, request.user)
+    except mind.ControlRefused as exc:
+        message, status = str(exc), 409
+    except MarkusError as exc:
+        raise Http404(str(exc)) from exc
+    if request.headers.get("HX-Request") != "true":
+        if status != 200:
+            return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+        return redirect("mind", agent.id)
+    context = {
+        "agent": agent,
+        "can_control": True,
+        **mind.reports_context(agent.id, message=message, message_error=status != 200),
+    }
+    return render(request, "mind/_reports.html", context, status=status)

@@ -13,6 +13,7 @@ The schema is generated, then:
 from __future__ import annotations
 
 import copy
+import datetime
 import re
 from typing import Any
 
@@ -168,6 +169,9 @@ def world(alice, alice_client, agent, agent_with_token):
     )
     notification_services.notify_user(user=alice, type="system", title="Hello", action_target={"taskId": task["id"]})
     session = alice_client.post("/api/agents/ada/sessions", {"title": "Typed"}, format="json").json()
+    from markus.reports.models import DailyReport
+
+    DailyReport.objects.create(agent=agent, date=datetime.date(2026, 12, 1), content="A typed day.")
     return {
         "agent_id": "ada",
         "task_id": task["id"],
@@ -175,6 +179,7 @@ def world(alice, alice_client, agent, agent_with_token):
         "stream_id": stream["streamId"],
         "session_id": session["id"],
         "approval": approval,
+        "date": "2026-12-01",
     }
 
 

@@ -1,6 +1,7 @@
 """Periodic jobs are idempotent per period (issue 11, item 5): two beats (a second
 scheduler, a retried task) must not give an agent two heartbeats, two daily reports or
-two dream cycles. Each item carries its schedule slot in ``payload.extra.period``."""
+two dream cycles. Each item carries its schedule slot in ``payload.extra.period``. Since
+issue 16 the heartbeat's period is each agent's own (tests/attention/test_heartbeat*.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from attention import services, tasks
+from attention import heartbeat, services, tasks
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
@@ -38,11 +39,6 @@ def items_per_agent_and_period(source_type) -> Counter:
     return Counter((agent_id, (payload.get("extra") or {}).get("period")) for agent_id, payload in rows)
 
 
-def bucket_start(now, minutes: int):
-    step = minutes * 60
-    return now - timedelta(seconds=now.timestamp() % step)
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("source_type", PERIODIC, ids=str)
 def test_the_periodic_job_twice_gives_one_item_per_agent_and_period(crew, source_type):
@@ -55,34 +51,38 @@ def test_the_periodic_job_twice_gives_one_item_per_agent_and_period(crew, source
 
 
 @pytest.mark.django_db
-def test_the_periods_are_the_heartbeat_interval_and_the_date(crew):
+def test_the_periods_are_the_agents_heartbeat_slot_and_the_date(crew):
+    """The heartbeat's period is the agent's own slot (issue 16: each agent has its own
+    interval; a fresh agent is due at once), the others' the date."""
     now = timezone.now()
     services.enqueue_periodic(T.HEARTBEAT, now=now)
     services.enqueue_periodic(T.DAILY_REPORT, now=now)
     services.enqueue_periodic(T.MEMORY_CONSOLIDATION, now=now)
-    start = bucket_start(now, services.HEARTBEAT_MINUTES)
-    heartbeat = MailboxItem.objects.filter(source_type=T.HEARTBEAT).first()
-    assert heartbeat.extra["period"] == start.strftime("%Y-%m-%dT%H:%MZ")
+    for beat in MailboxItem.objects.filter(source_type=T.HEARTBEAT):
+        assert beat.extra["period"] == f"{beat.agent_id}:{now:%Y-%m-%dT%H:%M:%SZ}"
     today = str(timezone.localdate(now))
     for source_type in (T.DAILY_REPORT, T.MEMORY_CONSOLIDATION):
         assert MailboxItem.objects.filter(source_type=source_type).first().extra["period"] == today
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_the_celery_beat_tasks_are_idempotent_too(crew):
+    """The beat's heartbeat task twice gives one heartbeat per agent. (The daily report
+    and the dream are asked only of the agents that are due: tests/reports and
+    tests/memory count those, twice and concurrently.)"""
     for _ in range(2):
         tasks.heartbeat_all()
         tasks.daily_report_all()
         tasks.dream_cycle_all()
-    for source_type in PERIODIC:
-        assert MailboxItem.objects.filter(source_type=source_type).count() == len(crew)
+    assert MailboxItem.objects.filter(source_type=T.HEARTBEAT).count() == len(crew)
+    assert not MailboxItem.objects.filter(source_type__in=[T.DAILY_REPORT, T.MEMORY_CONSOLIDATION]).exists()
 
 
 @pytest.mark.django_db
-def test_two_beats_straddling_a_heartbeat_slot_boundary_still_give_one_heartbeat(crew):
-    boundary = bucket_start(timezone.now(), services.HEARTBEAT_MINUTES)
-    assert services.enqueue_periodic(T.HEARTBEAT, now=boundary - timedelta(milliseconds=40)) == len(crew)
-    assert services.enqueue_periodic(T.HEARTBEAT, now=boundary + timedelta(milliseconds=40)) == 0
+def test_two_beats_a_few_milliseconds_apart_still_give_one_heartbeat(crew):
+    now = timezone.now()
+    assert services.enqueue_periodic(T.HEARTBEAT, now=now - timedelta(milliseconds=40)) == len(crew)
+    assert services.enqueue_periodic(T.HEARTBEAT, now=now + timedelta(milliseconds=40)) == 0
     assert MailboxItem.objects.filter(source_type=T.HEARTBEAT).count() == len(crew)
 
 
@@ -90,12 +90,17 @@ def test_two_beats_straddling_a_heartbeat_slot_boundary_still_give_one_heartbeat
 def test_the_next_period_gets_its_own_item(crew):
     now = timezone.now()
     services.enqueue_periodic(T.HEARTBEAT, now=now)
-    later = now + timedelta(minutes=services.HEARTBEAT_MINUTES)
-    assert services.enqueue_periodic(T.HEARTBEAT, now=later) == len(crew)
+    later = now + timedelta(minutes=heartbeat.DEFAULT_MINUTES)
+    # The first heartbeats are still queued: the next period passes without a second
+    # (at most one heartbeat open per agent) …
     assert services.enqueue_periodic(T.HEARTBEAT, now=later) == 0
+    # … and once they are handled, the period after gets its own, once.
+    MailboxItem.objects.filter(source_type=T.HEARTBEAT).update(status=Status.COMPLETED)
+    after = later + timedelta(minutes=heartbeat.DEFAULT_MINUTES)
+    assert services.enqueue_periodic(T.HEARTBEAT, now=after) == len(crew)
+    assert services.enqueue_periodic(T.HEARTBEAT, now=after) == 0
     counts = items_per_agent_and_period(T.HEARTBEAT)
     assert len(counts) == 2 * len(crew) and set(counts.values()) == {1}
-    # The second heartbeat joined the first, still queued (at most one queued per agent).
     queued = Counter(
         MailboxItem.objects.filter(source_type=T.HEARTBEAT, status=Status.QUEUED).values_list("agent_id", flat=True)
     )

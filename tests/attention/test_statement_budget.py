@@ -35,9 +35,11 @@ BUDGETS = {
     # vendor: (a run of the loop that processes one plain item, a system event: one
     # LLM turn, no tool, from taking the lease to letting it go; each further item of
     # the same run, with triage among equals; a run of one human chat: its history read
-    # for the prompt, the reply stored in its session)
-    "sqlite": (23, 16, 26),
-    "postgresql": (26, 18, 29),
+    # for the prompt, the reply stored in its session). Two of a run are the prompt's
+    # long-term memory (MEMORY.md, whether there are observations to search), read once a
+    # run until a tool runs; the search for the item's observations only when there are some.
+    "sqlite": (25, 16, 28),
+    "postgresql": (28, 18, 31),
 }
 ITEM_GOAL = 20  # the goal for an item through the loop
 
@@ -50,6 +52,9 @@ def budget() -> tuple[int, int, int]:
 def offline_brain(settings, monkeypatch):
     set_provider_override(None)
     monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
+    # Tier 1 among equals; a tier-2 deliberation is an LLM session of its own, counted
+    # in tests/attention/test_deliberation_offline.py.
+    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
 
 
 def make_history(agent_id: str, n: int) -> None:

@@ -122,3 +122,60 @@ def test_the_offline_brain_takes_the_stalest_and_drops_superseded_check_ins(agen
     assert "superseded" in MailboxItem.objects.get(id=old_report.id).drop_reason
     assert picked(agent) == ["dream"]  # the stalest that remains
     assert MailboxItem.objects.get(id=new_report.id).status == "queued"
+
+
+# ---------------------------------------------------------------------------- the mini triage (issue 15)
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_the_mini_triage_looks_things_up_with_read_only_tools_then_answers_json(agent, provider):
+    a = enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
+    b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
+    brain = ScriptedProvider(
+        default=Turn(text=f"ok {MARK}"),
+        triage_turns=[
+            Turn(tool_calls=[("check_mailbox", {})]),
+            Turn(tool_calls=[("task_create", {"title": "no"})]),
+            Turn(text=f'Decided: {{"processItemId": "{b.id}", "dropItemIds": ["{a.id}"], "reasoning": "a is moot"}}'),
+        ],
+    )
+    provider(brain)
+    loop.run_attention(agent.id, budget=1)
+    assert len(brain.triage_calls) == 3
+    assert picked(agent) == ["b"] and MailboxItem.objects.get(id=a.id).status == "dropped"
+    assert AgentDecision.objects.get(mailbox_item=a).reasoning == "Triage: a is moot"
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_the_mini_triage_gets_six_rounds_of_tools_and_a_malformed_answer_processes_the_head(agent, provider):
+    enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
+    enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
+    looking = [Turn(tool_calls=[("recall_activity", {})]) for _ in range(7)]
+    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_turns=looking)
+    provider(brain)
+    loop.run_attention(agent.id, budget=1)
+    assert len(brain.triage_calls) == 7  # six rounds of tools, then an answer was due
+    assert picked(agent) == ["a"]
+    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_turns=[Turn(text="I would take b, I think")])
+    provider(brain)
+    enqueue(agent, T.SYSTEM_EVENT, "c", 2)
+    loop.run_attention(agent.id, budget=1)
+    assert picked(agent) == ["a", "b"]  # no JSON: the head
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_stale_informational_items_are_offered_to_the_mini_triage(agent, provider, settings):
+    settings.MARKUS = {**settings.MARKUS, "DELIBERATION": False}
+    provider(OfflineProvider())
+    enqueue(agent, T.SYSTEM_EVENT, "work", 2, minutes_ago=1)
+    old = enqueue(agent, T.TASK_STATUS_UPDATE, "status: done long ago", 3, minutes_ago=5 * 60)
+    fresh = enqueue(agent, T.TASK_STATUS_UPDATE, "status: just now", 3, minutes_ago=1)
+    loop.run_attention(agent.id, budget=1)
+    assert picked(agent) == ["work"]
+    assert MailboxItem.objects.get(id=old.id).status == "dropped"
+    assert "stale" in MailboxItem.objects.get(id=old.id).drop_reason
+    assert MailboxItem.objects.get(id=fresh.id).status == "queued"
+    assert not AgentDecision.objects.filter(decision_type="deliberate").exists()  # deliberation is off

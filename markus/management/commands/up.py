@@ -22,6 +22,8 @@ class Command(BaseCommand):
         from attention.services import sweep, sync_beat_schedule
 
         call_command("migrate", interactive=False, verbosity=0)
+        # The declared beat entries, created where missing (migrate's post_migrate made them
+        # already); an entry an operator changed in the console is kept as it is.
         sync_beat_schedule()
         if not settings.REDIS_URL:
             from markus.celery import app

@@ -1,0 +1,655 @@
+"""Tier 2 of triage (seed section 21): the agent deliberates as itself.
+
+When ``MARKUS["TRIAGE_BACKLOG_THRESHOLD"]`` items are queued (the head included) and the
+head is not a human's, the loop does not simply take the head: the agent gets its full
+system prompt (identity, working memory) and the queue (at most ``PROMPT_QUEUE_LIMIT``
+items, each with its id and age) in the ``deliberation`` scenario, with only
+``DELIBERATION_ALLOWED_TOOLS`` (read-only tools, inline communication, the mailbox and
+working-memory tools). It may handle simple items inline, and ends by calling
+``complete_deliberation``: the item (or a batch) to process, items to defer or drop,
+ids completed inline, reasoning, situational awareness, working-memory updates.
+
+1. Nothing is claimed or changed in the mailbox while it deliberates: the mailbox tools
+   only stage their change (``STAGED``), and the checked decision (``check_decision``)
+   becomes a ``Plan`` applied in the transaction that claims the chosen item
+   (``triage.apply_plan``).
+2. Protected items (``is_protected``: a human's chat or comment, an execution trigger,
+   a review request, a requirement update asking for action, a direct mention) are
+   never deferred, dropped or completed inline: the tool answers with an error the LLM
+   can act on.
+3. A human's chat that arrives meanwhile aborts the deliberation at its next turn
+   (``ABORTED``): its results are discarded, the attention state goes back to what it
+   was, the loop processes the chat and deliberates again afterwards.
+4. Its token usage is an activity of its own (``internal``, "Deliberation: …", on no
+   item; the ``deliberate`` decision names it); its choices are decisions with the
+   reasoning (``deliberate``, ``defer``, ``drop``, ``inline``).
+5. A deliberation that fails (the provider raises, no decision after ``MAX_TURNS``)
+   falls back to the mini triage; the state goes back as for an abort.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.conf import settings
+from django.utils import timezone
+
+from mailbox import lifecycle
+from mailbox.merge import is_strict
+from mailbox.models import MailboxItem
+from mailbox.registry import ActivityType, MailboxType, Status
+from markus.agents.memory import age_label
+from markus.agents.models import Agent
+from markus.llm.base import CallContext, LLMCancelled, Provider, get_provider
+
+from . import records
+from .focus import Run
+from .lease import AgentNotRunning, LeaseKeeper, StaleLease, fenced, lease_renew_if_due
+from .models import ActivityLogType as L
+from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
+from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, item_brief, scenario_for, system_prompt
+from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
+from .triage import Plan, candidate_brief, triage, triage_model
+
+log = logging.getLogger(__name__)
+
+# What the agent may call while it deliberates (the seed's DELIBERATION_ALLOWED_TOOLS,
+# by the names this project's tools have): context gathering, inline communication,
+# mailbox management, working memory, and the decision itself. Heavy side effects
+# (task_create, task_update, requirement_propose, delegation) belong to processing.
+READ_ONLY_TOOLS: Final = frozenset(
+    {
+        "task_list",
+        "task_get",
+        "requirement_list",
+        "requirement_get",
+        "recall_activity",
+        "memory_search",
+        "memory_search_longterm",
+        "check_mailbox",
+        "agent_list_colleagues",
+        "agent_list_group_chats",
+    }
+)
+DELIBERATION_ALLOWED_TOOLS: Final = READ_ONLY_TOOLS | frozenset(
+    {
+        "notify_user",
+        "task_comment",  # a tool name, not a mailbox type
+        "requirement_comment",  # a tool name, not a mailbox type
+        "agent_send_message",
+        "agent_send_group_message",
+        "agent_create_group_chat",
+        "defer_mailbox_item",
+        "drop_mailbox_item",
+        "prioritize_mailbox_item",
+        "update_working_memory",
+        "clear_working_memory",
+        "memory_save",
+        "memory_update_longterm",
+        "complete_deliberation",
+    }
+)
+# Tools that write nothing naming the deliberation's activity.
+RECORDLESS_TOOLS: Final = READ_ONLY_TOOLS | frozenset(
+    {
+        "defer_mailbox_item",
+        "drop_mailbox_item",
+        "prioritize_mailbox_item",
+        "update_working_memory",
+        "clear_working_memory",
+        "complete_deliberation",
+    }
+)
+MAX_TURNS = 8
+# ToolContext.effects keys: the checked decision of complete_deliberation, and what the
+# mailbox tools staged (applied with the decision, discarded with an abort).
+DECISION = "deliberation"
+STAGED = "deliberation_staged"
+MEMORY_KEY = "deliberation"
+DEFAULT_DEFER_MINUTES = 30
+
+
+class Aborted:
+    def __repr__(self) -> str:
+        return "ABORTED"
+
+
+ABORTED: Final = Aborted()
+
+
+# ---------------------------------------------------------------------------- which tier
+
+
+def backlog_reached(head: MailboxItem, depth: int) -> bool:
+    """Triage is due: enough items are queued and the head is not a human's."""
+    if head.is_user_interaction or not settings.MARKUS["TRIAGE"]:
+        return False
+    return depth >= max(2, int(settings.MARKUS["TRIAGE_BACKLOG_THRESHOLD"]))
+
+
+def choose(run: Run, head: MailboxItem, queue: list[MailboxItem], depth: int) -> Plan | Aborted | None:
+    """Triage before the loop begins an item: None (tier 0: process the head), a Plan
+    (tier 2, or the mini triage when deliberation is off or failed), or ABORTED (a
+    human's chat came in: read the queue again)."""
+    if not backlog_reached(head, depth):
+        return None
+    agent = run.the_agent()
+    if settings.MARKUS["DELIBERATION"]:
+        provider = get_provider(model=triage_model(depth))
+        if getattr(provider, "deliberates", True):
+            outcome = deliberate(run, queue, depth, provider)
+            if outcome is not None:
+                return outcome
+    return triage(run.lease, head, queue, agent.name, depth=depth)
+
+
+# ---------------------------------------------------------------------------- protection
+
+
+def is_protected(item: MailboxItem) -> bool:
+    """Never deferred, dropped or completed inline by the agent's triage: a human's chat
+    or comment, a strict item (an execution trigger, a review request, a requirement
+    update asking for action) and a direct mention."""
+    return item.is_user_interaction or is_strict(item) or item.source_type == MailboxType.MENTION
+
+
+def protection_reason(item: MailboxItem) -> str:
+    if item.source_type == MailboxType.HUMAN_CHAT:
+        return "a human's chat"
+    if item.is_user_interaction:
+        return "a human's comment"
+    if item.triggers_execution:
+        return "an execution trigger (its task waits for it)"
+    if item.source_type == MailboxType.REVIEW_REQUEST:
+        return "a review request"
+    if item.source_type == MailboxType.MENTION:
+        return "a direct mention"
+    return f"a {item.label.lower()} that asks for action"
+
+
+def check_changeable(item: MailboxItem, action: str) -> None:
+    if is_protected(item):
+        raise ToolError(
+            f"{item.id} is {protection_reason(item)}: it is protected and cannot be {action}; "
+            "process it (choose it, or leave it queued)"
+        )
+
+
+# ---------------------------------------------------------------------------- the decision
+
+
+def _queued(agent_id: str, item_id: Any, what: str) -> MailboxItem:
+    if not isinstance(item_id, str) or not item_id:
+        raise ToolError(f"{what}: expected an item id (a string)")
+    item = MailboxItem.objects.filter(agent_id=agent_id, id=item_id).first()
+    if item is None:
+        raise ToolError(f"{what}: no item {item_id!r} in your mailbox (check_mailbox lists them)")
+    if item.status != Status.QUEUED:
+        raise ToolError(f"{what}: {item_id} is {item.status}; only queued items can be decided on")
+    return item
+
+
+def _list(args: dict[str, Any], key: str) -> list[Any]:
+    value = args.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ToolError(f"complete_deliberation: {key} must be a list")
+    return value
+
+
+def _entries(args: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """A list of {item_id, ...} objects (a bare id string is accepted too)."""
+    out = []
+    for entry in _list(args, key):
+        if isinstance(entry, str):
+            entry = {"item_id": entry}
+        if not isinstance(entry, dict):
+            raise ToolError(f"complete_deliberation: each entry of {key} must be an object with item_id")
+        out.append(entry)
+    return out
+
+
+def stage(ctx: ToolContext, action: str, item_id: Any, **detail: Any) -> dict[str, Any]:
+    """A mailbox tool's change during a deliberation: checked now, applied with the
+    decision (``complete_deliberation``), discarded if the deliberation is aborted."""
+    item = _queued(ctx.agent_id, item_id, f"{action}_mailbox_item")
+    if action in ("defer", "drop"):
+        check_changeable(item, "deferred" if action == "defer" else "dropped")
+    elif item.source_type == MailboxType.HUMAN_CHAT:
+        check_changeable(item, "re-prioritised")
+    staged: dict[str, dict[str, Any]] = ctx.effects.setdefault(STAGED, {"defer": {}, "drop": {}, "priority": {}})
+    if action in ("defer", "drop"):  # the later of the two wins
+        staged["drop" if action == "defer" else "defer"].pop(item.id, None)
+    staged[action][item.id] = detail
+    return {"id": item.id, "staged": action, "note": "applied when you call complete_deliberation", **detail}
+
+
+def check_decision(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """complete_deliberation's arguments, checked against the mailbox: every id a queued
+    item of this agent, each named once, protected items never deferred, dropped or
+    completed inline, a strict item never in a batch. ToolError names what is wrong."""
+    chosen = _queued(ctx.agent_id, args.get("process_item_id"), "process_item_id")
+    named: dict[str, str] = {chosen.id: "process_item_id"}
+
+    def once(item: MailboxItem, where: str) -> None:
+        if item.id in named:
+            raise ToolError(f"complete_deliberation: {item.id} is named in both {named[item.id]} and {where}")
+        named[item.id] = where
+
+    batch = []
+    for item_id in _list(args, "batch_item_ids"):
+        item = _queued(ctx.agent_id, item_id, "batch_item_ids")
+        if is_strict(item) or item.is_user_interaction:
+            raise ToolError(
+                f"batch_item_ids: {item.id} is {protection_reason(item)}; it runs by itself, not in a batch"
+            )
+        once(item, "batch_item_ids")
+        batch.append(item.id)
+    defer: dict[str, dict[str, Any]] = {}
+    for entry in _entries(args, "defer"):
+        item = _queued(ctx.agent_id, entry.get("item_id"), "defer")
+        check_changeable(item, "deferred")
+        once(item, "defer")
+        minutes = entry.get("minutes")
+        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes < 0):
+            raise ToolError(f"defer: minutes of {item.id} must be a number of minutes (0 or more)")
+        defer[item.id] = {"minutes": minutes, "reason": str(entry.get("reason") or "")[:300]}
+    drop: dict[str, str] = {}
+    for entry in _entries(args, "drop"):
+        item = _queued(ctx.agent_id, entry.get("item_id"), "drop")
+        check_changeable(item, "dropped")
+        once(item, "drop")
+        drop[item.id] = str(entry.get("reason") or "")[:300]
+    inline = []
+    for item_id in _list(args, "inline_completed_ids"):
+        item = _queued(ctx.agent_id, item_id, "inline_completed_ids")
+        check_changeable(item, "completed inline")
+        once(item, "inline_completed_ids")
+        inline.append(item.id)
+    memory: list[tuple[str, str]] = []
+    longterm: list[tuple[str, str]] = []
+    for update in _list(args, "memory_updates"):
+        if not isinstance(update, dict) or not str(update.get("key") or "").strip():
+            raise ToolError("memory_updates: each entry must be an object with a key and a content")
+        kind = str(update.get("type") or "working")
+        if kind not in ("working", "longterm"):
+            raise ToolError(
+                'memory_updates: type is "working" (a working-memory key) or "longterm" (a MEMORY.md section)'
+            )
+        pair = (str(update["key"]).strip()[:200], str(update.get("content") or ""))
+        (longterm if kind == "longterm" else memory).append(pair)
+    reasoning = str(args.get("reasoning") or "").strip()
+    if not reasoning:
+        raise ToolError("complete_deliberation: reasoning must say why (one or two sentences)")
+    # What the mailbox tools staged joins the decision, unless the decision says otherwise.
+    staged = ctx.effects.get(STAGED) or {}
+    for item_id, detail in (staged.get("defer") or {}).items():
+        if item_id not in named:
+            defer[item_id] = {"minutes": detail.get("minutes"), "reason": ""}
+    for item_id, detail in (staged.get("drop") or {}).items():
+        if item_id not in named and item_id not in defer:
+            drop[item_id] = str(detail.get("reason") or "")
+    decision = {
+        "processItemId": chosen.id,
+        "batchItemIds": batch,
+        "batchContext": str(args.get("batch_context") or "")[:2000],
+        "defer": defer,
+        "drop": drop,
+        "inline": inline,
+        "priority": {k: int(v["priority"]) for k, v in (staged.get("priority") or {}).items()},
+        "reasoning": reasoning[:2000],
+        "awareness": str(args.get("situational_awareness") or "")[:2000],
+        "memory": memory,
+        "longterm": longterm,
+    }
+    ctx.effects[DECISION] = decision
+    return {
+        "accepted": True,
+        "process": chosen.id,
+        "batch": batch,
+        "defer": sorted(defer),
+        "drop": sorted(drop),
+        "inline": inline,
+    }
+
+
+# ---------------------------------------------------------------------------- deliberating
+
+
+def deliberation_brief(item: MailboxItem) -> dict[str, Any]:
+    return {
+        **candidate_brief(item),
+        "protected": is_protected(item),
+        "strict": is_strict(item),
+        "informational": scenario_for(item) is None,
+    }
+
+
+def _listing(items: list[MailboxItem], depth: int) -> str:
+    now = timezone.now()
+    lines = [
+        f"[DELIBERATION MODE] {depth} item(s) wait in your mailbox, in the order you would take them"
+        + (f" (the first {len(items)} listed)" if depth > len(items) else "")
+        + ":"
+    ]
+    for item in items:
+        about = f" (task {item.task_id})" if item.task_id else ""
+        about += f" (requirement {item.requirement_id})" if item.requirement_id else ""
+        sender = (item.metadata or {}).get("senderName")
+        line = (
+            f"- {item.id} [priority {item.priority}] {item.source_type}{about}: {item.summary or item.label}"
+            f" — queued {age_label(item.queued_at, now)}"
+        )
+        if sender:
+            line += f", from {sender}"
+        if is_protected(item):
+            line += f" — protected ({protection_reason(item)})"
+        elif scenario_for(item) is None:
+            line += " — informational"
+        content = (item.content or "").strip()
+        if content and content != item.summary:
+            line += "\n    " + content[:300].replace("\n", " ")
+        lines.append(line)
+    lines.append("Decide, then call complete_deliberation.")
+    return "\n".join(lines)
+
+
+@dataclass
+class _Before:
+    """The attention state before the deliberation, put back when it is discarded."""
+
+    state: str
+    current_item_id: str | None
+    focus_started_at: datetime | None
+
+
+def deliberate(run: Run, queue: list[MailboxItem], depth: int, provider: Provider) -> Plan | Aborted | None:
+    """Run the deliberation; a checked Plan, ABORTED (a human's chat came in), or None
+    (it failed: the caller falls back to the mini triage). ``queue``: the loop's read of
+    the queue (``depth`` items in all); a longer queue is read up to the listing limit.
+
+    A brain that answers at once (``provider.local``) deliberates in no time anyone
+    could watch: its attention state is not switched to deciding (so it has nothing to
+    restore), and its activity is written with the decision, in the transaction that
+    claims the chosen item."""
+    lease = run.lease
+    agent = run.the_agent()
+    began = timezone.now()
+    if len(queue) >= min(depth, PROMPT_QUEUE_LIMIT):
+        items = queue[:PROMPT_QUEUE_LIMIT]
+    else:
+        items = list(lifecycle.queued(lease.agent_id)[:PROMPT_QUEUE_LIMIT])
+    if len(items) < 2:
+        return None
+    head = items[0]  # the queue as read now
+    listed = {i.id for i in items}
+    model = triage_model(depth) or ""
+    watched = not provider.local
+    before: _Before | None = None
+    if watched:
+        row = AgentAttention.objects.filter(agent_id=lease.agent_id).values_list(
+            "state", "current_item_id", "focus_started_at"
+        )
+        before = _Before(*(row.first() or (AttentionState.IDLE, None, None)))
+    # Its own activity, on no item (each item's activities are its runs). A brain that
+    # answers at once has it written with its outcome; any other from now on.
+    activity = records.start_activity(lease, item=head, scenario=DELIBERATION, store=False)
+    activity.mailbox_item = None
+    activity.type = ActivityType.INTERNAL.value
+    activity.label = f"Deliberation: {depth} item(s) waiting"
+    activity.task_id = None
+    d = _Deliberation(run, activity, before, store=watched)
+    d.note(L.STATUS, f"started {DELIBERATION}", {"items": [i.id for i in items]})
+    if watched:
+        with fenced(
+            lease,
+            running=True,
+            state=AttentionState.DECIDING,
+            current_item=head,
+            focus_started_at=began,
+            updated_at=began,
+        ):
+            d.flush()
+            records.emit_state(lease, AttentionState.DECIDING, head, began, depth=depth)
+    briefs = [deliberation_brief(i) for i in items]
+    memory = run.working_memory()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": _listing(items, depth)}]
+    load_tools()
+    tools = [
+        t.schema()
+        for name, t in TOOLS.items()
+        if name in DELIBERATION_ALLOWED_TOOLS and (t.scenarios is None or DELIBERATION in t.scenarios)
+    ]
+    ctx = ToolContext(
+        agent_id=lease.agent_id,
+        agent_name=agent.name,
+        mailbox_item_id=head.id,
+        activity_id=activity.id,
+        scenario=DELIBERATION,
+    )
+    call = CallContext(
+        scenario=DELIBERATION,
+        agent_name=agent.name,
+        item={**item_brief(head), "candidates": briefs},
+        cancelled=lambda: not _running(agent.id),
+        model=model,
+    )
+    try:
+        for turn in range(MAX_TURNS):
+            if turn:  # the first turn follows the fence's check and the queue's read
+                chat = _new_chat(lease.agent_id, listed, began)
+                if chat is not None:
+                    return d.abort(head, chat)
+                if not _running(agent.id):
+                    d.discard("the agent was stopped or paused")
+                    raise AgentNotRunning(lease.agent_id)
+            system = system_prompt(agent, head, DELIBERATION, memory=memory, queue=items, depth=depth)
+            d.note(
+                L.LLM_REQUEST,
+                f"turn {turn + 1}",
+                {"provider": provider.name, "model": model, "messages": len(messages)},
+            )
+            if provider.local:
+                response = provider.complete(system=system, messages=messages, tools=tools, context=call)
+                lost = False
+            else:
+                with LeaseKeeper(lease) as keeper:
+                    response = provider.complete(system=system, messages=messages, tools=tools, context=call)
+                lost = keeper.lost
+            if lost or not lease_renew_if_due(lease):
+                raise StaleLease(f"lost the lease of {lease.agent_id} during a deliberation")
+            d.tokens += response.usage.total
+            messages.append(response.as_message())
+            if response.text:
+                d.note(L.TEXT, response.text[:4000])
+            if not response.tool_calls:
+                messages.append({"role": "user", "content": "Call complete_deliberation to finish deliberating."})
+                continue
+            for tool_call in response.tool_calls:
+                d.tools += 1
+                d.note(L.TOOL_START, tool_call.name, {"arguments": tool_call.arguments, "callId": tool_call.id})
+                if tool_call.name not in DELIBERATION_ALLOWED_TOOLS:
+                    ok, result = False, json.dumps({"error": f"{tool_call.name} is not available while you deliberate"})
+                else:
+                    if tool_call.name not in RECORDLESS_TOOLS:
+                        d.store_now()  # what the tool writes (a comment) may name the activity
+                    ok, result = execute_tool(ctx, tool_call.name, tool_call.arguments)
+                d.note(L.TOOL_END, result[:4000], {"name": tool_call.name, "ok": ok, "callId": tool_call.id})
+                messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result})
+            d.flush_fenced()
+            decision = ctx.effects.get(DECISION)
+            chat = _new_chat(lease.agent_id, listed, began)
+            if chat is not None:
+                return d.abort(head, chat)
+            if decision is not None:
+                return _plan(d, items, decision)
+            run.memory = None  # a tool may have written working memory
+            memory = run.working_memory()
+        d.discard(f"no decision after {MAX_TURNS} turns")
+        return None
+    except (StaleLease, AgentNotRunning):
+        raise
+    except LLMCancelled as exc:  # the agent was stopped or paused mid-call
+        d.discard("the agent was stopped or paused")
+        raise AgentNotRunning(lease.agent_id) from exc
+    except Exception as exc:
+        log.exception("deliberation of %s failed; falling back to the mini triage", lease.agent_id)
+        d.discard(f"failed: {exc.__class__.__name__}: {exc}")
+        return None
+
+
+class _Deliberation:
+    """A deliberation's records: its activity and the log lines not written yet."""
+
+    def __init__(self, run: Run, activity: AgentActivity, before: _Before | None, *, store: bool) -> None:
+        self.run = run
+        self.activity = activity
+        self.before = before
+        self.store = store  # write as it goes (a brain that takes its time); else at the end
+        self.pending: list[records.LogLine] = []
+        self.tokens = 0
+        self.tools = 0
+        self.success = True
+
+    def note(self, kind: str, content: str, metadata: dict[str, Any] | None = None) -> None:
+        self.pending.append(records.LogLine(kind, content, metadata, at=timezone.now()))
+
+    def flush(self) -> None:
+        """Inside a fenced block: write what is pending, if this one writes as it goes."""
+        if self.store and self.pending:
+            records.ensure_stored(self.run.lease, self.activity)
+            records.log_many(self.run.lease, self.activity, self.pending)
+            self.pending = []
+
+    def store_now(self) -> None:
+        """From now on write as it goes: the activity is stored at once."""
+        if not self.store:
+            self.store = True
+            with fenced(self.run.lease):
+                self.flush()
+
+    def flush_fenced(self) -> None:
+        if self.store and self.pending:
+            with fenced(self.run.lease):
+                self.flush()
+
+    def end(self, line: str, *, success: bool) -> None:
+        """Close the activity with its usage and what is left of its log; inside the
+        caller's fenced block (``write``), or in one of its own."""
+        self.note(L.STATUS if success else L.ERROR, line)
+        self.success = success
+
+    def write(self) -> None:
+        lease = self.run.lease
+        with fenced(lease):
+            records.end_activity(lease, self.activity, success=self.success, tokens=self.tokens, tools=self.tools)
+            records.log_many(lease, self.activity, self.pending)
+            self.pending = []
+
+    def restore(self) -> None:
+        if self.before is not None:
+            _restore(self.run, self.before)
+
+    def discard(self, why: str) -> None:
+        self.end(f"deliberation discarded: {why}", success=False)
+        self.write()
+        self.restore()
+
+    def abort(self, head: MailboxItem, chat: MailboxItem) -> Aborted:
+        """A human's chat came in: discard the deliberation, put the state back, say so."""
+        why = f"a human's chat ({chat.id}) arrived: it goes first, the deliberation runs again after it"
+        self.end(f"deliberation aborted: {why}", success=False)
+        self.write()
+        records.record_decision(
+            self.run.lease,
+            item=head,
+            decision_type=DecisionType.DELIBERATE,
+            reasoning=f"Deliberation aborted: {why}",
+            context={"tier": 2, "abortedBy": chat.id, "activityId": self.activity.id},
+            outcome="aborted, results discarded",
+        )
+        self.restore()
+        return ABORTED
+
+
+def _running(agent_id: str) -> bool:
+    return Agent.objects.filter(id=agent_id, status=Agent.RunStatus.RUNNING).exists()
+
+
+def _new_chat(agent_id: str, listed: set[str], since: datetime) -> MailboxItem | None:
+    """A human's chat queued since the deliberation began (one statement)."""
+    return (
+        MailboxItem.objects.filter(
+            agent_id=agent_id, status=Status.QUEUED, source_type=MailboxType.HUMAN_CHAT, queued_at__gte=since
+        )
+        .exclude(id__in=listed)
+        .order_by("queued_at", "id")
+        .first()
+    )
+
+
+def _restore(run: Run, before: _Before) -> None:
+    lease = run.lease
+    with fenced(
+        lease,
+        state=before.state,
+        current_item_id=before.current_item_id,
+        focus_started_at=before.focus_started_at,
+        updated_at=timezone.now(),
+    ):
+        item = MailboxItem.objects.filter(id=before.current_item_id).first() if before.current_item_id else None
+        records.emit_state(lease, before.state, item, before.focus_started_at)
+
+
+def _plan(d: _Deliberation, items: list[MailboxItem], decision: dict[str, Any]) -> Plan:
+    by_id = {i.id: i for i in items}
+    named = [
+        decision["processItemId"],
+        *decision["batchItemIds"],
+        *decision["defer"],
+        *decision["drop"],
+        *decision["inline"],
+        *decision["priority"],
+    ]
+    missing = [i for i in dict.fromkeys(named) if i not in by_id]
+    for extra in MailboxItem.objects.filter(id__in=missing):
+        by_id[extra.id] = extra
+    now = timezone.now()
+    default_minutes = float(settings.MARKUS["TRIAGE_DEFER_SECONDS"]) / 60 or DEFAULT_DEFER_MINUTES
+    defer_until: dict[str, datetime | None] = {}
+    reasons: dict[str, str] = {}
+    for item_id, detail in decision["defer"].items():
+        minutes = detail.get("minutes")
+        defer_until[item_id] = now + timedelta(minutes=float(default_minutes if minutes is None else minutes))
+        reasons[item_id] = detail.get("reason") or ""
+    for item_id, reason in decision["drop"].items():
+        reasons[item_id] = reason
+    d.end(
+        f"deliberated: process {decision['processItemId']}"
+        + (f" with {len(decision['batchItemIds'])} more" if decision["batchItemIds"] else ""),
+        success=True,
+    )
+    return Plan(
+        chosen=by_id[decision["processItemId"]],
+        candidates=list(by_id.values()),
+        batch=[i for i in decision["batchItemIds"] if i in by_id],
+        drop=[i for i in decision["drop"] if i in by_id],
+        defer=[i for i in decision["defer"] if i in by_id],
+        reasoning=decision["reasoning"],
+        tier=2,
+        defer_until=defer_until,
+        reasons=reasons,
+        inline=[i for i in decision["inline"] if i in by_id],
+        priorities={k: int(v) for k, v in decision["priority"].items() if k in by_id},
+        awareness=decision["awareness"],
+        memory=[(str(k), str(c)) for k, c in decision["memory"]],
+        longterm=[(str(k), str(c)) for k, c in decision.get("longterm") or []],
+        batch_context=decision["batchContext"],
+        activity_id=d.activity.id,
+        on_apply=d.write,
+    )

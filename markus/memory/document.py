@@ -1,0 +1,142 @@
+"""MEMORY.md as text: parse it into sections, render it back, and the trimming rule
+that keeps it within its limits. Pure functions, no database."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from markus.core.errors import MarkusError
+
+# The limits of the document (the seed's MEMORY.md): a section's text, and the whole
+# rendered document.
+SECTION_LIMIT = 3000
+DOCUMENT_LIMIT = 15000
+TITLE_LIMIT = 200
+# Text before the first ``## `` heading goes to this section.
+DEFAULT_SECTION = "Notes"
+
+
+class MemoryTooLarge(MarkusError):
+    """The whole document is over its limit: 413 with ``limit``."""
+
+    status_code = 413
+    code = "payload_too_large"
+
+    def __init__(self, chars: int, limit: int = DOCUMENT_LIMIT) -> None:
+        super().__init__(f"MEMORY.md would be {chars} characters; the limit is {limit}")
+        self.extra = {"limit": limit}
+
+
+@dataclass
+class Section:
+    title: str
+    content: str
+
+
+def render(sections: list[Section]) -> str:
+    """``## Title`` then the section's text, sections separated by a blank line."""
+    return "\n\n".join(f"## {s.title}\n\n{s.content}".rstrip() for s in sections) + ("\n" if sections else "")
+
+
+def document_chars(sections: list[Section]) -> int:
+    return len(render(sections))
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def parse(markdown: str) -> list[Section]:
+    """Sections by their ``## `` headings (not inside a fenced code block). A leading
+    ``# `` title line is dropped; other text before the first heading becomes the
+    section ``Notes``. MarkusError for an empty, too long or repeated title."""
+    sections: list[Section] = []
+    title: str | None = None
+    lines: list[str] = []
+    fenced = False
+    first_line = True
+
+    def close() -> None:
+        text = "\n".join(lines).strip("\n").rstrip()
+        if title is not None:
+            sections.append(Section(title, text))
+        elif text.strip():
+            sections.append(Section(DEFAULT_SECTION, text))
+
+    for line in markdown.replace("\r\n", "\n").split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        if not fenced and (line.startswith("## ") or line.rstrip() == "##"):
+            close()
+            title, lines = check_title(line[2:]), []
+        elif first_line and title is None and line.startswith("# "):
+            pass  # the document's own title
+        else:
+            lines.append(line)
+        first_line = first_line and not line.strip()
+    close()
+    seen: set[str] = set()
+    for s in sections:
+        if s.title.casefold() in seen:
+            raise MarkusError(f"section {s.title!r} appears twice")
+        seen.add(s.title.casefold())
+    return sections
+
+
+def check_title(raw: str) -> str:
+    title = " ".join(raw.split())
+    if not title:
+        raise MarkusError("a section title must not be empty")
+    if len(title) > TITLE_LIMIT:
+        raise MarkusError(f"section title is {len(title)} characters; the limit is {TITLE_LIMIT}")
+    return title
+
+
+def check_sections(sections: list[Section]) -> None:
+    """400 for a section over SECTION_LIMIT, 413 for a document over DOCUMENT_LIMIT."""
+    for s in sections:
+        if len(s.content) > SECTION_LIMIT:
+            raise MarkusError(f"section {s.title!r} is {len(s.content)} characters; the limit is {SECTION_LIMIT}")
+    chars = document_chars(sections)
+    if chars > DOCUMENT_LIMIT:
+        raise MemoryTooLarge(chars)
+
+
+# ---------------------------------------------------------------------------- trimming
+
+
+def fit_section(content: str, limit: int = SECTION_LIMIT) -> str:
+    """The rule: a section keeps its newest text. Whole lines are dropped from its top
+    (the oldest) until it fits; a single line still too long keeps its first
+    ``limit - 1`` characters and an ellipsis."""
+    if len(content) <= limit:
+        return content
+    lines = content.split("\n")
+    while len(lines) > 1 and len("\n".join(lines)) > limit:
+        lines.pop(0)
+    text = "\n".join(lines).strip("\n")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fit_document(sections: list[Section], limit: int = DOCUMENT_LIMIT) -> list[Section]:
+    """The rule: while the document is over ``limit``, the longest section (the first
+    of equals) loses its oldest (top) line; a section left empty is removed."""
+    sections = [Section(s.title, s.content) for s in sections]
+    while sections and document_chars(sections) > limit:
+        longest = max(sections, key=lambda s: len(s.content))
+        lines = longest.content.split("\n")
+        if len(lines) > 1:
+            longest.content = "\n".join(lines[1:]).strip("\n")
+        else:
+            over = document_chars(sections) - limit
+            longest.content = longest.content[: max(0, len(longest.content) - over - 1)]
+        if not longest.content.strip():
+            sections.remove(longest)
+    return sections
+
+
+def normalized(text: str) -> str:
+    """Text compared for sameness: case, spacing, a leading bullet and the final
+    punctuation do not count."""
+    text = re.sub(r"^\s*[-*•]\s+", "", text)
+    return " ".join(text.casefold().split()).rstrip(".!;,")

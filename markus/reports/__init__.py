@@ -1,0 +1,1 @@
+"""Daily reports of manager agents and the reminders agents set for themselves."""

@@ -1,0 +1,192 @@
+"""Long-term memory tools: save and search observations, read and write MEMORY.md,
+and (in the dream cycle) consolidate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attention.scenarios import DREAM_CYCLE, SCENARIOS, TRIAGE
+from attention.toolbox import ToolContext, ToolError, tool
+from mailbox.models import MailboxItem
+from markus.memory import search, selectors, services
+from markus.memory.document import DOCUMENT_LIMIT, SECTION_LIMIT
+from markus.memory.services import Consolidation, Merge, Promote
+
+# The scenarios that may write memory: all but the mini triage (which only reads).
+WORKING = set(SCENARIOS) - {TRIAGE}
+
+
+def _limit(args: dict[str, Any], default: int, hi: int) -> int:
+    return max(1, min(int(args.get("limit") or default), hi))
+
+
+@tool(
+    "memory_save",
+    "Save an observation to your long-term memory (a fact, a preference, a lesson, a commitment). "
+    "It can be found later with memory_search; your dream cycle consolidates observations into MEMORY.md.",
+    {
+        "type": "object",
+        "properties": {
+            "content": {"type": "string", "description": f"at most {services.OBSERVATION_LIMIT} characters"},
+            "kind": {"type": "string", "description": "e.g. fact, preference, lesson, commitment (default note)"},
+        },
+        "required": ["content"],
+    },
+    scenarios=WORKING,
+)
+def memory_save(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    obs = services.memory_save(
+        agent_id=ctx.agent_id,
+        content=args["content"],
+        kind=args.get("kind") or "note",
+        mailbox_item_id=ctx.mailbox_item_id or "",
+        activity_id=ctx.activity_id or "",
+    )
+    return {"id": obs.id, "saved": True}
+
+
+@tool(
+    "memory_search",
+    "Search your saved observations by words (full-text, best match first).",
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "description": "1-50, default 10"}},
+        "required": ["query"],
+    },
+)
+def memory_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    hits = search.search_observations(ctx.agent_id, args["query"], limit=_limit(args, 10, 50))
+    rows = {o.id: o for o in selectors.observations_by_ids(ctx.agent_id, [h.id for h in hits])}
+    return {
+        "observations": [
+            {
+                "id": h.id,
+                "content": rows[h.id].content,
+                "kind": rows[h.id].kind,
+                "count": rows[h.id].count,
+                "createdAt": rows[h.id].created_at,
+                "rank": round(h.rank, 4),
+            }
+            for h in hits
+            if h.id in rows
+        ]
+    }
+
+
+@tool(
+    "memory_search_longterm",
+    "Search the sections of your MEMORY.md by words (full-text, best match first).",
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "description": "1-20, default 5"}},
+        "required": ["query"],
+    },
+)
+def memory_search_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    hits = search.search_sections(ctx.agent_id, args["query"], limit=_limit(args, 5, 20))
+    rows = selectors.sections(ctx.agent_id).in_bulk([h.id for h in hits])
+    return {
+        "sections": [
+            {"section": rows[h.id].title, "content": rows[h.id].content, "rank": round(h.rank, 4)}
+            for h in hits
+            if h.id in rows
+        ]
+    }
+
+
+@tool(
+    "memory_update_longterm",
+    f"Write a section of your MEMORY.md (your curated long-term memory, shown in every prompt): "
+    f"replace its text, append to it, or delete it. A section holds at most {SECTION_LIMIT} characters, "
+    f"the whole document at most {DOCUMENT_LIMIT}.",
+    {
+        "type": "object",
+        "properties": {
+            "section": {"type": "string", "description": "the section's title"},
+            "content": {"type": "string"},
+            "mode": {"type": "string", "enum": list(services.MODES), "description": "default replace"},
+        },
+        "required": ["section"],
+    },
+    scenarios=WORKING,
+)
+def memory_update_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    mode = args.get("mode") or "replace"
+    if mode != "delete" and not (args.get("content") or "").strip():
+        raise ToolError("memory_update_longterm: content must not be empty (use mode delete to remove a section)")
+    return services.section_write(
+        agent_id=ctx.agent_id, title=args["section"], content=args.get("content") or "", mode=mode
+    )
+
+
+@tool(
+    "memory_consolidate",
+    "Apply your dream: remove observations that no longer matter, merge observations that say the same "
+    "thing (ids and the merged text), promote lasting lessons into MEMORY.md sections. Call it once; "
+    "MEMORY.md is trimmed to its limits (a section keeps its newest lines).",
+    {
+        "type": "object",
+        "properties": {
+            "remove": {"type": "array", "items": {"type": "integer"}},
+            "merge": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"ids": {"type": "array", "items": {"type": "integer"}}, "text": {"type": "string"}},
+                    "required": ["ids", "text"],
+                },
+            },
+            "promote": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"section": {"type": "string"}, "text": {"type": "string"}},
+                    "required": ["section", "text"],
+                },
+            },
+        },
+    },
+    scenarios={DREAM_CYCLE},
+)
+def memory_consolidate(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    plan = Consolidation(
+        remove=_ids(args.get("remove"), "remove"),
+        merge=[
+            Merge(_ids(m.get("ids"), "merge.ids"), _text(m.get("text"), "merge.text")) for m in _objects(args, "merge")
+        ],
+        promote=[
+            Promote(_text(p.get("section"), "promote.section"), _text(p.get("text"), "promote.text"))
+            for p in _objects(args, "promote")
+        ],
+    )
+    return services.consolidate(agent_id=ctx.agent_id, plan=plan, through=_through(ctx))
+
+
+def _through(ctx: ToolContext) -> int | None:
+    """The last observation the dream item listed (newer ones wait for the next dream)."""
+    if not ctx.mailbox_item_id:
+        return None
+    payload = MailboxItem.objects.filter(id=ctx.mailbox_item_id).values_list("payload", flat=True).first() or {}
+    through = (payload.get("extra") or {}).get("throughObservation")
+    return through if isinstance(through, int) and not isinstance(through, bool) else None
+
+
+def _ids(value: Any, name: str) -> list[int]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise ToolError(f"memory_consolidate: {name} must be a list of observation ids (integers)")
+    return value
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ToolError(f"memory_consolidate: {name} must be a non-empty string")
+    return value
+
+
+def _objects(args: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    value = args.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ToolError(f"memory_consolidate: {name} must be a list of objects")
+    return value
