@@ -1,20 +1,22 @@
 """Agent endpoints: create (token shown once), list, show, and the operator's change of an
-agent's rhythm (its heartbeat interval, time zone and active hours)."""
+agent (its name and role, its rhythm: heartbeat interval, time zone and active hours)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentbus.selectors import pending_count, pending_counts
 from attention.heartbeat import rhythm, rhythm_update
-from markus.agents.auth import IsUser, access_agent, signed_in_user, visible_agents
+from markus.agents.auth import IsUser, access_agent, signed_in_user, user_may_control_agent, visible_agents
 from markus.agents.models import Agent
 from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut, AgentPatchInput
 from markus.agents.services import agent_create
@@ -47,6 +49,11 @@ def rhythm_data(agent: Agent) -> dict[str, Any]:
         "timezone": now.time_zone,
         "heartbeatActiveStart": agent.heartbeat_active_start,
         "heartbeatActiveEnd": agent.heartbeat_active_end,
+        "activeHours": (
+            None
+            if agent.heartbeat_active_start is None
+            else {"start": agent.heartbeat_active_start, "end": agent.heartbeat_active_end}
+        ),
         "nextHeartbeatAt": now.next_at,
         "heartbeatSleepDepth": now.sleep_depth,
     }
@@ -113,16 +120,27 @@ class AgentDetailView(APIView):
     @extend_schema(
         operation_id="agents_partial_update",
         request=AgentPatchInput,
-        responses={200: AgentOut, **errors(400, 401, 404)},
+        responses={200: AgentOut, **errors(400, 401, 403, 404)},
         description=(
-            "Change the agent's rhythm: `heartbeatIntervalMinutes` (5 to 1440; null: the default, 6 h), "
+            "Change the agent (its owner, its team's owner or staff; a teammate who may see it gets 403): "
+            "`name`, `role`, and its rhythm: `heartbeatIntervalMinutes` (5 to 1440; null: the default, 6 h), "
             "`timezone` (IANA name) and the active hours `heartbeatActiveStart` / `heartbeatActiveEnd` "
-            "(hours 0-23 in that time zone, both or neither; outside them no heartbeat runs). A new interval "
+            "(hours 0-23 in that time zone, both or neither; outside them no heartbeat runs), or the same as "
+            '`activeHours` `{"start": 8, "end": 20}` (null: all day). A new interval '
             "wakes the agent to it: the next heartbeat comes one interval after the last."
         ),
     )
     def patch(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
+        if not user_may_control_agent(request.user, agent):
+            raise PermissionDenied("only the agent's owner, its team's owner or staff may change it")
         body = validated_body(request, AgentPatchInput)
-        agent, _ = rhythm_update(agent.id, **{_PATCHABLE[key]: value for key, value in body.items()})
+        if "activeHours" in body:
+            hours = body.pop("activeHours") or {"start": None, "end": None}
+            body["heartbeatActiveStart"], body["heartbeatActiveEnd"] = hours["start"], hours["end"]
+        named = {key: body.pop(key) for key in ("name", "role") if key in body}
+        with transaction.atomic():
+            if named:
+                Agent.objects.filter(id=agent.id).update(**named)
+            agent, _ = rhythm_update(agent.id, **{_PATCHABLE[key]: value for key, value in body.items()})
         return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})

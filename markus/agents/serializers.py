@@ -73,8 +73,39 @@ _INTERVAL_RANGE = (
 )
 
 
+class ActiveHoursField(serializers.JSONField):
+    """``{"start": 8, "end": 20}``: whole hours in the agent's time zone (the end
+    excluded; a start after the end runs past midnight), or null for all day."""
+
+    MESSAGE = 'activeHours must be null or {"start": H, "end": H} with hours from 0 to 23'
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data is None:
+            return None
+        hours = data if isinstance(data, dict) else {}
+        if set(hours) != {"start", "end"} or not all(
+            isinstance(h, int) and not isinstance(h, bool) and 0 <= h <= 23 for h in hours.values()
+        ):
+            raise serializers.ValidationError(self.MESSAGE)
+        return {"start": hours["start"], "end": hours["end"]}
+
+
+class ActiveHoursOut(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0, max_value=23)
+    end = serializers.IntegerField(min_value=0, max_value=23)
+
+
 class AgentPatchInput(serializers.Serializer):
-    """The agent's rhythm, as its operator sets it; only the fields sent change."""
+    """What the agent's operator changes: its name and role, its rhythm; only the
+    fields sent change."""
+
+    name = _string("name", "not empty; at most 200 characters are kept")
+    role = _string("role", "at most 200 characters are kept")
+    activeHours = ActiveHoursField(
+        required=False,
+        allow_null=True,
+        help_text='{"start": 8, "end": 20}: heartbeats only in these hours of the agent\'s time zone; null: all day',
+    )
 
     heartbeatIntervalMinutes = StrictIntegerField(
         required=False,
@@ -104,6 +135,15 @@ class AgentPatchInput(serializers.Serializer):
             )
         if not attrs:
             raise serializers.ValidationError(f"nothing to change: send any of {', '.join(self.fields)}")
+        for key in ("name", "role"):
+            if key in attrs:
+                if attrs[key] is None:
+                    raise serializers.ValidationError(f"{key} must be a string")
+                attrs[key] = attrs[key].strip()[:200]
+        if "name" in attrs and not attrs["name"]:
+            raise serializers.ValidationError("name must not be empty")
+        if "activeHours" in attrs and ({"heartbeatActiveStart", "heartbeatActiveEnd"} & set(attrs)):
+            raise serializers.ValidationError("send activeHours or heartbeatActiveStart/heartbeatActiveEnd, not both")
         return attrs
 
 
@@ -121,6 +161,7 @@ class AgentOut(serializers.Serializer):
     timezone = serializers.CharField(help_text="the agent's IANA time zone")
     heartbeatActiveStart = serializers.IntegerField(allow_null=True)
     heartbeatActiveEnd = serializers.IntegerField(allow_null=True)
+    activeHours = ActiveHoursOut(allow_null=True, help_text="the active hours as one object; null: all day")
     nextHeartbeatAt = serializers.DateTimeField(allow_null=True, help_text="null: at the next beat tick")
     heartbeatSleepDepth = serializers.IntegerField(help_text="each level doubles the interval (at most 24 h)")
     pendingInbox = serializers.IntegerField(required=False, help_text="messages waiting in the AgentBus inbox")

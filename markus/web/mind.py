@@ -25,6 +25,7 @@ from attention.selectors import timeline_entry
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
 from mailbox.selectors import queue_depth, timeline_queryset
+from markus.agents.auth import user_may_control_agent
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
 from markus.reports import reminders
@@ -194,13 +195,9 @@ class ControlRefused(Exception):
 
 
 def may_control(user: Any, agent: Agent) -> bool:
-    """Who may pause, resume, wake, retry and drop from the mind view: staff, the
-    agent's owner and its team's owner. A teammate may watch (and chat), not control."""
-    if not getattr(user, "is_authenticated", False):
-        return False
-    if user.is_staff or agent.owner_id == user.pk:
-        return True
-    return agent.team is not None and agent.team.owner_id == user.pk
+    """Who may pause, resume, wake, retry and drop from the mind view (and cancel its
+    reminders): markus.agents.auth.user_may_control_agent."""
+    return user_may_control_agent(user, agent)
 
 
 def control_agent(agent: Agent, action: str) -> str:

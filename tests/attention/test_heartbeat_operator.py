@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from markus.agents.models import Agent
+from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +85,7 @@ def test_patch_sets_the_time_zone_and_active_hours_and_null_restores_the_default
         ({"heartbeatActiveStart": 24, "heartbeatActiveEnd": 6}, "heartbeatActiveStart must be an hour from 0 to 23"),
         ({"heartbeatActiveStart": 9}, "active hours need both a start and an end hour"),
         ({"heartbeatActiveStart": 9, "heartbeatActiveEnd": 9}, "the start and the end hour must differ"),
-        ({"name": "Renamed"}, "unknown field 'name'"),
+        ({"nickname": "Renamed"}, "unknown field 'nickname'"),
         ({}, "nothing to change"),
     ],
 )
@@ -141,3 +142,47 @@ def test_the_console_edits_the_rhythm_on_the_agents_page(agent, django_user_mode
     errors = bad.context["adminform"].form.errors
     assert "heartbeat_interval_minutes" in errors and "unknown time zone" in str(errors["timezone"])
     assert fresh(agent).heartbeat_interval_minutes == 90
+
+
+# CONTRACT: PATCH /api/agents/{id}/ {name?, role?, heartbeatIntervalMinutes?, activeHours?, timezone?}
+
+
+def test_patch_renames_the_agent_and_sets_its_role(alice_client, agent):
+    body = alice_client.patch(url(agent), {"name": "Ada L.", "role": "release manager"}, format="json").json()
+    assert (body["name"], body["role"]) == ("Ada L.", "release manager")
+    assert (fresh(agent).name, fresh(agent).role) == ("Ada L.", "release manager")
+
+
+def test_patch_sets_active_hours_as_one_object_and_null_clears_them(alice_client, agent):
+    body = alice_client.patch(
+        url(agent), {"activeHours": {"start": 8, "end": 20}, "timezone": "Europe/Berlin"}, format="json"
+    ).json()
+    assert body["activeHours"] == {"start": 8, "end": 20}
+    assert (body["heartbeatActiveStart"], body["heartbeatActiveEnd"]) == (8, 20)
+    assert alice_client.patch(url(agent), {"activeHours": None}, format="json").json()["activeHours"] is None
+    assert fresh(agent).heartbeat_active_start is None
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"name": ""}, "name"),
+        ({"name": 7}, "name must be a string"),
+        ({"activeHours": {"start": 8}}, "activeHours"),
+        ({"activeHours": {"start": 8, "end": 24}}, "activeHours"),
+        ({"activeHours": "8-20"}, "activeHours"),
+        ({"activeHours": {"start": 8, "end": 20}, "heartbeatActiveStart": 9}, "activeHours"),
+    ],
+)
+def test_bad_names_and_active_hours_answer_400_and_change_nothing(alice_client, agent, body, message):
+    response = alice_client.patch(url(agent), body, format="json")
+    assert response.status_code == 400 and message in response.json()["detail"]
+    assert (fresh(agent).name, fresh(agent).heartbeat_active_start) == ("Ada", None)
+
+
+def test_a_teammate_may_see_the_agent_but_not_change_it(bob, agent):
+    bob_client = client_for(bob)  # in the agent's team, not its owner nor the team's
+    assert bob_client.get(url(agent)).status_code == 200
+    response = bob_client.patch(url(agent), {"name": "Mine now"}, format="json")
+    assert response.status_code == 403 and "owner" in response.json()["detail"]
+    assert fresh(agent).name == "Ada"
