@@ -121,9 +121,10 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
         assert counts["epochs"] >= 2
         assert set(counts["statuses"]) <= {"completed", "dropped"}
         dropped = MailboxItem.objects.filter(agent=agent, status="dropped")
-        # Dropped only by recovery (the frozen worker's item) or by triage (a daily report
-        # superseded by a newer one), never silently.
-        assert all(d.drop_reason.startswith(("recovery", "triage")) for d in dropped), [d.drop_reason for d in dropped]
+        # Dropped only by recovery (the frozen worker's item) or by triage or deliberation
+        # (a daily report superseded by a newer one), never silently.
+        reasons = ("recovery", "triage", "deliberation")
+        assert all(d.drop_reason.startswith(reasons) for d in dropped), [d.drop_reason for d in dropped]
     finally:
         for w in workers:
             try:
