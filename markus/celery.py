@@ -3,10 +3,46 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery
+from kombu.transport import redis as kombu_redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "markus.settings")
+
+
+class RedisChannel(kombu_redis.Channel):
+    """kombu's Redis channel, made to survive the worker's recovery from a lost broker.
+
+    When Redis goes away, celery's consumer first ``collect()``s the lost connection
+    and then ``close()``s it. The channel's first close can stop half-way (a BRPOP in
+    flight is read from the dead socket and raises), and ``collect()`` detaches the
+    transport from the connection (``transport.client = None``). The second close then
+    tries to restore the unacked messages (tasks still running, acks_late) through a new
+    client, whose parameters kombu reads from the detached connection: AttributeError
+    "'NoneType' object has no attribute 'hostname'". That is no connection error, so
+    the consumer does not reconnect: the worker logs "Unrecoverable error" and stops
+    consuming (and the late acks of the tasks in flight fail the same way).
+
+    A channel whose connection has been closed cannot reach Redis any more: say so with
+    the connection error the callers handle (the consumer reconnects, an ack is logged
+    as "Couldn't ack"). Nothing is lost: the database is the queue; an unacked wake-up
+    left in Redis comes back after the visibility timeout, and the beat sweep re-wakes
+    every agent with due work anyway."""
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        transport = self.connection
+        if transport is None or transport.client is None:
+            raise kombu_redis.redis.exceptions.ConnectionError("the broker connection of this channel is closed")
+        params: dict[str, Any] = super()._connparams(asynchronous=asynchronous)
+        return params
+
+
+class RedisTransport(kombu_redis.Transport):
+    """The Redis transport with ``RedisChannel`` (settings: CELERY_BROKER_TRANSPORT)."""
+
+    Channel = RedisChannel
+
 
 app = Celery("markus")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -224,6 +224,10 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    if REDIS_URL.split("://", 1)[0] in ("redis", "rediss"):
+        # kombu's Redis transport with a channel that lets the worker recover from a
+        # lost broker (markus.celery.RedisChannel).
+        CELERY_BROKER_TRANSPORT = "markus.celery:RedisTransport"
     if REDIS_NAMESPACE:
         CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_NAMESPACE}:"}
 else:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from .harness import ROOT, Cluster, PgServer, django_on, pg_base_url, process_env
+from .harness import ROOT, SWEEP_SECONDS, Cluster, PgServer, django_on, pg_base_url, process_env
 from .stub_llm import SlowLLM
 
 _numbers = itertools.count(1)
@@ -43,7 +43,9 @@ def faults_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PgServ
     done = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v0"],
         cwd=workdir,
-        env=process_env(DATABASE_URL=url, MARKUS_DATA_DIR=str(workdir)),
+        # migrate creates the beat entries (attention.schedules), the sweep's interval
+        # from MARKUS_SWEEP_SECONDS; the processes never overwrite an existing entry.
+        env=process_env(DATABASE_URL=url, MARKUS_DATA_DIR=str(workdir), MARKUS_SWEEP_SECONDS=str(SWEEP_SECONDS)),
         capture_output=True,
         text=True,
         timeout=180,

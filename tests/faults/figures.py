@@ -129,7 +129,10 @@ def overlaps_and_stale_writes() -> tuple[list[str], list[str]]:
             continue
         epoch_of[a["id"]] = (a["agent_id"], a["lease_epoch"])
         activities[a["agent_id"]].append((a["started_at"], a["ended_at"], a["lease_epoch"], a["id"]))
-        records[a["agent_id"]].append((a["created_at"], a["lease_epoch"], a["id"]))
+        # The activity's first stamp: its writer sets started_at just before the row's
+        # created_at, and a later epoch's first record supersedes the open activities of
+        # the earlier ones (a worker killed mid-activity) from that instant.
+        records[a["agent_id"]].append((min(a["started_at"], a["created_at"]), a["lease_epoch"], a["id"]))
         if a["ended_at"] is not None:
             records[a["agent_id"]].append((a["ended_at"], a["lease_epoch"], f"{a['id']}:end"))
     for d in AgentDecision.objects.exclude(lease_epoch=None).values("id", "agent_id", "created_at", "lease_epoch"):
