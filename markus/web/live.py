@@ -28,10 +28,15 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType
 
 from . import mind
 
 DELTA = "agent:delta"  # a piece of the turn being produced (attention.replies.DELTA_EVENT)
+RHYTHM = "agent:rhythm"  # the heartbeat interval, time zone or active hours changed
+# A change to an item of these types redraws the reminders and the daily reports: a
+# reminder set, fired or cancelled; a daily report written (its item completes).
+REPORTS_TYPES = frozenset({MailboxType.REMINDER.value, MailboxType.DAILY_REPORT.value})
 
 
 class MindStream:
@@ -59,13 +64,16 @@ class MindStream:
         if kind == DELTA:
             return self.delta(event)
         if kind == "agent:mailbox":
-            return self._item(event["item"]["id"]) + self._header()
+            html = self._item(event["item"]["id"]) + self._header()
+            if event["item"].get("sourceType") in REPORTS_TYPES:
+                html += self._reports()
+            return html
         if kind == "agent:decision":
             return self._item(event["decision"]["mailboxItemId"])
         if kind in ("agent:attention", "agent:focus"):
             focus = event.get("currentFocus" if kind == "agent:attention" else "focus")
             return self._end_live(focus.get("mailboxItemId") if isinstance(focus, dict) else None) + self._header()
-        if kind == "agent:status":
+        if kind in ("agent:status", RHYTHM):
             return self._header()
         return ""
 
@@ -110,6 +118,14 @@ class MindStream:
         return render_to_string(
             "mind/_header.html",
             {**mind.header_context(self.agent_id, live=True, can_control=self.can_control), "oob": True},
+        )
+
+    def _reports(self) -> str:
+        """The pending reminders and the daily reports, out of band (not the message
+        of a cancel, which the cancel's answer brings)."""
+        context = {**self._base(), **mind.reports_context(self.agent_id), "oob": True}
+        return render_to_string("mind/_reminder_list.html", context) + render_to_string(
+            "mind/_daily_reports.html", context
         )
 
     def _item(self, item_id: str) -> str:

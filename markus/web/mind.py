@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import Prefetch, QuerySet
-from django.http import QueryDict
+from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -30,6 +30,7 @@ from markus.agents.models import Agent
 from markus.llm.base import get_provider
 from markus.reports import reminders
 from markus.reports import services as reports
+from markus.reports.models import DailyReport
 
 PAGE_SIZE = 30
 OFFLINE_BRAIN = "offline"
@@ -247,12 +248,37 @@ MIND_REPORTS = 7
 def reports_context(agent_id: str, *, message: str = "", message_error: bool = False) -> dict[str, Any]:
     """The reminders the agent set (pending ones, cancellable) and its latest daily reports."""
     pending = [v.as_dict() for v in reminders.pending_reminders(agent_id)]
+    for r in pending:  # "2026-12-01 14:00", in the agent's time zone
+        r["when"] = str(r.get("localTime") or "")[:16].replace("T", " ")
     rows = reports.latest_reports(agent_id, limit=MIND_REPORTS)
     return {
         "reminders": pending,
         "reports": [reports.serialize_report(r) for r in rows],
         "reminder_message": message,
         "reminder_error": message_error,
+    }
+
+
+def report_page(agent_id: str, day: str) -> dict[str, Any]:
+    """One daily report in full, with the dates of the one before and after it (404 for
+    a date without a report or not a date)."""
+    try:
+        when = reports.parse_day(day)
+    except reports.ReportError as exc:
+        raise Http404(str(exc)) from exc
+    rows = DailyReport.objects.filter(agent_id=agent_id)
+    report = rows.filter(date=when).first()
+    if report is None:
+        raise Http404(f"No report of {agent_id} for {when.isoformat()}.")
+    earlier = rows.filter(date__lt=when).order_by("-date").values_list("date", flat=True).first()
+    later = rows.filter(date__gt=when).order_by("date").values_list("date", flat=True).first()
+    revised = report.updated_at if (report.updated_at - report.created_at).total_seconds() >= 60 else None
+    return {
+        "report": report,
+        "day": when.isoformat(),
+        "revised": revised,
+        "earlier": earlier.isoformat() if earlier else "",
+        "later": later.isoformat() if later else "",
     }
 
 

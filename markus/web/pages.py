@@ -13,6 +13,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
 from django.shortcuts import render
 from django.template import loader
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -96,10 +97,22 @@ def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 def notification_link(n: UserNotification) -> str:
-    """Where a notification leads: its target path, if it is one on this site."""
+    """Where a notification leads: its target path, if it is one on this site; else an
+    agent's daily report (``agentId`` and ``reportDate``, as an ``agent_report`` names
+    it) or its mind view (``agentId``)."""
     target = n.action_target if isinstance(n.action_target, dict) else {}
     path = target.get("path")
-    return path if isinstance(path, str) and path.startswith("/") and not path.startswith("//") else ""
+    if isinstance(path, str) and path.startswith("/") and not path.startswith("//"):
+        return path
+    agent_id, day = target.get("agentId"), target.get("reportDate")
+    if not isinstance(agent_id, str) or not agent_id:
+        return ""
+    try:
+        if isinstance(day, str) and day:
+            return reverse("agent-report", args=[agent_id, day])
+        return reverse("mind", args=[agent_id])
+    except NoReverseMatch:  # not an id or a date the pages route
+        return ""
 
 
 def notifications_context(user: User) -> dict[str, Any]:

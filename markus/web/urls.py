@@ -20,6 +20,9 @@ urlpatterns = [
         views.mind_reminder_cancel,
         name="mind-reminder-cancel",
     ),
+    re_path(
+        r"^agents/(?P<agent_id>[^/]+)/reports/(?P<day>\d{4}-\d{2}-\d{2})/$", views.agent_report, name="agent-report"
+    ),
     path(
         "agents/<str:agent_id>/mind/activities/<str:activity_id>/logs/",
         views.mind_activity_logs,

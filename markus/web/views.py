@@ -176,7 +176,17 @@ def mind_reminder_cancel(request: HttpRequest, agent_id: str, item_id: str) -> H
         return redirect("mind", agent.id)
     context = {
         "agent": agent,
+        "agent_id": agent.id,
         "can_control": True,
         **mind.reports_context(agent.id, message=message, message_error=status != 200),
     }
     return render(request, "mind/_reports.html", context, status=status)
+
+
+@require_GET
+@login_required
+def agent_report(request: HttpRequest, agent_id: str, day: str) -> HttpResponse:
+    """One daily report of an agent, in full (where its ``agent_report`` notification
+    leads); 404 for a date without one, like for an agent the reader may not see."""
+    agent = access_agent(request, agent_id)
+    return render(request, "mind/report.html", {"agent": agent, **mind.report_page(agent.id, day)})
