@@ -69,13 +69,16 @@ def may_join(item: MailboxItem) -> bool:
     return item.source_type != MailboxType.HUMAN_CHAT and not is_strict(item) and not _failed_before(item)
 
 
-def resolve(chosen: MailboxItem, planned: Iterable[str], queue: list[MailboxItem]) -> tuple[MailboxItem, list[str]]:
+def resolve(
+    chosen: MailboxItem, planned: Iterable[str], queue: list[MailboxItem], *, excluded: Iterable[str] = ()
+) -> tuple[MailboxItem, list[str]]:
     """The item to begin and the ids wanted with it: the plan's batch, and the batch the
     chosen item already belongs to (a member chosen again resumes under its lead, when
-    the lead is queued too)."""
+    the lead is queued too and the plan does not defer, drop or complete it:
+    ``excluded``; then the member runs by itself)."""
     lead = chosen
     lead_id = lead_of(chosen)
-    if lead_id is not None:
+    if lead_id is not None and lead_id not in set(excluded):
         found = next((q for q in queue if q.id == lead_id), None)
         if found is None:
             found = MailboxItem.objects.filter(id=lead_id, agent_id=chosen.agent_id, status=Status.QUEUED).first()

@@ -111,6 +111,15 @@ DECISION = "deliberation"
 STAGED = "deliberation_staged"
 MEMORY_KEY = "deliberation"
 DEFAULT_DEFER_MINUTES = 30
+MAX_DEFER_MINUTES = 30 * 24 * 60  # a month: longer is a drop, not a defer
+
+
+def check_minutes(minutes: Any, what: str) -> None:
+    """A defer's minutes: None (the default), or a number from 0 to MAX_DEFER_MINUTES."""
+    if minutes is None:
+        return
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 <= minutes <= MAX_DEFER_MINUTES:
+        raise ToolError(f"{what}: minutes must be a number from 0 to at most {MAX_DEFER_MINUTES} (30 days)")
 
 
 class Aborted:
@@ -131,17 +140,20 @@ def backlog_reached(head: MailboxItem, depth: int) -> bool:
     return depth >= max(2, int(settings.MARKUS["TRIAGE_BACKLOG_THRESHOLD"]))
 
 
-def choose(run: Run, head: MailboxItem, queue: list[MailboxItem], depth: int) -> Plan | Aborted | None:
+def choose(
+    run: Run, head: MailboxItem, queue: list[MailboxItem], depth: int, *, read_at: datetime | None = None
+) -> Plan | Aborted | None:
     """Triage before the loop begins an item: None (tier 0: process the head), a Plan
     (tier 2, or the mini triage when deliberation is off or failed), or ABORTED (a
-    human's chat came in: read the queue again)."""
+    human's chat came in: read the queue again). ``read_at``: when the loop read
+    ``queue`` (a chat queued since then, and not listed, aborts the deliberation)."""
     if not backlog_reached(head, depth):
         return None
     agent = run.the_agent()
     if settings.MARKUS["DELIBERATION"]:
         provider = get_provider(model=triage_model(depth))
         if getattr(provider, "deliberates", True):
-            outcome = deliberate(run, queue, depth, provider)
+            outcome = deliberate(run, queue, depth, provider, since=read_at)
             if outcome is not None:
                 return outcome
     return triage(run.lease, head, queue, agent.name, depth=depth)
@@ -256,8 +268,7 @@ def check_decision(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         check_changeable(item, "deferred")
         once(item, "defer")
         minutes = entry.get("minutes")
-        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes < 0):
-            raise ToolError(f"defer: minutes of {item.id} must be a number of minutes (0 or more)")
+        check_minutes(minutes, f"defer: {item.id}")
         defer[item.id] = {"minutes": minutes, "reason": str(entry.get("reason") or "")[:300]}
     drop: dict[str, str] = {}
     for entry in _entries(args, "drop"):
@@ -355,6 +366,8 @@ def _listing(items: list[MailboxItem], depth: int) -> str:
         if content and content != item.summary:
             line += "\n    " + content[:300].replace("\n", " ")
         lines.append(line)
+    if depth > len(items):
+        lines.append(f"- … and {depth - len(items)} more (check_mailbox lists the queue)")
     lines.append("Decide, then call complete_deliberation.")
     return "\n".join(lines)
 
@@ -368,10 +381,13 @@ class _Before:
     focus_started_at: datetime | None
 
 
-def deliberate(run: Run, queue: list[MailboxItem], depth: int, provider: Provider) -> Plan | Aborted | None:
+def deliberate(
+    run: Run, queue: list[MailboxItem], depth: int, provider: Provider, *, since: datetime | None = None
+) -> Plan | Aborted | None:
     """Run the deliberation; a checked Plan, ABORTED (a human's chat came in), or None
     (it failed: the caller falls back to the mini triage). ``queue``: the loop's read of
-    the queue (``depth`` items in all); a longer queue is read up to the listing limit.
+    the queue (``depth`` items in all), made at ``since``; a longer queue is read up to
+    the listing limit. A human's chat queued since that read and not listed aborts it.
 
     A brain that answers at once (``provider.local``) deliberates in no time anyone
     could watch: its attention state is not switched to deciding (so it has nothing to
@@ -380,6 +396,7 @@ def deliberate(run: Run, queue: list[MailboxItem], depth: int, provider: Provide
     lease = run.lease
     agent = run.the_agent()
     began = timezone.now()
+    since = min(since or began, began)
     if len(queue) >= min(depth, PROMPT_QUEUE_LIMIT):
         items = queue[:PROMPT_QUEUE_LIMIT]
     else:
@@ -442,7 +459,7 @@ def deliberate(run: Run, queue: list[MailboxItem], depth: int, provider: Provide
     try:
         for turn in range(MAX_TURNS):
             if turn:  # the first turn follows the fence's check and the queue's read
-                chat = _new_chat(lease.agent_id, listed, began)
+                chat = _new_chat(lease.agent_id, listed, since)
                 if chat is not None:
                     return d.abort(head, chat)
                 if not _running(agent.id):
@@ -483,7 +500,7 @@ def deliberate(run: Run, queue: list[MailboxItem], depth: int, provider: Provide
                 messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result})
             d.flush_fenced()
             decision = ctx.effects.get(DECISION)
-            chat = _new_chat(lease.agent_id, listed, began)
+            chat = _new_chat(lease.agent_id, listed, since)
             if chat is not None:
                 return d.abort(head, chat)
             if decision is not None:

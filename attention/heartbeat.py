@@ -41,6 +41,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MAILBOX_TYPE_REGISTRY, MailboxType, Status
 from markus.agents.models import HEARTBEAT_MAX_MINUTES, HEARTBEAT_MIN_MINUTES, Agent, validate_time_zone
 from markus.core.errors import MarkusError
+from markus.core.events import agent_group, send_event_on_commit
 
 from . import records
 from .focus import Focus
@@ -60,6 +61,9 @@ OPEN = [Status.QUEUED, Status.PROCESSING, Status.DEFERRED]
 SUMMARY = "Heartbeat check-in"
 HUMAN_WAITING = "a person's chat is waiting; it goes first"
 NOTHING_CHANGED = "nothing changed since the last heartbeat"
+# Sent to the agent's group when its rhythm changed (interval, time zone, active hours,
+# sleep depth): the mind view redraws its header (markus.web.live).
+RHYTHM_EVENT = "agent:rhythm"
 
 
 class RhythmError(MarkusError):
@@ -233,7 +237,14 @@ def wake_sleepers(now: datetime) -> list[str]:
             woken.append(agent.id)
     if woken:
         log.info("heartbeat: woke %s (new work)", woken)
+    for agent_id in woken:
+        rhythm_changed(agent_id)
     return woken
+
+
+def rhythm_changed(agent_id: str) -> None:
+    """Tell the agent's watchers (the mind view) that its rhythm changed, on commit."""
+    send_event_on_commit(agent_group(agent_id), RHYTHM_EVENT, {"agentId": agent_id})
 
 
 # ---------------------------------------------------------------------------- processing
@@ -283,6 +294,7 @@ def _idle(agent: Agent, now: datetime) -> None:
         fields["heartbeat_sleep_depth"] = depth
         fields["next_heartbeat_at"] = now + timedelta(minutes=effective_minutes(agent, depth))
         log.info("heartbeat: %s sleeps deeper (depth %s)", agent.id, depth)
+        rhythm_changed(agent.id)
     Agent.objects.filter(id=agent.id).update(**fields)
 
 
@@ -292,6 +304,7 @@ def _awake(agent: Agent, now: datetime) -> None:
     if agent.heartbeat_sleep_depth:
         normal = now + timedelta(minutes=base_minutes(agent))
         fields["next_heartbeat_at"] = min(agent.next_heartbeat_at or normal, normal)
+        rhythm_changed(agent.id)
     Agent.objects.filter(id=agent.id).update(**fields)
 
 
@@ -377,7 +390,10 @@ def rhythm_update(
             raise RhythmError(exc.messages[0]) from exc
         if interval_minutes is not _UNSET:
             reset_rhythm(agent)
+        elif any(value is not _UNSET for value in (time_zone, active_start, active_end)):
+            rewindow(agent)
         agent.save()
+        rhythm_changed(agent.id)
     return agent, clamped
 
 
@@ -388,6 +404,20 @@ def reset_rhythm(agent: Agent, now: datetime | None = None) -> None:
     agent.heartbeat_sleep_depth = 0
     agent.heartbeat_idle_streak = 0
     agent.next_heartbeat_at = (agent.last_heartbeat_at or now) + timedelta(minutes=base_minutes(agent))
+
+
+def rewindow(agent: Agent, now: datetime | None = None) -> None:
+    """After a change of time zone or active hours (not saved here): a next heartbeat
+    put off until the old window opened comes back to the rhythm, one interval after
+    the last (at the next tick for an agent that never had one). Were the new window
+    still closed then, the tick puts it off again until it opens."""
+    if agent.next_heartbeat_at is None:
+        return
+    now = now or timezone.now()
+    rhythm_at = (
+        agent.last_heartbeat_at + timedelta(minutes=effective_minutes(agent)) if agent.last_heartbeat_at else now
+    )
+    agent.next_heartbeat_at = min(agent.next_heartbeat_at, rhythm_at)
 
 
 # ---------------------------------------------------------------------------- reading it

@@ -3,6 +3,7 @@ execution, and decide about every item that arrived (heuristics, then the judge)
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -76,8 +77,20 @@ def execution_revoked(focus: Focus) -> bool:
     return execution_cancelled(focus.item.task_id, focus.item.extra.get("executionRound"))
 
 
+def weighed(focus: Focus) -> MailboxItem:
+    """What an arrival is weighed against: the focus's item, or for a batch its lead with
+    the priority of the batch's most urgent item (a batch is as urgent as its most
+    urgent item)."""
+    urgent = min([focus.item.priority, *(m.priority for m in focus.batch)])
+    if urgent >= focus.item.priority:
+        return focus.item
+    item = copy.copy(focus.item)
+    item.priority = urgent
+    return item
+
+
 def decide(focus: Focus, new: MailboxItem) -> Verdict:
-    verdict = heuristic_decision(focus.item, new)
+    verdict = heuristic_decision(weighed(focus), new)
     if verdict.decision == DecisionType.MERGE and not may_merge(focus.item, new, into_focus=True):
         verdict = Verdict(
             DecisionType.CONTINUE,
@@ -91,7 +104,7 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
         return verdict
     try:
         word = provider.judge(
-            current=item_brief(focus.item),
+            current=item_brief(weighed(focus)),
             new=item_brief(new),
             context=CallContext(scenario="judge", agent_name=focus.agent.name),
         )

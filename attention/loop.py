@@ -257,7 +257,8 @@ def _next(run: Run) -> Begun | None:
             if not view.items:
                 return None
         head = view.items[0]
-        plan = choose(run, head, view.items, view.depth)  # triage: tier 0, 2 or the mini triage
+        # triage: tier 0, 2 or the mini triage
+        plan = choose(run, head, view.items, view.depth, read_at=view.read_at)
         if isinstance(plan, Aborted):
             continue  # a human's chat came in while the agent deliberated: it goes first
         chosen = plan.chosen if plan is not None else head
@@ -281,7 +282,12 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
     already belongs to), the pick decisions, and either the item's end (nothing to run)
     or its activity."""
     lease = run.lease
-    chosen, wanted = batch.resolve(chosen, plan.batch if plan is not None else (), view.items)
+    chosen, wanted = batch.resolve(
+        chosen,
+        plan.batch if plan is not None else (),
+        view.items,
+        excluded=[*plan.defer, *plan.drop, *plan.inline] if plan is not None else (),
+    )
     scenario = scenario_for(chosen)
     agent = run.the_agent()
     revoked = False
@@ -301,7 +307,7 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
         if item is None:
             raise _Gone(chosen.id)
         if plan is not None:
-            apply_plan(lease, plan, remember=run.remember)
+            apply_plan(lease, plan, remember=run.remember, known=run.working_memory())
         scenario = scenario_for(item)
         members = batch.claim_members(lease, item, None if revoked else scenario, wanted)
         together = {item.id, *(m.id for m in members)}

@@ -107,11 +107,51 @@ def load_session(focus: Focus) -> LLMSession:
         missed.append((member.id, batch_message(member, i + 2, len(focus.batch) + 1)))
         missed += [(m.id, merged_message(m)) for m in _absorbed(member)]
     missed = [(i, message) for i, message in missed if i not in known]
+    left = _left_the_batch(session, focus.batch)
+    if left:
+        # Items the session presented as its batch that are not in it any more (handled
+        # by themselves, deferred, dropped meanwhile): told, so none is handled twice; and
+        # forgotten, so one that joins again is presented again.
+        session.messages.append(left_batch_message(left))
+        gone = {i.id for i in left}
+        session.absorbed_ids = [i for i in session.absorbed_ids if i not in gone]
     if missed:
         session.messages.extend(message for _, message in missed)
         session.absorbed_ids = [*session.absorbed_ids, *(i for i, _ in missed)]
+    if missed or left:
         save_session(focus, session)
     return session
+
+
+def _left_the_batch(session: LLMSession, members: list[MailboxItem]) -> list[MailboxItem]:
+    """Items the session took in as batch members (absorbed, yet not merged into
+    anything) that are not in the batch now."""
+    if not session.absorbed_ids:
+        return []
+    current = {m.id for m in members}
+    candidates = [i for i in session.absorbed_ids if i not in current]
+    if not candidates:
+        return []
+    return list(MailboxItem.objects.filter(id__in=candidates).exclude(status=Status.MERGED).order_by("queued_at", "id"))
+
+
+_LEFT_HOW = {
+    Status.COMPLETED: "already handled separately",
+    Status.DROPPED: "dropped",
+    Status.DEFERRED: "postponed: it will be handled later by itself",
+}
+
+
+def left_batch_message(items: list[MailboxItem]) -> dict[str, Any]:
+    """The note a resumed batch session gets about items that left its batch."""
+    lines = [
+        "BATCH UPDATE: these items are no longer part of this batch; do not handle them here, "
+        "handle only the items still in the batch:"
+    ]
+    for item in items:
+        how = _LEFT_HOW.get(Status(item.status), "taken out of the batch: it will be handled by itself")
+        lines.append(f"- {item.id} ({item.label}: {item.summary}): {how}")
+    return {"role": "user", "content": "\n".join(lines)}
 
 
 BATCH_INTRO = (

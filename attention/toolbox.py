@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 
 from markus.core.errors import MarkusError
+from markus.core.input import check_data
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,10 @@ def execute_tool(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
             return False, json.dumps({"error": f"{name}: arguments are not valid JSON"})
     if not isinstance(args, dict):
         return False, json.dumps({"error": f"{name}: arguments must be an object"})
+    try:
+        check_data(args, "arguments")  # a NUL or a lone surrogate: the LLM is told, nothing is stored
+    except MarkusError as exc:
+        return False, json.dumps({"error": f"{name}: {exc}"})
     try:
         _check_args(t, args)
         result = t.handler(ctx, args)

@@ -40,7 +40,6 @@ from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status, descriptor
 from markus.agents import memory as working_memory
-from markus.agents.models import WorkingMemory
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import CallContext, LLMResponse, Provider, get_provider
@@ -60,7 +59,20 @@ TRIAGE_MAX_TOOL_ITERATIONS = 6
 # Informational items waiting longer than this are offered to the mini triage as stale.
 STALE_AFTER = timedelta(hours=4)
 TRIAGE_ALLOWED_TOOLS = frozenset(
-    {"task_list", "task_get", "requirement_list", "requirement_get", "recall_activity", "check_mailbox"}
+    {
+        "task_list",
+        "task_get",
+        "requirement_list",
+        "requirement_get",
+        "recall_activity",
+        "memory_search",
+        "memory_search_longterm",
+        "check_mailbox",
+    }
+)
+FINAL_ROUND = (
+    "No more tools now. Answer with JSON only: "
+    '{"processItemId": "...", "deferItemIds": [], "dropItemIds": [], "reasoning": "..."}.'
 )
 
 
@@ -196,6 +208,8 @@ def _ask(
     messages: list[dict[str, Any]] = [{"role": "user", "content": _prompt(briefs)}]
     for round_ in range(TRIAGE_MAX_TOOL_ITERATIONS + 1):
         offered = tools if round_ < TRIAGE_MAX_TOOL_ITERATIONS else []
+        if not offered and round_:  # the tool rounds are used up: the answer now
+            messages.append({"role": "user", "content": FINAL_ROUND})
         response = _call(lease, provider, system, messages, offered, context)
         messages.append(response.as_message())
         if not response.tool_calls or not offered:
@@ -263,11 +277,18 @@ def _plan(head: MailboxItem, candidates: list[MailboxItem], answer: dict) -> Pla
     return Plan(chosen=chosen, candidates=candidates, drop=drop, defer=defer, reasoning=reasoning)
 
 
-def apply_plan(lease: Lease, plan: Plan, *, remember: Callable[[str, str], None] | None = None) -> None:
+def apply_plan(
+    lease: Lease,
+    plan: Plan,
+    *,
+    remember: Callable[[str, str], None] | None = None,
+    known: list[working_memory.Entry] | None = None,
+) -> None:
     """Apply what triage said (only to items still queued): drops, defers, items a
     deliberation completed inline, new priorities; keep the reasoning in working memory;
     record every choice; announce ``agent:triage``. Runs in the fenced transaction that
-    claims the chosen item; ``remember``: told of each working-memory write."""
+    claims the chosen item; ``remember``: told of each working-memory write; ``known``:
+    the working memory as the run holds it (not read again to bound it)."""
     by_id = {c.id: c for c in plan.candidates}
     now = timezone.now()
     default_until = now + timedelta(seconds=float(settings.MARKUS["TRIAGE_DEFER_SECONDS"]))
@@ -295,24 +316,20 @@ def apply_plan(lease: Lease, plan: Plan, *, remember: Callable[[str, str], None]
                 inline.append(item_id)
         for item_id, priority in plan.priorities.items():
             lifecycle.set_priority(item_id, priority)
-        # (key, content, whether it may grow the memory: then the bound trims the oldest)
-        writes: list[tuple[str, str, bool]] = []
+        writes: list[tuple[str, str]] = []
         if deliberated:
-            writes.append((DELIBERATION_MEMORY_KEY, plan.awareness or plan.reasoning, False))
-            writes += [(key, content, True) for key, content in plan.memory]
+            writes.append((DELIBERATION_MEMORY_KEY, plan.awareness or plan.reasoning))
+            writes += plan.memory
         elif plan.reasoning:
-            writes.append((TRIAGE_MEMORY_KEY, plan.reasoning, False))
-        for key, content, grows in writes:
-            if grows:  # the agent's own keys: bounded, the oldest entries trimmed (markus.agents.memory)
-                written = working_memory.remember(lease.agent_id, key, content, now=now).entry
-                key, content = written.key, written.content
-            else:  # triage's or deliberation's own key: one statement (replaced, its size capped)
-                content, _ = working_memory.bound_content(content)
-                rows = WorkingMemory.objects.filter(agent_id=lease.agent_id, key=key)
-                if not rows.update(content=content, updated_at=now):
-                    WorkingMemory.objects.create(agent_id=lease.agent_id, key=key, content=content, updated_at=now)
+            writes.append((TRIAGE_MEMORY_KEY, plan.reasoning))
+        for key, content in writes:
+            # Every key through the one bounded writer: the oldest entries are trimmed
+            # when the total would grow past the bound (markus.agents.memory).
+            written = working_memory.remember(lease.agent_id, key, content, now=now, known=known).entry
+            if known is not None:  # the next write of this plan knows of this one
+                known = [*(e for e in known if e.key != written.key), written]
             if remember is not None:
-                remember(key, content)
+                remember(written.key, written.content)
         for section, text in plan.longterm:
             try:
                 longterm_memory.section_write(agent_id=lease.agent_id, title=section, content=text, mode="append")

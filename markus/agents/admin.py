@@ -186,10 +186,16 @@ class AgentAdmin(ConsoleModelAdmin):
         return selectors.agents_for_console(super().get_queryset(request))
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
-        """A new interval wakes the agent to it (attention.heartbeat.reset_rhythm)."""
+        """A new interval wakes the agent to it (attention.heartbeat.reset_rhythm); a new
+        time zone or new active hours bring back a heartbeat the old window put off
+        (``rewindow``); the mind view hears of it (``agent:rhythm``)."""
         if change and "heartbeat_interval_minutes" in form.changed_data:
             heartbeat.reset_rhythm(obj)
+        elif change and {"timezone", "heartbeat_active_start", "heartbeat_active_end"} & set(form.changed_data):
+            heartbeat.rewindow(obj)
         super().save_model(request, obj, form, change)
+        if change:
+            heartbeat.rhythm_changed(obj.id)
 
     @admin.display(description="rhythm")
     def rhythm(self, obj: Agent) -> str:

@@ -94,18 +94,26 @@ def read(agent_id: str) -> list[Entry]:
     return [Entry(k, c, u) for k, c, u in rows]
 
 
-def remember(agent_id: str, key: str, content: str, *, now: datetime | None = None) -> Written:
+def remember(
+    agent_id: str, key: str, content: str, *, now: datetime | None = None, known: list[Entry] | None = None
+) -> Written:
     """Write (or replace) one entry within the bound, deleting the oldest entries the
-    bound leaves no room for. Joins the caller's transaction if there is one."""
+    bound leaves no room for. Joins the caller's transaction if there is one. ``known``:
+    the agent's entries as the caller read them in this run (the loop's copy); then
+    they are not read again."""
     key = bound_key(key)
     if not key:
         raise ValueError("a working-memory key must not be empty")
     content, truncated = bound_content(str(content))
     now = now or timezone.now()
-    with transaction.atomic():
+    # Inside the caller's transaction no savepoint of its own: a failure here fails it.
+    with transaction.atomic(savepoint=False):
         if not WorkingMemory.objects.filter(agent_id=agent_id, key=key).update(content=content, updated_at=now):
             WorkingMemory.objects.create(agent_id=agent_id, key=key, content=content, updated_at=now)
-        entries = read(agent_id)
+        if known is None:
+            entries = read(agent_id)
+        else:
+            entries = sorted([*(e for e in known if e.key != key), Entry(key, content, now)], key=lambda e: e.key)
         _, evicted = trim(entries, keep=key)
         if evicted:
             WorkingMemory.objects.filter(agent_id=agent_id, key__in=evicted).delete()

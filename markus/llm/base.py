@@ -28,11 +28,30 @@ class LLMCancelled(Exception):
     """The in-flight call was cancelled (the agent was stopped or paused)."""
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every NUL byte and lone surrogate (in strings and keys, at any
+    depth) replaced by U+FFFD: what an LLM writes is stored, and PostgreSQL refuses
+    both in text and JSONB; a reply must not fail its item for a stray byte."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
+
+
 @dataclass
 class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self.id, self.name, self.arguments = storable(self.id), storable(self.name), storable(self.arguments)
 
 
 @dataclass
@@ -50,6 +69,9 @@ class LLMResponse:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+
+    def __post_init__(self) -> None:
+        self.text = storable(self.text)
 
     def as_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text}

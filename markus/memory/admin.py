@@ -32,6 +32,8 @@ class MemorySectionForm(forms.ModelForm):
         try:
             title = check_title(title)
             others = selectors.sections(agent.id).exclude(id=self.instance.pk)
+            if others.filter(title__iexact=title).exists():  # MEMORY.md's titles are one whatever their case
+                raise MarkusError(f"{agent.id} already has a section {title!r}")
             doc = [Section(t, c) for t, c in others.values_list("title", "content")]
             check_sections([*doc, Section(title, data.get("content") or "")])
         except MarkusError as exc:

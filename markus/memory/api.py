@@ -1,5 +1,7 @@
 """The long-term memory API: MEMORY.md (read as markdown and by section, replaced as
-markdown) and full-text search over observations and sections."""
+markdown) and full-text search over observations and sections. Whoever may see the agent
+reads; only the agent itself (its token), its owner, its team's owner or staff write
+(PUT the document, POST an observation): a teammate who may only watch gets 403."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markus.agents.auth import access_agent
+from markus.agents.auth import access_agent, acting_agent, user_may_control_agent
+from markus.agents.models import Agent
 from markus.core.api import StringField, int_param, validated_body
 from markus.core.schema import errors
 
@@ -50,7 +54,11 @@ class MemoryIn(serializers.Serializer):
     markdown = StringField(
         help_text=f"the whole MEMORY.md: ## Title per section, each at most {SECTION_LIMIT} characters, "
         f"all at most {DOCUMENT_LIMIT} (413 over it)",
-        error_messages={"required": "markdown is required", "invalid": "markdown must be a string"},
+        error_messages={
+            "required": "markdown is required",
+            "invalid": "markdown must be a string",
+            "null": "markdown must be a string",
+        },
     )
 
 
@@ -66,12 +74,16 @@ class ObservationOut(serializers.Serializer):
 class ObservationIn(serializers.Serializer):
     content = StringField(
         help_text=f"at most {services.OBSERVATION_LIMIT} characters",
-        error_messages={"required": "content is required", "invalid": "content must be a string"},
+        error_messages={
+            "required": "content is required",
+            "invalid": "content must be a string",
+            "null": "content must be a string",
+        },
     )
     kind = StringField(
         default="note",
         help_text="e.g. fact, preference, lesson (default note)",
-        error_messages={"invalid": "kind must be a string"},
+        error_messages={"invalid": "kind must be a string", "null": "kind must be a string"},
     )
 
 
@@ -97,6 +109,17 @@ Q_PARAM = OpenApiParameter("q", str, description="words to find (any of them; pu
 LIMIT_PARAM = OpenApiParameter("limit", int, description="1-100, default 20")
 
 # ---------------------------------------------------------------------------- views
+
+
+def writable_agent(request: Request, agent_id: str) -> Agent:
+    """An agent whose memory the caller may write: the agent itself (its own token), or
+    a user who may change it (its owner, its team's owner, staff). A teammate who may
+    only watch it gets 403; one who may not see it 404."""
+    agent = access_agent(request, agent_id)
+    acting = acting_agent(request)
+    if (acting is None or acting.id != agent.id) and not user_may_control_agent(request.user, agent):
+        raise PermissionDenied("only the agent itself, its owner, its team's owner or staff may change its memory")
+    return agent
 
 
 def memory_data(agent_id: str) -> dict[str, Any]:
@@ -127,10 +150,10 @@ class MemoryView(APIView):
     @extend_schema(
         operation_id="agents_memory_replace",
         request=MemoryIn,
-        responses={200: MemoryOut, **errors(400, 401, 404, 413)},
+        responses={200: MemoryOut, **errors(400, 401, 403, 404, 413)},
     )
     def put(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = writable_agent(request, agent_id)
         body = validated_body(request, MemoryIn)
         services.document_replace(agent_id=agent.id, markdown=body["markdown"])
         return Response(memory_data(agent.id))
@@ -166,11 +189,11 @@ class ObservationsView(APIView):
     @extend_schema(
         operation_id="agents_memory_observations_create",
         request=ObservationIn,
-        responses={201: ObservationOut, **errors(400, 401, 404)},
+        responses={201: ObservationOut, **errors(400, 401, 403, 404)},
     )
     def post(self, request: Request, agent_id: str) -> Response:
         """Save an observation for the agent, as its memory_save tool does."""
-        agent = access_agent(request, agent_id)
+        agent = writable_agent(request, agent_id)
         body = validated_body(request, ObservationIn)
         obs = services.memory_save(agent_id=agent.id, content=body["content"], kind=body["kind"])
         return Response(observation_data(obs), status=status.HTTP_201_CREATED)

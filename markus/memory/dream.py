@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
@@ -58,17 +59,24 @@ def due_agents(now: datetime) -> list[Due]:
     running = list(
         Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list("id", flat=True)
     )
-    through = dict(MemoryState.objects.filter(agent_id__in=running).values_list("agent_id", "consolidated_through"))
     dreams = MailboxItem.objects.filter(agent_id__in=running, source_type=DREAM)
     last = dict(dreams.values("agent_id").annotate(at=Max("queued_at")).values_list("agent_id", "at"))
     open_ = set(
         dreams.filter(status__in=[Status.QUEUED, Status.PROCESSING, Status.DEFERRED]).values_list("agent_id", flat=True)
     )
+    # The new observations of every running agent, in one query.
+    through = MemoryState.objects.filter(agent_id=OuterRef("agent_id")).values("consolidated_through")[:1]
+    counts = dict(
+        Observation.objects.filter(agent_id__in=running, id__gt=Coalesce(Subquery(through), 0))
+        .values("agent_id")
+        .annotate(n=Count("id"))
+        .values_list("agent_id", "n")
+    )
     due = []
     for agent_id in running:
         if agent_id in open_:
             continue
-        new = Observation.objects.filter(agent_id=agent_id, id__gt=through.get(agent_id, 0)).count()
+        new = counts.get(agent_id, 0)
         if new < least:
             continue
         wait = busy_interval if new >= busy else interval

@@ -82,11 +82,16 @@ def _relative(rest: str) -> timedelta:
     leftover = _SPAN.sub("", rest).replace("and", "").replace(",", "").strip()
     if not spans or leftover:
         raise ReminderError(f"cannot read 'in {rest}'; use {WHEN_FORMS}")
+    too_far = ReminderError(f"'in {rest[:60]}' is more than a year ahead; a reminder may be at most 365 days ahead")
     delta = timedelta()
     for amount, unit in spans:
         if unit not in _UNITS:
             raise ReminderError(f"unknown unit {unit!r} in 'in {rest}'; use minutes, hours, days or weeks")
+        if len(amount.lstrip("0")) > 7:  # past any year; a number no date holds must not fail further in
+            raise too_far
         delta += timedelta(**{_UNITS[unit]: int(amount)})
+        if delta > MAX_AHEAD:
+            raise too_far
     return delta
 
 
@@ -244,11 +249,14 @@ class ReminderView:
 
 def reminder_list(agent_id: str, *, limit: int = 100) -> list[ReminderView]:
     """The agent's reminders: pending ones first (soonest first), then the rest, newest
-    first, ``limit`` in all."""
-    rows = list(reminders_of(agent_id).order_by("-queued_at", "-id")[: limit * 2])
-    views = [ReminderView(item, reminder_state(item)) for item in rows]
-    pending = sorted((v for v in views if v.state == PENDING), key=lambda v: (v.item.deferred_until, v.item.id))
-    rest = [v for v in views if v.state != PENDING]
+    first, ``limit`` in all. Two queries: the pending ones are read on their own, so one
+    set long ago is not lost behind the many that fired since."""
+    pending = pending_reminders(agent_id, limit=limit)
+    if len(pending) >= limit:
+        return pending
+    shown = {v.item.id for v in pending}
+    rows = reminders_of(agent_id).exclude(id__in=shown).order_by("-queued_at", "-id")[:limit]
+    rest = [v for v in (ReminderView(item, reminder_state(item)) for item in rows) if v.state != PENDING]
     return (pending + rest)[:limit]
 
 

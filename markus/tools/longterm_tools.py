@@ -14,10 +14,22 @@ from markus.memory.services import Consolidation, Merge, Promote
 
 # The scenarios that may write memory: all but the mini triage (which only reads).
 WORKING = set(SCENARIOS) - {TRIAGE}
+# An observation id is a 64-bit integer: a number outside cannot be looked up.
+ID_RANGE = 2**63
 
 
 def _limit(args: dict[str, Any], default: int, hi: int) -> int:
     return max(1, min(int(args.get("limit") or default), hi))
+
+
+def _string(tool_name: str, args: dict[str, Any], name: str, default: str | None = None) -> str:
+    """A string argument; a null one (an LLM's slip) is the default or a tool error."""
+    value = args.get(name)
+    if value is None and default is not None:
+        return default
+    if not isinstance(value, str):
+        raise ToolError(f"{tool_name}: {name} must be a string")
+    return value
 
 
 @tool(
@@ -37,8 +49,8 @@ def _limit(args: dict[str, Any], default: int, hi: int) -> int:
 def memory_save(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     obs = services.memory_save(
         agent_id=ctx.agent_id,
-        content=args["content"],
-        kind=args.get("kind") or "note",
+        content=_string("memory_save", args, "content"),
+        kind=_string("memory_save", args, "kind", "note") or "note",
         mailbox_item_id=ctx.mailbox_item_id or "",
         activity_id=ctx.activity_id or "",
     )
@@ -55,7 +67,8 @@ def memory_save(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     },
 )
 def memory_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    hits = search.search_observations(ctx.agent_id, args["query"], limit=_limit(args, 10, 50))
+    query = _string("memory_search", args, "query")
+    hits = search.search_observations(ctx.agent_id, query, limit=_limit(args, 10, 50))
     rows = {o.id: o for o in selectors.observations_by_ids(ctx.agent_id, [h.id for h in hits])}
     return {
         "observations": [
@@ -83,7 +96,8 @@ def memory_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     },
 )
 def memory_search_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    hits = search.search_sections(ctx.agent_id, args["query"], limit=_limit(args, 5, 20))
+    query = _string("memory_search_longterm", args, "query")
+    hits = search.search_sections(ctx.agent_id, query, limit=_limit(args, 5, 20))
     rows = selectors.sections(ctx.agent_id).in_bulk([h.id for h in hits])
     return {
         "sections": [
@@ -111,12 +125,12 @@ def memory_search_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
     scenarios=WORKING,
 )
 def memory_update_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    mode = args.get("mode") or "replace"
-    if mode != "delete" and not (args.get("content") or "").strip():
+    mode = _string("memory_update_longterm", args, "mode", "replace") or "replace"
+    title = _string("memory_update_longterm", args, "section")
+    content = _string("memory_update_longterm", args, "content", "")
+    if mode != "delete" and not content.strip():
         raise ToolError("memory_update_longterm: content must not be empty (use mode delete to remove a section)")
-    return services.section_write(
-        agent_id=ctx.agent_id, title=args["section"], content=args.get("content") or "", mode=mode
-    )
+    return services.section_write(agent_id=ctx.agent_id, title=title, content=content, mode=mode)
 
 
 @tool(
@@ -174,7 +188,9 @@ def _through(ctx: ToolContext) -> int | None:
 def _ids(value: Any, name: str) -> list[int]:
     if value is None:
         return []
-    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and -ID_RANGE <= i < ID_RANGE for i in value
+    ):
         raise ToolError(f"memory_consolidate: {name} must be a list of observation ids (integers)")
     return value
 

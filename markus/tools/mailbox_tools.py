@@ -14,7 +14,13 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from attention.deliberation import DELIBERATION_ALLOWED_TOOLS, check_changeable, check_decision, stage
+from attention.deliberation import (
+    DELIBERATION_ALLOWED_TOOLS,
+    check_changeable,
+    check_decision,
+    check_minutes,
+    stage,
+)
 from attention.scenarios import DELIBERATION
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox import services as mailbox
@@ -47,8 +53,7 @@ def _check_tool_target(ctx: ToolContext, item_id: str, action: str) -> None:
 
 def _minutes(args: dict) -> int | None:
     minutes = args.get("minutes")
-    if minutes is not None and minutes < 0:
-        raise ToolError("defer_mailbox_item: minutes must be 0 or more")
+    check_minutes(minutes, "defer_mailbox_item")
     return minutes
 
 

@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from attention import loop
@@ -17,9 +18,9 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import WorkingMemory
-from markus.memory import selectors as memory_selectors
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
+from markus.memory import selectors as memory_selectors
 
 pytestmark = pytest.mark.pg  # both databases
 
@@ -214,7 +215,10 @@ def test_a_human_chat_aborts_the_deliberation_goes_first_and_the_deliberation_ru
 
     def chat_arrives():
         slow.started.wait(5)
-        enqueue(agent, T.HUMAN_CHAT, "are you there?", senderId="1", senderRole="user")
+        try:
+            enqueue(agent, T.HUMAN_CHAT, "are you there?", senderId="1", senderRole="user")
+        finally:
+            connection.close()  # this thread's own (a test database left open cannot be dropped)
 
     thread = threading.Thread(target=chat_arrives)
     thread.start()
@@ -367,7 +371,10 @@ def test_a_pause_mid_deliberation_stops_the_run_and_discards_it(agent, provider)
 
     def pause():
         slow.started.wait(5)
-        Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.PAUSED)
+        try:
+            Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.PAUSED)
+        finally:
+            connection.close()
 
     thread = threading.Thread(target=pause)
     thread.start()

@@ -186,3 +186,36 @@ def test_a_teammate_may_see_the_agent_but_not_change_it(bob, agent):
     response = bob_client.patch(url(agent), {"name": "Mine now"}, format="json")
     assert response.status_code == 403 and "owner" in response.json()["detail"]
     assert fresh(agent).name == "Ada"
+
+
+def test_widening_the_active_hours_in_the_console_brings_the_heartbeat_back_and_tells_the_mind_view(
+    agent, django_user_model, sent_events, django_capture_on_commit_callbacks
+):
+    """An agent kept waiting for tomorrow's window returns to its rhythm once the console
+    clears the window, and its watchers hear ``agent:rhythm``."""
+    tomorrow = T0 + timedelta(hours=20)
+    Agent.objects.filter(id=agent.id).update(
+        heartbeat_active_start=22, heartbeat_active_end=23, last_heartbeat_at=T0, next_heartbeat_at=tomorrow
+    )
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw-root"))
+    form = {
+        "id": agent.id,
+        "name": agent.name,
+        "role": agent.role,
+        "kind": agent.kind,
+        "team": agent.team_id,
+        "owner": agent.owner_id,
+        "heartbeat_interval_minutes": "",
+        "timezone": "",
+        "heartbeat_active_start": "",
+        "heartbeat_active_end": "",
+    }
+    with (
+        time_machine.travel(T0 + timedelta(hours=1), tick=False),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = client.post(reverse("admin:agents_agent_change", args=[agent.pk]), form)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert fresh(agent).next_heartbeat_at == T0 + timedelta(hours=6)  # the rhythm, not tomorrow's window
+    assert any(e["type"] == "agent:rhythm" and e["agentId"] == agent.id for _, e in sent_events)
