@@ -160,6 +160,10 @@ class Take:
     agent_name: str = ""
     agent_role: str = ""
     main_session_id: str = ""
+    # The attention state the previous holder left: not idle, it never let go (it died
+    # or lost the lease mid-run, perhaps deliberating, with nothing in flight, or its
+    # release failed). The run then closes what it left open (``loop._recover``).
+    abandoned: bool = False
 
 
 def _take_sql(vendor: str) -> str:
@@ -184,14 +188,16 @@ def _take_sql(vendor: str) -> str:
         f" RETURNING lease_epoch,"
         f" EXISTS (SELECT 1 FROM {items} WHERE agent_id = %s AND status = %s),"
         f" (SELECT name FROM {agents} WHERE id = %s), (SELECT role FROM {agents} WHERE id = %s),"
-        f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = %s)"
+        f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = %s),"
+        f" state"  # not written by the take: the state the previous holder left
     )
 
 
 def lease_take_for_run(agent_id: str) -> Take:
     """Take the agent's lease for a run of the loop, in one statement: only if the agent
     is a running internal agent and the lease is free or expired; it also tells whether
-    items are still ``processing`` (their worker died). Busy if someone holds the lease
+    items are still ``processing`` (their worker died) and whether the previous holder
+    left without letting go (``abandoned``: its state is not idle). Busy if someone holds the lease
     (or keeps its row locked); inactive if the agent is not running."""
     now = timezone.now()
     owner = new_owner()
@@ -234,6 +240,7 @@ def lease_take_for_run(agent_id: str) -> Take:
                 agent_name=row[2] or "",
                 agent_role=row[3] or "",
                 main_session_id=row[4] or "",
+                abandoned=(row[5] or AttentionState.IDLE) != AttentionState.IDLE,
             )
         if not Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).exists():
             return Take(None, "inactive")

@@ -380,7 +380,7 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
     budget = budget or settings.MARKUS["RUN_BUDGET_ITEMS"]
     result = RunResult("done")
     try:
-        if take.in_flight:
+        if take.in_flight or take.abandoned:
             _recover(lease)
         while True:
             if result.processed >= budget:
@@ -445,10 +445,11 @@ def _next_due_in(agent_id: str) -> float | None:
 
 
 def _recover(lease: Lease) -> None:
-    """A worker died mid-item (its items still processing, its lease gone): the items of
-    a batch are re-queued together (``batch.recover``), the mailbox re-queues or drops
-    the others, and its open activities end failed ("worker lost"), in one fenced
-    transaction."""
+    """A worker died mid-item (its items still processing, its lease gone) or mid-run
+    with nothing in flight (a deliberation: its state left ``deciding``, its activity
+    open on no item): the items of a batch are re-queued together (``batch.recover``),
+    the mailbox re-queues or drops the others, and its open activities end failed
+    ("worker lost"), in one fenced transaction."""
     with fenced(lease):
         batched = batch.recover(lease.agent_id)
         report = mailbox.mailbox_recover(lease.agent_id)

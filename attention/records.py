@@ -250,7 +250,9 @@ def close_lost_activities(lease: Lease, *, requeued: Collection[str] = (), dropp
             ended = max(activity.started_at, last) if last is not None else activity.started_at
             AgentActivity.objects.filter(id=activity.id).update(ended_at=ended, success=False)
             fate = (
-                "the item was re-queued"
+                "a deliberation: nothing in the mailbox had changed, its items stay queued"
+                if activity.mailbox_item_id is None
+                else "the item was re-queued"
                 if activity.mailbox_item_id in requeued
                 else "the item was dropped"
                 if activity.mailbox_item_id in dropped

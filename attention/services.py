@@ -19,7 +19,7 @@ from markus.agents.models import Agent
 from markus.core.events import agent_group, send_event_on_commit
 from markus.work.liveness import work_liveness_repair
 
-from .models import AgentAttention
+from .models import AgentAttention, AttentionState
 
 log = logging.getLogger(__name__)
 RUN_ATTENTION = "attention.run_attention"
@@ -80,7 +80,10 @@ def sweep() -> int:
 
     1. Liveness repair: every task that waits gets its waker back (markus.work.liveness).
     2. Kick running agents that have due work and no live lease (a lost wake-up, an
-       expired lease after a crash, a deferred item that came due).
+       expired lease after a crash, a deferred item that came due), and those whose
+       lease ran out without a release and whose state is not idle (a worker died
+       deliberating, and its items were handled or cancelled meanwhile): the run that
+       takes the lease closes what the dead one left open and lets go (idle).
     3. The other apps' backstops (the AgentBus outbox relay).
     Returns agents kicked."""
     try:
@@ -103,8 +106,16 @@ def sweep() -> int:
         .exclude(lease_owner="")
         .values_list("agent_id", flat=True)
     )
+    abandoned = (
+        AgentAttention.objects.filter(lease_expires_at__lte=now)
+        .exclude(lease_owner="")
+        .exclude(state=AttentionState.IDLE)
+        .values_list("agent_id", flat=True)
+    )
     agents = (
-        Agent.objects.filter(id__in=list(due), kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING)
+        Agent.objects.filter(
+            Q(id__in=list(due)) | Q(id__in=list(abandoned)), kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING
+        )
         .exclude(id__in=list(live))
         .values_list("id", flat=True)
     )

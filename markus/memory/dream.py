@@ -60,7 +60,10 @@ def due_agents(now: datetime) -> list[Due]:
         Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list("id", flat=True)
     )
     dreams = MailboxItem.objects.filter(agent_id__in=running, source_type=DREAM)
-    last = dict(dreams.values("agent_id").annotate(at=Max("queued_at")).values_list("agent_id", "at"))
+    # A dream recovery dropped (its worker died in it) is no day's dream: the next check
+    # may start another.
+    counted = dreams.exclude(status=Status.DROPPED, drop_reason__startswith="recovery:")
+    last = dict(counted.values("agent_id").annotate(at=Max("queued_at")).values_list("agent_id", "at"))
     open_ = set(
         dreams.filter(status__in=[Status.QUEUED, Status.PROCESSING, Status.DEFERRED]).values_list("agent_id", flat=True)
     )

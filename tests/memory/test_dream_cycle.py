@@ -74,6 +74,20 @@ def test_an_agent_dreams_once_a_day(agent, clock):
 
 
 @pytest.mark.django_db
+def test_a_dream_its_worker_died_in_does_not_count_as_the_days_dream(agent, clock):
+    """Recovery drops a dream in flight at a crash (nothing waits for it): the agent
+    dreams again at the next check, not a day later."""
+    observe(agent.id, 60)
+    assert dream_check() == 1
+    MailboxItem.objects.filter(source_type=T.MEMORY_CONSOLIDATION).update(
+        status=Status.DROPPED, drop_reason="recovery: in flight at 2 crashes"
+    )
+    clock.move_to(T0 + timedelta(hours=4))
+    assert dream_check() == 1
+    assert [d.status for d in dreams(agent.id)].count(Status.QUEUED) == 1
+
+
+@pytest.mark.django_db
 def test_a_beat_a_few_minutes_early_still_counts_as_the_next_day(agent, clock):
     observe(agent.id, 50)
     dream_check()

@@ -1,0 +1,86 @@
+"""What scenarios 8 and 10 (a worker killed or frozen mid-deliberation) found, pinned
+without processes, on both databases: a deliberation claims nothing, so a worker that
+dies deliberating leaves no item ``processing``; the run that takes its lease must
+still close the open deliberation activity (failed, "worker lost") and leave
+``deciding``, and the sweep must wake such an agent even when nothing is queued."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from attention import records, services
+from attention.lease import fenced, lease_take, lease_take_for_run
+from attention.loop import run_attention
+from attention.models import ActivityLogType, AgentActivity, AgentAttention, AttentionState
+from mailbox.registry import ActivityType
+from markus.agents.services import agent_create
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+
+
+def died_deliberating(agent_id: str) -> AgentActivity:
+    """A worker took the lease, switched to deciding, opened its deliberation activity
+    (on no item), then vanished; its lease ran out."""
+    dead = lease_take(agent_id)
+    assert dead is not None
+    activity = AgentActivity(
+        agent_id=agent_id,
+        mailbox_item=None,
+        type=ActivityType.INTERNAL.value,
+        label="Deliberation: 3 item(s) waiting",
+        lease_epoch=dead.epoch,
+    )
+    with fenced(dead, state=AttentionState.DECIDING, focus_started_at=timezone.now()):
+        records.ensure_stored(dead, activity)
+        records.log(dead, activity, ActivityLogType.STATUS, "started deliberation")
+    AgentAttention.objects.filter(agent_id=agent_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    return activity
+
+
+@pytest.fixture
+def agent_id() -> str:
+    owner = User.objects.create_user("dana", password="pw")
+    return agent_create(name="Dana", role="engineer", owner=owner, agent_id="dana")[0].id
+
+
+def test_the_take_tells_a_run_left_without_letting_go(agent_id):
+    died_deliberating(agent_id)
+    take = lease_take_for_run(agent_id)
+    assert take.lease is not None and take.abandoned and not take.in_flight
+
+
+def test_a_clean_release_is_not_abandoned(agent_id):
+    assert run_attention(agent_id).status == "done"  # took the lease, found nothing, let go
+    take = lease_take_for_run(agent_id)
+    assert take.lease is not None and not take.abandoned
+
+
+def test_the_next_run_closes_a_dead_deliberation_and_leaves_deciding(agent_id):
+    activity = died_deliberating(agent_id)
+
+    result = run_attention(agent_id)
+
+    assert result.status == "done"
+    closed = AgentActivity.objects.get(id=activity.id)
+    assert closed.ended_at is not None and closed.success is False
+    last = closed.logs.order_by("-seq").first()
+    assert last.type == ActivityLogType.ERROR and "worker lost" in last.content and "deliberation" in last.content
+    row = AgentAttention.objects.get(agent_id=agent_id)
+    assert (row.state, row.lease_owner, row.current_item_id) == (AttentionState.IDLE, "", None)
+
+
+def test_the_sweep_wakes_an_agent_left_deciding_with_nothing_queued(agent_id, monkeypatch):
+    woken: list[str] = []
+    monkeypatch.setattr(services, "wake", lambda a, **kw: woken.append(a))
+    died_deliberating(agent_id)
+
+    assert services.sweep() == 1
+    assert woken == [agent_id]
+
+    run_attention(agent_id)  # what the wake-up runs: it lets go, idle; nothing to kick any more
+    woken.clear()
+    assert services.sweep() == 0 and woken == []
