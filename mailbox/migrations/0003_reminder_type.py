@@ -4,15 +4,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mailbox', '0002_timeline_index'),
+        ("mailbox", "0002_timeline_index"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='mailboxitem',
-            name='source_type',
-            field=models.CharField(choices=[('system_event', 'System Event'), ('human_chat', 'Chat'), ('task_comment', 'Task Comment'), ('mention', 'Mention'), ('session_reply', 'Session Reply'), ('task_status_update', 'Task Status'), ('a2a_message', 'Agent Message'), ('review_request', 'Review Request'), ('requirement_comment', 'Requirement Comment'), ('requirement_update', 'Requirement Update'), ('daily_report', 'Daily Report'), ('heartbeat', 'Heartbeat'), ('memory_consolidation', 'Memory Consolidation'), ('reminder', 'Reminder')], max_length=32),
+            model_name="mailboxitem",
+            name="source_type",
+            field=models.CharField(
+                choices=[
+                    ("system_event", "System Event"),
+                    ("human_chat", "Chat"),
+                    ("task_comment", "Task Comment"),
+                    ("mention", "Mention"),
+                    ("session_reply", "Session Reply"),
+                    ("task_status_update", "Task Status"),
+                    ("a2a_message", "Agent Message"),
+                    ("review_request", "Review Request"),
+                    ("requirement_comment", "Requirement Comment"),
+                    ("requirement_update", "Requirement Update"),
+                    ("daily_report", "Daily Report"),
+                    ("heartbeat", "Heartbeat"),
+                    ("memory_consolidation", "Memory Consolidation"),
+                    ("reminder", "Reminder"),
+                ],
+                max_length=32,
+            ),
         ),
     ]
