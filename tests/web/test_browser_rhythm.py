@@ -87,6 +87,8 @@ def test_the_rhythm_line_follows_the_operators_interval(daphne_server, browser, 
     assert rhythm.is_visible()
     assert re.search(r"Next heartbeat: .+ · every 6 h · sleep depth 0 \(awake\)", rhythm.inner_text())
 
+    page.locator("#live.on").wait_for(timeout=15_000)
+    page.evaluate("window.__sameDocument = true")  # gone if the page ever reloads
     token = user_token_create(alice)[1]
     response = page.request.patch(
         f"{base}/api/agents/{agent.id}/",
@@ -95,11 +97,9 @@ def test_the_rhythm_line_follows_the_operators_interval(daphne_server, browser, 
     )
     assert response.status == 200, response.text()
     assert response.json()["heartbeatIntervalMinutes"] == 150
-    # The PATCH sends no event yet (attention.heartbeat.rhythm_update would send
-    # ``agent:rhythm``, which the socket answers with the header): read it again.
-    page.reload()
-    page.locator("#live.on").wait_for(timeout=15_000)
+    # The PATCH sends ``agent:rhythm``; the socket answers with the header: live, no reload.
     page.locator("#rhythm .heartbeat-interval", has_text="every 2 h 30 min").wait_for(timeout=10_000)
+    assert page.evaluate("window.__sameDocument") is True
     assert "sleep depth 0 (awake)" in page.locator("#rhythm").inner_text()
     page.screenshot(path=str(test_output / "mind-rhythm.png"))
     assert errors == []
