@@ -34,12 +34,14 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from agentbus.services import reply_if_expected
 from mailbox import lifecycle
 from mailbox import services as mailbox
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status, descriptor
 from markus.agents import memory as working_memory
+from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import CallContext, LLMResponse, Provider, get_provider
@@ -300,6 +302,7 @@ def apply_plan(
             why = plan.reasons.get(item_id) or plan.reasoning
             if mailbox.mailbox_drop(item_id, reason=f"{_who(plan)}: {why}"[:300], from_statuses=[Status.QUEUED]):
                 _record(lease, plan, by_id[item_id], DecisionType.DROP, why)
+                _answer_waiting(lease, by_id[item_id], f"(not answered: {_who(plan)} set this message aside: {why})")
                 dropped.append(item_id)
         for item_id in plan.defer:
             until = plan.defer_until.get(item_id, default_until) if deliberated else default_until
@@ -313,6 +316,7 @@ def apply_plan(
                 item = by_id[item_id]
                 _record(lease, plan, item, DecisionType.INLINE, f"Handled inline while deliberating: {plan.reasoning}")
                 records.inject_main_session(lease, item=item, outcome="handled inline during deliberation")
+                _answer_waiting(lease, item, f"(handled while sorting the mailbox: {plan.reasoning})")
                 inline.append(item_id)
         for item_id, priority in plan.priorities.items():
             lifecycle.set_priority(item_id, priority)
@@ -374,6 +378,17 @@ def apply_plan(
 
 def _who(plan: Plan) -> str:
     return "deliberation" if plan.tier == 2 else "triage"
+
+
+def _answer_waiting(lease: Lease, item: MailboxItem, text: str) -> None:
+    """An agent message waiting for this agent's answer that triage set aside (dropped,
+    or handled inline without agent_reply) is answered with ``text``, so its sender, or a
+    bus ``request``, does not wait for its timeout. Inside the fenced transaction."""
+    stream_id = (item.metadata or {}).get("streamId")
+    if item.source_type != MailboxType.A2A_MESSAGE or not isinstance(stream_id, str):
+        return
+    responder = Agent.objects.get(id=lease.agent_id)
+    reply_if_expected(responder=responder, stream_id=stream_id, text=text[:2000], actor=f"agent:{lease.agent_id}")
 
 
 def _record(lease: Lease, plan: Plan, item: MailboxItem, decision: str, reasoning: str) -> None:
