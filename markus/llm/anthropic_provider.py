@@ -191,17 +191,3 @@ class AnthropicProvider(Provider):
         )
         word = self._ask(prompt, 5).strip().lower().split()
         return word[0].strip(".,!") if word else "continue"
-
-    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
-        prompt = (
-            f"You are {context.agent_name}. These mailbox items have the same priority; decide which to "
-            "handle now, which to defer and which are stale or redundant and can be dropped. Answer with "
-            'JSON only: {"processItemId": "...", "deferItemIds": [], "dropItemIds": [], "reasoning": "..."}'
-            f"\n\n{json.dumps(candidates)[:8000]}"
-        )
-        text = self._ask(prompt, 1024)
-        try:
-            answer = json.loads(text[text.find("{") : text.rfind("}") + 1])
-        except json.JSONDecodeError:
-            return {"processItemId": candidates[0]["id"], "reasoning": "unreadable triage answer"}
-        return answer if isinstance(answer, dict) else {"processItemId": candidates[0]["id"]}

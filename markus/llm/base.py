@@ -292,17 +292,13 @@ class Provider:
     ) -> LLMResponse:
         raise NotImplementedError
 
-    #: Whether this provider can triage competing items (seed section 21, tier 1).
+    #: Whether this provider can run the mini triage (seed section 21): rounds of
+    #: read-only tools through ``complete`` in the ``triage`` scenario, then a JSON answer.
     triages = False
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         """One word: continue / preempt / cancel / merge / defer."""
         return "continue"
-
-    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
-        """Given items of equal priority (oldest first), answer
-        ``{processItemId, deferItemIds, dropItemIds, reasoning}``."""
-        return {"processItemId": candidates[0]["id"], "deferItemIds": [], "dropItemIds": [], "reasoning": ""}
 
 
 _override: Provider | None = None

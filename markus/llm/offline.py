@@ -256,13 +256,6 @@ class OfflineProvider(Provider):
     triages = True
     deliberates = True
 
-    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
-        """The one-call triage (the loop asks through ``complete`` in the ``triage``
-        scenario, which answers the same): see ``offline_deliberation``."""
-        from .offline_deliberation import offline_triage
-
-        return offline_triage(candidates)
-
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         text = f"{new.get('summary', '')} {new.get('content', '')}"
         if CANCEL_WORDS.search(text):

@@ -125,23 +125,5 @@ class OpenAIProvider(Provider):
         word = (response.choices[0].message.content or "").strip().lower().split()
         return word[0].strip(".,!") if word else "continue"
 
+    #: The mini triage asks through ``complete`` (attention.triage): any chat model can.
     triages = True
-
-    def triage(self, *, candidates: list[dict[str, Any]], context: CallContext) -> dict[str, Any]:
-        prompt = (
-            f"You are {context.agent_name}. These mailbox items have the same priority; decide which to "
-            "handle now, which to defer and which are stale or redundant and can be dropped. Answer with "
-            'JSON only: {"processItemId": "...", "deferItemIds": [], "dropItemIds": [], "reasoning": "..."}'
-            f"\n\n{json.dumps(candidates)[:8000]}"
-        )
-        response = self.client.chat.completions.create(
-            model=self.model,
-            messages=[{"role": "user", "content": prompt}],
-            response_format={"type": "json_object"},
-        )
-        text = response.choices[0].message.content or "{}"
-        try:
-            answer = json.loads(text[text.find("{") : text.rfind("}") + 1])
-        except json.JSONDecodeError:
-            return {"processItemId": candidates[0]["id"], "reasoning": "unreadable triage answer"}
-        return answer if isinstance(answer, dict) else {"processItemId": candidates[0]["id"]}

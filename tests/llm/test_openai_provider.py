@@ -88,20 +88,6 @@ def test_the_judge_answers_with_one_word_from_the_model(openai_settings):
     assert "one word" in stub.requests[0]["body"]["messages"][0]["content"]
 
 
-def test_triage_asks_for_json_and_reads_the_answer(openai_settings):
-    answer = '{"processItemId": "mbx_2", "deferItemIds": [], "dropItemIds": ["mbx_1"], "reasoning": "stale"}'
-    with StubOpenAI([{"content": answer}, {"content": "no json here"}]) as stub:
-        openai_settings(stub.url)
-        provider = get_provider()
-        cands = [{"id": "mbx_1", "summary": "old"}, {"id": "mbx_2", "summary": "new"}]
-        first = provider.triage(candidates=cands, context=CallContext(agent_name="Ada"))
-        second = provider.triage(candidates=cands, context=CallContext(agent_name="Ada"))
-    assert first == {"processItemId": "mbx_2", "deferItemIds": [], "dropItemIds": ["mbx_1"], "reasoning": "stale"}
-    assert second["processItemId"] == "mbx_1"  # unreadable: fall back to the head
-    sent = stub.requests[0]["body"]
-    assert sent["response_format"] == {"type": "json_object"} and "You are Ada" in sent["messages"][0]["content"]
-
-
 def test_text_streams_as_deltas_and_tool_calls_are_assembled_from_pieces(openai_settings):
     text = "Here is a longer answer that comes in many small pieces."
     args = {"key": "k", "content": 'a value with "quotes" and ünïcode'}
