@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create
 
-DEMO_AGENTS = [("ada", "Ada", "software engineer"), ("grace", "Grace", "reviewer"), ("linus", "Linus", "maintainer")]
+DEMO_AGENTS = [("ada", "Ada", "software engineer"), ("grace", "Grace", "reviewer"), ("linus", "Linus", "engineering manager")]
 
 
 class Command(BaseCommand):
