@@ -180,11 +180,19 @@ def stalled_tasks() -> list[str]:
 # ---------------------------------------------------------------------------- progress
 
 
-def completions(agents: list[str] | None = None, since: datetime | None = None, until: datetime | None = None) -> int:
-    """Items completed (by the loop) of ``agents`` between ``since`` and ``until``."""
+def completions(
+    agents: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    summary_prefix: str | None = None,
+) -> int:
+    """Items completed (by the loop) of ``agents`` between ``since`` and ``until``;
+    ``summary_prefix``: only the items a run posted (not the agents' own heartbeats)."""
     from mailbox.models import MailboxItem
 
     rows = MailboxItem.objects.filter(status="completed")
+    if summary_prefix is not None:
+        rows = rows.filter(payload__summary__startswith=summary_prefix)
     if agents is not None:
         rows = rows.filter(agent_id__in=agents)
     if since is not None:
