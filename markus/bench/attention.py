@@ -17,6 +17,9 @@ Steps:
 3. Statements: K items through one run of the loop in this thread under
    CaptureQueriesContext; statements per item = all of the run's statements / K (and,
    for the detail lines, one run of a single item).
+   Steps 2 and 3 run twice: with the deliberation off (tier 0 and 1, the figures with
+   goals) and with the defaults, where each item taken from a backlog of two or more is
+   deliberated first (an LLM session of its own; informative figures).
 4. Latency: M times, enqueue one item (the wake-up sent on commit) and wait for it;
    latency is started_at - queued_at of the stored row.
 5. Baseline: bare SQL enqueue + claim + complete of N rows.
@@ -169,21 +172,29 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         services.wake(agent.id)
         done += WARMUP
         _wait_all_done(agent.id, done, timeout=120)
-        # 2. throughput
-        with quiet_wakeups():
-            for i in range(n):
-                _enqueue(agent.id, done + i)
-        t0 = time.perf_counter()
-        services.wake(agent.id)
-        done += n
-        _wait_all_done(agent.id, done)
-        loop_rate = n / (time.perf_counter() - t0)
-        # 3. statements per item, this thread
-        single, _ = _statements(agent.id, 1, done)
-        done += 1
-        many, _ = _statements(agent.id, STATEMENT_ITEMS, done)
-        done += STATEMENT_ITEMS
-        per_item = many / STATEMENT_ITEMS
+        # 2. throughput, 3. statements per item (this thread): with the defaults, where
+        # every item taken from a backlog of two or more is deliberated first (tier 2),
+        # and with the deliberation off (tier 0 and the mini triage's tier 1 only).
+        measured: dict[bool, tuple[float, int, float]] = {}
+        for deliberating in (False, True):
+            settings.MARKUS["DELIBERATION"] = deliberating
+            with quiet_wakeups():
+                for i in range(n):
+                    _enqueue(agent.id, done + i)
+            t0 = time.perf_counter()
+            services.wake(agent.id)
+            done += n
+            _wait_all_done(agent.id, done)
+            rate = n / (time.perf_counter() - t0)
+            single, _ = _statements(agent.id, 1, done)
+            done += 1
+            many, _ = _statements(agent.id, STATEMENT_ITEMS, done)
+            done += STATEMENT_ITEMS
+            measured[deliberating] = (rate, single, many / STATEMENT_ITEMS)
+        settings.MARKUS["DELIBERATION"] = old.get("DELIBERATION", True)
+        loop_rate, single, per_item = measured[False]
+        deliberating_rate, _, deliberating_per_item = measured[True]
+        many = round(per_item * STATEMENT_ITEMS)
         # 4. latency, with the wake-up on commit as in production
         latencies: list[float] = []
         for i in range(LATENCY_SAMPLES):
@@ -215,6 +226,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         settings.MARKUS.update(old)
         agent.delete()
     ratio = loop_rate / bare_rate
+    deliberating_ratio = deliberating_rate / bare_rate
     p50, p99 = statistics.median(latencies), _percentile(latencies, 0.99)
     stdout.write(f"  loop throughput       {loop_rate:10.1f} items/s\n")
     stdout.write(f"  bare claim+complete   {bare_rate:10.1f} items/s   (baseline, same run)\n")
@@ -223,6 +235,10 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         f"  statements per item   {per_item:10.1f}   "
         f"(one run of {STATEMENT_ITEMS} items: {many}; of one item: {single})\n"
     )
+    stdout.write(
+        f"  deliberating: loop     {deliberating_rate:10.1f} items/s, ratio {deliberating_ratio:.3f}, "
+        f"{deliberating_per_item:.1f} statements per item (a deliberation before each item of a backlog)\n"
+    )
     stdout.write(f"  enqueue-to-start ms   median {p50:.1f}   p99 {p99:.1f}   (n={len(latencies)})\n")
     return [
         Figure(
@@ -230,7 +246,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             "loop throughput / bare claim+complete",
             ratio,
             "x",
-            baseline=f"loop {loop_rate:.0f}/s vs bare claim+complete SQL {bare_rate:.0f}/s",
+            baseline=f"loop {loop_rate:.0f}/s vs bare claim+complete SQL {bare_rate:.0f}/s (deliberation off)",
             goal=0.1,
         ),
         Figure(
@@ -238,8 +254,24 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             "statements per item",
             per_item,
             "",
-            baseline=f"one run of {STATEMENT_ITEMS} items, offline brain ({single} for a run of one item)",
+            baseline=f"one run of {STATEMENT_ITEMS} items, offline brain, deliberation off "
+            f"({single} for a run of one item)",
             goal=20,
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "loop throughput / bare, deliberating",
+            deliberating_ratio,
+            "x",
+            baseline=f"loop {deliberating_rate:.0f}/s, the defaults: every item of a backlog deliberated first",
+        ),
+        Figure(
+            SUITE,
+            "statements per item, deliberating",
+            deliberating_per_item,
+            "",
+            baseline=f"one run of {STATEMENT_ITEMS} items, the defaults (a deliberation, an LLM session, per item)",
             better="lower",
         ),
         Figure(
