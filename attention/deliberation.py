@@ -53,7 +53,7 @@ from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
 from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, item_brief, scenario_for, system_prompt
 from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
-from .triage import Plan, candidate_brief, triage, triage_model
+from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, triage, triage_model
 
 log = logging.getLogger(__name__)
 
@@ -61,20 +61,7 @@ log = logging.getLogger(__name__)
 # by the names this project's tools have): context gathering, inline communication,
 # mailbox management, working memory, and the decision itself. Heavy side effects
 # (task_create, task_update, requirement_propose, delegation) belong to processing.
-READ_ONLY_TOOLS: Final = frozenset(
-    {
-        "task_list",
-        "task_get",
-        "requirement_list",
-        "requirement_get",
-        "recall_activity",
-        "memory_search",
-        "memory_search_longterm",
-        "check_mailbox",
-        "agent_list_colleagues",
-        "agent_list_group_chats",
-    }
-)
+READ_ONLY_TOOLS: Final = TRIAGE_ALLOWED_TOOLS | frozenset({"agent_list_colleagues", "agent_list_group_chats"})
 DELIBERATION_ALLOWED_TOOLS: Final = READ_ONLY_TOOLS | frozenset(
     {
         "notify_user",
