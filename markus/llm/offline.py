@@ -15,6 +15,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -177,6 +178,16 @@ def _chat_steps(text: str) -> list[Step]:
     return steps
 
 
+def _when(value: Any) -> str:
+    """An ISO time as a person reads it: 2026-12-02 09:00 (+09:00)."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    offset = moment.strftime("%z")
+    return moment.strftime("%Y-%m-%d %H:%M") + (f" ({offset[:3]}:{offset[3:]})" if offset else "")
+
+
 def _chat_notes(results: dict[str, str]) -> str:
     """What the chat's tools did, in a sentence each (their errors as they said them)."""
     notes = []
@@ -192,7 +203,7 @@ def _chat_notes(results: dict[str, str]) -> str:
         except ValueError:
             answer = None
         if isinstance(answer, dict) and "error" not in answer:
-            notes.append(said.format_map({k: answer.get(k, "?") for k in ("remindAt", "intervalMinutes")}))
+            notes.append(said.format_map({**answer, "remindAt": _when(answer.get("remindAt"))}))
         else:
             notes.append(f"I could not do that ({name}): {results[name][:300]}")
     return " ".join(notes)

@@ -44,7 +44,7 @@ def test_remember_remind_and_check_in_from_a_chat(tokyo, alice, offline):
     said = chat(tokyo, alice, "remind me to review the Q4 plan in 2h", minutes=1)
     [item] = MailboxItem.objects.filter(agent=tokyo, source_type=MailboxType.REMINDER)
     assert item.status == Status.DEFERRED and item.deferred_until == T0 + timedelta(hours=2, minutes=1)
-    assert "review the Q4 plan" in item.content and "I set a reminder for 2026-12-01T14:01" in said
+    assert "review the Q4 plan" in item.content and "I set a reminder for 2026-12-01 14:01 (+09:00)" in said
 
     said = chat(tokyo, alice, "Things are calm: check in every 2 hours.", minutes=2)
     assert Agent.objects.get(id=tokyo.id).heartbeat_interval_minutes == 120
