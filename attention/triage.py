@@ -209,12 +209,14 @@ def _ask(
     system = f"You are {agent_name}. You decide what to work on next."
     messages: list[dict[str, Any]] = [{"role": "user", "content": _prompt(briefs)}]
     for round_ in range(TRIAGE_MAX_TOOL_ITERATIONS + 1):
-        offered = tools if round_ < TRIAGE_MAX_TOOL_ITERATIONS else []
-        if not offered and round_:  # the tool rounds are used up: the answer now
+        final = round_ == TRIAGE_MAX_TOOL_ITERATIONS
+        if final:  # the tool rounds are used up: the answer now
             messages.append({"role": "user", "content": FINAL_ROUND})
-        response = _call(lease, provider, system, messages, offered, context)
+        # The tools stay declared in the last round too: a history with tool calls needs
+        # them (the Anthropic API refuses it otherwise); a tool call then is no answer.
+        response = _call(lease, provider, system, messages, tools, context)
         messages.append(response.as_message())
-        if not response.tool_calls or not offered:
+        if not response.tool_calls or final:
             return parse_answer(response.text)
         for call in response.tool_calls:
             if call.name in TRIAGE_ALLOWED_TOOLS:

@@ -98,10 +98,19 @@ def test_at_most_six_rounds_of_tools_then_a_last_call_for_the_answer(openai_sett
         loop.run_attention(agent.id, budget=1)
     assert status(new) == "completed" and status(old) == "queued"
     triage_calls = stub.requests[: TRIAGE_MAX_TOOL_ITERATIONS + 1]
-    assert all("tools" in r["body"] for r in triage_calls[:-1])
+    assert all("tools" in r["body"] for r in triage_calls)  # a history with tool calls names its tools
     last = triage_calls[-1]["body"]
-    assert "tools" not in last  # no more tools: the answer now
     assert "JSON" in last["messages"][-1]["content"] and last["messages"][-1]["role"] == "user"
+
+
+def test_a_tool_call_in_the_last_round_is_no_answer_the_head_goes_first(openai_settings, agent):
+    old, new = two_items(agent)
+    rounds = [{"tool_calls": [("task_list", {})]} for _ in range(TRIAGE_MAX_TOOL_ITERATIONS + 1)]
+    with StubOpenAI([*rounds, {"content": f"handled {MARK}"}]) as stub:
+        openai_settings(stub.url)
+        loop.run_attention(agent.id, budget=1)
+    assert status(old) == "completed" and status(new) == "queued"
+    assert len(stub.requests) == TRIAGE_MAX_TOOL_ITERATIONS + 2
 
 
 def test_the_deliberation_runs_through_the_sdk_with_its_toolset(openai_settings, agent):

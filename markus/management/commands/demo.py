@@ -10,7 +10,11 @@ from django.core.management.base import BaseCommand
 from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create
 
-DEMO_AGENTS = [("ada", "Ada", "software engineer"), ("grace", "Grace", "reviewer"), ("linus", "Linus", "engineering manager")]
+DEMO_AGENTS = [
+    ("ada", "Ada", "software engineer"),
+    ("grace", "Grace", "reviewer"),
+    ("linus", "Linus", "engineering manager"),  # a manager: writes a daily report after 20:00
+]
 
 
 class Command(BaseCommand):
