@@ -153,8 +153,8 @@ def test_the_beat_task_runs_the_check(agent, clock):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_beats_at_once_never_pass_the_cap(alice):
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL: real concurrent transactions")
+    # Routed by its marker (`postgres`: only the PostgreSQL pass runs it): never skipped.
+    assert connection.vendor == "postgresql", "real concurrent transactions need PostgreSQL"
     crew = [agent_create(name=f"B{i}", owner=alice, agent_id=f"b{i}")[0] for i in range(9)]
     for a in crew:
         observe(a.id, 50)
