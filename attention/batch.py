@@ -136,7 +136,7 @@ def _mark(lease: Lease, item: MailboxItem) -> None:
 
 
 def defer_members(lease: Lease, members: list[MailboxItem], *, until: datetime) -> None:
-    """Preempted: every member waits as long as the lead, marks kept (not an attempt)."""
+    """Preempted: the lead and every member wait alike, marks kept (not an attempt)."""
     for m in members:
         lifecycle.defer(
             m.id,

@@ -77,16 +77,9 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
         _end(focus, success=True)
         # Being preempted is not a failed attempt (recovery counts attempts).
         until = timezone.now() + resume_delay()
-        lifecycle.defer(
-            item.id,
-            until=until,
-            epoch=lease.epoch,
-            fenced=True,
-            from_statuses=[Status.PROCESSING],
-            refund_attempt=True,
-        )
-        if focus.batch:  # the whole batch waits, and resumes together
-            batch.defer_members(lease, focus.batch, until=until)
+        # The item, and with it the whole batch: they wait alike and resume together.
+        batch.defer_members(lease, [item, *focus.batch], until=until)
+        if focus.batch:
             _record_batch(focus, DecisionType.PREEMPT, "preempted with its batch", "deferred for resumption")
         records.inject_main_session(lease, item=item, outcome="paused (preempted), will resume")
     elif outcome.kind == "parked":

@@ -159,13 +159,11 @@ class MemoryView(APIView):
         return Response(memory_data(agent.id))
 
 
-def observation_data(o: Observation, rank: float | None = None) -> dict[str, Any]:
-    return {"id": o.id, "content": o.content, "kind": o.kind, "count": o.count, "createdAt": o.created_at, "rank": rank}
+observation_data = selectors.observation_data
 
 
 def _observations(agent_id: str, hits: list[search.Hit]) -> list[dict[str, Any]]:
-    rows = {o.id: o for o in selectors.observations_by_ids(agent_id, [h.id for h in hits])}
-    return [observation_data(rows[h.id], h.rank) for h in hits if h.id in rows]
+    return [observation_data(o, rank) for o, rank in selectors.found_observations(agent_id, hits)]
 
 
 class ObservationsView(APIView):

@@ -3,6 +3,8 @@ the last dream, and the block the system prompt carries."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet
 
@@ -93,3 +95,14 @@ def _cut(body: str, budget: int) -> list[str]:
         used += len(line) + 1
     kept.append("… (cut here: memory_search_longterm finds the rest)")
     return kept
+
+
+def observation_data(o: Observation, rank: float | None = None) -> dict[str, Any]:
+    """An observation as the API and the tools show it."""
+    return {"id": o.id, "content": o.content, "kind": o.kind, "count": o.count, "createdAt": o.created_at, "rank": rank}
+
+
+def found_observations(agent_id: str, hits: list[search.Hit]) -> list[tuple[Observation, float]]:
+    """The agent's observations a search found, best first, with their rank (one query)."""
+    rows = {o.id: o for o in observations_by_ids(agent_id, [h.id for h in hits])}
+    return [(rows[h.id], h.rank) for h in hits if h.id in rows]

@@ -69,21 +69,8 @@ def memory_save(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 def memory_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     query = _string("memory_search", args, "query")
     hits = search.search_observations(ctx.agent_id, query, limit=_limit(args, 10, 50))
-    rows = {o.id: o for o in selectors.observations_by_ids(ctx.agent_id, [h.id for h in hits])}
-    return {
-        "observations": [
-            {
-                "id": h.id,
-                "content": rows[h.id].content,
-                "kind": rows[h.id].kind,
-                "count": rows[h.id].count,
-                "createdAt": rows[h.id].created_at,
-                "rank": round(h.rank, 4),
-            }
-            for h in hits
-            if h.id in rows
-        ]
-    }
+    found = selectors.found_observations(ctx.agent_id, hits)
+    return {"observations": [selectors.observation_data(o, round(rank, 4)) for o, rank in found]}
 
 
 @tool(
