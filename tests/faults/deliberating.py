@@ -16,8 +16,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -26,7 +24,6 @@ from typing import Any
 from .harness import Cluster
 from .stub_llm import SlowLLM
 
-LISTED = re.compile(r"^- (\S+) \[priority (\d+)\] (\w+)", re.M)
 BATCH_OPENING = "[Batch item 1 of "
 
 
@@ -39,40 +36,15 @@ class DeliberatingLLM(SlowLLM):
         batch_work_s: float = 0.0,
         slow_if_offered: dict[str, float] | None = None,
     ) -> None:
-        super().__init__(think=(0.1, 0.25))
-        self.deliberate_s = deliberate_s
-        self.batch = batch
+        super().__init__(think=(0.1, 0.25), deliberate_s=deliberate_s, batch=batch)
         self.batch_work_s = batch_work_s
         self.slow_if_offered = slow_if_offered or {}  # a tool offered → think this long
-        self.calls.update(deliberation=0, batch_work=0, slow=0)
-        self.decisions: list[dict[str, Any]] = []
+        self.calls.update(batch_work=0, slow=0)
 
     def answer(self, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
         messages = body.get("messages") or []
         tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
-        if "complete_deliberation" in tools:
-            self._count("deliberation")
-            time.sleep(self.deliberate_s)
-            listed = LISTED.findall(users[0] if users else "")
-            if not listed:
-                return {"role": "assistant", "content": "Nothing to decide."}, "stop"
-            chosen = listed[0][0]
-            batch = [i for i, _, kind in listed[1:] if kind == "system_event"] if self.batch else []
-            args = {
-                "process_item_id": chosen,
-                "batch_item_ids": batch,
-                "reasoning": "the oldest first" + (", the other system events with it" if batch else ""),
-                "situational_awareness": f"{len(listed)} item(s) waited",
-            }
-            with self.lock:
-                self.decisions.append(args)
-            call = {
-                "id": f"call_{int(time.time() * 1e6)}",
-                "type": "function",
-                "function": {"name": "complete_deliberation", "arguments": json.dumps(args)},
-            }
-            return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
         slow = [self.slow_if_offered[name] for name in tools if name in self.slow_if_offered]
         if slow and body.get("max_tokens") != 3:
             self._count("slow")

@@ -4,8 +4,12 @@ while, long enough for a fault to land in the middle of one.
 
 It plays a diligent agent: a task execution submits its task for review, a review
 completes the task, everything else answers with the completion marker. The interrupt
-judge always says "continue"; triage picks the oldest candidate. Judge and triage
-calls answer at once; a working turn thinks for ``think`` seconds (uniform).
+judge always says "continue"; a deliberation (a call that offers
+``complete_deliberation``) completes at once with the first item listed, and the mini
+triage answers its JSON with the first candidate. Judge, deliberation and triage calls
+answer after ``quick`` seconds (a deliberation after ``deliberate_s``); a working turn
+thinks for ``think`` seconds (uniform). ``calls`` counts each kind; ``decisions`` keeps
+every deliberation's arguments.
 """
 
 from __future__ import annotations
@@ -21,19 +25,32 @@ from typing import Any
 from markus.llm.base import COMPLETION_MARKER
 
 TASK_ID = re.compile(r"\btsk_[0-9a-f]+\b")
-ITEM_ID = re.compile(r'"id":\s*"(mbx_[0-9a-f]+)"')
+# The queue as deliberation (its first user message) and the mini triage list it.
+LISTED = re.compile(r"^- (\S+) \[priority (\d+)\] (\w+)", re.M)
+TRIAGE_ASKS = "Answer with JSON only"
 # The scenario instructions (attention.scenarios) the stub recognises in the system prompt.
 EXECUTE = "Execute the task."
 REVIEW = "You were asked to review a task."
 
 
 class SlowLLM:
-    def __init__(self, *, think: tuple[float, float] = (0.25, 0.6), quick: float = 0.02, seed: int = 7) -> None:
+    def __init__(
+        self,
+        *,
+        think: tuple[float, float] = (0.25, 0.6),
+        quick: float = 0.02,
+        deliberate_s: float | None = None,
+        batch: bool = False,
+        seed: int = 7,
+    ) -> None:
         self.think = think
         self.quick = quick
+        self.deliberate_s = quick if deliberate_s is None else deliberate_s
+        self.batch = batch  # a deliberation batches every other listed system event with its pick
         self.random = random.Random(seed)
         self.lock = threading.Lock()
-        self.calls = {"work": 0, "judge": 0, "triage": 0}
+        self.calls = {"work": 0, "judge": 0, "triage": 0, "deliberation": 0}
+        self.decisions: list[dict[str, Any]] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -90,18 +107,21 @@ class SlowLLM:
             self._count("judge")
             time.sleep(self.quick)
             return {"role": "assistant", "content": "continue"}, "stop"
-        if body.get("response_format"):  # triage: the oldest candidate first
+        tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+        users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        if "complete_deliberation" in tools:
+            return self.deliberate(users[0] if users else "")
+        if users and TRIAGE_ASKS in users[0]:  # the mini triage: the first candidate
             self._count("triage")
             time.sleep(self.quick)
-            ids = ITEM_ID.findall(str(messages[-1].get("content") if messages else ""))
-            answer = {"processItemId": ids[0] if ids else "", "deferItemIds": [], "dropItemIds": []}
-            return {"role": "assistant", "content": json.dumps({**answer, "reasoning": "oldest first"})}, "stop"
+            listed = LISTED.findall(users[0])
+            answer = {"processItemId": listed[0][0] if listed else "", "deferItemIds": [], "dropItemIds": []}
+            return {"role": "assistant", "content": json.dumps({**answer, "reasoning": "first listed"})}, "stop"
         self._count("work")
         self._pause()
         system = str(messages[0].get("content") or "") if messages and messages[0].get("role") == "system" else ""
         first_user = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
         task = TASK_ID.search(first_user)
-        tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         if task and messages and messages[-1].get("role") == "user":
             call = None
             if EXECUTE in system and "task_submit_review" in tools:
@@ -116,3 +136,27 @@ class SlowLLM:
                 }
                 return {"role": "assistant", "content": None, "tool_calls": [tool_call]}, "tool_calls"
         return {"role": "assistant", "content": f"Handled it. {COMPLETION_MARKER}"}, "stop"
+
+    def deliberate(self, queue: str) -> tuple[dict[str, Any], str]:
+        """complete_deliberation with the first item listed (and, with ``batch``, every
+        other listed system event as its batch)."""
+        self._count("deliberation")
+        time.sleep(self.deliberate_s)
+        listed = LISTED.findall(queue)
+        if not listed:
+            return {"role": "assistant", "content": "Nothing to decide."}, "stop"
+        batch = [i for i, _, kind in listed[1:] if kind == "system_event"] if self.batch else []
+        args = {
+            "process_item_id": listed[0][0],
+            "batch_item_ids": batch,
+            "reasoning": "the oldest first" + (", the other system events with it" if batch else ""),
+            "situational_awareness": f"{len(listed)} item(s) waited",
+        }
+        with self.lock:
+            self.decisions.append(args)
+        call = {
+            "id": f"call_{int(time.time() * 1e6)}",
+            "type": "function",
+            "function": {"name": "complete_deliberation", "arguments": json.dumps(args)},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
