@@ -33,6 +33,7 @@ urlpatterns = [
     path("notifications/bell/", pages.bell, name="bell"),
     path("notifications/read-all/", pages.notifications_read_all, name="notifications-read-all"),
     path("notifications/<str:notification_id>/read/", pages.notification_read, name="notification-read"),
+    path("notifications/<str:notification_id>/open/", pages.notification_open, name="notification-open"),
     path("agents/", pages.agents_page, name="agents"),
     # Notification links say ``/work?task=…``: with and without the slash.
     re_path(r"^work/?$", pages.work_page, name="work"),

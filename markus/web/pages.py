@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.template import loader
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -190,6 +190,15 @@ def notification_read(request: HttpRequest, notification_id: str) -> HttpRespons
     response = render(request, "home/_notifications.html", notifications_context(user))
     response["HX-Trigger"] = BELL_EVENT
     return response
+
+
+@require_GET
+@login_required
+def notification_open(request: HttpRequest, notification_id: str) -> HttpResponse:
+    """Where a notification's link in the list goes: marks it read, then on to what it
+    names (``notification_link``; home when it names nothing). Another user's: 404."""
+    notification = notification_mark_read(user=_user(request), notification_id=notification_id)
+    return redirect(notification_link(notification) or reverse("home"))
 
 
 @require_POST

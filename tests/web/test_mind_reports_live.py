@@ -90,7 +90,8 @@ def test_an_agent_report_notification_leads_to_the_report_in_full(alice, charlie
     client = Client()
     client.force_login(alice)
     home = client.get("/").content.decode()
-    assert '<a href="/agents/mia/reports/2026-11-30/">Mia: daily report for 2026-11-30</a>' in home
+    assert f'<a href="/notifications/{note.id}/open/">Mia: daily report for 2026-11-30</a>' in home
+    assert client.get(f"/notifications/{note.id}/open/")["Location"] == "/agents/mia/reports/2026-11-30/"
     assert note.body not in home  # the list shows the start only
 
     page = client.get("/agents/mia/reports/2026-11-30/")
