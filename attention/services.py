@@ -4,7 +4,6 @@ periodic items and the beat schedule."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
@@ -14,7 +13,7 @@ from django.utils import timezone
 
 from mailbox import services as mailbox
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 from markus.agents.models import Agent
 from markus.core.events import agent_group, send_event_on_commit
 from markus.work.liveness import work_liveness_repair
@@ -133,66 +132,6 @@ def sweep() -> int:
 
 # Other apps (the AgentBus outbox relay) add their backstops here.
 sweep_hooks: list = []
-
-_PERIODIC = {
-    MailboxType.HEARTBEAT: "Heartbeat check-in",
-    MailboxType.DAILY_REPORT: "Daily report",
-    MailboxType.MEMORY_CONSOLIDATION: "Dream cycle: consolidate memory",
-}
-
-
-def period_of(source_type: MailboxType, now: datetime) -> tuple[str, timedelta]:
-    """The schedule slot of a daily periodic item (the daily report, the dream cycle):
-    the date, and the slot's length. (The heartbeat has a period per agent: its own
-    interval, claimed in ``attention.heartbeat``.)"""
-    return timezone.localdate(now).isoformat(), timedelta(days=1)
-
-
-def _has_periodic_item(agent_id: str, source_type: MailboxType, period: str, length: timedelta, now: datetime) -> bool:
-    """Has the agent an item of this periodic type for ``period``, whatever its status
-    (queued, processing, completed, merged…)? One enqueued less than half a period ago
-    counts too: two beats a few milliseconds apart may straddle a slot boundary."""
-    recent = MailboxItem.objects.filter(
-        agent_id=agent_id, source_type=source_type, queued_at__gt=now - length, payload__extra__period__isnull=False
-    )
-    return recent.filter(Q(payload__extra__period=period) | Q(queued_at__gt=now - length / 2)).exists()
-
-
-def enqueue_periodic(source_type: MailboxType, *, now: datetime | None = None) -> int:
-    """One periodic item (heartbeat, daily report, dream cycle) for every running agent,
-    at most one per agent and period: a second beat (two schedulers, a retried task)
-    enqueues nothing. The item carries its period in ``payload.extra.period``. The check
-    and the enqueue hold the agent's lock for this job (on SQLite the IMMEDIATE
-    transaction), so beats running at the same moment cannot both pass the check.
-    Returns the items enqueued.
-
-    The heartbeat is the agents' own rhythm: for it this is beat's heartbeat tick
-    (``attention.heartbeat``), which enqueues only for the agents that are due."""
-    if source_type == MailboxType.HEARTBEAT:
-        from .heartbeat import heartbeat_tick  # (heartbeat → settle → services)
-
-        return heartbeat_tick(now)
-    summary = _PERIODIC[source_type]
-    now = now or timezone.now()
-    period, length = period_of(source_type, now)
-    n = 0
-    for agent_id in Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list(
-        "id", flat=True
-    ):
-        with transaction.atomic():
-            mailbox.mailbox_lock_group(agent_id, source_type, "periodic")
-            if _has_periodic_item(agent_id, source_type, period, length, now):
-                log.info("periodic: %s already has a %s for %s", agent_id, source_type, period)
-                continue
-            mailbox.mailbox_enqueue(
-                agent_id=agent_id,
-                source_type=source_type,
-                payload={"summary": summary, "content": summary, "extra": {"period": period}},
-                metadata={"senderRole": "system"},
-            )
-        n += 1
-    return n
-
 
 def sync_beat_schedule() -> dict[str, list[str]]:
     """The beat entries declared in code (``attention.schedules``), created where

@@ -26,7 +26,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from attention import services
+from attention import heartbeat, services
 from attention.lease import lease_release, lease_take
 from attention.loop import run_attention
 from attention.models import AgentAttention
@@ -367,7 +367,7 @@ class LivenessMachine(RuleBasedStateMachine):
                         STATS["crashes at restart"] += 1
                 expire_lease(agent_id)
         elif what == "heartbeat":
-            services.enqueue_periodic(T.HEARTBEAT)
+            heartbeat.heartbeat_tick()
         elif what == "sweep":
             services.sweep()
         else:
