@@ -37,6 +37,9 @@ class Figures:
     dropped: Counter = field(default_factory=Counter)
     stalled: list[str] = field(default_factory=list)
     tasks: Counter = field(default_factory=Counter)
+    # Deliberations that ended without a decision: the stub always decides when offered
+    # complete_deliberation, so any here means it no longer speaks the loop's protocol.
+    undecided: int = 0
     others: str = "n/a"
     extra: str = ""
 
@@ -50,6 +53,8 @@ class Figures:
             f"dropped={dropped}{f'({reasons})' if reasons else ''} stalled_tasks={len(self.stalled)} "
             f"tasks=({tasks}) others={self.others}"
         )
+        if self.undecided:
+            text += f" undecided_deliberations={self.undecided}"
         if self.extra:
             text += f" {self.extra}"
         return f"{text} time={seconds:.0f}s"
@@ -67,6 +72,7 @@ class Figures:
 
 
 def collect(others: str = "n/a") -> Figures:
+    from attention.models import AgentActivityLog
     from mailbox.models import MailboxItem
     from markus.work.models import Task
 
@@ -87,6 +93,7 @@ def collect(others: str = "n/a") -> Figures:
     f.overlaps, f.stale = overlaps_and_stale_writes()
     f.stalled = stalled_tasks()
     f.tasks = Counter(Task.objects.values_list("status", flat=True))
+    f.undecided = AgentActivityLog.objects.filter(content__startswith="deliberation discarded: no decision").count()
     return f
 
 
@@ -242,3 +249,4 @@ def assert_invariants(f: Figures, settled: bool) -> None:
     assert not f.overlaps, f"overlapping processing: {f.problems()}"
     assert not f.stale, f"stale writes: {f.problems()}"
     assert not f.stalled, f"stalled tasks: {f.problems()}"
+    assert not f.undecided, f"{f.undecided} deliberations ran out of turns: the LLM stub no longer decides"
