@@ -133,6 +133,7 @@ def sweep() -> int:
 # Other apps (the AgentBus outbox relay) add their backstops here.
 sweep_hooks: list = []
 
+
 def sync_beat_schedule() -> dict[str, list[str]]:
     """The beat entries declared in code (``attention.schedules``), created where
     missing; an entry an operator changed is left as it is. ``manage.py up`` calls it;
