@@ -54,6 +54,7 @@ from .lease import (
     StaleLease,
     fenced,
     lease_release,
+    lease_take,
     lease_take_for_run,
 )
 from .models import ActivityLogType as L
@@ -456,6 +457,35 @@ def _recover(lease: Lease) -> None:
         report.requeued[:0] = batched
         closed = records.close_lost_activities(lease, requeued=report.requeued, dropped=report.dropped)
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
+
+
+def tidy_after_dead_workers() -> int:
+    """The sweep's hook for agents that are not running (paused or stopped): no run may
+    take their lease, so when a worker died holding one mid-run (its lease ran out, its
+    state not idle: a deliberation's activity open, items still processing) the sweep
+    takes the lease, recovers as a run would (``_recover``) and lets go. A live lease
+    is its holder's: it stops at its next check. Returns the agents tidied."""
+    now = timezone.now()
+    left = (
+        AgentAttention.objects.filter(lease_expires_at__lte=now)
+        .exclude(lease_owner="")
+        .exclude(state=AttentionState.IDLE)
+        .exclude(agent__status=Agent.RunStatus.RUNNING)
+        .values_list("agent_id", flat=True)
+    )
+    tidied = 0
+    for agent_id in list(left):
+        lease = lease_take(agent_id)
+        if lease is None:  # taken meanwhile (a resume's run), or its row locked
+            continue
+        try:
+            _recover(lease)
+            tidied += 1
+        except StaleLease:
+            continue
+        finally:
+            _finish(lease, depth=None)
+    return tidied
 
 
 def _finish(lease: Lease, *, depth: int | None) -> None:

@@ -84,3 +84,41 @@ def test_the_sweep_wakes_an_agent_left_deciding_with_nothing_queued(agent_id, mo
     run_attention(agent_id)  # what the wake-up runs: it lets go, idle; nothing to kick any more
     woken.clear()
     assert services.sweep() == 0 and woken == []
+
+
+@pytest.mark.parametrize("status", ["paused", "stopped"])
+def test_the_sweep_closes_a_dead_deliberation_of_an_agent_that_is_not_running(agent_id, status, monkeypatch):
+    """No run takes the lease of an agent that is not running, so the sweep tidies up
+    after its dead worker itself: the deliberation's activity ends failed, the state goes
+    back to idle, the lease is let go; nothing is woken, and the next sweep finds nothing."""
+    from markus.agents.models import Agent
+
+    woken: list[str] = []
+    monkeypatch.setattr(services, "wake", lambda a, **kw: woken.append(a))
+    activity = died_deliberating(agent_id)
+    Agent.objects.filter(id=agent_id).update(status=status)
+
+    services.sweep()
+
+    closed = AgentActivity.objects.get(id=activity.id)
+    assert closed.ended_at is not None and closed.success is False
+    assert "worker lost" in closed.logs.order_by("-seq").first().content
+    row = AgentAttention.objects.get(agent_id=agent_id)
+    assert (row.state, row.lease_owner, row.current_item_id) == (AttentionState.IDLE, "", None)
+    assert woken == []
+    epoch = row.lease_epoch
+    services.sweep()
+    assert AgentAttention.objects.get(agent_id=agent_id).lease_epoch == epoch  # nothing left to tidy
+
+
+def test_the_sweep_leaves_a_live_lease_of_an_agent_that_is_not_running_alone(agent_id):
+    """A pause lets the holder stop at its next check: its lease is live, not the sweep's."""
+    from markus.agents.models import Agent
+
+    holder = lease_take(agent_id)
+    with fenced(holder, state=AttentionState.DECIDING, focus_started_at=timezone.now()):
+        pass
+    Agent.objects.filter(id=agent_id).update(status="paused")
+    services.sweep()
+    row = AgentAttention.objects.get(agent_id=agent_id)
+    assert (row.lease_owner, row.lease_epoch, row.state) == (holder.owner, holder.epoch, AttentionState.DECIDING)
