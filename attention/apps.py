@@ -22,12 +22,15 @@ class AttentionConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from . import tasks  # noqa: F401  registers the Celery tasks in every process (wake finds them by name)
+        from .heartbeat import wake_sleepers_now
         from .loop import tidy_after_dead_workers
         from .services import sweep_hooks
 
-        # A paused or stopped agent's dead run is tidied by the sweep (no run takes its lease).
-        if tidy_after_dead_workers not in sweep_hooks:
-            sweep_hooks.append(tidy_after_dead_workers)
+        # A paused or stopped agent's dead run is tidied by the sweep (no run takes its
+        # lease); a deep sleeper with new work goes back to its normal rhythm.
+        for hook in (tidy_after_dead_workers, wake_sleepers_now):
+            if hook not in sweep_hooks:
+                sweep_hooks.append(hook)
         from .schedules import on_post_migrate
 
         # The beat entries exist after every migrate: a standalone beat on a fresh database has them.

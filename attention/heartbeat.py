@@ -20,7 +20,7 @@
   reason in its activity and in the timeline.
 * **Deep sleep**: after ``IDLE_BEFORE_SLEEP`` idle heartbeats in a row each further
   idle one doubles the interval (``heartbeat_sleep_depth``), up to 24 h. New work (a
-  non-periodic item) wakes the agent to its normal rhythm at the next tick.
+  non-periodic item) wakes the agent to its normal rhythm at the next sweep (seconds) or tick.
 """
 
 from __future__ import annotations
@@ -240,6 +240,12 @@ def wake_sleepers(now: datetime) -> list[str]:
     for agent_id in woken:
         rhythm_changed(agent_id)
     return woken
+
+
+def wake_sleepers_now() -> list[str]:
+    """The sweep's hook (every MARKUS_SWEEP_SECONDS): new work wakes a deep sleeper within
+    seconds, not at the next heartbeat tick."""
+    return wake_sleepers(timezone.now())
 
 
 def rhythm_changed(agent_id: str) -> None:

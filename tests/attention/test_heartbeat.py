@@ -388,3 +388,22 @@ def test_the_tool_refuses_what_is_not_a_whole_number_of_minutes(agent, minutes):
     ok, result = execute_tool(ctx, "set_heartbeat_interval", {"minutes": minutes})
     assert not ok and "must be a" in json.loads(result)["error"]
     assert fresh(agent).heartbeat_interval_minutes is None
+
+
+def test_the_sweep_wakes_a_sleeper_as_soon_as_work_arrives(clock, agent, monkeypatch):
+    """Waking does not wait for the heartbeat tick (every 5 min): the sweep (every
+    MARKUS_SWEEP_SECONDS) brings a deep sleeper with new work back to its normal rhythm."""
+    from attention import services
+
+    monkeypatch.setattr(services, "wake", lambda agent_id, **kw: None)
+    Agent.objects.filter(id=agent.id).update(
+        heartbeat_sleep_depth=2, heartbeat_idle_streak=5, last_heartbeat_at=T0, next_heartbeat_at=T0 + 24 * H
+    )
+    clock.move_to(T0 + H)
+    services.sweep()
+    assert fresh(agent).heartbeat_sleep_depth == 2  # nothing new: it sleeps on
+    chat(agent.id, "Are you there?")
+    services.sweep()
+    a = fresh(agent)
+    assert (a.heartbeat_sleep_depth, a.heartbeat_idle_streak) == (0, 0)
+    assert a.next_heartbeat_at == T0 + 7 * H  # its normal 6 h from now
