@@ -4,7 +4,9 @@ databases, ranked best first:
 - SQLite: the FTS5 tables of migration 0002 (porter stemming), ranked by bm25 (a
   section's title weighs twice its text);
 - PostgreSQL: ``to_tsvector('english', …)`` over the GIN expression indexes of
-  migration 0002, ranked by ``ts_rank``.
+  migration 0002, ranked by ``ts_rank``. That configuration drops stop words ("the",
+  "or", "we") which FTS5 keeps: when nothing matches and the query had some, they are
+  looked for as whole words (a regular expression, newest first), as SQLite would find them.
 
 A query is reduced to its words (letters and digits) before it reaches either engine,
 any of them matching: quotes, operators and FTS syntax in what a person or an LLM typed
@@ -75,18 +77,44 @@ def _postgres(
         .order_by("-rank", "-id")
         .values_list("id", "rank")[:limit]
     )
-    return [Hit(int(i), float(r)) for i, r in rows]
+    hits = [Hit(int(i), float(r)) for i, r in rows]
+    if hits:
+        return hits
+    stop = _stop_words(words)  # one more statement, only when nothing matched
+    return _plain(model, fields, agent_id, stop, limit, whole_words=True) if stop else []
+
+
+def _stop_words(words: list[str]) -> list[str]:
+    """The words PostgreSQL's configuration leaves out of a query."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT w FROM unnest(%s::text[]) AS w WHERE numnode(plainto_tsquery(%s::regconfig, w)) = 0",
+            [words, CONFIG],
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _plain(
-    model: type[Observation] | type[MemorySection], fields: tuple[str, ...], agent_id: str, words: list[str], limit: int
+    model: type[Observation] | type[MemorySection],
+    fields: tuple[str, ...],
+    agent_id: str,
+    words: list[str],
+    limit: int,
+    *,
+    whole_words: bool = False,
 ) -> list[Hit]:
-    """Another database: any word contained, newest first (rank: words found)."""
-    match = reduce(operator.or_, (Q(**{f"{f}__icontains": w}) for w in words for f in fields))
+    """Another database: any word contained, newest first (rank: words found). With
+    ``whole_words`` (PostgreSQL's stop words) a word inside another does not count."""
+    if whole_words:  # PostgreSQL's \m and \M: the start and the end of a word
+        match = reduce(operator.or_, (Q(**{f"{f}__iregex": rf"\m{w}\M"}) for w in words for f in fields))
+        patterns = [re.compile(rf"\b{w}\b") for w in words]
+    else:
+        match = reduce(operator.or_, (Q(**{f"{f}__icontains": w}) for w in words for f in fields))
+        patterns = [re.compile(re.escape(w)) for w in words]
     found = []
     for row in model.objects.filter(agent_id=agent_id).filter(match).order_by("-id").values("id", *fields)[:500]:
         text = " ".join(str(row[f]) for f in fields).casefold()
-        found.append(Hit(row["id"], float(sum(w in text for w in words))))
+        found.append(Hit(row["id"], float(sum(bool(p.search(text)) for p in patterns))))
     return sorted(found, key=lambda h: -h.rank)[:limit]
 
 

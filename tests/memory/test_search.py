@@ -101,3 +101,15 @@ def test_postgres_search_can_use_the_gin_indexes(agent, model, fields, index):
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert index in plan
+
+
+def test_a_query_of_stop_words_only_finds_them_as_words_on_both_databases(agent):
+    """PostgreSQL's English configuration drops "the", "or", "we" from a query; SQLite's
+    FTS5 keeps them. Such a query finds the whole words on both (never a word inside
+    another: "other" is not "the"), and a section's title counts too."""
+    save(agent.id, "We ship on the first of the month", "Other teams deploy weekly", "or else")
+    assert sorted(found(agent.id, "the")) == ["We ship on the first of the month"]
+    assert sorted(found(agent.id, "we or")) == ["We ship on the first of the month", "or else"]
+    services.section_write(agent_id=agent.id, title="Our habits", content="we plan together")
+    sections = MemorySection.objects.in_bulk([h.id for h in search.search_sections(agent.id, "our")])
+    assert [s.title for s in sections.values()] == ["Our habits"]
