@@ -14,6 +14,7 @@ mailbox item (``deliberating.TRANSITIONS``)."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 import pytest
@@ -167,4 +168,70 @@ def test_kill_9_mid_batch(cluster, report, clock):
     assert not not_once, f"items not completed exactly once: {not_once}"
     assert not not_together, f"batches not re-queued together: {not_together}"
     assert not apart, f"batches not completed in one transaction: {apart}"
+    assert_invariants(figures, settled)
+
+
+def set_status(agent_id: str, status: str) -> None:
+    """What pause and resume write (attention.services._set_status), without the
+    wake-up this process would send to another broker: the cluster's sweep wakes."""
+    from attention.models import AgentAttention
+    from markus.agents.models import Agent
+
+    Agent.objects.filter(id=agent_id).update(status=status)
+    AgentAttention.objects.filter(agent_id=agent_id).update(cancel_requested=status != "running")
+
+
+def test_kill_9_mid_deliberation_then_pause(cluster, report, clock):
+    """Scenario 8b: the worker deliberating is killed and its agent paused at once. No run
+    may take a paused agent's lease, so the sweep tidies up after the dead worker: the
+    deliberation closed (failed, "worker lost"), the state idle, nothing processed while
+    paused; after the resume every item is completed once."""
+    from attention.models import AgentActivity, AgentActivityLog
+
+    stub = DeliberatingLLM(deliberate_s=3.0)
+    try:
+        agents = start(cluster, stub)
+        items = enqueue_events(agents, EVENTS)
+        victim = wait_until(lambda: deliberation_in_flight(cluster), timeout=30, interval=0.05, what="a deliberation")
+        cluster.kill(victim.worker)
+        set_status(victim.agent_id, "paused")
+        paused_at = timezone.now()
+        cluster.start_worker(victim.worker)
+
+        def tidied() -> bool:
+            activity = AgentActivity.objects.get(id=victim.activity_id)
+            return activity.ended_at is not None and closed_state(victim.agent_id) == ("idle", False)
+
+        wait_until(tidied, timeout=30, interval=0.1, what="the sweep to tidy the paused agent's dead deliberation")
+        tidied_after = (timezone.now() - paused_at).total_seconds()
+        time.sleep(3)  # a few sweeps more: still nothing for the paused agent
+        log = transitions(cluster)
+        while_paused = [
+            t
+            for t in log
+            if t.agent_id == victim.agent_id and t.at > paused_at and t.new in ("processing", "completed")
+        ]
+        set_status(victim.agent_id, "running")
+        settled = settle(60)
+    finally:
+        stub.stop()
+    dead = AgentActivity.objects.get(id=victim.activity_id)
+    lost_lines = AgentActivityLog.objects.filter(activity=dead, content__startswith="worker lost").count()
+    log = transitions(cluster)
+    done = completions_per_item(log)
+    everything = [i for ids in items.values() for i in ids]
+    not_once = {i: done.get(i, 0) for i in everything if done.get(i, 0) != 1}
+    fence = unfenced(cluster, log)
+    figures = collect(others=f"deliberations={stub.calls['deliberation']}")
+    figures.extra = (
+        f"killed={victim.worker}@{victim.agent_id}:{victim.epoch} tidied_{tidied_after:.1f}s_after_the_pause "
+        f"dead_deliberation_closed={dead.ended_at is not None}(success={dead.success}) worker_lost_lines={lost_lines} "
+        f"processed_while_paused={len(while_paused)} completed_not_once={len(not_once)} "
+        f"unfenced_transitions={len(fence)}"
+    )
+    report(figures.line("8b kill-9-mid-deliberation-then-pause", clock()))
+    assert not fence, fence[:5]
+    assert dead.success is False and lost_lines == 1
+    assert not while_paused, while_paused[:5]
+    assert not not_once, f"items not completed exactly once: {not_once}"
     assert_invariants(figures, settled)
