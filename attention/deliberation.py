@@ -47,6 +47,7 @@ from markus.agents.models import Agent
 from markus.llm.base import CallContext, LLMCancelled, Provider, get_provider
 
 from . import records
+from .batch import MAX_BATCH
 from .focus import Run
 from .lease import AgentNotRunning, LeaseKeeper, StaleLease, fenced, lease_renew_if_due
 from .models import ActivityLogType as L
@@ -181,10 +182,15 @@ def check_changeable(item: MailboxItem, action: str) -> None:
 # ---------------------------------------------------------------------------- the decision
 
 
-def _queued(agent_id: str, item_id: Any, what: str) -> MailboxItem:
+def _queued(agent_id: str, item_id: Any, what: str, known: dict[str, MailboxItem] | None = None) -> MailboxItem:
+    """The queued item ``item_id`` of this agent (from ``known``, the items read at once,
+    when given), else a ToolError naming what is wrong."""
     if not isinstance(item_id, str) or not item_id:
         raise ToolError(f"{what}: expected an item id (a string)")
-    item = MailboxItem.objects.filter(agent_id=agent_id, id=item_id).first()
+    if known is not None:
+        item = known.get(item_id)
+    else:
+        item = MailboxItem.objects.filter(agent_id=agent_id, id=item_id).first()
     if item is None:
         raise ToolError(f"{what}: no item {item_id!r} in your mailbox (check_mailbox lists them)")
     if item.status != Status.QUEUED:
@@ -216,6 +222,11 @@ def _entries(args: dict[str, Any], key: str) -> list[dict[str, Any]]:
 def stage(ctx: ToolContext, action: str, item_id: Any, **detail: Any) -> dict[str, Any]:
     """A mailbox tool's change during a deliberation: checked now, applied with the
     decision (``complete_deliberation``), discarded if the deliberation is aborted."""
+    if DECISION in ctx.effects:
+        raise ToolError(
+            f"{action}_mailbox_item: the deliberation is already complete; a change after "
+            "complete_deliberation would be lost. Name it in complete_deliberation's defer or drop instead."
+        )
     item = _queued(ctx.agent_id, item_id, f"{action}_mailbox_item")
     if action in ("defer", "drop"):
         check_changeable(item, "deferred" if action == "defer" else "dropped")
@@ -232,7 +243,16 @@ def check_decision(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     """complete_deliberation's arguments, checked against the mailbox: every id a queued
     item of this agent, each named once, protected items never deferred, dropped or
     completed inline, a strict item never in a batch. ToolError names what is wrong."""
-    chosen = _queued(ctx.agent_id, args.get("process_item_id"), "process_item_id")
+    wanted = [
+        args.get("process_item_id"),
+        *_list(args, "batch_item_ids"),
+        *(e.get("item_id") for key in ("defer", "drop") for e in _entries(args, key)),
+        *_list(args, "inline_completed_ids"),
+    ]
+    ids = {i for i in wanted if isinstance(i, str) and i}
+    # Every item it names, in one read (however many it names).
+    known = MailboxItem.objects.filter(agent_id=ctx.agent_id).in_bulk(list(ids)) if ids else {}
+    chosen = _queued(ctx.agent_id, args.get("process_item_id"), "process_item_id", known)
     named: dict[str, str] = {chosen.id: "process_item_id"}
 
     def once(item: MailboxItem, where: str) -> None:
@@ -242,16 +262,18 @@ def check_decision(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
     batch = []
     for item_id in _list(args, "batch_item_ids"):
-        item = _queued(ctx.agent_id, item_id, "batch_item_ids")
+        item = _queued(ctx.agent_id, item_id, "batch_item_ids", known)
         if is_strict(item) or item.is_user_interaction:
             raise ToolError(
                 f"batch_item_ids: {item.id} is {protection_reason(item)}; it runs by itself, not in a batch"
             )
         once(item, "batch_item_ids")
         batch.append(item.id)
+    if len(batch) > MAX_BATCH:
+        raise ToolError(f"batch_item_ids: at most {MAX_BATCH} items join a batch ({len(batch)} named)")
     defer: dict[str, dict[str, Any]] = {}
     for entry in _entries(args, "defer"):
-        item = _queued(ctx.agent_id, entry.get("item_id"), "defer")
+        item = _queued(ctx.agent_id, entry.get("item_id"), "defer", known)
         check_changeable(item, "deferred")
         once(item, "defer")
         minutes = entry.get("minutes")
@@ -259,13 +281,13 @@ def check_decision(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         defer[item.id] = {"minutes": minutes, "reason": str(entry.get("reason") or "")[:300]}
     drop: dict[str, str] = {}
     for entry in _entries(args, "drop"):
-        item = _queued(ctx.agent_id, entry.get("item_id"), "drop")
+        item = _queued(ctx.agent_id, entry.get("item_id"), "drop", known)
         check_changeable(item, "dropped")
         once(item, "drop")
         drop[item.id] = str(entry.get("reason") or "")[:300]
     inline = []
     for item_id in _list(args, "inline_completed_ids"):
-        item = _queued(ctx.agent_id, item_id, "inline_completed_ids")
+        item = _queued(ctx.agent_id, item_id, "inline_completed_ids", known)
         check_changeable(item, "completed inline")
         once(item, "inline_completed_ids")
         inline.append(item.id)
@@ -491,6 +513,7 @@ def deliberate(
             if chat is not None:
                 return d.abort(head, chat)
             if decision is not None:
+                run.memory = None  # a tool of this turn may have written working memory too
                 return _plan(d, items, decision)
             run.memory = None  # a tool may have written working memory
             memory = run.working_memory()

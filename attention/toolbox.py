@@ -92,6 +92,9 @@ def _check_args(t: Tool, args: dict[str, Any]) -> None:
     for required in t.parameters.get("required", []):
         if required not in args:
             raise ToolError(f"{t.name}: missing required argument {required!r}")
+        if args[required] is None:  # null: no value, which a tool that needs it cannot use
+            kind = props.get(required, {}).get("type")
+            raise ToolError(f"{t.name}: {required} must be a {kind}" if kind else f"{t.name}: {required} is required")
     types = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
     for key, value in args.items():
         if key not in props:

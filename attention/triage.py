@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -60,6 +59,7 @@ DELIBERATION_MEMORY_KEY = "deliberation"
 TRIAGE_MAX_TOOL_ITERATIONS = 6
 # Informational items waiting longer than this are offered to the mini triage as stale.
 STALE_AFTER = timedelta(hours=4)
+STALE_OFFERED = 3  # at most this many stale items among the candidates
 TRIAGE_ALLOWED_TOOLS = frozenset(
     {
         "task_list",
@@ -87,6 +87,8 @@ def candidate_brief(item: MailboxItem) -> dict[str, Any]:
         "periodic": descriptor(item.source_type).periodic,
         # System notices can be acknowledged together (a batch), the rest are handled alone.
         "batchable": item.source_type == MailboxType.SYSTEM_EVENT,
+        # A daily report asks for its own day: one of another day is not superseded.
+        **({"reportDate": str(item.extra["date"])} if item.extra.get("date") else {}),
     }
 
 
@@ -155,6 +157,17 @@ def is_stale(item: MailboxItem, now: datetime | None = None) -> bool:
     return scenario_for(item) is None and not _protected(item) and now - item.queued_at > STALE_AFTER
 
 
+def _stale_beyond(agent_id: str, seen: set[str], now: datetime) -> list[MailboxItem]:
+    """Informational items queued longer than STALE_AFTER that the loop's read of the
+    queue did not reach (one statement, only when that read was full)."""
+    rows = (
+        MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED, queued_at__lt=now - STALE_AFTER)
+        .exclude(id__in=seen)
+        .order_by("queued_at")[: STALE_OFFERED * 4]
+    )
+    return [r for r in rows if is_stale(r, now)][:STALE_OFFERED]
+
+
 def triage(
     lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str, *, depth: int | None = None
 ) -> Plan | None:
@@ -166,7 +179,10 @@ def triage(
     now = timezone.now()
     rivals = [q for q in queue if q.id != head.id and q.priority == head.priority]
     stale = [q for q in queue if q.id != head.id and q.priority != head.priority and is_stale(q, now)]
-    candidates = [head, *rivals, *stale][:MAX_CANDIDATES]
+    if len(queue) >= MAX_CANDIDATES:  # the loop read a full page: stale items may wait behind it
+        stale += _stale_beyond(head.agent_id, {q.id for q in queue}, now)
+    stale = stale[:STALE_OFFERED]
+    candidates = [head, *rivals[: MAX_CANDIDATES - 1 - len(stale)], *stale]
     if len(candidates) < 2:
         return None
     provider = get_provider(model=triage_model(depth))
@@ -244,20 +260,21 @@ def _call(
     return response
 
 
-_JSON = re.compile(r"\{.*\}", re.S)
-
-
 def parse_answer(text: str) -> dict[str, Any] | None:
-    """The JSON decision in the answer (bare, or the outermost {...} in it); None when
-    there is none or it names no item to process."""
+    """The JSON decision in the answer: the first JSON object in it, bare or amid prose
+    (which may hold braces of its own), that names an item to process; None when there
+    is none."""
     text = (text or "").strip()
-    for candidate in (text, *(m.group(0) for m in _JSON.finditer(text))):
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
         try:
-            answer = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
-            continue
+            answer, _ = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, ValueError, RecursionError):
+            answer = None
         if isinstance(answer, dict) and isinstance(answer.get("processItemId"), str):
             return answer
+        start = text.find("{", start + 1)
     return None
 
 
@@ -320,8 +337,12 @@ def apply_plan(
                 records.inject_main_session(lease, item=item, outcome="handled inline during deliberation")
                 _answer_waiting(lease, item, f"(handled while sorting the mailbox: {plan.reasoning})")
                 inline.append(item_id)
+        reprioritised: dict[str, int] = {}
         for item_id, priority in plan.priorities.items():
-            lifecycle.set_priority(item_id, priority)
+            item = by_id[item_id]
+            if priority != item.priority and lifecycle.set_priority(item_id, priority):
+                _record(lease, plan, item, DecisionType.DELIBERATE, f"priority {item.priority} → {priority}")
+                reprioritised[item_id] = priority
         writes: list[tuple[str, str]] = []
         if deliberated:
             writes.append((DELIBERATION_MEMORY_KEY, plan.awareness or plan.reasoning))
@@ -355,6 +376,7 @@ def apply_plan(
                     "deferItemIds": deferred,
                     "dropItemIds": dropped,
                     "inlineCompletedIds": inline,
+                    "priorities": reprioritised,
                     "situationalAwareness": plan.awareness,
                     "activityId": plan.activity_id,
                 },
@@ -372,6 +394,7 @@ def apply_plan(
                 "deferItemIds": plan.defer,
                 "dropItemIds": plan.drop,
                 "inlineCompletedIds": plan.inline,
+                "priorities": reprioritised,
                 "reasoning": plan.reasoning,
                 "situationalAwareness": plan.awareness,
             },

@@ -5,8 +5,8 @@ priority, summary, content, task/requirement, ``queuedAt``, ``ageSeconds``,
 ``periodic``; a deliberation's also ``protected``, ``strict``, ``informational``; a
 mini triage's ``stale``) and apply, in order:
 
-1. a periodic check-in (heartbeat, daily report, dream cycle) that a newer one of its
-   type supersedes is dropped;
+1. a periodic check-in (heartbeat, dream cycle, daily report) that a newer one of its
+   type supersedes is dropped (a daily report only by one for the same day);
 2. an informational item that waited over four hours is dropped as stale;
 3. an item that says "cancel", "stop", "never mind" or "scrap" about a task or a
    requirement makes the other (unprotected) items about it redundant: they are
@@ -61,15 +61,19 @@ def decide(candidates: list[dict[str, Any]], *, deliberating: bool) -> dict[str,
     reason), ``reasoning``, ``awareness``."""
     drop: dict[str, str] = {}
     defer: dict[str, str] = {}
-    newest: dict[str, dict[str, Any]] = {}
+    newest: dict[tuple[str, str], dict[str, Any]] = {}  # (type, the day a report is for) → newest
+
+    def kind(c: dict[str, Any]) -> tuple[str, str]:
+        return c["type"], str(c.get("reportDate") or "")
+
     for c in candidates:
-        if c.get("periodic") and (c["type"] not in newest or c["queuedAt"] > newest[c["type"]]["queuedAt"]):
-            newest[c["type"]] = c
+        if c.get("periodic") and (kind(c) not in newest or c["queuedAt"] > newest[kind(c)]["queuedAt"]):
+            newest[kind(c)] = c
     for c in candidates:
         if _protected(c):
             continue
-        if c["type"] in newest and newest[c["type"]]["id"] != c["id"]:
-            drop[c["id"]] = f"superseded by a newer {c['type']} ({newest[c['type']]['id']})"
+        if kind(c) in newest and newest[kind(c)]["id"] != c["id"]:
+            drop[c["id"]] = f"superseded by a newer {c['type']} ({newest[kind(c)]['id']})"
         elif (c.get("informational") or c.get("stale")) and float(c.get("ageSeconds") or 0) > STALE_SECONDS:
             drop[c["id"]] = f"stale: informational, waited {int(float(c['ageSeconds']) // 3600)} h"
     cancels = [c for c in candidates if c["id"] not in drop and _entity(c) and CANCEL_WORDS.search(_text(c))]
