@@ -35,21 +35,55 @@ class Section:
 
 
 def render(sections: list[Section]) -> str:
-    """``## Title`` then the section's text, sections separated by a blank line."""
-    return "\n\n".join(f"## {s.title}\n\n{s.content}".rstrip() for s in sections) + ("\n" if sections else "")
+    """``## Title`` then the section's text, sections separated by a blank line. The
+    text is escaped (``escape``) so that ``parse`` gives the same sections back."""
+    return "\n\n".join(f"## {s.title}\n\n{escape(s.content)}".rstrip() for s in sections) + ("\n" if sections else "")
 
 
 def document_chars(sections: list[Section]) -> int:
     return len(render(sections))
 
 
+def newlines(text: str) -> str:
+    """Line endings made ``\\n`` (a Windows or an old Mac editor)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+# A line ``parse`` takes for a section's heading, and a fence line (```` ``` ```` or
+# ``~~~``) that opens or closes a code block.
+_HEADING = re.compile(r"^##( |\s*$)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# The same lines with one or more backslashes before them: written with one more
+# backslash in the rendered document, and read with one less.
+_ESCAPED = re.compile(r"^\\+(##( |\s*$)|\s*(```|~~~))")
+
+
+def escape(content: str) -> str:
+    """A section's text as the document holds it: a line that would read as a heading
+    (``## …``) gets a backslash before it, and so does a fence left open at the end of
+    the text (it would swallow the sections after it), and any line already so escaped
+    gets one more. ``parse`` takes one off each such line."""
+    lines = content.split("\n")
+    opened: int | None = None
+    for i, line in enumerate(lines):
+        if _ESCAPED.match(line) or _HEADING.match(line):
+            lines[i] = "\\" + line
+        elif _FENCE.match(line):
+            opened = i if opened is None else None
+    if opened is not None:
+        lines[opened] = "\\" + lines[opened]
+    return "\n".join(lines)
+
+
+def _unescape(line: str) -> str:
+    return line[1:] if _ESCAPED.match(line) else line
 
 
 def parse(markdown: str) -> list[Section]:
     """Sections by their ``## `` headings (not inside a fenced code block). A leading
     ``# `` title line is dropped; other text before the first heading becomes the
-    section ``Notes``. MarkusError for an empty, too long or repeated title."""
+    section ``Notes``. A section's lines escaped by ``render`` lose their backslash.
+    MarkusError for an empty, too long or repeated title."""
     sections: list[Section] = []
     title: str | None = None
     lines: list[str] = []
@@ -63,16 +97,16 @@ def parse(markdown: str) -> list[Section]:
         elif text.strip():
             sections.append(Section(DEFAULT_SECTION, text))
 
-    for line in markdown.replace("\r\n", "\n").split("\n"):
+    for line in newlines(markdown).split("\n"):
         if _FENCE.match(line):
             fenced = not fenced
-        if not fenced and (line.startswith("## ") or line.rstrip() == "##"):
+        if not fenced and _HEADING.match(line):
             close()
             title, lines = check_title(line[2:]), []
         elif first_line and title is None and line.startswith("# "):
             pass  # the document's own title
         else:
-            lines.append(line)
+            lines.append(_unescape(line))
         first_line = first_line and not line.strip()
     close()
     seen: set[str] = set()

@@ -32,9 +32,11 @@ _WORD = re.compile(r"[^\W_]+")
 
 
 def terms(query: str, *, limit: int = MAX_TERMS) -> list[str]:
-    """The distinct words of ``query`` (lower case, in order, at most ``limit``)."""
+    """The distinct words of ``query`` (lower case, in order, at most ``limit``). Not
+    case-folded: the engines normalise the stored text their own way (FTS5's unicode61,
+    PostgreSQL's lower()), and a fold they do not make ("ß" to "ss") finds nothing."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(query.casefold()):
+    for word in _WORD.findall(query.lower()):
         seen.setdefault(word, None)
         if len(seen) >= limit:
             break
@@ -113,7 +115,7 @@ def _plain(
         patterns = [re.compile(re.escape(w)) for w in words]
     found = []
     for row in model.objects.filter(agent_id=agent_id).filter(match).order_by("-id").values("id", *fields)[:500]:
-        text = " ".join(str(row[f]) for f in fields).casefold()
+        text = " ".join(str(row[f]) for f in fields).lower()
         found.append(Hit(row["id"], float(sum(bool(p.search(text)) for p in patterns))))
     return sorted(found, key=lambda h: -h.rank)[:limit]
 

@@ -29,6 +29,7 @@ from .document import (
     document_chars,
     fit_document,
     fit_section,
+    newlines,
     normalized,
     parse,
 )
@@ -88,7 +89,7 @@ def section_write(*, agent_id: str, title: str, content: str = "", mode: str = "
             raise MarkusError(f"there is no section {title!r}")
         row.delete()
         return {"section": row.title, "deleted": True, "documentChars": document_chars(_sections(rows, skip=row))}
-    text = content.strip("\n").rstrip()
+    text = newlines(content).strip("\n").rstrip()
     if mode == "append" and row is not None and row.content.strip():
         text = f"{row.content.rstrip()}\n{text}"
     doc = [Section(r.title, text if r is row else r.content) for r in rows]
@@ -114,10 +115,14 @@ def _sections(rows: list[MemorySection], *, skip: MemorySection | None = None) -
 def document_replace(*, agent_id: str, markdown: str) -> list[Section]:
     """Make MEMORY.md the given markdown (sections by their ``## `` headings); 413
     (MemoryTooLarge) over DOCUMENT_LIMIT, 400 for a section over SECTION_LIMIT or a bad
-    title. Sections keep their rows (and ids) by title."""
-    if len(markdown) > DOCUMENT_LIMIT:
-        raise MemoryTooLarge(len(markdown))
+    title. Sections keep their rows (and ids) by title. The document is measured as
+    rendered from its sections (line endings made ``\\n``); text over twice the limit
+    is refused before it is read."""
+    if len(markdown) > 2 * DOCUMENT_LIMIT:
+        raise MemoryTooLarge(len(newlines(markdown)))
     doc = parse(markdown)
+    if (chars := document_chars(doc)) > DOCUMENT_LIMIT:
+        raise MemoryTooLarge(chars)  # 413 for the whole before 400 for a section
     check_sections(doc)
     _lock(agent_id)
     _store(agent_id, doc)
@@ -233,7 +238,7 @@ def _promote(agent_id: str, promotions: list[Promote]) -> tuple[int, int, int]:
     doc = selectors.document(agent_id)
     promoted = skipped = 0
     for p in promotions:
-        title, text = check_title(p.section), p.text.strip()
+        title, text = check_title(p.section), newlines(p.text).strip()
         if not text:
             continue
         section = next((s for s in doc if s.title.casefold() == title.casefold()), None)

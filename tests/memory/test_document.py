@@ -76,3 +76,32 @@ def test_the_document_loses_the_oldest_lines_of_its_longest_section_first():
     assert document_chars(fitted) <= 2000
     assert fitted[0] == small
     assert fitted[1].content.endswith("old 13 " + "b" * 200) and "old 0 " not in fitted[1].content
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Fridays only\n## Rollback\nuse the script",
+        "##\n##   \n## x",
+        "\\## already escaped\n\\\\## twice",
+        "```\nan open fence",
+        "```\ncode\n```\n~~~\nopen again\n## inside",
+        "   ```\n\\```\n\\   ~~~",
+        "```\n## in a closed fence\n```",
+        "### a deeper heading stays\n# and a top one",
+    ],
+)
+def test_what_render_gives_parses_back_to_the_same_sections(content):
+    doc = [Section("First", content), Section("Second", "after it")]
+    text = render(doc)
+    assert [(s.title, s.content) for s in parse(text)] == [(s.title, s.content) for s in doc]
+    assert render(parse(text)) == text
+
+
+def test_a_heading_line_in_a_section_is_escaped_and_a_balanced_fence_is_not():
+    assert render([Section("A", "x\n## B\n```\ncode\n```")]) == "## A\n\nx\n\\## B\n```\ncode\n```\n"
+    assert render([Section("A", "```\nopen")]) == "## A\n\n\\```\nopen\n"
+
+
+def test_line_endings_of_any_editor_are_read_as_newlines():
+    assert [(s.title, s.content) for s in parse("## A\r\n\r\none\rtwo\r\n")] == [("A", "one\ntwo")]
