@@ -493,14 +493,21 @@ class RecoveryReport:
 
 def is_awaited(item: MailboxItem) -> bool:
     """Somebody waits for this item's outcome: a human (a chat, a comment a human
-    wrote), or a task (its execution trigger, its review request)."""
-    return item.is_user_interaction or item.triggers_execution or item.source_type == MailboxType.REVIEW_REQUEST
+    wrote), a task (its execution trigger, its review request), or whoever a reminder
+    was set for (it fires once; dropped, it is never acted on)."""
+    return (
+        item.is_user_interaction
+        or item.triggers_execution
+        or item.source_type in (MailboxType.REVIEW_REQUEST, MailboxType.REMINDER)
+    )
 
 
 def _awaited_kind(item: MailboxItem) -> str:
     if item.is_user_interaction:
         return "a human's item"
-    return "an execution trigger" if item.triggers_execution else "a review request"
+    if item.triggers_execution:
+        return "an execution trigger"
+    return "a reminder" if item.source_type == MailboxType.REMINDER else "a review request"
 
 
 @transaction.atomic

@@ -347,7 +347,7 @@ def mailbox_recover(agent_id: str) -> RecoveryReport:
     """Restart recovery (section 17), called only when no live lease holds the agent.
 
     1. Stale ``processing`` items: what somebody waits for (a human's chat or comment,
-       an execution trigger, a review request) is re-queued, and dropped with a
+       an execution trigger, a review request, a reminder) is re-queued, and dropped with a
        recorded reason only after MAX_RECOVERY_ATTEMPTS; anything else is dropped.
     2. The queue is deduplicated: heartbeats collapse to the newest, comments on one
        task (or requirement) merge, the survivor keeping the highest priority.

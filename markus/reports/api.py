@@ -2,7 +2,8 @@
 
 - ``GET /api/agents/{id}/reports`` (``limit``, ``offset``): the daily reports, newest first;
 - ``GET /api/agents/{id}/reports/{date}``: one day's report (YYYY-MM-DD, the agent's day);
-- ``GET /api/agents/{id}/reminders``: the reminders the agent set, pending ones first;
+- ``GET /api/agents/{id}/reminders`` (``limit``, ``offset``): the reminders the agent set,
+  the waiting ones first;
 - ``DELETE /api/agents/{id}/reminders/{item_id}``: cancel a pending reminder (the
   agent's owner, its team's owner or staff, as for the mind view's controls).
 """
@@ -52,10 +53,17 @@ class ReportView(APIView):
 
 
 class RemindersView(APIView):
-    @extend_schema(operation_id="agents_reminders", responses={200: RemindersOut, **errors(401, 404)})
+    @extend_schema(
+        operation_id="agents_reminders",
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses={200: RemindersOut, **errors(400, 401, 404)},
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
-        return Response({"reminders": [v.as_dict() for v in reminders.reminder_list(agent.id)]})
+        limit = int_param(request, "limit", 100, lo=1, hi=500)
+        offset = int_param(request, "offset", 0, lo=0, hi=10**9)
+        views = reminders.reminder_list(agent.id, limit=limit, offset=offset)
+        return Response({"reminders": [v.as_dict() for v in views], "totalCount": reminders.reminder_count(agent.id)})
 
 
 class ReminderView(APIView):

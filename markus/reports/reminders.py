@@ -247,23 +247,53 @@ class ReminderView:
         }
 
 
-def reminder_list(agent_id: str, *, limit: int = 100) -> list[ReminderView]:
-    """The agent's reminders: pending ones first (soonest first), then the rest, newest
-    first, ``limit`` in all. Two queries: the pending ones are read on their own, so one
-    set long ago is not lost behind the many that fired since."""
-    pending = pending_reminders(agent_id, limit=limit)
-    if len(pending) >= limit:
-        return pending
-    shown = {v.item.id for v in pending}
-    rows = reminders_of(agent_id).exclude(id__in=shown).order_by("-queued_at", "-id")[:limit]
-    rest = [v for v in (ReminderView(item, reminder_state(item)) for item in rows) if v.state != PENDING]
-    return (pending + rest)[:limit]
+def reminder_list(agent_id: str, *, limit: int = 100, offset: int = 0) -> list[ReminderView]:
+    """The agent's reminders, ``limit`` of them from ``offset``: the ones still deferred
+    first (soonest first: the pending ones, and any the agent deferred again), then the
+    rest, newest first. The database orders both parts, so successive pages neither
+    repeat nor skip one; ``reminder_count`` is the total they page through."""
+    waiting = reminders_of(agent_id).filter(status=Status.DEFERRED)
+    n_waiting = waiting.count()
+    rows = list(waiting.order_by("deferred_until", "id")[offset : offset + limit]) if offset < n_waiting else []
+    if len(rows) < limit:
+        start = max(0, offset - n_waiting)
+        rest = reminders_of(agent_id).exclude(status=Status.DEFERRED).order_by("-queued_at", "-id")
+        rows += list(rest[start : start + limit - len(rows)])
+    return [ReminderView(item, reminder_state(item)) for item in rows]
+
+
+def reminder_count(agent_id: str) -> int:
+    """How many reminders the agent set (every state)."""
+    return reminders_of(agent_id).count()
 
 
 def pending_reminders(agent_id: str, *, limit: int = 50) -> list[ReminderView]:
     """The reminders still waiting for their time, soonest first (one query)."""
-    rows = reminders_of(agent_id).filter(status=Status.DEFERRED).order_by("deferred_until", "id")[: limit * 2]
-    return [v for v in (ReminderView(item, reminder_state(item)) for item in rows) if v.state == PENDING][:limit]
+    return pending_window(agent_id, limit=limit)[0]
+
+
+def pending_window(agent_id: str, *, limit: int = 50) -> tuple[list[ReminderView], int]:
+    """The soonest ``limit`` pending reminders and how many are pending in all: one
+    query, and a second (``pending_count``) only when the first did not see them all."""
+    window = limit * 2
+    rows = list(reminders_of(agent_id).filter(status=Status.DEFERRED).order_by("deferred_until", "id")[:window])
+    pending = [v for v in (ReminderView(item, reminder_state(item)) for item in rows) if v.state == PENDING]
+    total = len(pending) if len(rows) < window else max(pending_count(agent_id), len(pending))
+    return pending[:limit], total
+
+
+def pending_count(agent_id: str) -> int:
+    """How many reminders are pending (deferred until the very time they were set for);
+    reads two fields of the deferred ones."""
+    rows = reminders_of(agent_id).filter(status=Status.DEFERRED)
+    n = 0
+    for until, raw in rows.values_list("deferred_until", "payload__extra__remindAt").iterator():
+        try:
+            remind_at = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+        except ValueError:
+            remind_at = None
+        n += remind_at is not None and until == remind_at
+    return n
 
 
 def reminder_cancel(*, agent_id: str, item_id: str, by: str) -> MailboxItem:

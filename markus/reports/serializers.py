@@ -45,6 +45,7 @@ class ReminderOut(serializers.Serializer):
 
 class RemindersOut(serializers.Serializer):
     reminders = ReminderOut(many=True)
+    totalCount = serializers.IntegerField(help_text="all the agent's reminders, in every state")
 
 
 class ReminderCancelledOut(serializers.Serializer):

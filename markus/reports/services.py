@@ -4,7 +4,7 @@ asks for it, storing what the agent wrote and sending it to its owner.
 A manager agent (``is_manager``) owes a report for its local day once it is past
 ``MARKUS["DAILY_REPORT_HOUR"]`` (20:00) in its time zone, unless the day's report
 exists or a ``daily_report`` item for that day was already enqueued (whatever became of
-it: once per local day). The beat runs ``attention.daily_report_all`` every 15 minutes;
+it but a drop by restart recovery: once per local day). The beat runs ``attention.daily_report_all`` every 15 minutes;
 the check and the enqueue hold the agent's lock for the job, so two beats at the same
 moment enqueue one item.
 """
@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from mailbox import services as mailbox
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType
+from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 from notifications.registry import NotificationType
@@ -73,6 +73,9 @@ def report_due(agent: Agent, now: datetime) -> date | None:
     asked = MailboxItem.objects.filter(
         agent_id=agent.id, source_type=MailboxType.DAILY_REPORT, payload__extra__date=day.isoformat()
     )
+    # An item restart recovery dropped (its worker died in it) asked for nothing: the
+    # next check asks again, as the dream cycle does (``memory.dream.due_agents``).
+    asked = asked.exclude(status=Status.DROPPED, drop_reason__startswith="recovery:")
     return None if asked.exists() else day
 
 

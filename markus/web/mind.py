@@ -243,16 +243,21 @@ def drop_item(item: MailboxItem, user: Any, reason: str) -> str:
 # ------------------------------------------------------------------- reminders and reports
 
 MIND_REPORTS = 7
+MIND_REMINDERS = 50
 
 
 def reports_context(agent_id: str, *, message: str = "", message_error: bool = False) -> dict[str, Any]:
     """The reminders the agent set (pending ones, cancellable) and its latest daily reports."""
-    pending = [v.as_dict() for v in reminders.pending_reminders(agent_id)]
+    # The soonest MIND_REMINDERS are listed, with the true count ("… and K more").
+    views, total = reminders.pending_window(agent_id, limit=MIND_REMINDERS)
+    pending = [v.as_dict() for v in views]
     for r in pending:  # "2026-12-01 14:00", in the agent's time zone
         r["when"] = str(r.get("localTime") or "")[:16].replace("T", " ")
     rows = reports.latest_reports(agent_id, limit=MIND_REPORTS)
     return {
         "reminders": pending,
+        "reminders_pending": total,
+        "reminders_more": total - len(pending),
         "reports": [reports.serialize_report(r) for r in rows],
         "reminder_message": message,
         "reminder_error": message_error,
