@@ -4,8 +4,9 @@ django-celery-beat's tables when they are missing, after every ``migrate``
 them) and at ``manage.py up``. An existing entry is never overwritten: what an operator
 changed in the console (its interval, enabled flag, arguments) survives restarts.
 
-The one exception is an entry still exactly as an earlier release declared it (its task
-and its schedule untouched): it is moved to today's declaration, since nobody chose it.
+The one exception is an entry still exactly as an earlier release wrote it (its task
+and its schedule untouched, and no description: earlier releases wrote none, this one
+always does): it is moved to today's declaration, since nobody chose it.
 
 The effects are idempotent whichever beat sends them (two beats by mistake, a retried
 task): the heartbeat claims each agent's period with a conditional UPDATE
@@ -167,7 +168,9 @@ def ensure_beat_schedule(using: str = DEFAULT_DB_ALIAS) -> dict[str, list[str]]:
                     **_schedule_fields(entry.schedule, using),
                 )
                 done["created"].append(entry.name)
-            elif any(row.task == task and _is_on(row, old) for task, old in entry.earlier):
+            elif not row.description and any(row.task == task and _is_on(row, old) for task, old in entry.earlier):
+                # An earlier release wrote no description; this one always does, so a row
+                # it wrote and an operator set back to an old schedule stays as set.
                 for field, value in _schedule_fields(entry.schedule, using).items():
                     setattr(row, field, value)
                 row.task, row.description = entry.task, entry.description or row.description

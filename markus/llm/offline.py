@@ -171,7 +171,8 @@ def _chat_steps(text: str) -> list[Step]:
     elif m := REMEMBER.search(text):
         steps.append(("memory_save", {"content": m["what"].strip()[:1000], "kind": "note"}))
     if m := CHECK_IN_EVERY.search(text):
-        minutes = int(m["n"]) * (60 if m["unit"].lower().startswith("h") else 1)
+        n = int(m["n"]) if len(m["n"]) <= 7 else 10**7  # the tool clamps; int() of a huge number raises
+        minutes = n * (60 if m["unit"].lower().startswith("h") else 1)
         steps.append(("set_heartbeat_interval", {"minutes": minutes, "reason": "asked in a chat"}))
     if any(w in text.lower() for w in ("queue", "mailbox", "busy", "waiting")):
         steps.append(("check_mailbox", {}))

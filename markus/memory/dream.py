@@ -90,12 +90,12 @@ def due_agents(now: datetime) -> list[Due]:
 
 
 def dreaming_now() -> int:
-    """Agents of the cluster with a dream queued or in progress (running agents only: a
-    stopped agent's queued dream holds no place)."""
+    """Agents of the cluster with a dream queued, in progress or deferred (preempted by a
+    chat, it resumes; running agents only: a stopped agent's queued dream holds no place)."""
     return (
         MailboxItem.objects.filter(
             source_type=DREAM,
-            status__in=[Status.QUEUED, Status.PROCESSING],
+            status__in=[Status.QUEUED, Status.PROCESSING, Status.DEFERRED],
             agent__status=Agent.RunStatus.RUNNING,
         ).aggregate(n=Count("agent_id", distinct=True))["n"]
         or 0

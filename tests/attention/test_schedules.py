@@ -88,7 +88,9 @@ def test_an_operators_edits_survive_up_and_migrate():
 def test_an_entry_still_as_an_earlier_release_declared_it_moves_to_todays_declaration():
     """Before issue 16 ``up`` wrote the heartbeat every 30 min, the dream cycle at 03:00
     and the report at 18:00 on weekdays. Rows nobody changed since move to today's
-    schedule (the operator's enabled flag kept); a row that differs is left alone."""
+    schedule (the operator's enabled flag kept); a row that differs is left alone. The
+    earlier release wrote no description (this one always does)."""
+    PeriodicTask.objects.update(description="")
     PeriodicTask.objects.filter(name="attention.heartbeat").update(interval=interval(30, "minutes"), enabled=False)
     old_dream = CrontabSchedule.objects.create(minute="0", hour="3")
     PeriodicTask.objects.filter(name="attention.dream_cycle").update(interval=None, crontab=old_dream)
