@@ -376,7 +376,7 @@ def _listing(items: list[MailboxItem], depth: int) -> str:
             line += "\n    " + content[:300].replace("\n", " ")
         lines.append(line)
     if depth > len(items):
-        lines.append(f"- … and {depth - len(items)} more (check_mailbox lists the queue)")
+        lines.append(f"- … and {depth - len(items)} more (check_mailbox with offset {len(items)} lists them)")
     lines.append("Decide, then call complete_deliberation.")
     return "\n".join(lines)
 

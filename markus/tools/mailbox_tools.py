@@ -24,24 +24,45 @@ from attention.deliberation import (
 from attention.scenarios import DELIBERATION
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox import services as mailbox
+from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
-from mailbox.selectors import queued_items
+from mailbox.services import serialize_item
+
+CHECK_MAILBOX_MAX = 200  # items in one answer of check_mailbox
 
 __all__ = ["DELIBERATION_ALLOWED_TOOLS"]
 
 
 @tool(
     "check_mailbox",
-    "List the items waiting in your mailbox, in the order you would take them.",
-    {"type": "object", "properties": {}},
+    "List the items waiting in your mailbox, in the order you would take them: a page of at "
+    "most `limit` (default 50) from `offset`; queueDepth counts them all, more says how many follow.",
+    {
+        "type": "object",
+        "properties": {
+            "limit": {"type": "integer", "description": "1-200, default 50"},
+            "offset": {"type": "integer", "description": "skip this many (default 0)"},
+        },
+    },
 )
 def check_mailbox(ctx: ToolContext, args: dict) -> dict:
-    items = queued_items(ctx.agent_id)
+    limit, offset = args.get("limit", 50), args.get("offset", 0)
+    limit = 50 if limit is None else limit
+    offset = 0 if offset is None else offset
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= CHECK_MAILBOX_MAX:
+        raise ToolError(f"check_mailbox: limit is an integer from 1 to {CHECK_MAILBOX_MAX}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ToolError("check_mailbox: offset is an integer from 0")
+    rows = queued(ctx.agent_id)
+    depth = rows.count()
+    items = [serialize_item(i) for i in rows[offset : offset + limit]]
     return {
-        "queueDepth": len(items),
+        "queueDepth": depth,
+        "offset": offset,
         "items": [
             {"id": i["id"], "type": i["sourceType"], "priority": i["priority"], "summary": i["summary"]} for i in items
         ],
+        "more": max(0, depth - offset - len(items)),
     }
 
 
