@@ -43,16 +43,16 @@ def test_the_list_links_through_open_and_opening_marks_it_read(alice):
 
 
 def test_a_path_target_and_no_target(alice):
-    to_path = notify_user(user=alice, type="system", title="see the board", action_target={"path": "/work/"})
+    to_path = notify_user(user=alice, type="system", title="see the agents", action_target={"path": "/agents/"})
     nowhere = notify_user(user=alice, type="system", title="just so you know")
     client = client_of(alice)
-    assert client.get(f"/notifications/{to_path.id}/open/")["Location"] == "/work/"
+    assert client.get(f"/notifications/{to_path.id}/open/")["Location"] == "/agents/"
     assert client.get(f"/notifications/{nowhere.id}/open/")["Location"] == "/"
     assert UserNotification.objects.filter(user=alice, read=False).count() == 0
 
 
 def test_another_users_notification_is_not_found_and_stays_unread(alice, charlie):
-    note = notify_user(user=alice, type="system", title="private", action_target={"path": "/work/"})
+    note = notify_user(user=alice, type="system", title="private", action_target={"path": "/agents/"})
     assert client_of(charlie).get(f"/notifications/{note.id}/open/").status_code == 404
     assert client_of(charlie).get("/notifications/ntf_nope/open/").status_code == 404
     note.refresh_from_db()
