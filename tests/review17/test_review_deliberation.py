@@ -278,3 +278,19 @@ def test_the_mini_triage_offers_a_stale_informational_item_behind_ten_others(age
     run(agent, brain, budget=1)
     offered = [c["id"] for call in brain.triage_calls for c in call]
     assert stale.id in offered, "the stale informational item was never offered to the mini triage"
+
+
+@pytest.mark.django_db
+def test_a_batch_over_its_limit_is_a_tool_error_not_silently_trimmed(agent):
+    """complete_deliberation accepted more batch ids than a batch may hold (MAX_BATCH) and
+    answered "accepted"; the claim then left the extra ones out without a word."""
+    from attention.batch import MAX_BATCH
+
+    items = [enqueue(agent, f"notice {i}") for i in range(MAX_BATCH + 2)]
+    ctx = ToolContext(agent_id=agent.id, agent_name="Ada", scenario=DELIBERATION)
+    args = {"process_item_id": items[0].id, "batch_item_ids": [i.id for i in items[1:]], "reasoning": "all notices"}
+    ok, result = execute_tool(ctx, "complete_deliberation", args)
+    assert not ok and f"at most {MAX_BATCH}" in json.loads(result)["error"]
+    args["batch_item_ids"] = args["batch_item_ids"][:MAX_BATCH]
+    ok, result = execute_tool(ctx, "complete_deliberation", args)
+    assert ok, result
