@@ -36,6 +36,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import MAILBOX_TYPE_REGISTRY, MailboxType, Status
@@ -57,7 +58,6 @@ DEFAULT_MINUTES = 6 * 60
 IDLE_BEFORE_SLEEP = 3
 # The items that are the agent's own rhythm, not new work.
 PERIODIC_TYPES = [t.value for t, d in MAILBOX_TYPE_REGISTRY.items() if d.periodic]
-OPEN = [Status.QUEUED, Status.PROCESSING, Status.DEFERRED]
 SUMMARY = "Heartbeat check-in"
 HUMAN_WAITING = "a person's chat is waiting; it goes first"
 NOTHING_CHANGED = "nothing changed since the last heartbeat"
@@ -172,7 +172,9 @@ def _beat(agent: Agent, now: datetime) -> int:
         if not _claim(agent, next_at):
             log.info("heartbeat: %s's period %s was claimed by another beat", agent.id, slot)
             return 0
-        if MailboxItem.objects.filter(agent_id=agent.id, source_type=MailboxType.HEARTBEAT, status__in=OPEN).exists():
+        if MailboxItem.objects.filter(
+            agent_id=agent.id, source_type=MailboxType.HEARTBEAT, status__in=lifecycle.OPEN_STATUSES
+        ).exists():
             log.info("heartbeat: %s has a heartbeat open already; period %s passes", agent.id, slot)
             return 0
         mailbox.mailbox_enqueue(

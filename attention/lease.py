@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Self
 
 from django.conf import settings
@@ -190,6 +190,17 @@ def _take_sql(vendor: str) -> str:
         f" (SELECT name FROM {agents} WHERE id = %s), (SELECT role FROM {agents} WHERE id = %s),"
         f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = %s),"
         f" state"  # not written by the take: the state the previous holder left
+    )
+
+
+def abandoned_leases(now: datetime) -> QuerySet[AgentAttention]:
+    """Leases that ran out without a release, their state not idle: a worker died or
+    froze mid-run. The sweep kicks such a running agent (its next run recovers) and tidies
+    up itself for one that is not running (``loop.tidy_after_dead_workers``)."""
+    return (
+        AgentAttention.objects.filter(lease_expires_at__lte=now)
+        .exclude(lease_owner="")
+        .exclude(state=AttentionState.IDLE)
     )
 
 

@@ -52,6 +52,7 @@ from .lease import (
     AgentNotRunning,
     Lease,
     StaleLease,
+    abandoned_leases,
     fenced,
     lease_release,
     lease_take,
@@ -465,11 +466,8 @@ def tidy_after_dead_workers() -> int:
     state not idle: a deliberation's activity open, items still processing) the sweep
     takes the lease, recovers as a run would (``_recover``) and lets go. A live lease
     is its holder's: it stops at its next check. Returns the agents tidied."""
-    now = timezone.now()
     left = (
-        AgentAttention.objects.filter(lease_expires_at__lte=now)
-        .exclude(lease_owner="")
-        .exclude(state=AttentionState.IDLE)
+        abandoned_leases(timezone.now())
         .exclude(agent__status=Agent.RunStatus.RUNNING)
         .values_list("agent_id", flat=True)
     )

@@ -18,7 +18,8 @@ from markus.agents.models import Agent
 from markus.core.events import agent_group, send_event_on_commit
 from markus.work.liveness import work_liveness_repair
 
-from .models import AgentAttention, AttentionState
+from .lease import abandoned_leases
+from .models import AgentAttention
 
 log = logging.getLogger(__name__)
 RUN_ATTENTION = "attention.run_attention"
@@ -105,12 +106,7 @@ def sweep() -> int:
         .exclude(lease_owner="")
         .values_list("agent_id", flat=True)
     )
-    abandoned = (
-        AgentAttention.objects.filter(lease_expires_at__lte=now)
-        .exclude(lease_owner="")
-        .exclude(state=AttentionState.IDLE)
-        .values_list("agent_id", flat=True)
-    )
+    abandoned = abandoned_leases(now).values_list("agent_id", flat=True)
     agents = (
         Agent.objects.filter(
             Q(id__in=list(due)) | Q(id__in=list(abandoned)), kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING

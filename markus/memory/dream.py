@@ -21,6 +21,7 @@ from django.db.models import Count, Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from mailbox.lifecycle import OPEN_STATUSES
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue, mailbox_lock_group
@@ -64,9 +65,7 @@ def due_agents(now: datetime) -> list[Due]:
     # may start another.
     counted = dreams.exclude(status=Status.DROPPED, drop_reason__startswith="recovery:")
     last = dict(counted.values("agent_id").annotate(at=Max("queued_at")).values_list("agent_id", "at"))
-    open_ = set(
-        dreams.filter(status__in=[Status.QUEUED, Status.PROCESSING, Status.DEFERRED]).values_list("agent_id", flat=True)
-    )
+    open_ = set(dreams.filter(status__in=OPEN_STATUSES).values_list("agent_id", flat=True))
     # The new observations of every running agent, in one query.
     through = MemoryState.objects.filter(agent_id=OuterRef("agent_id")).values("consolidated_through")[:1]
     counts = dict(
@@ -95,7 +94,7 @@ def dreaming_now() -> int:
     return (
         MailboxItem.objects.filter(
             source_type=DREAM,
-            status__in=[Status.QUEUED, Status.PROCESSING, Status.DEFERRED],
+            status__in=OPEN_STATUSES,
             agent__status=Agent.RunStatus.RUNNING,
         ).aggregate(n=Count("agent_id", distinct=True))["n"]
         or 0

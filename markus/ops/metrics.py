@@ -40,6 +40,7 @@ from prometheus_client.registry import Collector
 
 from agentbus.models import OutboxRecord, OutboxStatus
 from attention.models import AgentAttention, AgentDecision, AttentionState
+from mailbox.lifecycle import OPEN_STATUSES
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 3600
 BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-OPEN_STATUSES = (Status.QUEUED, Status.PROCESSING, Status.DEFERRED)
 # How the mailbox's recovery marks what it did (mailbox/lifecycle.py, mailbox/services.py;
 # tests/test_health_metrics.py runs the real recovery, so a change of wording shows).
 RECOVERY_DROP_PREFIX = "recovery:"

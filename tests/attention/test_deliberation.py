@@ -16,37 +16,15 @@ from attention.deliberation import DELIBERATION_ALLOWED_TOOLS, READ_ONLY_TOOLS
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from mailbox.services import mailbox_enqueue
 from markus.agents.models import WorkingMemory
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
 from markus.memory import selectors as memory_selectors
+from tests.attention.helpers import enqueue, picked
 
 pytestmark = pytest.mark.pg  # both databases
 
 MARK = "<<HANDLE_COMPLETE>>"
-
-
-def enqueue(agent, kind, summary, priority=None, minutes_ago=0, payload=None, **meta):
-    item = mailbox_enqueue(
-        agent_id=agent.id,
-        source_type=kind,
-        priority=priority,
-        payload={"summary": summary, "content": summary, **(payload or {})},
-        metadata=meta or None,
-    )
-    if minutes_ago:
-        MailboxItem.objects.filter(id=item.id).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
-    return item
-
-
-def picked(agent):
-    return [
-        d.mailbox_item.summary
-        for d in AgentDecision.objects.filter(agent=agent, decision_type="pick")
-        .select_related("mailbox_item")
-        .order_by("created_at", "id")
-    ]
 
 
 def status(item):

@@ -16,26 +16,13 @@ from attention.models import AgentActivity, AgentDecision
 from attention.toolbox import ToolContext, ToolError, execute_tool
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from mailbox.services import mailbox_enqueue
 from markus.agents.models import WorkingMemory
 from markus.llm.base import set_provider_override
 from markus.llm.offline import OfflineProvider
 from markus.llm.offline_deliberation import decide
+from tests.attention.helpers import enqueue
 
 pytestmark = pytest.mark.pg  # both databases
-
-
-def enqueue(agent, kind, summary, priority=None, minutes_ago=0, payload=None, **meta):
-    item = mailbox_enqueue(
-        agent_id=agent.id,
-        source_type=kind,
-        priority=priority,
-        payload={"summary": summary, "content": summary, **(payload or {})},
-        metadata=meta or None,
-    )
-    if minutes_ago:
-        MailboxItem.objects.filter(id=item.id).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
-    return item
 
 
 def fresh(item):

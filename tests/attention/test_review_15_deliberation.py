@@ -20,6 +20,7 @@ from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
+from tests.attention.helpers import picked
 
 MARK = "<<HANDLE_COMPLETE>>"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
@@ -42,11 +43,6 @@ def enqueue(agent, summary: str, *, kind: str = T.SYSTEM_EVENT, minutes_ago: flo
     if minutes_ago:
         MailboxItem.objects.filter(id=item.id).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
     return item
-
-
-def picked(agent) -> list[str]:
-    rows = AgentDecision.objects.filter(agent=agent, decision_type="pick").select_related("mailbox_item")
-    return [d.mailbox_item.summary for d in rows.order_by("created_at", "id")]
 
 
 def status(item: MailboxItem) -> str:

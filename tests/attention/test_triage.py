@@ -3,8 +3,6 @@ items of equal priority, defer or drop redundant ones — never a human's item."
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.utils import timezone
 
@@ -12,35 +10,13 @@ from attention import loop
 from attention.models import AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from mailbox.services import mailbox_enqueue
 from markus.agents.models import WorkingMemory
 from markus.llm.base import set_provider_override
 from markus.llm.offline import OfflineProvider
 from markus.llm.scripted import ScriptedProvider, Turn
+from tests.attention.helpers import enqueue, picked
 
 MARK = "<<HANDLE_COMPLETE>>"
-
-
-def enqueue(agent, kind, summary, priority=None, minutes_ago=0, **meta):
-    item = mailbox_enqueue(
-        agent_id=agent.id,
-        source_type=kind,
-        priority=priority,
-        payload={"summary": summary, "content": summary},
-        metadata=meta or None,
-    )
-    if minutes_ago:
-        MailboxItem.objects.filter(id=item.id).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
-    return item
-
-
-def picked(agent):
-    return [
-        d.mailbox_item.summary
-        for d in AgentDecision.objects.filter(agent=agent, decision_type="pick")
-        .select_related("mailbox_item")
-        .order_by("created_at", "id")
-    ]
 
 
 @pytest.fixture

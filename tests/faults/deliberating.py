@@ -112,6 +112,12 @@ def completions_per_item(log: list[Transition]) -> Counter:
     return Counter(t.item_id for t in log if t.new == "completed")
 
 
+def completed_not_once(log: list[Transition], items: dict[str, list[str]]) -> dict[str, int]:
+    """The items (ids per agent) not completed exactly once: id → completions."""
+    done = completions_per_item(log)
+    return {i: done.get(i, 0) for ids in items.values() for i in ids if done.get(i, 0) != 1}
+
+
 def unfenced(cluster: Cluster, log: list[Transition]) -> list[str]:
     """Transitions into or out of ``processing`` written by a worker that did not hold
     the agent's lease at that moment (its pid is not in the lease owner)."""

@@ -23,6 +23,7 @@ from django.utils import timezone
 from .deliberating import (
     DeliberatingLLM,
     InFlight,
+    completed_not_once,
     completions_per_item,
     deliberation_in_flight,
     enqueue_events,
@@ -79,9 +80,7 @@ def test_kill_9_mid_deliberation(cluster, report, clock):
     left_open = [a.id for a in dead if a.ended_at is None or a.success is not False]
     lost_lines = AgentActivityLog.objects.filter(activity__in=dead, content__startswith="worker lost").count()
     log = transitions(cluster)
-    done = completions_per_item(log)
-    everything = [i for ids in items.values() for i in ids]
-    not_once = {i: done.get(i, 0) for i in everything if done.get(i, 0) != 1}
+    not_once = completed_not_once(log, items)
     states = {a: closed_state(a) for a in agents}
     still_open = AgentActivity.objects.filter(ended_at__isnull=True).count()
     fence = unfenced(cluster, log)
@@ -141,9 +140,7 @@ def test_kill_9_mid_batch(cluster, report, clock):
     finally:
         stub.stop()
     log = transitions(cluster)
-    done = completions_per_item(log)
-    everything = [i for ids in items.values() for i in ids]
-    not_once = {i: done.get(i, 0) for i in everything if done.get(i, 0) != 1}
+    not_once = completed_not_once(log, items)
     alone, apart, not_together = [], [], []
     for _, batched, before, killed_at in kills:
         alone += sorted(set(batched) & before)
@@ -218,9 +215,7 @@ def test_kill_9_mid_deliberation_then_pause(cluster, report, clock):
     dead = AgentActivity.objects.get(id=victim.activity_id)
     lost_lines = AgentActivityLog.objects.filter(activity=dead, content__startswith="worker lost").count()
     log = transitions(cluster)
-    done = completions_per_item(log)
-    everything = [i for ids in items.values() for i in ids]
-    not_once = {i: done.get(i, 0) for i in everything if done.get(i, 0) != 1}
+    not_once = completed_not_once(log, items)
     fence = unfenced(cluster, log)
     figures = collect(others=f"deliberations={stub.calls['deliberation']}")
     figures.extra = (

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from .deliberating import (
     DeliberatingLLM,
-    completions_per_item,
+    completed_not_once,
     deliberation_in_flight,
     enqueue_events,
     install_transition_log,
@@ -69,9 +69,7 @@ def test_sigstop_mid_deliberation_past_the_lease(cluster, report, clock):
     finally:
         stub.stop()
     log = transitions(cluster)
-    done = completions_per_item(log)
-    everything = [i for ids in items.values() for i in ids]
-    not_once = {i: done.get(i, 0) for i in everything if done.get(i, 0) != 1}
+    not_once = completed_not_once(log, items)
     fence = unfenced(cluster, log)
     app = f"faults-{victim.worker}"
     late_transitions = [t for t in log if t.app == app and t.agent_id == victim.agent_id and t.at > taken_at]

@@ -22,6 +22,7 @@ from mailbox.services import mailbox_enqueue
 from markus.agents.models import WorkingMemory
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
+from tests.attention.helpers import picked
 from tests.conftest import client_for
 
 MARK = "<<HANDLE_COMPLETE>>"
@@ -48,15 +49,6 @@ def enqueue(agent, summary, priority=2, minutes_ago=0, kind=T.SYSTEM_EVENT, **me
 
 def status(item):
     return MailboxItem.objects.get(id=item.id).status
-
-
-def picked(agent):
-    return [
-        d.mailbox_item.summary
-        for d in AgentDecision.objects.filter(agent=agent, decision_type="pick")
-        .select_related("mailbox_item")
-        .order_by("created_at", "id")
-    ]
 
 
 def run(agent, brain, **kw):
