@@ -163,6 +163,9 @@ class LLMSession(models.Model):
     turn_count = models.IntegerField(default=0)
     scenario = models.CharField(max_length=32, default="")
     updated_at = models.DateTimeField(default=timezone.now)
+    # This session's attempt: its tool calls are journaled under it (``ToolCallRecord``);
+    # a session started afresh for the same item is a new attempt.
+    attempt = models.CharField(max_length=64, default=ids.attempt_id)
 
     class Meta:
         db_table = "llm_sessions"
@@ -171,3 +174,47 @@ class LLMSession(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class ToolCallState(models.TextChoices):
+    STARTED = "started"  # recorded before a call whose effect leaves the transaction
+    DONE = "done"  # its result recorded
+
+
+class ToolCallRecord(models.Model):
+    """The journal of an item's turns (ARCHITECTURE decision 14): one row per tool call
+    of an item's LLM session, keyed by the item, the session's attempt, the turn and
+    the LLM's call id. A call whose tool writes only to this database is recorded with
+    its result in the very transaction of its effect; any other is recorded ``started``
+    before the call and ``done`` with its result after it. A resumed, recovered or
+    retried item replays a recorded result instead of calling the tool again."""
+
+    id = models.BigAutoField(primary_key=True)
+    mailbox_item = models.ForeignKey(
+        "mailbox.MailboxItem", on_delete=models.CASCADE, db_column="mailbox_item_id", related_name="tool_calls"
+    )
+    attempt = models.CharField(max_length=64)
+    turn = models.IntegerField()
+    call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict)
+    state = models.CharField(max_length=16, choices=ToolCallState.choices, default=ToolCallState.DONE)
+    ok = models.BooleanField(null=True)
+    result = models.TextField(default="")
+    # What the call left to the loop (a parked approval), replayed with the result.
+    effects = models.JSONField(default=dict)
+    activity_id = models.CharField(max_length=64, null=True, blank=True)
+    lease_epoch = models.BigIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "tool_calls"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["mailbox_item", "attempt", "turn", "call_id"], name="uniq_tool_call_per_turn"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mailbox_item_id} turn {self.turn} {self.name} [{self.state}]"

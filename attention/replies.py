@@ -8,6 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from mailbox.merge import MESSAGE_SEPARATOR
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import ChatMessage, ChatSession
@@ -48,14 +49,14 @@ def deliver_chat_reply(focus: Focus, text: str) -> None:
     item = focus.item
     sid = focus_chat_session(focus)
     answered = [item.id, *focus.merged_ids]
+    merged = [MailboxItem.objects.get(id=mid) for mid in focus.merged_ids]
     with fenced(focus.lease):
-        for mid in answered:
-            m = item if mid == item.id else MailboxItem.objects.get(id=mid)
+        for m in [item, *merged]:
             ChatMessage.objects.create(
                 session_id=sid,
                 role="user",
-                content=m.content,
-                metadata={"mailboxItemId": mid, "senderId": (m.metadata or {}).get("senderId")},
+                content=own_content(item, merged) if m is item else m.content,
+                metadata={"mailboxItemId": m.id, "senderId": (m.metadata or {}).get("senderId")},
             )
         reply = ChatMessage.objects.create(
             session_id=sid,
@@ -75,6 +76,17 @@ def deliver_chat_reply(focus: Focus, text: str) -> None:
                 "reply": text,
             },
         )
+
+
+def own_content(item: MailboxItem, merged: list[MailboxItem]) -> str:
+    """What the person wrote in ``item`` itself: its content without the follow-ups
+    folded into it (a resumed item is read back with them)."""
+    content = item.content
+    for m in reversed(merged):
+        suffix = f"{MESSAGE_SEPARATOR}{m.content}"
+        if content.endswith(suffix):
+            content = content[: -len(suffix)]
+    return content
 
 
 def chat_reply_for(item_id: str) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@ resume it (ARCHITECTURE decision 3)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -17,7 +18,7 @@ from . import records
 from .focus import Focus
 from .lease import fenced
 from .models import ActivityLogType as L
-from .models import LLMSession
+from .models import LLMSession, ToolCallRecord
 from .scenarios import CHAT, SESSION_RESPONSE, TASK_EXECUTION, first_messages, merged_message
 
 SESSION_PREFIX = "ls_"
@@ -83,6 +84,10 @@ def load_session(focus: Focus) -> LLMSession:
     if session is None:
         chat_sid = focus_chat_session(focus) if focus.scenario == CHAT else None
         messages = [*resumed_messages(focus.item), *first_messages(focus.item, focus.scenario, chat_sid)]
+        if focus.item.attempts > 1:  # an earlier attempt may have acted already: it is told what
+            made = effects_made(focus.item)
+            if made:
+                messages.append({"role": "user", "content": effects_note(made)})
         session = LLMSession(
             id=session_id(focus.item),
             agent_id=focus.agent.id,
@@ -102,7 +107,11 @@ def load_session(focus: Focus) -> LLMSession:
     # What the session does not carry yet: items merged into its item (or into an item
     # of its batch) since it was saved, and items that joined its batch since.
     known = set(session.absorbed_ids)
-    missed: list[tuple[str, dict[str, Any]]] = [(m.id, merged_message(m)) for m in _absorbed(focus.item)]
+    absorbed = _absorbed(focus.item)
+    # The people's messages merged into this chat (by an earlier run, before it crashed
+    # or was preempted) are answered with it.
+    focus.merged_ids = [m.id for m in absorbed if m.source_type == MailboxType.HUMAN_CHAT]
+    missed: list[tuple[str, dict[str, Any]]] = [(m.id, merged_message(m)) for m in absorbed]
     for i, member in enumerate(focus.batch):
         missed.append((member.id, batch_message(member, i + 2, len(focus.batch) + 1)))
         missed += [(m.id, merged_message(m)) for m in _absorbed(member)]
@@ -186,6 +195,20 @@ def batch_opening(
         return [*messages, {"role": "user", "content": "\n\n---\n\n".join(parts)}]
     lead_part = f"[Batch item 1 of {total}: {lead.label}, {lead.id}] {last.get('content', '')}"
     return [*messages[:-1], {**last, "content": "\n\n---\n\n".join([lead_part, *parts])}]
+
+
+def effects_made(item: MailboxItem) -> list[ToolCallRecord]:
+    """The journaled calls of an item's earlier attempts that took effect, in order."""
+    return list(ToolCallRecord.objects.filter(mailbox_item_id=item.id, ok=True).order_by("id")[:50])
+
+
+def effects_note(rows: list[ToolCallRecord]) -> str:
+    """What a session started afresh is told about the calls its earlier attempts made."""
+    lines = [f"- {row.name}({json.dumps(row.arguments)[:300]}) -> {row.result[:300]}" for row in rows]
+    return (
+        "NOTE: an earlier attempt at this item already made these tool calls, and they took effect. "
+        "Do not make them again; go on from there:\n" + "\n".join(lines)
+    )
 
 
 def save_session(focus: Focus, session: LLMSession) -> None:

@@ -1,24 +1,28 @@
 """The tool loop: LLM turn, tool round, yield point, until a final answer.
 
 A turn's records (its request and answer lines, its token usage) are written with
-what follows them: the tool round's transaction, or, after the final answer, the
-item's settle transaction, so a one-turn item writes no transaction of its own."""
+what follows them: the tool round's first transaction (``journal``), or, after the
+final answer, the item's settle transaction, so a one-turn item writes no transaction
+of its own. A session that a dead worker left in the middle of a tool round finishes
+that round from the journal before it asks the LLM again."""
 
 from __future__ import annotations
 
 from django.utils import timezone
 
-from markus.llm.base import COMPLETION_MARKER, CallContext, MarkerFilter, get_provider
+from markus.llm.base import COMPLETION_MARKER, CallContext, MarkerFilter, ToolCall, get_provider
 
 from . import records
 from .focus import Focus, Outcome
 from .interrupts import yield_point
+from .journal import flush_turn, pending_calls, run_round
 from .lease import LeaseKeeper, StaleLease, fenced, lease_renew_if_due
 from .models import ActivityLogType as L
+from .models import LLMSession
 from .replies import delta_sender
 from .scenarios import SCENARIOS, item_brief, longterm_lines, system_prompt
 from .session import load_session, save_session
-from .toolbox import ToolContext, execute_tool, schemas_for
+from .toolbox import ToolContext, schemas_for
 
 MAX_TURNS = 12
 
@@ -45,10 +49,17 @@ def run_tool_loop(focus: Focus) -> Outcome:
         scenario=focus.scenario,
         task_id=item.task_id,
     )
+    # A worker died in this session's last tool round: finish it from the journal.
+    at, pending = pending_calls(session)
+    if pending:
+        parked = _round(focus, session, tool_ctx, pending, at=at)
+        if parked is not None:
+            return parked
     for _ in range(MAX_TURNS):
         if focus.stop_requested():
-            flush_turn(focus)
-            save_session(focus, session)
+            with fenced(lease):
+                flush_turn(focus)
+                save_session(focus, session)
             return Outcome("stopped")
         system = _prompt(focus)
         focus.pending_logs.append(
@@ -79,22 +90,25 @@ def run_tool_loop(focus: Focus) -> Outcome:
             focus.pending_logs.append(records.LogLine(L.TEXT, strip_marker(response.text)))
         if not response.tool_calls:
             return final_outcome(focus, response.text)  # its records land with the outcome
-        with fenced(lease):
-            flush_turn(focus)
-        if focus.run is not None:
-            focus.run.memory = focus.run.longterm = None  # a tool may write working or long-term memory
-        for call in response.tool_calls:
-            records.log(lease, activity, L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id})
-            ok, result = execute_tool(tool_ctx, call.name, call.arguments)
-            records.log(lease, activity, L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
-            session.messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        save_session(focus, session)
-        if tool_ctx.effects.get("parked_approval"):
-            return Outcome("parked", detail=tool_ctx.effects["parked_approval"])
+        parked = _round(focus, session, tool_ctx, response.tool_calls)
+        if parked is not None:
+            return parked
         verdict = yield_point(focus, session)
         if verdict is not None:
             return verdict
     return Outcome("retry", detail=f"no final answer after {MAX_TURNS} turns")
+
+
+def _round(
+    focus: Focus, session: LLMSession, tool_ctx: ToolContext, calls: list[ToolCall], *, at: int | None = None
+) -> Outcome | None:
+    """The tool round of a turn, through the journal; an Outcome if it parked the item."""
+    if focus.run is not None:
+        focus.run.memory = focus.run.longterm = None  # a tool may write working or long-term memory
+    done = run_round(focus, session, tool_ctx, calls, at=at)
+    if done.effects.get("parked_approval"):
+        return Outcome("parked", detail=done.effects["parked_approval"])
+    return None
 
 
 def _prompt(focus: Focus) -> str:
@@ -108,19 +122,6 @@ def _prompt(focus: Focus) -> str:
     return system_prompt(
         focus.agent, focus.item, focus.scenario, memory=memory, queue=queue, depth=depth, longterm=focus.longterm
     )
-
-
-def flush_turn(focus: Focus, *, also: list[records.LogLine] | None = None) -> None:
-    """Write what the last turn left pending (its log lines, its token usage), with
-    ``also`` after them. Inside the caller's fenced transaction."""
-    activity = focus.activity
-    if activity is None:
-        return
-    lines, focus.pending_logs = [*focus.pending_logs, *(also or [])], []
-    records.log_many(focus.lease, activity, lines)
-    usage = focus.take_usage()
-    if usage:
-        records.add_usage(focus.lease, activity, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0))
 
 
 def strip_marker(text: str) -> str:

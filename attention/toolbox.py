@@ -36,6 +36,10 @@ class ToolContext:
     task_id: str | None = None
     # Set by tools that park the item (request_user_approval).
     effects: dict[str, Any] = field(default_factory=dict)
+    # The journal's key of the call being made (item, attempt, turn, call id): a tool
+    # whose effect leaves the database carries it to that effect, so that a second
+    # attempt of the same call finds the first (``Tool.idempotent``).
+    call_key: str = ""
 
 
 # A tool's implementation: the context and the LLM's arguments in, the result out.
@@ -51,6 +55,14 @@ class Tool:
     handler: ToolHandler
     # Scenarios the tool is offered in; None = all.
     scenarios: frozenset[str] | None = None
+    # Everything the tool changes is in this database: the journal records the call in
+    # the transaction of its effect (both or neither). False: its effect leaves the
+    # database (a server, a process), so the call is recorded as started before it runs.
+    transactional: bool = True
+    # With ``transactional`` False: calling it again with the same ``ToolContext.call_key``
+    # finds the first call's effect instead of making a second one, so a call in flight
+    # when its worker died is simply made again.
+    idempotent: bool = False
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -63,10 +75,24 @@ TOOLS: dict[str, Tool] = {}
 
 
 def tool(
-    name: str, description: str, parameters: dict[str, Any], *, scenarios: set[str] | None = None
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    *,
+    scenarios: set[str] | None = None,
+    transactional: bool = True,
+    idempotent: bool = False,
 ) -> Callable[[_H], _H]:
     def wrap(fn: _H) -> _H:
-        TOOLS[name] = Tool(name, description, parameters, fn, frozenset(scenarios) if scenarios else None)
+        TOOLS[name] = Tool(
+            name,
+            description,
+            parameters,
+            fn,
+            frozenset(scenarios) if scenarios else None,
+            transactional=transactional,
+            idempotent=idempotent,
+        )
         return fn
 
     return wrap
@@ -104,11 +130,19 @@ def _check_args(t: Tool, args: dict[str, Any]) -> None:
             raise ToolError(f"{t.name}: argument {key!r} must be a {props[key]['type']}")
 
 
-def execute_tool(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
-    """Run a tool; returns (ok, result text). Errors become readable results, never raise."""
+def offered(ctx: ToolContext, name: str) -> Tool | None:
+    """The tool of that name if it is offered in the context's scenario."""
     load_tools()
     t = TOOLS.get(name)
     if t is None or (t.scenarios is not None and ctx.scenario not in t.scenarios):
+        return None
+    return t
+
+
+def execute_tool(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
+    """Run a tool; returns (ok, result text). Errors become readable results, never raise."""
+    t = offered(ctx, name)
+    if t is None:
         return False, json.dumps({"error": f"unknown tool {name!r} in this context"})
     if isinstance(args, str):
         try:

@@ -39,6 +39,12 @@ def mailbox_id() -> str:
     return new_id("mbx")
 
 
+def attempt_id() -> str:
+    """An LLM session's attempt: a session started afresh (a retry from a clean start)
+    is a new attempt, and its tool calls a new page of the journal."""
+    return new_id("att")
+
+
 def decision_id() -> str:
     return new_id("dec")
 

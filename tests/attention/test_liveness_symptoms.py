@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from attention import services, tool_loop
+from attention import journal, services
 from attention.lease import lease_take
 from attention.loop import run_attention
 from attention.models import AgentActivity, AgentAttention, AgentDecision
@@ -434,7 +434,7 @@ def test_an_item_the_judge_defers_runs_after_the_rest_of_its_priority(scripted, 
         )
         return True, '{"ok": true}'
 
-    monkeypatch.setattr(tool_loop, "execute_tool", tool)
+    monkeypatch.setattr(journal, "execute_tool", tool)
     provider = scripted(
         Turn(tool_calls=[("noop", {})]),
         Turn(tool_calls=[("noop", {})]),

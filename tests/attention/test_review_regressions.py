@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from attention import loop, tool_loop
+from attention import journal, loop
 from attention.lease import StaleLease, lease_take
 from attention.models import LLMSession
 from mailbox.models import MailboxItem
@@ -47,7 +47,7 @@ def test_a_message_merged_into_a_preempted_item_reaches_its_resumed_session(scri
             )
         return True, '{"ok": true}'
 
-    monkeypatch.setattr(tool_loop, "execute_tool", tool)
+    monkeypatch.setattr(journal, "execute_tool", tool)
     provider = scripted(Turn(tool_calls=[("noop", {})]), Turn(text="hello human"), Turn(text=f"done {MARK}"))
     x = mailbox_enqueue(
         agent_id=agent.id,
@@ -75,7 +75,7 @@ def test_an_approval_answered_before_the_item_is_parked_resumes_it(scripted, age
     from notifications.models import Approval
     from notifications.services import approval_respond
 
-    real = tool_loop.execute_tool
+    real = journal.execute_tool
 
     def answer_at_once(ctx, name, args):
         ok, result = real(ctx, name, args)
@@ -84,7 +84,7 @@ def test_an_approval_answered_before_the_item_is_parked_resumes_it(scripted, age
                 approval_respond(user=alice, approval_id=json.loads(result)["approvalId"], selected_option="approve")
         return ok, result
 
-    monkeypatch.setattr(tool_loop, "execute_tool", answer_at_once)
+    monkeypatch.setattr(journal, "execute_tool", answer_at_once)
     provider = scripted(
         Turn(tool_calls=[("request_user_approval", {"title": "Deploy?", "description": "x"})]),
         Turn(text=f"deployed {MARK}"),

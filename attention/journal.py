@@ -1,0 +1,260 @@
+"""The journal of a turn (ARCHITECTURE decision 14): an LLM turn and its tool round are
+one unit of work, and every tool call of an item's session is recorded with its key
+(the item, the session's attempt, the turn, the call id).
+
+A call whose tool changes only this database (every built-in tool) runs in one fenced
+transaction with its journal row and its result: the effect and its record commit
+together or not at all. The round's first such transaction also stores the session as
+far as the assistant's turn, so a worker that dies after it leaves a session that asks
+for calls the journal has already answered. A call whose effect leaves the database
+(``Tool.transactional`` False) is recorded ``started`` before it runs and ``done`` with
+its result after; one found ``started`` was in flight when its worker died: an
+idempotent tool is called again with the same key (it finds its first effect), any other
+is not called again and the LLM is told that its outcome is unknown.
+
+A resumed, recovered or retried session whose last assistant turn has calls without
+results finishes that round from the journal (``pending_calls``, ``run_round``): a
+recorded call is replayed, never run again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from mailbox.models import MailboxItem
+from markus.llm.base import ToolCall
+
+from . import records
+from .focus import Focus
+from .lease import fenced
+from .models import ActivityLogType as L
+from .models import LLMSession, ToolCallRecord, ToolCallState
+from .session import save_session
+from .toolbox import ToolContext, execute_tool, offered
+
+# What an activity's log keeps of a tool's result.
+LOG_RESULT_CHARS = 4000
+IN_FLIGHT = (
+    "{name} was in flight when the worker running it stopped: whether it took effect is not known. "
+    "Check its effect before you call it again."
+)
+
+
+def flush_turn(focus: Focus, *, also: list[records.LogLine] | None = None) -> None:
+    """Write what the last turn left pending (its log lines, its token usage), with
+    ``also`` after them. Inside the caller's fenced transaction."""
+    activity = focus.activity
+    if activity is None:
+        return
+    lines, focus.pending_logs = [*focus.pending_logs, *(also or [])], []
+    records.log_many(focus.lease, activity, lines)
+    usage = focus.take_usage()
+    if usage:
+        records.add_usage(focus.lease, activity, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0))
+
+
+def call_key(item_id: str, attempt: str, turn: int, call_id: str) -> str:
+    return f"{item_id}:{attempt}:{turn}:{call_id}"
+
+
+def pending_calls(session: LLMSession) -> tuple[int, list[ToolCall]]:
+    """The calls of the session's last assistant turn that have no result in it yet (a
+    worker died in its tool round), and where their results go: right after the turn's
+    answered calls (notes appended since, such as a merged follow-up, come after)."""
+    messages = session.messages
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls") or []
+        at = i + 1
+        answered = set()
+        while at < len(messages) and messages[at].get("role") == "tool":
+            answered.add(messages[at].get("tool_call_id"))
+            at += 1
+        pending = [
+            ToolCall(id=c["id"], name=c["function"]["name"], arguments=c["function"].get("arguments") or {})
+            for c in calls
+            if c.get("id") not in answered
+        ]
+        return at, pending
+    return len(messages), []
+
+
+@dataclass
+class Round:
+    """One tool round: the calls of one assistant turn of ``session``. ``opened``: the
+    round's first write was made (the last turn's records, and the session with the
+    assistant's turn in it); ``effects``: what its calls left to the loop."""
+
+    focus: Focus
+    session: LLMSession
+    ctx: ToolContext
+    turn: int
+    recorded: dict[str, ToolCallRecord] = field(default_factory=dict)
+    opened: bool = False
+    effects: dict[str, Any] = field(default_factory=dict)
+
+    def key(self, call: ToolCall) -> str:
+        return call_key(self.focus.item.id, self.session.attempt, self.turn, call.id)
+
+    def open(self, lines: list[records.LogLine]) -> None:
+        """Inside the caller's fenced transaction: the last turn's records (its log lines
+        with ``lines`` after them, its token usage) and, once per round, the session as
+        far as the assistant's turn."""
+        flush_turn(self.focus, also=lines)
+        if not self.opened:
+            save_session(self.focus, self.session)
+            self.opened = True
+
+    def row(self, call: ToolCall, **fields: Any) -> ToolCallRecord:
+        activity = self.focus.activity
+        return ToolCallRecord(
+            mailbox_item_id=self.focus.item.id,
+            attempt=self.session.attempt,
+            turn=self.turn,
+            call_id=call.id,
+            name=call.name,
+            arguments=call.arguments if isinstance(call.arguments, dict) else {"raw": str(call.arguments)},
+            activity_id=activity.id if activity is not None else None,
+            lease_epoch=self.focus.lease.epoch,
+            **fields,
+        )
+
+
+def run_round(
+    focus: Focus, session: LLMSession, ctx: ToolContext, calls: list[ToolCall], *, at: int | None = None
+) -> Round:
+    """Make (or replay) each call of a round, then store the session with their results.
+    ``at``: a resumed round (``pending_calls``), whose results go there and whose calls
+    the journal may have answered already; None: a new turn's round, appended (the
+    journal cannot know its calls: they are recorded with the session that asks them).
+    Returns the round (its ``effects``)."""
+    turn = session.turn_count
+    r = Round(focus, session, ctx, turn, recorded=_recorded(focus.item, session, turn, calls) if at is not None else {})
+    results = []
+    for call in calls:
+        _, result = _call(r, call)
+        results.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    where = len(session.messages) if at is None else at
+    session.messages[where:where] = results
+    save_session(focus, session)
+    return r
+
+
+def _recorded(
+    item: MailboxItem, session: LLMSession, turn: int, calls: Iterable[ToolCall]
+) -> dict[str, ToolCallRecord]:
+    rows = ToolCallRecord.objects.filter(
+        mailbox_item_id=item.id, attempt=session.attempt, turn=turn, call_id__in=[c.id for c in calls]
+    )
+    return {row.call_id: row for row in rows}
+
+
+def _start_line(call: ToolCall, *, at: datetime | None = None) -> records.LogLine:
+    return records.LogLine(L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id}, at=at)
+
+
+def _end_line(call: ToolCall, ok: bool, result: str, **extra: Any) -> records.LogLine:
+    return records.LogLine(
+        L.TOOL_END, result[:LOG_RESULT_CHARS], {"name": call.name, "ok": ok, "callId": call.id, **extra}
+    )
+
+
+def _call(r: Round, call: ToolCall) -> tuple[bool, str]:
+    r.ctx.effects = {}
+    r.ctx.call_key = r.key(call)
+    found = r.recorded.get(call.id)
+    if found is not None and found.state == ToolCallState.DONE:
+        return _replay(r, call, found)
+    t = offered(r.ctx, call.name)
+    if found is not None:
+        return _in_flight(r, call, found, idempotent=t is not None and t.idempotent)
+    if t is None or t.transactional:
+        return _in_transaction(r, call)
+    return _around(r, call)
+
+
+def _replay(r: Round, call: ToolCall, row: ToolCallRecord) -> tuple[bool, str]:
+    """A call the journal answered already: its result (and what it left to the loop)
+    without calling the tool again."""
+    r.effects.update(row.effects or {})
+    ok = bool(row.ok)
+    r.focus.pending_logs.append(_end_line(call, ok, row.result, replayed=True))
+    return ok, row.result
+
+
+class _Refused(Exception):
+    """A tool answered an error: what it wrote before it refused is rolled back."""
+
+
+def _in_transaction(r: Round, call: ToolCall) -> tuple[bool, str]:
+    """The effect, its journal row and its result in one fenced transaction."""
+    focus = r.focus
+    with fenced(focus.lease):
+        started = timezone.now()
+        if focus.activity is not None:  # what the tool writes may name it
+            records.ensure_stored(focus.lease, focus.activity)
+        ok, result = False, ""
+        try:
+            with transaction.atomic():  # a savepoint: a refusing tool leaves nothing behind
+                ok, result = execute_tool(r.ctx, call.name, call.arguments)
+                if not ok:
+                    raise _Refused
+        except _Refused:
+            r.ctx.effects = {}
+        r.open([_start_line(call, at=started), _end_line(call, ok, result)])
+        r.row(
+            call,
+            state=ToolCallState.DONE,
+            ok=ok,
+            result=result,
+            effects=r.ctx.effects,
+            started_at=started,
+            completed_at=timezone.now(),
+        ).save(force_insert=True)
+    r.effects.update(r.ctx.effects)
+    return ok, result
+
+
+def _around(r: Round, call: ToolCall) -> tuple[bool, str]:
+    """A call whose effect leaves the database: recorded as started (with the session
+    as far as this turn), made outside any transaction, then its result recorded."""
+    focus = r.focus
+    with fenced(focus.lease):
+        r.open([_start_line(call)])
+        row = r.row(call, state=ToolCallState.STARTED)
+        row.save(force_insert=True)
+    ok, result = execute_tool(r.ctx, call.name, call.arguments)
+    _finish(r, call, row, ok, result)
+    return ok, result
+
+
+def _in_flight(r: Round, call: ToolCall, row: ToolCallRecord, *, idempotent: bool) -> tuple[bool, str]:
+    """A call recorded as started whose result never came: its worker died during it."""
+    if idempotent:  # called again with the same key: it finds its first effect
+        ok, result = execute_tool(r.ctx, call.name, call.arguments)
+        how = "made again (idempotent)"
+    else:
+        ok, result = False, json.dumps({"error": IN_FLIGHT.format(name=call.name)})
+        how = "not made again: its outcome is unknown"
+    r.focus.pending_logs.append(
+        records.LogLine(L.STATUS, f"{call.name} was in flight when its worker stopped; {how}", {"callId": call.id})
+    )
+    _finish(r, call, row, ok, result)
+    return ok, result
+
+
+def _finish(r: Round, call: ToolCall, row: ToolCallRecord, ok: bool, result: str) -> None:
+    with fenced(r.focus.lease):
+        ToolCallRecord.objects.filter(id=row.id).update(
+            state=ToolCallState.DONE, ok=ok, result=result, effects=r.ctx.effects, completed_at=timezone.now()
+        )
+        r.open([_end_line(call, ok, result)])
+    r.effects.update(r.ctx.effects)

@@ -1,0 +1,294 @@
+"""The journal of a turn (ARCHITECTURE decision 14): a tool call the model decided on
+takes effect once, wherever the worker dies around it.
+
+A worker's death is played by ``Crash``, a BaseException nothing in the loop catches:
+it leaves the item ``processing`` (its transaction rolled back, as a kill would), and
+the next run recovers it as after a dead worker. The brain answers like a real model:
+a side-effecting call (with a fresh call id each time it is asked) until it sees a tool
+result, then the final answer."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from attention import journal, loop, tool_loop
+from attention.models import ToolCallRecord
+from attention.toolbox import TOOLS, Tool
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType as T
+from mailbox.registry import Status
+from mailbox.services import mailbox_enqueue
+from markus.agents.models import ChatMessage
+from markus.llm.base import COMPLETION_MARKER, LLMResponse, Provider, ToolCall, Usage, set_provider_override
+from markus.memory.models import Observation
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+
+MARKER = "journal-marker-1"
+_ids = itertools.count(1)
+
+
+class Crash(BaseException):
+    """The worker dies here: nothing in the loop catches it."""
+
+
+class EffectBrain(Provider):
+    """Asks for ``call`` (a tool name and its arguments) until a tool result is in the
+    session, then answers. ``asked``: the calls it answered; ``crash_when(messages)``:
+    raise Crash instead of answering (once)."""
+
+    name = "effect-brain"
+    local = True
+
+    def __init__(self, tool: str, arguments: dict[str, Any], crash_when: Any = None) -> None:
+        self.tool, self.arguments = tool, arguments
+        self.asked = 0
+        self.crash_when = crash_when
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def complete(self, *, system, messages, tools, context) -> LLMResponse:
+        self.seen.append([dict(m) for m in messages])
+        if self.crash_when is not None and self.crash_when(messages):
+            self.crash_when = None
+            raise Crash
+        self.asked += 1
+        if not any(m.get("role") == "tool" for m in messages):
+            call = ToolCall(id=f"call_{next(_ids)}", name=self.tool, arguments=dict(self.arguments))
+            return LLMResponse(text="", tool_calls=[call], usage=Usage(prompt_tokens=10, completion_tokens=5))
+        return LLMResponse(text=f"done {COMPLETION_MARKER}", usage=Usage(prompt_tokens=10, completion_tokens=5))
+
+
+@pytest.fixture
+def brain(settings, monkeypatch):
+    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
+    holder: dict[str, EffectBrain] = {}
+
+    def install(tool: str = "memory_save", arguments: dict[str, Any] | None = None, **kw: Any) -> EffectBrain:
+        b = EffectBrain(tool, {"content": f"remember {MARKER}"} if arguments is None else arguments, **kw)
+        holder["b"] = b
+        set_provider_override(b)
+        return b
+
+    yield install
+    set_provider_override(None)
+
+
+def crash_once(monkeypatch, module, name: str, *, after: bool) -> list[int]:
+    """Replace ``module.name`` so that its first call dies, before it runs or after it
+    returned. Returns a list that gets an entry when the crash fired."""
+    real = getattr(module, name)
+    fired: list[int] = []
+
+    def dying(*args, **kwargs):
+        if fired:
+            return real(*args, **kwargs)
+        fired.append(1)
+        if after:
+            real(*args, **kwargs)
+        raise Crash
+
+    monkeypatch.setattr(module, name, dying)
+    return fired
+
+
+def run_until_settled(agent_id: str) -> None:
+    """Run the loop like workers would: a run that dies is followed by another."""
+    for _ in range(4):
+        try:
+            loop.run_attention(agent_id)
+        except Crash:
+            continue
+        if not MailboxItem.objects.filter(agent_id=agent_id, status__in=[Status.QUEUED, Status.PROCESSING]).exists():
+            return
+    raise AssertionError("the item did not settle")
+
+
+def observations() -> int:
+    return Observation.objects.filter(content__contains=MARKER).count()
+
+
+def event(agent_id: str) -> MailboxItem:
+    """A person's chat: somebody waits for it, so recovery re-queues it after a crash."""
+    return mailbox_enqueue(
+        agent_id=agent_id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "remember", "content": "save a note"},
+        metadata={"senderId": "1", "senderRole": "user"},
+    )
+
+
+# Where the worker dies, and how many answers the model gives in all: a death before the
+# effect committed asks it again (its first decision left nothing); after, it is not
+# asked for that turn again: the journal answers.
+POINTS = {
+    "before_the_effect": (journal, "execute_tool", False, 3),
+    "after_the_effect_before_its_commit": (journal, "execute_tool", True, 3),
+    "after_the_result_committed": (journal, "_call", True, 2),
+    "after_the_round_was_saved": (tool_loop, "yield_point", False, 2),
+}
+
+
+@pytest.mark.parametrize("point", list(POINTS))
+def test_a_recorded_call_is_replayed_not_made_again_after_a_crash_at_each_point_of_the_turn(
+    agent, brain, monkeypatch, point
+):
+    module, name, after, answers = POINTS[point]
+    b = brain()
+    fired = crash_once(monkeypatch, module, name, after=after)
+    item = event(agent.id)
+    run_until_settled(agent.id)
+    assert fired, "the crash did not happen"
+    assert observations() == 1
+    assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
+    assert b.asked == answers
+    calls = list(ToolCallRecord.objects.filter(mailbox_item_id=item.id))
+    assert [(c.name, c.ok, c.state) for c in calls] == [("memory_save", True, "done")]
+    # The model saw its one call answered once: no second call, no duplicate result.
+    last = b.seen[-1]
+    assert sum(1 for m in last if m.get("role") == "tool") == 1
+    assert sum(1 for m in last if m.get("tool_calls")) == 1
+
+
+def test_a_message_to_a_colleague_is_sent_once_when_the_worker_dies_after_it(agent, alice, team, brain, monkeypatch):
+    from agentbus.models import Chunk
+    from markus.agents.services import agent_create
+
+    bea, _ = agent_create(name="Bea", role="engineer", owner=alice, team=team, agent_id="bea")
+    brain("agent_send_message", {"to": "bea", "text": f"ping {MARKER}"})
+    crash_once(monkeypatch, journal, "_call", after=True)
+    event(agent.id)
+    run_until_settled(agent.id)
+    assert sum(1 for p in Chunk.objects.values_list("payload", flat=True) if MARKER in json.dumps(p)) == 1
+    assert MailboxItem.objects.filter(agent_id=bea.id, source_type=T.A2A_MESSAGE).count() == 1
+
+
+def test_a_refused_call_leaves_nothing_of_what_the_tool_wrote_before_it_refused(agent, brain, monkeypatch):
+    from markus.core.errors import MarkusError
+    from markus.memory import services as memory
+
+    def save_then_refuse(ctx, args):
+        memory.memory_save(agent_id=ctx.agent_id, content=f"half {MARKER}")
+        raise MarkusError("refused after writing")
+
+    no_args = {"type": "object", "properties": {}}
+    monkeypatch.setitem(TOOLS, "half_tool", Tool("half_tool", "", no_args, save_then_refuse))
+    brain("half_tool", {})
+    item = event(agent.id)
+    run_until_settled(agent.id)
+    assert observations() == 0
+    row = ToolCallRecord.objects.get(mailbox_item_id=item.id)
+    assert row.ok is False and "refused after writing" in row.result
+
+
+def outside_tool(monkeypatch, *, idempotent: bool) -> list[str]:
+    """A tool whose effect leaves the database (a list here); it dies during its first
+    call, after its effect. Returns the effects made, by call key."""
+    made: list[str] = []
+    dead: list[int] = []
+
+    def handler(ctx, args):
+        made.append(ctx.call_key)
+        if not dead:
+            dead.append(1)
+            raise Crash
+        return {"made": len(made)}
+
+    t = Tool(
+        "outside_tool",
+        "",
+        {"type": "object", "properties": {}},
+        handler,
+        transactional=False,
+        idempotent=idempotent,
+    )
+    monkeypatch.setitem(TOOLS, "outside_tool", t)
+    return made
+
+
+def test_a_call_in_flight_when_its_worker_died_is_not_made_again_and_the_model_is_told(agent, brain, monkeypatch):
+    made = outside_tool(monkeypatch, idempotent=False)
+    b = brain("outside_tool", {})
+    item = event(agent.id)
+    run_until_settled(agent.id)
+    assert len(made) == 1
+    row = ToolCallRecord.objects.get(mailbox_item_id=item.id)
+    assert row.state == "done" and row.ok is False
+    told = [m for m in b.seen[-1] if m.get("role") == "tool"]
+    assert len(told) == 1 and "in flight when the worker running it stopped" in json.loads(told[0]["content"])["error"]
+    assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
+
+
+def test_an_idempotent_call_in_flight_is_made_again_with_the_same_key(agent, brain, monkeypatch):
+    made = outside_tool(monkeypatch, idempotent=True)
+    brain("outside_tool", {})
+    item = event(agent.id)
+    run_until_settled(agent.id)
+    assert len(made) == 2 and made[0] == made[1] and made[0].startswith(f"{item.id}:")
+    row = ToolCallRecord.objects.get(mailbox_item_id=item.id)
+    assert row.ok is True and json.loads(row.result) == {"made": 2}
+
+
+def test_a_session_started_afresh_is_told_what_earlier_attempts_did(agent, brain, monkeypatch):
+    """A retry from a clean start (an empty final answer) is a new attempt with a new
+    session: the call the first attempt made is not hidden from it, and not made again
+    by a model that listens."""
+    b = brain()
+    real = b.complete
+    empty_once: list[int] = []
+
+    def forgetful(**kw):
+        response = real(**kw)
+        if response.tool_calls or empty_once:
+            return response
+        empty_once.append(1)
+        return LLMResponse(text="", usage=response.usage)
+
+    monkeypatch.setattr(b, "complete", forgetful)
+    item = event(agent.id)
+    run_until_settled(agent.id)
+    assert empty_once
+    fresh = [m for m in b.seen if not any(x.get("role") == "tool" for x in m)][-1]
+    notes = [m["content"] for m in fresh if m.get("role") == "user" and "earlier attempt" in m["content"]]
+    assert notes and "memory_save" in notes[0] and MARKER in notes[0]
+    assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
+
+
+def test_a_chat_merged_into_a_chat_that_crashed_and_resumed_gets_its_reply(agent, alice, brain):
+    first = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "hello", "content": "please remember this"},
+        metadata={"senderId": str(alice.pk), "senderRole": "user"},
+    )
+    follow_up: dict[str, MailboxItem] = {}
+
+    def merged_then_die(messages):  # the follow-up came during the tool round, was merged; then the worker dies
+        return any("and this too" in str(m.get("content")) for m in messages)
+
+    b = brain(crash_when=merged_then_die)
+    real = b.complete
+
+    def with_follow_up(**kw):
+        response = real(**kw)
+        if response.tool_calls and not follow_up:
+            follow_up["item"] = mailbox_enqueue(
+                agent_id=agent.id,
+                source_type=T.HUMAN_CHAT,
+                payload={"summary": "and", "content": "and this too"},
+                metadata={"senderId": str(alice.pk), "senderRole": "user"},
+            )
+        return response
+
+    b.complete = with_follow_up  # type: ignore[method-assign]
+    run_until_settled(agent.id)
+    second = follow_up["item"]
+    assert MailboxItem.objects.get(id=second.id).status == Status.MERGED
+    replies = list(ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id))
+    assert len(replies) == 1
+    assert replies[0].metadata["mailboxItemIds"] == [first.id, second.id]
+    asked = ChatMessage.objects.filter(role="user", session__agent_id=agent.id).values_list("content", flat=True)
+    assert list(asked) == ["please remember this", "and this too"]
