@@ -61,6 +61,7 @@ from .lease import (
 from .models import ActivityLogType as L
 from .models import AgentAttention, AttentionState, DecisionType, LLMSession
 from .processing import process_item
+from .replies import answer_given_up
 from .scenarios import TASK_EXECUTION, scenario_for
 from .session import SESSION_PREFIX
 from .settle import complete
@@ -450,13 +451,17 @@ def _recover(lease: Lease) -> None:
     """A worker died mid-item (its items still processing, its lease gone) or mid-run
     with nothing in flight (a deliberation: its state left ``deciding``, its activity
     open on no item): the items of a batch are re-queued together (``batch.recover``),
-    the mailbox re-queues or drops the others, and its open activities end failed
-    ("worker lost"), in one fenced transaction."""
+    the mailbox re-queues or drops the others, its open activities end failed ("worker
+    lost", with the calls that took effect), and whoever waits for a dropped item is
+    answered that it could not be finished, in one fenced transaction."""
     with fenced(lease):
         batched = batch.recover(lease.agent_id)
         report = mailbox.mailbox_recover(lease.agent_id)
         report.requeued[:0] = batched
         closed = records.close_lost_activities(lease, requeued=report.requeued, dropped=report.dropped)
+        for item in MailboxItem.objects.filter(id__in=report.dropped).order_by("queued_at", "id"):
+            crashes = int((item.metadata or {}).get("crashes", 0)) + 1
+            answer_given_up(lease, item, f"the worker running it stopped {crashes} time(s) while I was on it")
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
 
 

@@ -19,7 +19,7 @@ from markus.agents.services import main_session
 from markus.core.events import agent_group, send_event_on_commit
 
 from .lease import Lease, fenced
-from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentDecision, AttentionState
+from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentDecision, AttentionState, ToolCallRecord
 
 
 def serialize_decision(d: AgentDecision) -> dict[str, Any]:
@@ -258,13 +258,16 @@ def close_lost_activities(lease: Lease, *, requeued: Collection[str] = (), dropp
                 if activity.mailbox_item_id in dropped
                 else "the item was no longer in flight"
             )
+            calls = ToolCallRecord.objects.filter(activity_id=activity.id, ok=True).order_by("id")
+            made = list(calls.values_list("name", flat=True))
             log(
                 lease,
                 activity,
                 ActivityLogType.ERROR,
                 f"{WORKER_LOST}: the worker of lease epoch {activity.lease_epoch} stopped mid-run; "
-                f"recovery under epoch {lease.epoch} closed this activity as failed ({fate})",
-                {"lostEpoch": activity.lease_epoch, "recoveryEpoch": lease.epoch},
+                f"recovery under epoch {lease.epoch} closed this activity as failed ({fate})"
+                + (f"; calls that took effect: {', '.join(made)}" if made else ""),
+                {"lostEpoch": activity.lease_epoch, "recoveryEpoch": lease.epoch, "effects": made},
             )
             closed.append(activity.id)
     return closed

@@ -1,5 +1,6 @@
 """A chat's reply: stored with the messages it answers, announced on the chat group,
-and found again by the waiting chat view."""
+and found again by the waiting chat view; and the answer to whoever waits for an item
+the loop gives up on."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from typing import Any
 
 from django.utils import timezone
 
-from mailbox.merge import MESSAGE_SEPARATOR
+from agentbus.services import reply_if_expected
 from mailbox.models import MailboxItem
-from mailbox.registry import Status
-from markus.agents.models import ChatMessage, ChatSession
+from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
+from markus.agents.models import Agent, ChatMessage, ChatSession
+from markus.core.actors import Actor
 from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import get_provider
+from markus.work.comment_services import requirement_comment_create, task_comment_create
 
 from .focus import Focus
-from .lease import fenced
+from .lease import Lease, fenced
 from .models import LLMSession
-from .session import focus_chat_session
+from .session import chat_session_id, effects_made, focus_chat_session
 
 DELTA_EVENT = "agent:delta"
 
@@ -46,36 +49,78 @@ def chat_group(agent_id: str) -> str:
 
 
 def deliver_chat_reply(focus: Focus, text: str) -> None:
-    item = focus.item
-    sid = focus_chat_session(focus)
-    answered = [item.id, *focus.merged_ids]
     merged = [MailboxItem.objects.get(id=mid) for mid in focus.merged_ids]
-    with fenced(focus.lease):
+    store_chat_reply(focus.lease, focus.item, merged, text, session_id=focus_chat_session(focus))
+
+
+def store_chat_reply(
+    lease: Lease, item: MailboxItem, merged: list[MailboxItem], text: str, *, session_id: str, failed: bool = False
+) -> ChatMessage:
+    """The person's messages (the item and the follow-ups merged into it) and the reply
+    that answers them, stored in their chat session and announced on the chat group.
+    ``failed``: the reply says the item could not be finished."""
+    answered = [item.id, *(m.id for m in merged)]
+    with fenced(lease):
         for m in [item, *merged]:
             ChatMessage.objects.create(
-                session_id=sid,
+                session_id=session_id,
                 role="user",
                 content=own_content(item, merged) if m is item else m.content,
                 metadata={"mailboxItemId": m.id, "senderId": (m.metadata or {}).get("senderId")},
             )
-        reply = ChatMessage.objects.create(
-            session_id=sid,
-            role="assistant",
-            content=text,
-            metadata={"mailboxItemIds": answered, "provider": get_provider().name},
-        )
-        ChatSession.objects.filter(id=sid).update(last_message_at=timezone.now())
+        metadata: dict[str, Any] = {"mailboxItemIds": answered, "provider": get_provider().name}
+        if failed:
+            metadata["failed"] = True
+        reply = ChatMessage.objects.create(session_id=session_id, role="assistant", content=text, metadata=metadata)
+        ChatSession.objects.filter(id=session_id).update(last_message_at=timezone.now())
         send_event_on_commit(
             chat_group(item.agent_id),
             "chat:reply",
             {
                 "agentId": item.agent_id,
                 "mailboxItemIds": answered,
-                "sessionId": sid,
+                "sessionId": session_id,
                 "messageId": reply.id,
                 "reply": text,
+                **({"failed": True} if failed else {}),
             },
         )
+    return reply
+
+
+def answer_given_up(lease: Lease, item: MailboxItem, reason: str) -> str | None:
+    """Whoever waits for an item the loop gives up on (a person's chat or comment, an
+    agent's request) is answered, with why and what was already done (the journal's
+    calls that took effect), so nobody waits in silence. Inside the caller's fenced
+    transaction. Returns how they were answered (None: nobody was waiting)."""
+    made = effects_made(item)
+    did = f" Before that I had already done: {', '.join(r.name for r in made)}." if made else ""
+    text = f"I could not finish this: {reason}.{did}"
+    agent = Agent.objects.get(id=item.agent_id)
+    if item.source_type == MailboxType.HUMAN_CHAT:
+        merged = list(
+            MailboxItem.objects.filter(
+                merged_into_id=item.id, status=Status.MERGED, source_type=MailboxType.HUMAN_CHAT
+            ).order_by("queued_at", "id")
+        )
+        store_chat_reply(lease, item, merged, text, session_id=chat_session_id(item), failed=True)
+        return "chat"
+    if item.source_type == MailboxType.A2A_MESSAGE:
+        stream_id = (item.metadata or {}).get("streamId")
+        if isinstance(stream_id, str) and reply_if_expected(
+            responder=agent, stream_id=stream_id, text=text, actor=f"agent:{agent.id}"
+        ):
+            return "bus"
+        return None
+    if item.is_user_interaction:  # a person's comment on a task or a requirement
+        actor = Actor.for_agent(agent)
+        if item.task_id:
+            task_comment_create(task_id=item.task_id, actor=actor, content=text)
+            return "task comment"
+        if item.requirement_id:
+            requirement_comment_create(requirement_id=item.requirement_id, actor=actor, content=text)
+            return "requirement comment"
+    return None
 
 
 def own_content(item: MailboxItem, merged: list[MailboxItem]) -> str:

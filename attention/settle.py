@@ -21,7 +21,7 @@ from .focus import Focus, Outcome
 from .lease import Lease, StaleLease, fenced
 from .models import ActivityLogType as L
 from .models import DecisionType, LLMSession
-from .replies import deliver_chat_reply
+from .replies import answer_given_up, deliver_chat_reply
 from .scenarios import A2A, CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
 from .services import wake_on_commit
 from .session import append_note, discard_session, save_session, session_id
@@ -142,6 +142,7 @@ def _retry(focus: Focus, outcome: Outcome) -> None:
         return no_verdict(focus, outcome.detail)
     _end(focus, success=False)
     records.log(lease, activity, L.ERROR, f"gave up after {retries} retries: {outcome.detail}")
+    answer_given_up(lease, item, f"{retries + 1} attempts failed ({outcome.detail})")
     complete(lease, item, outcome=f"failed ({outcome.detail})")
 
 

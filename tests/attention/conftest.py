@@ -75,3 +75,20 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, message: 
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+@pytest.fixture
+def brain(settings, monkeypatch):
+    """Install an ``EffectBrain`` (tests/attention/crashes.py) for this process: by
+    default it saves an observation with the crash tests' marker."""
+    from .crashes import MARKER, EffectBrain
+
+    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
+
+    def install(tool: str = "memory_save", arguments: dict | None = None, **kw) -> EffectBrain:
+        b = EffectBrain(tool, {"content": f"remember {MARKER}"} if arguments is None else arguments, **kw)
+        set_provider_override(b)
+        return b
+
+    yield install
+    set_provider_override(None)

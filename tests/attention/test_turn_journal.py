@@ -1,21 +1,14 @@
 """The journal of a turn (ARCHITECTURE decision 14): a tool call the model decided on
-takes effect once, wherever the worker dies around it.
-
-A worker's death is played by ``Crash``, a BaseException nothing in the loop catches:
-it leaves the item ``processing`` (its transaction rolled back, as a kill would), and
-the next run recovers it as after a dead worker. The brain answers like a real model:
-a side-effecting call (with a fresh call id each time it is asked) until it sees a tool
-result, then the final answer."""
+takes effect once, wherever the worker dies around it (``crashes`` plays the deaths and
+a brain that answers like a real model)."""
 
 from __future__ import annotations
 
-import itertools
 import json
-from typing import Any
 
 import pytest
 
-from attention import journal, loop, tool_loop
+from attention import journal, tool_loop
 from attention.models import ToolCallRecord
 from attention.toolbox import TOOLS, Tool
 from mailbox.models import MailboxItem
@@ -23,88 +16,12 @@ from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage
-from markus.llm.base import COMPLETION_MARKER, LLMResponse, Provider, ToolCall, Usage, set_provider_override
+from markus.llm.base import LLMResponse
 from markus.memory.models import Observation
 
+from .crashes import MARKER, Crash, crash_once, run_until_settled
+
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
-
-MARKER = "journal-marker-1"
-_ids = itertools.count(1)
-
-
-class Crash(BaseException):
-    """The worker dies here: nothing in the loop catches it."""
-
-
-class EffectBrain(Provider):
-    """Asks for ``call`` (a tool name and its arguments) until a tool result is in the
-    session, then answers. ``asked``: the calls it answered; ``crash_when(messages)``:
-    raise Crash instead of answering (once)."""
-
-    name = "effect-brain"
-    local = True
-
-    def __init__(self, tool: str, arguments: dict[str, Any], crash_when: Any = None) -> None:
-        self.tool, self.arguments = tool, arguments
-        self.asked = 0
-        self.crash_when = crash_when
-        self.seen: list[list[dict[str, Any]]] = []
-
-    def complete(self, *, system, messages, tools, context) -> LLMResponse:
-        self.seen.append([dict(m) for m in messages])
-        if self.crash_when is not None and self.crash_when(messages):
-            self.crash_when = None
-            raise Crash
-        self.asked += 1
-        if not any(m.get("role") == "tool" for m in messages):
-            call = ToolCall(id=f"call_{next(_ids)}", name=self.tool, arguments=dict(self.arguments))
-            return LLMResponse(text="", tool_calls=[call], usage=Usage(prompt_tokens=10, completion_tokens=5))
-        return LLMResponse(text=f"done {COMPLETION_MARKER}", usage=Usage(prompt_tokens=10, completion_tokens=5))
-
-
-@pytest.fixture
-def brain(settings, monkeypatch):
-    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
-    holder: dict[str, EffectBrain] = {}
-
-    def install(tool: str = "memory_save", arguments: dict[str, Any] | None = None, **kw: Any) -> EffectBrain:
-        b = EffectBrain(tool, {"content": f"remember {MARKER}"} if arguments is None else arguments, **kw)
-        holder["b"] = b
-        set_provider_override(b)
-        return b
-
-    yield install
-    set_provider_override(None)
-
-
-def crash_once(monkeypatch, module, name: str, *, after: bool) -> list[int]:
-    """Replace ``module.name`` so that its first call dies, before it runs or after it
-    returned. Returns a list that gets an entry when the crash fired."""
-    real = getattr(module, name)
-    fired: list[int] = []
-
-    def dying(*args, **kwargs):
-        if fired:
-            return real(*args, **kwargs)
-        fired.append(1)
-        if after:
-            real(*args, **kwargs)
-        raise Crash
-
-    monkeypatch.setattr(module, name, dying)
-    return fired
-
-
-def run_until_settled(agent_id: str) -> None:
-    """Run the loop like workers would: a run that dies is followed by another."""
-    for _ in range(4):
-        try:
-            loop.run_attention(agent_id)
-        except Crash:
-            continue
-        if not MailboxItem.objects.filter(agent_id=agent_id, status__in=[Status.QUEUED, Status.PROCESSING]).exists():
-            return
-    raise AssertionError("the item did not settle")
 
 
 def observations() -> int:
