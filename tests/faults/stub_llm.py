@@ -19,6 +19,7 @@ import random
 import re
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +32,23 @@ TRIAGE_ASKS = "Answer with JSON only"
 # The scenario instructions (attention.scenarios) the stub recognises in the system prompt.
 EXECUTE = "Execute the task."
 REVIEW = "You were asked to review a task."
+# A chat that asks for one side-effecting call: ``EFFECT <tool> <marker> [<target>]``
+# (the target: a task id or a colleague). Its first turn makes the call with the marker
+# in its arguments (a fresh call id each time it is asked, as a real model's), the turn
+# after the tool result answers.
+EFFECT = re.compile(r"EFFECT (\w+) (mkr-[\w-]+)(?: (\S+))?")
+
+
+def effect_arguments(tool: str, marker: str, target: str) -> dict[str, Any]:
+    """The arguments of an effect's call, the marker in the text it leaves behind."""
+    return {
+        "task_comment": {"task_id": target, "content": f"comment {marker}"},
+        "agent_send_message": {"to": target, "text": f"message {marker}"},
+        "memory_save": {"content": f"note {marker}"},
+        "notify_user": {"title": "fyi", "body": f"notice {marker}"},
+        "agent_delegate_task": {"to": target, "title": f"delegated {marker}", "description": "Do it."},
+        "schedule_reminder": {"text": f"reminder {marker}", "when": "in 2h"},
+    }[tool]
 
 
 class SlowLLM:
@@ -49,7 +67,7 @@ class SlowLLM:
         self.batch = batch  # a deliberation batches every other listed system event with its pick
         self.random = random.Random(seed)
         self.lock = threading.Lock()
-        self.calls = {"work": 0, "judge": 0, "triage": 0, "deliberation": 0}
+        self.calls = {"work": 0, "judge": 0, "triage": 0, "deliberation": 0, "effect": 0}
         self.decisions: list[dict[str, Any]] = []
         stub = self
 
@@ -121,6 +139,9 @@ class SlowLLM:
         self._pause()
         system = str(messages[0].get("content") or "") if messages and messages[0].get("role") == "system" else ""
         first_user = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+        effect = self.effect(messages, tools)
+        if effect is not None:
+            return effect
         task = TASK_ID.search(first_user)
         if task and messages and messages[-1].get("role") == "user":
             call = None
@@ -136,6 +157,28 @@ class SlowLLM:
                 }
                 return {"role": "assistant", "content": None, "tool_calls": [tool_call]}, "tool_calls"
         return {"role": "assistant", "content": f"Handled it. {COMPLETION_MARKER}"}, "stop"
+
+    def effect(self, messages: list[dict[str, Any]], tools: set[str]) -> tuple[dict[str, Any], str] | None:
+        """A chat asking for an effect: the call until a tool result follows the ask
+        (the chat's own message, the last a person wrote), then the answer."""
+        asks = [i for i, m in enumerate(messages) if m.get("role") == "user" and EFFECT.search(str(m.get("content")))]
+        if not asks:
+            return None
+        last = asks[-1]
+        if any(m.get("role") == "tool" for m in messages[last:]):
+            return {"role": "assistant", "content": "Done as you asked."}, "stop"
+        match = EFFECT.search(str(messages[last].get("content")))
+        assert match is not None
+        tool, marker, target = match.group(1), match.group(2), match.group(3) or ""
+        if tool not in tools:
+            return {"role": "assistant", "content": f"I cannot use {tool} here."}, "stop"
+        self._count("effect")
+        call = {
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {"name": tool, "arguments": json.dumps(effect_arguments(tool, marker, target))},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
 
     def deliberate(self, queue: str) -> tuple[dict[str, Any], str]:
         """complete_deliberation with the first item listed (and, with ``batch``, every
