@@ -34,7 +34,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 
 from . import records
-from .lease import Lease
+from .lease import Fence
 from .models import DecisionType
 from .scenarios import CHAT
 
@@ -88,7 +88,7 @@ def resolve(
     return lead, [i for i in dict.fromkeys(wanted) if i != lead.id]
 
 
-def claim_members(lease: Lease, lead: MailboxItem, scenario: str | None, wanted: list[str]) -> list[MailboxItem]:
+def claim_members(tx: Fence, lead: MailboxItem, scenario: str | None, wanted: list[str]) -> list[MailboxItem]:
     """Claim the wanted items still queued that may join (at most MAX_BATCH), mark them
     and the lead. Inside the fenced transaction that claimed
     the lead; returns the members claimed."""
@@ -101,24 +101,24 @@ def claim_members(lease: Lease, lead: MailboxItem, scenario: str | None, wanted:
             row = rows.get(item_id)
             if row is None or not may_join(row) or len(members) >= MAX_BATCH:
                 continue
-            item = lifecycle.claim(item_id, epoch=lease.epoch)
+            item = lifecycle.claim(item_id, epoch=tx.epoch)
             if item is None:
                 continue
             item.metadata = {**unmarked(item.metadata), BATCH_LEAD: lead.id}
-            _mark(lease, item)
+            _mark(tx, item)
             members.append(item)
     if members or members_of(lead) or lead_of(lead):
         lead.metadata = unmarked(lead.metadata)
         if members:
             lead.metadata[BATCH] = [m.id for m in members]
-        _mark(lease, lead)
+        _mark(tx, lead)
     return members
 
 
-def record_picks(lease: Lease, lead: MailboxItem, members: list[MailboxItem]) -> None:
+def record_picks(tx: Fence, lead: MailboxItem, members: list[MailboxItem]) -> None:
     for item in members:
         records.record_decision(
-            lease,
+            tx,
             item=item,
             decision_type=DecisionType.PICK,
             reasoning=f"Batched with {lead.id}: processed together in one session",
@@ -126,38 +126,38 @@ def record_picks(lease: Lease, lead: MailboxItem, members: list[MailboxItem]) ->
         )
 
 
-def _mark(lease: Lease, item: MailboxItem) -> None:
+def _mark(tx: Fence, item: MailboxItem) -> None:
     lifecycle.transition(
-        item.id, from_statuses=[Status.PROCESSING], epoch=lease.epoch, fenced=True, metadata=item.metadata
+        item.id, from_statuses=[Status.PROCESSING], epoch=tx.epoch, fenced=True, metadata=item.metadata
     )
 
 
 # ---------------------------------------------------------------------------- interruptions
 
 
-def defer_members(lease: Lease, members: list[MailboxItem], *, until: datetime) -> None:
+def defer_members(tx: Fence, members: list[MailboxItem], *, until: datetime) -> None:
     """Preempted: the lead and every member wait alike, marks kept (not an attempt)."""
     for m in members:
         lifecycle.defer(
             m.id,
             until=until,
-            epoch=lease.epoch,
+            epoch=tx.epoch,
             fenced=True,
             from_statuses=[Status.PROCESSING],
             refund_attempt=True,
         )
 
 
-def requeue_members(lease: Lease, members: list[MailboxItem]) -> None:
+def requeue_members(tx: Fence, members: list[MailboxItem]) -> None:
     """Stopped or paused: back to their places in the queue, marks kept (not an attempt)."""
     for m in members:
-        lifecycle.requeue(m.id, epoch=lease.epoch, fenced=True, refund_attempt=True)
+        lifecycle.requeue(m.id, epoch=tx.epoch, fenced=True, refund_attempt=True)
 
 
-def park_members(lease: Lease, members: list[MailboxItem], *, approval_id: str) -> None:
+def park_members(tx: Fence, members: list[MailboxItem], *, approval_id: str) -> None:
     """The lead waits for a person's answer: its members wait with it."""
     for m in members:
-        lifecycle.park(m, epoch=lease.epoch, approval_id=approval_id)
+        lifecycle.park(m, epoch=tx.epoch, approval_id=approval_id)
 
 
 def unpark_members(lead: MailboxItem, approval_id: str) -> None:
@@ -167,22 +167,22 @@ def unpark_members(lead: MailboxItem, approval_id: str) -> None:
             lifecycle.unpark(m)
 
 
-def dissolve(lease: Lease, lead: MailboxItem, members: list[MailboxItem], *, failed: bool) -> None:
+def dissolve(tx: Fence, lead: MailboxItem, members: list[MailboxItem], *, failed: bool) -> None:
     """Cancelled, or a failed attempt: every item re-queued without its mark (triage
     decides afresh); ``failed``: each counts a failed attempt (and is not batched again)."""
     for item in [lead, *members]:
         metadata = unmarked(item.metadata)
         if failed:
             metadata["markerRetries"] = int(metadata.get("markerRetries", 0)) + 1
-        lifecycle.requeue(item.id, epoch=lease.epoch, fenced=True, refund_attempt=not failed, metadata=metadata)
+        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=not failed, metadata=metadata)
 
 
 def record_members(
-    lease: Lease, lead: MailboxItem, members: list[MailboxItem], *, decision: str, reasoning: str, outcome: str
+    tx: Fence, lead: MailboxItem, members: list[MailboxItem], *, decision: str, reasoning: str, outcome: str
 ) -> None:
     for m in members:
         records.record_decision(
-            lease,
+            tx,
             item=m,
             decision_type=decision,
             reasoning=reasoning,

@@ -39,7 +39,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from mailbox import lifecycle
-from mailbox.merge import is_strict
+from mailbox.merge import is_protected, is_strict, protection_reason
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
 from markus.agents.memory import age_label
@@ -49,7 +49,7 @@ from markus.llm.base import CallContext, LLMCancelled, Provider, get_provider
 from . import records
 from .batch import MAX_BATCH
 from .focus import Run
-from .lease import AgentNotRunning, LeaseKeeper, StaleLease, fenced, lease_renew_if_due
+from .lease import AgentNotRunning, Fence, StaleLease, fenced, leased_complete
 from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
 from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, item_brief, scenario_for, system_prompt
@@ -148,27 +148,6 @@ def choose(
 
 
 # ---------------------------------------------------------------------------- protection
-
-
-def is_protected(item: MailboxItem) -> bool:
-    """Never deferred, dropped or completed inline by the agent's triage: a human's chat
-    or comment, a strict item (an execution trigger, a review request, a requirement
-    update asking for action) and a direct mention."""
-    return item.is_user_interaction or is_strict(item) or item.source_type == MailboxType.MENTION
-
-
-def protection_reason(item: MailboxItem) -> str:
-    if item.source_type == MailboxType.HUMAN_CHAT:
-        return "a human's chat"
-    if item.is_user_interaction:
-        return "a human's comment"
-    if item.triggers_execution:
-        return "an execution trigger (its task waits for it)"
-    if item.source_type == MailboxType.REVIEW_REQUEST:
-        return "a review request"
-    if item.source_type == MailboxType.MENTION:
-        return "a direct mention"
-    return f"a {item.label.lower()} that asks for action"
 
 
 def check_changeable(item: MailboxItem, action: str) -> None:
@@ -424,7 +403,7 @@ def deliberate(
         before = _Before(*(row.first() or (AttentionState.IDLE, None, None)))
     # Its own activity, on no item (each item's activities are its runs). A brain that
     # answers at once has it written with its outcome; any other from now on.
-    activity = records.start_activity(lease, item=head, scenario=DELIBERATION, store=False)
+    activity = records.start_activity(lease, item=head, scenario=DELIBERATION)
     activity.mailbox_item = None
     activity.type = ActivityType.INTERNAL.value
     activity.label = f"Deliberation: {depth} item(s) waiting"
@@ -439,9 +418,9 @@ def deliberate(
             current_item=head,
             focus_started_at=began,
             updated_at=began,
-        ):
-            d.flush()
-            records.emit_state(lease, AttentionState.DECIDING, head, began, depth=depth)
+        ) as tx:
+            d.flush(tx)
+            records.emit_state(lease.agent_id, AttentionState.DECIDING, head, began, depth=depth)
     briefs = [deliberation_brief(i) for i in items]
     memory = run.working_memory()
     messages: list[dict[str, Any]] = [{"role": "user", "content": _listing(items, depth)}]
@@ -480,15 +459,9 @@ def deliberate(
                 f"turn {turn + 1}",
                 {"provider": provider.name, "model": model, "messages": len(messages)},
             )
-            if provider.local:
-                response = provider.complete(system=system, messages=messages, tools=tools, context=call)
-                lost = False
-            else:
-                with LeaseKeeper(lease) as keeper:
-                    response = provider.complete(system=system, messages=messages, tools=tools, context=call)
-                lost = keeper.lost
-            if lost or not lease_renew_if_due(lease):
-                raise StaleLease(f"lost the lease of {lease.agent_id} during a deliberation")
+            response = leased_complete(
+                lease, provider, system=system, messages=messages, tools=tools, context=call, during="a deliberation"
+            )
             d.tokens += response.usage.total
             messages.append(response.as_message())
             if response.text:
@@ -546,37 +519,35 @@ class _Deliberation:
     def note(self, kind: str, content: str, metadata: dict[str, Any] | None = None) -> None:
         self.pending.append(records.LogLine(kind, content, metadata, at=timezone.now()))
 
-    def flush(self) -> None:
-        """Inside a fenced block: write what is pending, if this one writes as it goes."""
+    def flush(self, tx: Fence) -> None:
+        """In the phase's transaction: write what is pending, if this one writes as it goes."""
         if self.store and self.pending:
-            records.ensure_stored(self.run.lease, self.activity)
-            records.log_many(self.run.lease, self.activity, self.pending)
+            records.ensure_stored(tx, self.activity)
+            records.log_many(tx, self.activity, self.pending)
             self.pending = []
 
     def store_now(self) -> None:
         """From now on write as it goes: the activity is stored at once."""
         if not self.store:
             self.store = True
-            with fenced(self.run.lease):
-                self.flush()
+            with fenced(self.run.lease) as tx:
+                self.flush(tx)
 
     def flush_fenced(self) -> None:
         if self.store and self.pending:
-            with fenced(self.run.lease):
-                self.flush()
+            with fenced(self.run.lease) as tx:
+                self.flush(tx)
 
     def end(self, line: str, *, success: bool) -> None:
-        """Close the activity with its usage and what is left of its log; inside the
-        caller's fenced block (``write``), or in one of its own."""
+        """Close the activity with its usage and what is left of its log, when it is
+        written (``write``)."""
         self.note(L.STATUS if success else L.ERROR, line)
         self.success = success
 
-    def write(self) -> None:
-        lease = self.run.lease
-        with fenced(lease):
-            records.end_activity(lease, self.activity, success=self.success, tokens=self.tokens, tools=self.tools)
-            records.log_many(lease, self.activity, self.pending)
-            self.pending = []
+    def write(self, tx: Fence) -> None:
+        records.end_activity(tx, self.activity, success=self.success, tokens=self.tokens, tools=self.tools)
+        records.log_many(tx, self.activity, self.pending)
+        self.pending = []
 
     def restore(self) -> None:
         if self.before is not None:
@@ -584,28 +555,30 @@ class _Deliberation:
 
     def discard(self, why: str) -> None:
         self.end(f"deliberation discarded: {why}", success=False)
-        self.write()
+        with fenced(self.run.lease) as tx:
+            self.write(tx)
         self.restore()
 
     def abort(self, head: MailboxItem, chat: MailboxItem) -> Aborted:
         """A human's chat came in: discard the deliberation, put the state back, say so."""
         why = f"a human's chat ({chat.id}) arrived: it goes first, the deliberation runs again after it"
         self.end(f"deliberation aborted: {why}", success=False)
-        self.write()
-        records.record_decision(
-            self.run.lease,
-            item=head,
-            decision_type=DecisionType.DELIBERATE,
-            reasoning=f"Deliberation aborted: {why}",
-            context={"tier": 2, "abortedBy": chat.id, "activityId": self.activity.id},
-            outcome="aborted, results discarded",
-        )
+        with fenced(self.run.lease) as tx:
+            self.write(tx)
+            records.record_decision(
+                tx,
+                item=head,
+                decision_type=DecisionType.DELIBERATE,
+                reasoning=f"Deliberation aborted: {why}",
+                context={"tier": 2, "abortedBy": chat.id, "activityId": self.activity.id},
+                outcome="aborted, results discarded",
+            )
         self.restore()
         return ABORTED
 
 
 def _running(agent_id: str) -> bool:
-    return Agent.objects.filter(id=agent_id, status=Agent.RunStatus.RUNNING).exists()
+    return Agent.objects.running().filter(id=agent_id).exists()
 
 
 def _new_chat(agent_id: str, listed: set[str], since: datetime) -> MailboxItem | None:
@@ -630,7 +603,7 @@ def _restore(run: Run, before: _Before) -> None:
         updated_at=timezone.now(),
     ):
         item = MailboxItem.objects.filter(id=before.current_item_id).first() if before.current_item_id else None
-        records.emit_state(lease, before.state, item, before.focus_started_at)
+        records.emit_state(lease.agent_id, before.state, item, before.focus_started_at)
 
 
 def _plan(d: _Deliberation, items: list[MailboxItem], decision: dict[str, Any]) -> Plan:

@@ -105,7 +105,7 @@ class Focus:
         now = time.monotonic()
         if now - self.last_stop_check > 0.1:
             self.last_stop_check = now
-            self.stop_flag = not Agent.objects.filter(id=self.agent.id, status=Agent.RunStatus.RUNNING).exists()
+            self.stop_flag = not Agent.objects.running().filter(id=self.agent.id).exists()
         return self.stop_flag
 
     def is_arrival(self, item: MailboxItem) -> bool:

@@ -138,9 +138,7 @@ def heartbeat_tick(now: datetime | None = None) -> int:
     heartbeat for each running agent that is due. Returns the heartbeats enqueued."""
     now = now or timezone.now()
     wake_sleepers(now)
-    due = Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).filter(
-        Q(next_heartbeat_at__isnull=True) | Q(next_heartbeat_at__lte=now)
-    )
+    due = Agent.objects.running().filter(Q(next_heartbeat_at__isnull=True) | Q(next_heartbeat_at__lte=now))
     n = 0
     for agent in due.order_by("id"):
         try:
@@ -153,7 +151,7 @@ def heartbeat_tick(now: datetime | None = None) -> int:
 def _claim(agent: Agent, next_at: datetime) -> bool:
     """Compare-and-set the agent's next heartbeat: True for the one caller that moved it
     from the value it read (a second beat finds it moved and gets False)."""
-    rows = Agent.objects.filter(id=agent.id, status=Agent.RunStatus.RUNNING)
+    rows = Agent.objects.running().filter(id=agent.id)
     if agent.next_heartbeat_at is None:
         rows = rows.filter(next_heartbeat_at__isnull=True)
     else:
@@ -319,17 +317,17 @@ def _awake(agent: Agent, now: datetime) -> None:
 def _complete_skipped(focus: Focus, reason: str) -> None:
     lease, item, activity = focus.lease, focus.item, focus.activity
     outcome = f"skipped: {reason}"
-    with fenced(lease):
+    with fenced(lease) as tx:
         if activity is not None:
             label = f"{activity.label} — {outcome}"[:300]
             if activity._state.adding:
                 activity.label = label
             else:
                 AgentActivity.objects.filter(id=activity.id).update(label=label)
-            records.end_activity(lease, activity, success=True)
+            records.end_activity(tx, activity, success=True)
             lines, focus.pending_logs = focus.pending_logs, []
-            records.log_many(lease, activity, [*lines, records.LogLine(L.STATUS, outcome)])
-        complete(lease, item, outcome=outcome)
+            records.log_many(tx, activity, [*lines, records.LogLine(L.STATUS, outcome)])
+        complete(tx, item, outcome=outcome)
 
 
 # ---------------------------------------------------------------------------- settings

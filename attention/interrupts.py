@@ -19,7 +19,7 @@ from markus.work.execution import execution_cancelled
 from . import records
 from .focus import Focus, Outcome
 from .heuristics import Verdict, heuristic_decision
-from .lease import StaleLease, fenced, lease_renew_if_due
+from .lease import Fence, Lease, StaleLease, fenced, lease_renew_if_due
 from .models import AttentionState, DecisionType, LLMSession
 from .scenarios import NON_PREEMPTABLE, TASK_EXECUTION, item_brief, merged_message
 from .session import save_session
@@ -36,37 +36,47 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
     if focus.stop_requested():
         return Outcome("stopped")
     if execution_revoked(focus):
-        records.record_decision(
-            lease,
-            item=item,
-            decision_type=DecisionType.CANCEL,
-            reasoning="The task left in_progress: its execution is cancelled",
-            context={"rule": "task", "taskId": item.task_id},
-            outcome="stopped, will not resume",
-        )
+        with fenced(lease) as tx:
+            records.record_decision(
+                tx,
+                item=item,
+                decision_type=DecisionType.CANCEL,
+                reasoning="The task left in_progress: its execution is cancelled",
+                context={"rule": "task", "taskId": item.task_id},
+                outcome="stopped, will not resume",
+            )
         return Outcome("cancelled", detail="the task left in_progress")
     arrivals = [n for n in lifecycle.queued(lease.agent_id) if focus.is_arrival(n)]
     if not arrivals:
         return None
-    records.set_state(lease, AttentionState.DECIDING, item)
+    _enter(lease, AttentionState.DECIDING, item)
     ended: Outcome | None = None
     for new in arrivals:
         focus.seen.add(new.id)
-        verdict = decide(focus, new)
-        if focus.scenario in NON_PREEMPTABLE and verdict.decision in (DecisionType.PREEMPT, DecisionType.CANCEL):
-            records.record_decision(
-                lease,
-                item=new,
-                decision_type=DecisionType.CONTINUE,
-                reasoning=f"{verdict.reason}; a chat is not preemptable, so it runs right after",
-                context={"rule": verdict.rule, "currentItemId": item.id, "restored": True},
-            )
-            continue
-        ended = _apply(focus, session, new, verdict)
+        verdict = decide(focus, new)  # the judge's LLM call, if any: outside any transaction
+        with fenced(lease) as tx:
+            if focus.scenario in NON_PREEMPTABLE and verdict.decision in (DecisionType.PREEMPT, DecisionType.CANCEL):
+                records.record_decision(
+                    tx,
+                    item=new,
+                    decision_type=DecisionType.CONTINUE,
+                    reasoning=f"{verdict.reason}; a chat is not preemptable, so it runs right after",
+                    context={"rule": verdict.rule, "currentItemId": item.id, "restored": True},
+                )
+                continue
+            ended = _apply(tx, focus, session, new, verdict)
         if ended is not None:
             break
-    records.set_state(lease, AttentionState.FOCUSED, item)
+    _enter(lease, AttentionState.FOCUSED, item)
     return ended
+
+
+def _enter(lease: Lease, state: str, item: MailboxItem) -> None:
+    """The attention state a yield point is in: its write is the fence check of its own
+    transaction."""
+    fields, shown, since = records.state_fields(state, item)
+    with fenced(lease, **fields):
+        records.emit_state(lease.agent_id, state, shown, since)
 
 
 def execution_revoked(focus: Focus) -> bool:
@@ -117,24 +127,25 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
     return Verdict(word, "judge", f"LLM interrupt judge: {word}")
 
 
-def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict) -> Outcome | None:
-    lease, item = focus.lease, focus.item
+def _apply(tx: Fence, focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict) -> Outcome | None:
+    """A yield point's decision about one arrival, in its own fenced transaction."""
+    item = focus.item
     context: dict[str, Any] = {"rule": verdict.rule, "currentItemId": item.id, "newItemId": new.id}
     if verdict.decision == DecisionType.MERGE:
-        with fenced(lease):  # a stale worker must not merge into an item it lost
-            if lifecycle.merge_into(new.id, item.id, into_focus=True):
-                new.refresh_from_db()
-                session.messages.append(merged_message(new))
-                session.absorbed_ids = [*session.absorbed_ids, new.id]
-                focus.merged_ids.append(new.id)
-                save_session(focus, session)
-                records.record_decision(
-                    lease, item=new, decision_type=DecisionType.MERGE, reasoning=verdict.reason, context=context
-                )
+        tx.check()
+        if lifecycle.merge_into(new.id, item.id, into_focus=True):
+            new.refresh_from_db()
+            session.messages.append(merged_message(new))
+            session.absorbed_ids = [*session.absorbed_ids, new.id]
+            focus.merged_ids.append(new.id)
+            save_session(tx, focus, session)
+            records.record_decision(
+                tx, item=new, decision_type=DecisionType.MERGE, reasoning=verdict.reason, context=context
+            )
         return None
     if verdict.decision == DecisionType.PREEMPT:
         records.record_decision(
-            lease,
+            tx,
             item=item,
             decision_type=DecisionType.PREEMPT,
             reasoning=verdict.reason,
@@ -146,7 +157,7 @@ def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict
         if focus.batch:
             context["batch"] = [m.id for m in focus.batch]
         records.record_decision(
-            lease,
+            tx,
             item=item,
             decision_type=DecisionType.CANCEL,
             reasoning=verdict.reason,
@@ -158,25 +169,25 @@ def _apply(focus: Focus, session: LLMSession, new: MailboxItem, verdict: Verdict
     if verdict.decision == DecisionType.DEFER:
         if new.source_type == MailboxType.HUMAN_CHAT:  # protected: it waits its turn instead
             records.record_decision(
-                lease,
+                tx,
                 item=new,
                 decision_type=DecisionType.CONTINUE,
                 context=context,
                 reasoning=f"{verdict.reason}; a human's chat is never deferred",
             )
             return None
-        with fenced(lease):
-            if lifecycle.defer_behind_queue(new):
-                records.record_decision(
-                    lease,
-                    item=new,
-                    decision_type=DecisionType.DEFER,
-                    reasoning=verdict.reason,
-                    context=context,
-                    outcome="after the current focus, behind the queue",
-                )
+        tx.check()
+        if lifecycle.defer_behind_queue(new):
+            records.record_decision(
+                tx,
+                item=new,
+                decision_type=DecisionType.DEFER,
+                reasoning=verdict.reason,
+                context=context,
+                outcome="after the current focus, behind the queue",
+            )
         return None
     records.record_decision(
-        lease, item=new, decision_type=DecisionType.CONTINUE, reasoning=verdict.reason, context=context
+        tx, item=new, decision_type=DecisionType.CONTINUE, reasoning=verdict.reason, context=context
     )
     return None

@@ -32,7 +32,7 @@ from markus.llm.base import ToolCall
 
 from . import records
 from .focus import Focus
-from .lease import fenced
+from .lease import Fence, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord, ToolCallState
 from .session import save_session
@@ -46,17 +46,17 @@ IN_FLIGHT = (
 )
 
 
-def flush_turn(focus: Focus, *, also: list[records.LogLine] | None = None) -> None:
+def flush_turn(tx: Fence, focus: Focus, *, also: list[records.LogLine] | None = None) -> None:
     """Write what the last turn left pending (its log lines, its token usage), with
-    ``also`` after them. Inside the caller's fenced transaction."""
+    ``also`` after them, in the phase's transaction."""
     activity = focus.activity
     if activity is None:
         return
     lines, focus.pending_logs = [*focus.pending_logs, *(also or [])], []
-    records.log_many(focus.lease, activity, lines)
+    records.log_many(tx, activity, lines)
     usage = focus.take_usage()
     if usage:
-        records.add_usage(focus.lease, activity, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0))
+        records.add_usage(tx, activity, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0))
 
 
 def call_key(item_id: str, attempt: str, turn: int, call_id: str) -> str:
@@ -104,13 +104,13 @@ class Round:
     def key(self, call: ToolCall) -> str:
         return call_key(self.focus.item.id, self.session.attempt, self.turn, call.id)
 
-    def open(self, lines: list[records.LogLine]) -> None:
-        """Inside the caller's fenced transaction: the last turn's records (its log lines
-        with ``lines`` after them, its token usage) and, once per round, the session as
-        far as the assistant's turn."""
-        flush_turn(self.focus, also=lines)
+    def open(self, tx: Fence, lines: list[records.LogLine]) -> None:
+        """In the call's transaction: the last turn's records (its log lines with
+        ``lines`` after them, its token usage) and, once per round, the session as far as
+        the assistant's turn."""
+        flush_turn(tx, self.focus, also=lines)
         if not self.opened:
-            save_session(self.focus, self.session)
+            save_session(tx, self.focus, self.session)
             self.opened = True
 
     def row(self, call: ToolCall, **fields: Any) -> ToolCallRecord:
@@ -144,7 +144,8 @@ def run_round(
         results.append({"role": "tool", "tool_call_id": call.id, "content": result})
     where = len(session.messages) if at is None else at
     session.messages[where:where] = results
-    save_session(focus, session)
+    with fenced(focus.lease) as tx:
+        save_session(tx, focus, session)
     return r
 
 
@@ -197,10 +198,10 @@ class _Refused(Exception):
 def _in_transaction(r: Round, call: ToolCall) -> tuple[bool, str]:
     """The effect, its journal row and its result in one fenced transaction."""
     focus = r.focus
-    with fenced(focus.lease):
+    with fenced(focus.lease) as tx:
         started = timezone.now()
         if focus.activity is not None:  # what the tool writes may name it
-            records.ensure_stored(focus.lease, focus.activity)
+            records.ensure_stored(tx, focus.activity)
         ok, result = False, ""
         try:
             with transaction.atomic():  # a savepoint: a refusing tool leaves nothing behind
@@ -209,7 +210,7 @@ def _in_transaction(r: Round, call: ToolCall) -> tuple[bool, str]:
                     raise _Refused
         except _Refused:
             r.ctx.effects = {}
-        r.open([_start_line(call, at=started), _end_line(call, ok, result)])
+        r.open(tx, [_start_line(call, at=started), _end_line(call, ok, result)])
         r.row(
             call,
             state=ToolCallState.DONE,
@@ -227,8 +228,8 @@ def _around(r: Round, call: ToolCall) -> tuple[bool, str]:
     """A call whose effect leaves the database: recorded as started (with the session
     as far as this turn), made outside any transaction, then its result recorded."""
     focus = r.focus
-    with fenced(focus.lease):
-        r.open([_start_line(call)])
+    with fenced(focus.lease) as tx:
+        r.open(tx, [_start_line(call)])
         row = r.row(call, state=ToolCallState.STARTED)
         row.save(force_insert=True)
     ok, result = execute_tool(r.ctx, call.name, call.arguments)
@@ -252,9 +253,9 @@ def _in_flight(r: Round, call: ToolCall, row: ToolCallRecord, *, idempotent: boo
 
 
 def _finish(r: Round, call: ToolCall, row: ToolCallRecord, ok: bool, result: str) -> None:
-    with fenced(r.focus.lease):
+    with fenced(r.focus.lease) as tx:
         ToolCallRecord.objects.filter(id=row.id).update(
             state=ToolCallState.DONE, ok=ok, result=result, effects=r.ctx.effects, completed_at=timezone.now()
         )
-        r.open([_end_line(call, ok, result)])
+        r.open(tx, [_end_line(call, ok, result)])
     r.effects.update(r.ctx.effects)

@@ -39,6 +39,7 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, ChatSession
+from markus.llm.base import CallContext, LLMResponse, Provider
 
 from .models import AgentAttention, AttentionState
 
@@ -224,8 +225,8 @@ def lease_take_for_run(agent_id: str) -> Take:
         *target,
         when,
         agent_id,
-        Agent.Kind.INTERNAL.value,
-        Agent.RunStatus.RUNNING.value,
+        Agent.RUNS["kind"],
+        Agent.RUNS["status"],
         agent_id,
         Status.PROCESSING.value,
         agent_id,
@@ -253,7 +254,7 @@ def lease_take_for_run(agent_id: str) -> Take:
                 main_session_id=row[4] or "",
                 abandoned=(row[5] or AttentionState.IDLE) != AttentionState.IDLE,
             )
-        if not Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).exists():
+        if not Agent.objects.running().filter(id=agent_id).exists():
             return Take(None, "inactive")
         row_of_agent = AgentAttention.objects.filter(agent_id=agent_id)
         if attempt or row_of_agent.exists():
@@ -355,37 +356,61 @@ def lease_release(lease: Lease) -> bool:
         raise
 
 
-_held = threading.local()
-
-
 class AgentNotRunning(Exception):
     """The lease is ours but the agent was stopped or paused: begin nothing new."""
 
 
+class Fence:
+    """An open fenced transaction of one lease: the proof the loop's writers take.
+
+    A phase of the loop (begin an item, a turn's tool call, a yield point's decision,
+    settle, recover, a deliberation's start and end) opens one with ``fenced`` and hands
+    it to every writer of that phase; a writer takes it and never opens a transaction of
+    its own, so which writes share a transaction is read in the phase's code."""
+
+    __slots__ = ("_open", "lease")
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self._open = True
+
+    @property
+    def agent_id(self) -> str:
+        return self.lease.agent_id
+
+    @property
+    def epoch(self) -> int:
+        return self.lease.epoch
+
+    def check(self) -> None:
+        """A writer was handed a fence whose transaction has ended: a bug, not a fault."""
+        if not self._open:
+            raise RuntimeError(f"the fenced transaction of {self.lease.agent_id} has ended")
+
+    def set(self, **attention: Any) -> None:
+        """Write attention fields (state, current item) in this transaction, fenced."""
+        self.check()
+        if _update_mine(self.lease, attention) != 1:
+            raise StaleLease(f"lease epoch {self.lease.epoch} of {self.lease.agent_id} is no longer current")
+
+
 @contextmanager
-def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator[None]:
-    """A transaction in which the lease is checked and held still: on PostgreSQL the
-    attention row is locked (a successor's take skips it and answers busy, or we see its
-    epoch); on SQLite the IMMEDIATE transaction already serialises writers. Raises
-    StaleLease, or LeaseBusy when another session keeps the row locked past the lock
-    timeout. Every lock wait inside is bounded the same way (``bounded_lock_wait``).
+def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator[Fence]:
+    """Open the fenced transaction of a phase: the lease is checked and held still (on
+    PostgreSQL the attention row is locked: a successor's take skips it and answers
+    busy, or we see its epoch; on SQLite the IMMEDIATE transaction already serialises
+    writers). Yields the ``Fence`` the phase hands to its writers. Raises StaleLease, or
+    LeaseBusy when another session keeps the row locked past the lock timeout. Every
+    lock wait inside is bounded the same way (``bounded_lock_wait``).
 
     The check is one statement. With ``attention`` fields (the attention state the
-    block begins with) it is the UPDATE that writes them, and when a renewal is due it
+    phase begins with) it is the UPDATE that writes them, and when a renewal is due it
     also extends the lease; otherwise it is a ``SELECT … FOR UPDATE``. ``running``: the
     agent must also still be running, or AgentNotRunning is raised (nothing written).
 
     Keep the block short: no provider call inside (a frozen or slow holder keeps its
-    agent's row locked, and PostgreSQL cuts a transaction left idle).
-
-    Re-entrant: inside an open fenced block of the same lease, the check has been made
-    and the lock is held, so nested writes join that transaction (``attention`` fields
-    are still written)."""
-    if getattr(_held, "lease", None) == lease:
-        if attention:
-            _update_mine(lease, attention)
-        yield
-        return
+    agent's row locked, and PostgreSQL cuts a transaction left idle). A writer never
+    opens one: it takes the phase's ``Fence``."""
     with bounded_lock_wait():
         now = timezone.now()
         renew = renewal_due(lease)
@@ -410,11 +435,11 @@ def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator
             # Counted from the transaction that extended it; should it roll back, the
             # lease still had two thirds of its time and the next block renews it.
             note_renewed(lease)
-        _held.lease = lease
+        tx = Fence(lease)
         try:
-            yield
+            yield tx
         finally:
-            _held.lease = None
+            tx._open = False
 
 
 # The fence's statements run for every transaction of the loop: written here as SQL
@@ -453,7 +478,7 @@ def _update_mine(lease: Lease, fields: dict[str, Any], *, running: bool = False)
     params += [lease.agent_id, lease.epoch, lease.owner]
     if running:
         sql += f" AND EXISTS (SELECT 1 FROM {qn(Agent._meta.db_table)} WHERE id = %s AND kind = %s AND status = %s)"
-        params += [lease.agent_id, Agent.Kind.INTERNAL.value, Agent.RunStatus.RUNNING.value]
+        params += [lease.agent_id, Agent.RUNS["kind"], Agent.RUNS["status"]]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
@@ -464,7 +489,34 @@ def _mine(lease: Lease) -> QuerySet[AgentAttention]:
 
 
 def _agent_running(agent_id: str) -> Q:
-    return Q(Exists(Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING)))
+    return Q(Exists(Agent.objects.running().filter(id=agent_id)))
+
+
+def leased_complete(
+    lease: Lease,
+    provider: Provider,
+    *,
+    system: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    context: CallContext,
+    during: str,
+) -> LLMResponse:
+    """The one way the loop calls a provider (an item's turn, a deliberation's, the mini
+    triage's): outside any transaction, the lease kept alive by a ``LeaseKeeper`` while
+    the call is in flight (a provider that answers at once needs none), and proven again
+    after it. Raises StaleLease when it was lost meanwhile (``during`` says what the
+    call was for)."""
+    if provider.local:
+        response = provider.complete(system=system, messages=messages, tools=tools, context=context)
+        lost = False
+    else:
+        with LeaseKeeper(lease) as keeper:
+            response = provider.complete(system=system, messages=messages, tools=tools, context=context)
+        lost = keeper.lost
+    if lost or not lease_renew_if_due(lease):
+        raise StaleLease(f"lost the lease of {lease.agent_id} during {during}")
+    return response
 
 
 class LeaseKeeper:

@@ -86,7 +86,7 @@ class RunResult:
 
 
 def agent_is_running(agent_id: str) -> bool:
-    return Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).exists()
+    return Agent.objects.running().filter(id=agent_id).exists()
 
 
 # ---------------------------------------------------------------------------- reading the queue
@@ -211,10 +211,10 @@ def _coalesce_into_head(lease: Lease, head: MailboxItem) -> None:
     """Pre-triage consolidation (section 21) with a claimed head taking part: queued
     items about the head's task or requirement fold into it where the merge rule
     allows."""
-    with fenced(lease):  # a stale worker must not merge into an item it lost
+    with fenced(lease) as tx:  # a stale worker must not merge into an item it lost
         for other in mailbox.mailbox_coalesce_into(head, epoch=lease.epoch):
             records.record_decision(
-                lease,
+                tx,
                 item=other,
                 decision_type=DecisionType.MERGE,
                 reasoning=f"Consolidated into {head.id} (same entity)",
@@ -269,11 +269,11 @@ def _next(run: Run) -> Begun | None:
             return _begin(run, chosen, view, plan)
         except _Gone:
             if plan is not None:
-                plan.discard()  # not applied: its own records still count (a deliberation's tokens)
+                plan.discard(lease)  # not applied: its own records still count (a deliberation's tokens)
             continue
         except AgentNotRunning:
             if plan is not None:
-                plan.discard()
+                plan.discard(lease)
             raise
     return None
 
@@ -305,34 +305,34 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
         current_item=chosen,
         focus_started_at=now,
         updated_at=now,
-    ):
+    ) as tx:
         item = lifecycle.claim(chosen.id, epoch=lease.epoch)
         if item is None:
             raise _Gone(chosen.id)
         if plan is not None:
-            apply_plan(lease, plan, remember=run.remember, known=run.working_memory())
+            apply_plan(tx, plan, remember=run.remember, known=run.working_memory())
         scenario = scenario_for(item)
-        members = batch.claim_members(lease, item, None if revoked else scenario, wanted)
+        members = batch.claim_members(tx, item, None if revoked else scenario, wanted)
         together = {item.id, *(m.id for m in members)}
         depth = max(0, view.depth - len(together))
         context: dict[str, Any] = {"priority": item.priority, "queueDepth": depth}
         if members:
             context["batch"] = [m.id for m in members]
         records.record_decision(
-            lease,
+            tx,
             item=item,
             decision_type=DecisionType.PICK,
             reasoning=(plan.pick_reasoning if plan is not None else "Idle — picked from queue")
             + (f", with {len(members)} more as a batch" if members else ""),
             context=context,
         )
-        batch.record_picks(lease, item, members)
-        records.emit_state(lease, AttentionState.FOCUSED, item, now, depth=depth)
+        batch.record_picks(tx, item, members)
+        records.emit_state(lease.agent_id, AttentionState.FOCUSED, item, now, depth=depth)
         if scenario is None:
-            complete(lease, item, outcome="noted (informational, no LLM)")
+            complete(tx, item, outcome="noted (informational, no LLM)")
             return Begun(item, None)
         if revoked:
-            complete(lease, item, outcome="skipped: the task is no longer in progress")
+            complete(tx, item, outcome="skipped: the task is no longer in progress")
             return Begun(item, None)
         focus = Focus(
             lease=lease,
@@ -355,11 +355,10 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
             # one that leads a batch.) A brain that answers at once has its activity and
             # its first lines written with the outcome; for any other the live view shows
             # them from now on.
-            store = not get_provider().local
-            focus.activity = records.start_activity(lease, item=item, scenario=scenario, store=store, batch=members)
+            focus.activity = records.start_activity(lease, item=item, scenario=scenario, batch=members)
             started = records.LogLine(L.STATUS, f"started {scenario}", at=now)
-            if store:
-                records.log_many(lease, focus.activity, [started])
+            if not get_provider().local:
+                records.log_many(tx, focus.activity, [started])  # stores the activity too
             else:
                 focus.pending_logs.append(started)
     return Begun(item, focus)
@@ -454,14 +453,14 @@ def _recover(lease: Lease) -> None:
     the mailbox re-queues or drops the others, its open activities end failed ("worker
     lost", with the calls that took effect), and whoever waits for a dropped item is
     answered that it could not be finished, in one fenced transaction."""
-    with fenced(lease):
+    with fenced(lease) as tx:
         batched = batch.recover(lease.agent_id)
         report = mailbox.mailbox_recover(lease.agent_id)
         report.requeued[:0] = batched
-        closed = records.close_lost_activities(lease, requeued=report.requeued, dropped=report.dropped)
+        closed = records.close_lost_activities(tx, requeued=report.requeued, dropped=report.dropped)
         for item in MailboxItem.objects.filter(id__in=report.dropped).order_by("queued_at", "id"):
             crashes = int((item.metadata or {}).get("crashes", 0)) + 1
-            answer_given_up(lease, item, f"the worker running it stopped {crashes} time(s) while I was on it")
+            answer_given_up(tx, item, f"the worker running it stopped {crashes} time(s) while I was on it")
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
 
 
@@ -472,9 +471,7 @@ def tidy_after_dead_workers() -> int:
     takes the lease, recovers as a run would (``_recover``) and lets go. A live lease
     is its holder's: it stops at its next check. Returns the agents tidied."""
     left = (
-        abandoned_leases(timezone.now())
-        .exclude(agent__status=Agent.RunStatus.RUNNING)
-        .values_list("agent_id", flat=True)
+        abandoned_leases(timezone.now()).exclude(agent__in=Agent.objects.running()).values_list("agent_id", flat=True)
     )
     tidied = 0
     for agent_id in list(left):
@@ -495,7 +492,7 @@ def _finish(lease: Lease, *, depth: int | None) -> None:
     """Release the lease (its UPDATE also sets the state idle) and announce it."""
     try:
         if lease_release(lease):
-            records.emit_state(lease, AttentionState.IDLE, None, None, depth=depth)
+            records.emit_state(lease.agent_id, AttentionState.IDLE, None, None, depth=depth)
     except SESSION_LOST as exc:  # the lease runs out by itself
         log.warning("attention: could not release %s (%s: %s)", lease.agent_id, type(exc).__name__, exc)
 

@@ -13,7 +13,7 @@ Retry (``retry_item``), decided per status:
 - ``queued`` / ``processing``: refused, it is already in hand.
 
 Drop (``drop_item``): queued or deferred items, any type (an operator may drop a human's
-chat; the protection of ``PROTECTED_TYPES`` is for agent tools), with a reason. A
+chat; the protection of ``mailbox.merge.is_protected`` is for agent tools), with a reason. A
 processing item is refused: pause the agent first, which puts it back in the queue.
 """
 

@@ -35,9 +35,9 @@ def process_item(focus: Focus) -> None:
     if focus.activity is None:
         if item.source_type in COMMENT_TYPES and _inject_into_active_task(lease, item):
             return
-        with fenced(lease):
+        with fenced(lease) as tx:
             focus.activity = records.start_activity(lease, item=item, scenario=scenario)
-            records.log(lease, focus.activity, L.STATUS, f"started {scenario}")
+            records.log(tx, focus.activity, L.STATUS, f"started {scenario}")  # stores the activity too
     if heartbeat.skip_quiet_heartbeat(focus):  # nothing to do: completed as skipped, no LLM call
         return
     try:
@@ -71,19 +71,19 @@ def _inject_into_active_task(lease: Lease, item: MailboxItem) -> bool:
     )
     if execution is None or not execution.triggers_execution:
         return False
-    with fenced(lease):
+    with fenced(lease) as tx:
         if not LLMSession.objects.filter(id=session_id(execution)).exists():
             return False
         # Merged for real (the execution's payload carries it too, should its session be
         # rebuilt); the saved session gets it appended when the execution resumes.
         if not lifecycle.merge_into(item.id, execution.id, claimed_epoch=lease.epoch, into_focus=True):
             return False
-    records.record_decision(
-        lease,
-        item=item,
-        decision_type=DecisionType.MERGE,
-        reasoning="Comment on an active task — injected into its session",
-        context={"executionItemId": execution.id},
-    )
-    records.inject_main_session(lease, item=item, outcome="injected into the running task")
+        records.record_decision(
+            tx,
+            item=item,
+            decision_type=DecisionType.MERGE,
+            reasoning="Comment on an active task — injected into its session",
+            context={"executionItemId": execution.id},
+        )
+        records.inject_main_session(tx, item=item, outcome="injected into the running task")
     return True

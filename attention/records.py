@@ -1,5 +1,6 @@
-"""Decisions, activities, activity logs, attention state and their events — every write
-fenced by the lease it was made under."""
+"""Decisions, activities, activity logs, attention state and their events. Every writer
+here takes the ``Fence`` of the phase it writes in (``attention.lease.fenced``) and
+opens no transaction of its own."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import main_session
 from markus.core.events import agent_group, send_event_on_commit
 
-from .lease import Lease, fenced
+from .lease import Fence, Lease
 from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentDecision, AttentionState, ToolCallRecord
 
 
@@ -47,7 +48,7 @@ def focus_of(item: MailboxItem | None, started_at: datetime | None = None) -> di
 
 
 def record_decision(
-    lease: Lease,
+    tx: Fence,
     *,
     item: MailboxItem,
     decision_type: str,
@@ -55,28 +56,38 @@ def record_decision(
     context: dict | None = None,
     outcome: str | None = None,
 ) -> AgentDecision:
-    with fenced(lease):
-        d = AgentDecision.objects.create(
-            agent_id=lease.agent_id,
-            mailbox_item=item,
-            decision_type=decision_type,
-            reasoning=reasoning,
-            context=context or {},
-            outcome=outcome,
-            lease_epoch=lease.epoch,
-        )
-        send_event_on_commit(
-            agent_group(lease.agent_id),
-            "agent:decision",
-            {"agentId": lease.agent_id, "decision": serialize_decision(d)},
-        )
+    tx.check()
+    d = AgentDecision.objects.create(
+        agent_id=tx.agent_id,
+        mailbox_item=item,
+        decision_type=decision_type,
+        reasoning=reasoning,
+        context=context or {},
+        outcome=outcome,
+        lease_epoch=tx.epoch,
+    )
+    send_event_on_commit(
+        agent_group(tx.agent_id),
+        "agent:decision",
+        {"agentId": tx.agent_id, "decision": serialize_decision(d)},
+    )
     return d
 
 
-def set_state(lease: Lease, state: str, item: MailboxItem | None = None, *, depth: int | None = None) -> None:
-    """Write the attention state (the write is the fence check of its transaction) and
-    announce it from what was written, without reading the row back. ``depth``: the
-    queue depth, when the caller knows it (else it is counted)."""
+def set_state(tx: Fence, state: str, item: MailboxItem | None = None, *, depth: int | None = None) -> None:
+    """Write the attention state in the phase's transaction and announce it from what
+    was written, without reading the row back. ``depth``: the queue depth, when the
+    caller knows it (else it is counted)."""
+    fields, item, started = state_fields(state, item)
+    tx.set(**fields)
+    emit_state(tx.agent_id, state, item, started, depth=depth)
+
+
+def state_fields(
+    state: str, item: MailboxItem | None = None
+) -> tuple[dict[str, Any], MailboxItem | None, datetime | None]:
+    """The attention row's fields for a state (to open a phase with: ``fenced(lease,
+    **fields)``), the item in focus and since when."""
     now = timezone.now()
     fields: dict[str, Any] = {"state": state, "updated_at": now}
     started: datetime | None = item.started_at if item is not None else None
@@ -86,28 +97,27 @@ def set_state(lease: Lease, state: str, item: MailboxItem | None = None, *, dept
     elif state == AttentionState.IDLE:
         fields.update(current_item=None, focus_started_at=None)
         item = None
-    with fenced(lease, **fields):
-        emit_state(lease, state, item, started, depth=depth)
+    return fields, item, started
 
 
 def emit_state(
-    lease: Lease, state: str, item: MailboxItem | None, started: datetime | None, *, depth: int | None = None
+    agent_id: str, state: str, item: MailboxItem | None, started: datetime | None, *, depth: int | None = None
 ) -> None:
     """``agent:attention`` (and, unless deciding, ``agent:focus``) after commit."""
     focus = focus_of(item, started)
     send_event_on_commit(
-        agent_group(lease.agent_id),
+        agent_group(agent_id),
         "agent:attention",
-        {"agentId": lease.agent_id, "state": state, "currentFocus": focus},
+        {"agentId": agent_id, "state": state, "currentFocus": focus},
     )
     if state != AttentionState.DECIDING:
         send_event_on_commit(
-            agent_group(lease.agent_id),
+            agent_group(agent_id),
             "agent:focus",
             {
-                "agentId": lease.agent_id,
+                "agentId": agent_id,
                 "focus": focus,
-                "mailboxDepth": queue_depth(lease.agent_id) if depth is None else depth,
+                "mailboxDepth": queue_depth(agent_id) if depth is None else depth,
             },
         )
 
@@ -122,12 +132,12 @@ def activity_type_for(item: MailboxItem, scenario: str) -> str:
 
 
 def start_activity(
-    lease: Lease, *, item: MailboxItem, scenario: str, store: bool = True, batch: Collection[MailboxItem] = ()
+    lease: Lease, *, item: MailboxItem, scenario: str, batch: Collection[MailboxItem] = ()
 ) -> AgentActivity:
-    """The activity of an item's run. ``store`` False: made in memory only (its id
-    known), stored by the first write that needs the row (``ensure_stored``): a brain
-    that answers at once has its activity written with the outcome, in one INSERT.
-    ``batch``: the items processed with it (named in the label)."""
+    """The activity of an item's run, made in memory (its id known): stored by the first
+    write that needs the row (``ensure_stored``), so a brain that answers at once has its
+    activity written with the outcome, in one INSERT. ``batch``: the items processed with
+    it (named in the label)."""
     suffix = f" (+{len(batch)} batched)" if batch else ""
     label = (f"{item.label}: {item.summary}" if item.summary else item.label)[: 300 - len(suffix)] + suffix
     activity = AgentActivity(
@@ -138,20 +148,18 @@ def start_activity(
         task_id=item.task_id,
         lease_epoch=lease.epoch,
     )
-    if store:
-        ensure_stored(lease, activity)
     activity._log_seq = 0  # a new activity has no log yet
     return activity
 
 
-def ensure_stored(lease: Lease, activity: AgentActivity) -> None:
+def ensure_stored(tx: Fence, activity: AgentActivity) -> None:
     if activity._state.adding:
-        with fenced(lease):
-            activity.save(force_insert=True)
+        tx.check()
+        activity.save(force_insert=True)
 
 
-def log(lease: Lease, activity: AgentActivity, kind: str, content: str = "", metadata: dict | None = None) -> None:
-    log_many(lease, activity, [LogLine(kind, content, metadata)])
+def log(tx: Fence, activity: AgentActivity, kind: str, content: str = "", metadata: dict | None = None) -> None:
+    log_many(tx, activity, [LogLine(kind, content, metadata)])
 
 
 @dataclass
@@ -164,68 +172,68 @@ class LogLine:
     at: datetime | None = None
 
 
-def log_many(lease: Lease, activity: AgentActivity, lines: list[LogLine]) -> None:
+def log_many(tx: Fence, activity: AgentActivity, lines: list[LogLine]) -> None:
     """Write log lines of an activity with one INSERT."""
     if not lines:
         return
-    with fenced(lease):
-        ensure_stored(lease, activity)
-        # The lease holder is the only writer of its activity's log, so the next
-        # sequence number can live on the instance (read once from the table).
-        seq: int | None = getattr(activity, "_log_seq", None)
-        if seq is None:
-            seq = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0
-        now = timezone.now()
-        rows = []
-        for line in lines:
-            seq += 1
-            rows.append(
-                AgentActivityLog(
-                    activity=activity,
-                    seq=seq,
-                    type=line.kind,
-                    content=line.content[:20000],
-                    metadata=line.metadata or {},
-                    created_at=line.at or now,
-                )
+    tx.check()
+    ensure_stored(tx, activity)
+    # The lease holder is the only writer of its activity's log, so the next
+    # sequence number can live on the instance (read once from the table).
+    seq: int | None = getattr(activity, "_log_seq", None)
+    if seq is None:
+        seq = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0
+    now = timezone.now()
+    rows = []
+    for line in lines:
+        seq += 1
+        rows.append(
+            AgentActivityLog(
+                activity=activity,
+                seq=seq,
+                type=line.kind,
+                content=line.content[:20000],
+                metadata=line.metadata or {},
+                created_at=line.at or now,
             )
-        AgentActivityLog.objects.bulk_create(rows)
-        activity._log_seq = seq
+        )
+    AgentActivityLog.objects.bulk_create(rows)
+    activity._log_seq = seq
 
 
-def add_usage(lease: Lease, activity: AgentActivity, *, tokens: int = 0, tools: int = 0) -> None:
+def add_usage(tx: Fence, activity: AgentActivity, *, tokens: int = 0, tools: int = 0) -> None:
     if activity._state.adding:  # stored with the usage in it
         activity.total_tokens += tokens
         activity.total_tools += tools
-        ensure_stored(lease, activity)
+        ensure_stored(tx, activity)
         return
-    with fenced(lease):
-        AgentActivity.objects.filter(id=activity.id).update(
-            total_tokens=F("total_tokens") + tokens, total_tools=F("total_tools") + tools
-        )
+    tx.check()
+    AgentActivity.objects.filter(id=activity.id).update(
+        total_tokens=F("total_tokens") + tokens, total_tools=F("total_tools") + tools
+    )
 
 
-def end_activity(lease: Lease, activity: AgentActivity, *, success: bool, tokens: int = 0, tools: int = 0) -> None:
+def end_activity(tx: Fence, activity: AgentActivity, *, success: bool, tokens: int = 0, tools: int = 0) -> None:
     """Close the activity (with the usage of its last turn, if any: one UPDATE)."""
     if activity._state.adding:  # stored as it ends: one INSERT
         activity.ended_at, activity.success = timezone.now(), success
         activity.total_tokens += tokens
         activity.total_tools += tools
-        ensure_stored(lease, activity)
+        ensure_stored(tx, activity)
         return
     fields: dict[str, Any] = {"ended_at": timezone.now(), "success": success}
     if tokens:
         fields["total_tokens"] = F("total_tokens") + tokens
     if tools:
         fields["total_tools"] = F("total_tools") + tools
-    with fenced(lease):
-        AgentActivity.objects.filter(id=activity.id).update(**fields)
+    tx.check()
+    AgentActivity.objects.filter(id=activity.id).update(**fields)
 
 
 WORKER_LOST = "worker lost"
 
 
-def close_lost_activities(lease: Lease, *, requeued: Collection[str] = (), dropped: Collection[str] = ()) -> list[str]:
+def close_lost_activities(tx: Fence, *, requeued: Collection[str] = (), dropped: Collection[str] = ()) -> list[str]:
     """Recovery's part in attention (the mailbox knows no activities): the activities a
     dead worker left open are closed as failed, with a "worker lost" line in their log.
 
@@ -235,41 +243,41 @@ def close_lost_activities(lease: Lease, *, requeued: Collection[str] = (), dropp
     ``requeued`` / ``dropped``: what recovery did with the items, for the log line.
     Returns the activities closed."""
     closed = []
-    with fenced(lease):
-        lost = (
-            AgentActivity.objects.select_for_update()
-            .filter(agent_id=lease.agent_id, ended_at__isnull=True)
-            .filter(Q(lease_epoch__lt=lease.epoch) | Q(lease_epoch__isnull=True))
-            .order_by("started_at", "id")
+    tx.check()
+    lost = (
+        AgentActivity.objects.select_for_update()
+        .filter(agent_id=tx.agent_id, ended_at__isnull=True)
+        .filter(Q(lease_epoch__lt=tx.epoch) | Q(lease_epoch__isnull=True))
+        .order_by("started_at", "id")
+    )
+    for activity in lost:
+        # It ended when it was last heard of (its last log line), not now: the dead
+        # worker wrote nothing after the lease moved on, so the activities of the
+        # agent still never overlap.
+        last = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("created_at"))["m"]
+        ended = max(activity.started_at, last) if last is not None else activity.started_at
+        AgentActivity.objects.filter(id=activity.id).update(ended_at=ended, success=False)
+        fate = (
+            "a deliberation: nothing in the mailbox had changed, its items stay queued"
+            if activity.mailbox_item_id is None
+            else "the item was re-queued"
+            if activity.mailbox_item_id in requeued
+            else "the item was dropped"
+            if activity.mailbox_item_id in dropped
+            else "the item was no longer in flight"
         )
-        for activity in lost:
-            # It ended when it was last heard of (its last log line), not now: the dead
-            # worker wrote nothing after the lease moved on, so the activities of the
-            # agent still never overlap.
-            last = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("created_at"))["m"]
-            ended = max(activity.started_at, last) if last is not None else activity.started_at
-            AgentActivity.objects.filter(id=activity.id).update(ended_at=ended, success=False)
-            fate = (
-                "a deliberation: nothing in the mailbox had changed, its items stay queued"
-                if activity.mailbox_item_id is None
-                else "the item was re-queued"
-                if activity.mailbox_item_id in requeued
-                else "the item was dropped"
-                if activity.mailbox_item_id in dropped
-                else "the item was no longer in flight"
-            )
-            calls = ToolCallRecord.objects.filter(activity_id=activity.id, ok=True).order_by("id")
-            made = list(calls.values_list("name", flat=True))
-            log(
-                lease,
-                activity,
-                ActivityLogType.ERROR,
-                f"{WORKER_LOST}: the worker of lease epoch {activity.lease_epoch} stopped mid-run; "
-                f"recovery under epoch {lease.epoch} closed this activity as failed ({fate})"
-                + (f"; calls that took effect: {', '.join(made)}" if made else ""),
-                {"lostEpoch": activity.lease_epoch, "recoveryEpoch": lease.epoch, "effects": made},
-            )
-            closed.append(activity.id)
+        calls = ToolCallRecord.objects.filter(activity_id=activity.id, ok=True).order_by("id")
+        made = list(calls.values_list("name", flat=True))
+        log(
+            tx,
+            activity,
+            ActivityLogType.ERROR,
+            f"{WORKER_LOST}: the worker of lease epoch {activity.lease_epoch} stopped mid-run; "
+            f"recovery under epoch {tx.epoch} closed this activity as failed ({fate})"
+            + (f"; calls that took effect: {', '.join(made)}" if made else ""),
+            {"lostEpoch": activity.lease_epoch, "recoveryEpoch": tx.epoch, "effects": made},
+        )
+        closed.append(activity.id)
     return closed
 
 
@@ -296,18 +304,18 @@ def forget_run(lease: Lease) -> None:
     _main_sessions.pop((lease.agent_id, lease.owner, lease.epoch), None)
 
 
-def inject_main_session(lease: Lease, *, item: MailboxItem, outcome: str) -> None:
+def inject_main_session(tx: Fence, *, item: MailboxItem, outcome: str) -> None:
     """``[ACTIVITY: type] summary → outcome`` in the agent's main session (section 20)."""
     if item.source_type == MailboxType.HUMAN_CHAT:
         return
-    with fenced(lease):
-        sid = main_session_id(lease)
-        now = timezone.now()
-        ChatMessage.objects.create(
-            session_id=sid,
-            role="system",
-            content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",
-            metadata={"activityLog": True, "mailboxItemId": item.id},
-            created_at=now,
-        )
-        ChatSession.objects.filter(id=sid).update(last_message_at=now)
+    tx.check()
+    sid = main_session_id(tx.lease)
+    now = timezone.now()
+    ChatMessage.objects.create(
+        session_id=sid,
+        role="system",
+        content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",
+        metadata={"activityLog": True, "mailboxItemId": item.id},
+        created_at=now,
+    )
+    ChatSession.objects.filter(id=sid).update(last_message_at=now)

@@ -19,7 +19,7 @@ from markus.llm.base import get_provider
 from markus.work.comment_services import requirement_comment_create, task_comment_create
 
 from .focus import Focus
-from .lease import Lease, fenced
+from .lease import Fence
 from .models import LLMSession
 from .session import chat_session_id, effects_made, focus_chat_session
 
@@ -48,47 +48,47 @@ def chat_group(agent_id: str) -> str:
     return f"chat.{agent_id}"
 
 
-def deliver_chat_reply(focus: Focus, text: str) -> None:
+def deliver_chat_reply(tx: Fence, focus: Focus, text: str) -> None:
     merged = [MailboxItem.objects.get(id=mid) for mid in focus.merged_ids]
-    store_chat_reply(focus.lease, focus.item, merged, text, session_id=focus_chat_session(focus))
+    store_chat_reply(tx, focus.item, merged, text, session_id=focus_chat_session(focus))
 
 
 def store_chat_reply(
-    lease: Lease, item: MailboxItem, merged: list[MailboxItem], text: str, *, session_id: str, failed: bool = False
+    tx: Fence, item: MailboxItem, merged: list[MailboxItem], text: str, *, session_id: str, failed: bool = False
 ) -> ChatMessage:
     """The person's messages (the item and the follow-ups merged into it) and the reply
     that answers them, stored in their chat session and announced on the chat group.
     ``failed``: the reply says the item could not be finished."""
     answered = [item.id, *(m.id for m in merged)]
-    with fenced(lease):
-        for m in [item, *merged]:
-            ChatMessage.objects.create(
-                session_id=session_id,
-                role="user",
-                content=own_content(item, merged) if m is item else m.content,
-                metadata={"mailboxItemId": m.id, "senderId": (m.metadata or {}).get("senderId")},
-            )
-        metadata: dict[str, Any] = {"mailboxItemIds": answered, "provider": get_provider().name}
-        if failed:
-            metadata["failed"] = True
-        reply = ChatMessage.objects.create(session_id=session_id, role="assistant", content=text, metadata=metadata)
-        ChatSession.objects.filter(id=session_id).update(last_message_at=timezone.now())
-        send_event_on_commit(
-            chat_group(item.agent_id),
-            "chat:reply",
-            {
-                "agentId": item.agent_id,
-                "mailboxItemIds": answered,
-                "sessionId": session_id,
-                "messageId": reply.id,
-                "reply": text,
-                **({"failed": True} if failed else {}),
-            },
+    tx.check()
+    for m in [item, *merged]:
+        ChatMessage.objects.create(
+            session_id=session_id,
+            role="user",
+            content=own_content(item, merged) if m is item else m.content,
+            metadata={"mailboxItemId": m.id, "senderId": (m.metadata or {}).get("senderId")},
         )
+    metadata: dict[str, Any] = {"mailboxItemIds": answered, "provider": get_provider().name}
+    if failed:
+        metadata["failed"] = True
+    reply = ChatMessage.objects.create(session_id=session_id, role="assistant", content=text, metadata=metadata)
+    ChatSession.objects.filter(id=session_id).update(last_message_at=timezone.now())
+    send_event_on_commit(
+        chat_group(item.agent_id),
+        "chat:reply",
+        {
+            "agentId": item.agent_id,
+            "mailboxItemIds": answered,
+            "sessionId": session_id,
+            "messageId": reply.id,
+            "reply": text,
+            **({"failed": True} if failed else {}),
+        },
+    )
     return reply
 
 
-def answer_given_up(lease: Lease, item: MailboxItem, reason: str) -> str | None:
+def answer_given_up(tx: Fence, item: MailboxItem, reason: str) -> str | None:
     """Whoever waits for an item the loop gives up on (a person's chat or comment, an
     agent's request) is answered, with why and what was already done (the journal's
     calls that took effect), so nobody waits in silence. Inside the caller's fenced
@@ -103,7 +103,7 @@ def answer_given_up(lease: Lease, item: MailboxItem, reason: str) -> str | None:
                 merged_into_id=item.id, status=Status.MERGED, source_type=MailboxType.HUMAN_CHAT
             ).order_by("queued_at", "id")
         )
-        store_chat_reply(lease, item, merged, text, session_id=chat_session_id(item), failed=True)
+        store_chat_reply(tx, item, merged, text, session_id=chat_session_id(item), failed=True)
         return "chat"
     if item.source_type == MailboxType.A2A_MESSAGE:
         stream_id = (item.metadata or {}).get("streamId")

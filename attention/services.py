@@ -108,9 +108,8 @@ def sweep() -> int:
     )
     abandoned = abandoned_leases(now).values_list("agent_id", flat=True)
     agents = (
-        Agent.objects.filter(
-            Q(id__in=list(due)) | Q(id__in=list(abandoned)), kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING
-        )
+        Agent.objects.running()
+        .filter(Q(id__in=list(due)) | Q(id__in=list(abandoned)))
         .exclude(id__in=list(live))
         .values_list("id", flat=True)
     )

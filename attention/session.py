@@ -16,7 +16,7 @@ from markus.agents.services import main_session
 
 from . import records
 from .focus import Focus
-from .lease import fenced
+from .lease import Fence, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord
 from .scenarios import CHAT, SESSION_RESPONSE, TASK_EXECUTION, first_messages, merged_message
@@ -102,8 +102,8 @@ def load_session(focus: Focus) -> LLMSession:
         focus.session, focus.session_stored, focus.session_dirty = session, False, True
         return session
     focus.session, focus.session_stored, focus.session_dirty = session, True, False
-    if focus.activity is not None:
-        records.log(focus.lease, focus.activity, L.STATUS, f"resumed session at turn {session.turn_count}")
+    if focus.activity is not None:  # with the turn's first write
+        focus.pending_logs.append(records.LogLine(L.STATUS, f"resumed session at turn {session.turn_count}"))
     # What the session does not carry yet: items merged into its item (or into an item
     # of its batch) since it was saved, and items that joined its batch since.
     known = set(session.absorbed_ids)
@@ -128,7 +128,8 @@ def load_session(focus: Focus) -> LLMSession:
         session.messages.extend(message for _, message in missed)
         session.absorbed_ids = [*session.absorbed_ids, *(i for i, _ in missed)]
     if missed or left:
-        save_session(focus, session)
+        with fenced(focus.lease) as tx:
+            save_session(tx, focus, session)
     return session
 
 
@@ -211,21 +212,22 @@ def effects_note(rows: list[ToolCallRecord]) -> str:
     )
 
 
-def save_session(focus: Focus, session: LLMSession) -> None:
-    with fenced(focus.lease):
-        if focus.session is session and not focus.session_stored:
-            session.updated_at = timezone.now()
-            session.save(force_insert=True)
-            focus.session_stored = True
-        else:
-            LLMSession.objects.filter(id=session.id).update(
-                messages=session.messages,
-                turn_count=session.turn_count,
-                absorbed_ids=session.absorbed_ids,
-                updated_at=timezone.now(),
-            )
-        if focus.session is session:
-            focus.session_dirty = False
+def save_session(tx: Fence, focus: Focus, session: LLMSession) -> None:
+    """Store the session (its first store inserts it), in the phase's transaction."""
+    tx.check()
+    if focus.session is session and not focus.session_stored:
+        session.updated_at = timezone.now()
+        session.save(force_insert=True)
+        focus.session_stored = True
+    else:
+        LLMSession.objects.filter(id=session.id).update(
+            messages=session.messages,
+            turn_count=session.turn_count,
+            absorbed_ids=session.absorbed_ids,
+            updated_at=timezone.now(),
+        )
+    if focus.session is session:
+        focus.session_dirty = False
 
 
 def append_note(item: MailboxItem, text: str) -> None:

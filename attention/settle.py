@@ -18,7 +18,7 @@ from notifications.models import Approval
 
 from . import batch, records
 from .focus import Focus, Outcome
-from .lease import Lease, StaleLease, fenced
+from .lease import Fence, StaleLease, fenced
 from .models import ActivityLogType as L
 from .models import DecisionType, LLMSession
 from .replies import answer_given_up, deliver_chat_reply
@@ -33,24 +33,24 @@ VERDICT_RETRIES = {TASK_EXECUTION: "executionRetries", REVIEW: "reviewRetries"}
 
 
 def settle(focus: Focus, outcome: Outcome) -> None:
-    with fenced(focus.lease):  # the item's outcome lands in one transaction
-        _settle(focus, outcome)
+    with fenced(focus.lease) as tx:  # the item's outcome lands in one transaction
+        _settle(tx, focus, outcome)
 
 
-def _end(focus: Focus, *, success: bool) -> None:
+def _end(tx: Fence, focus: Focus, *, success: bool) -> None:
     """End the focus's activity, with the token usage of its last turn, and write the
     log lines still pending (the last turn's, the outcome's) in one INSERT."""
     assert focus.activity is not None
     usage = focus.take_usage()
     records.end_activity(
-        focus.lease, focus.activity, success=success, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0)
+        tx, focus.activity, success=success, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0)
     )
     lines, focus.pending_logs = focus.pending_logs, []
-    records.log_many(focus.lease, focus.activity, lines)
+    records.log_many(tx, focus.activity, lines)
 
 
-def _settle(focus: Focus, outcome: Outcome) -> None:
-    lease, item, activity = focus.lease, focus.item, focus.activity
+def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
+    item, activity = focus.item, focus.activity
     assert activity is not None
     # The outcome's line joins the last turn's, written when the activity ends (every
     # branch ends it); the session is saved unless this attempt is about to be thrown
@@ -59,59 +59,59 @@ def _settle(focus: Focus, outcome: Outcome) -> None:
     focus.pending_logs.append(records.LogLine(L.STATUS, status))
     discard = outcome.kind == "retry" and _marker_retries(item) < MAX_MARKER_RETRIES
     if focus.session is not None and focus.session_dirty and not discard:
-        save_session(focus, focus.session)
+        save_session(tx, focus, focus.session)
     if outcome.kind == "completed":
         missing = verdict_missing(focus)
         if missing:
-            return no_verdict(focus, missing)
-        _end(focus, success=True)
+            return no_verdict(tx, focus, missing)
+        _end(tx, focus, success=True)
         if focus.scenario == CHAT:  # the reply and the completion commit together
-            deliver_chat_reply(focus, outcome.text)
+            deliver_chat_reply(tx, focus, outcome.text)
         elif focus.scenario == A2A:  # an agent message that waits for an answer gets one
             answer_on_bus(focus, outcome.text)
-        complete(lease, item, outcome=SCENARIOS[focus.scenario].done)
+        complete(tx, item, outcome=SCENARIOS[focus.scenario].done)
         for member in focus.batch:  # a batch completes together
             answer_on_bus(focus, outcome.text, item=member)
-            complete(lease, member, outcome=f"{SCENARIOS[focus.scenario].done} (in a batch with {item.id})")
+            complete(tx, member, outcome=f"{SCENARIOS[focus.scenario].done} (in a batch with {item.id})")
     elif outcome.kind == "preempted":
-        _end(focus, success=True)
+        _end(tx, focus, success=True)
         # Being preempted is not a failed attempt (recovery counts attempts).
         until = timezone.now() + resume_delay()
         # The item, and with it the whole batch: they wait alike and resume together.
-        batch.defer_members(lease, [item, *focus.batch], until=until)
+        batch.defer_members(tx, [item, *focus.batch], until=until)
         if focus.batch:
-            _record_batch(focus, DecisionType.PREEMPT, "preempted with its batch", "deferred for resumption")
-        records.inject_main_session(lease, item=item, outcome="paused (preempted), will resume")
+            _record_batch(tx, focus, DecisionType.PREEMPT, "preempted with its batch", "deferred for resumption")
+        records.inject_main_session(tx, item=item, outcome="paused (preempted), will resume")
     elif outcome.kind == "parked":
-        _end(focus, success=True)
-        park(lease, item, approval_id=outcome.detail, batch_members=focus.batch)
+        _end(tx, focus, success=True)
+        park(tx, item, approval_id=outcome.detail, batch_members=focus.batch)
     elif outcome.kind == "cancelled" and focus.batch:
         # Not completed alone: the batch goes back to the queue as separate items and
         # triage decides afresh, with what cancelled it in view.
-        _end(focus, success=False)
-        batch.dissolve(lease, item, focus.batch, failed=False)
-        _record_batch(focus, DecisionType.CANCEL, "its batch was cancelled", "re-queued")
+        _end(tx, focus, success=False)
+        batch.dissolve(tx, item, focus.batch, failed=False)
+        _record_batch(tx, focus, DecisionType.CANCEL, "its batch was cancelled", "re-queued")
         discard_session(item)
     elif outcome.kind == "cancelled":
-        _end(focus, success=False)
-        complete(lease, item, outcome="cancelled")
+        _end(tx, focus, success=False)
+        complete(tx, item, outcome="cancelled")
     elif outcome.kind == "stopped":
-        _end(focus, success=False)
-        lifecycle.requeue(item.id, epoch=lease.epoch, fenced=True, refund_attempt=True)
-        batch.requeue_members(lease, focus.batch)  # their batch resumes under its lead
+        _end(tx, focus, success=False)
+        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=True)
+        batch.requeue_members(tx, focus.batch)  # their batch resumes under its lead
     elif outcome.kind == "retry" and focus.batch:
         # A failed attempt of a batch: every item runs again by itself, from a clean start.
-        _end(focus, success=False)
-        batch.dissolve(lease, item, focus.batch, failed=True)
-        _record_batch(focus, DecisionType.DEFER, f"its batch failed ({outcome.detail})", "re-queued")
+        _end(tx, focus, success=False)
+        batch.dissolve(tx, item, focus.batch, failed=True)
+        _record_batch(tx, focus, DecisionType.DEFER, f"its batch failed ({outcome.detail})", "re-queued")
         discard_session(item)
     elif outcome.kind == "retry":
-        _retry(focus, outcome)
+        _retry(tx, focus, outcome)
 
 
-def _record_batch(focus: Focus, decision: str, why: str, outcome: str) -> None:
+def _record_batch(tx: Fence, focus: Focus, decision: str, why: str, outcome: str) -> None:
     batch.record_members(
-        focus.lease,
+        tx,
         focus.item,
         focus.batch,
         decision=decision,
@@ -124,26 +124,26 @@ def _marker_retries(item: MailboxItem) -> int:
     return int((item.metadata or {}).get("markerRetries", 0))
 
 
-def _retry(focus: Focus, outcome: Outcome) -> None:
+def _retry(tx: Fence, focus: Focus, outcome: Outcome) -> None:
     """A failed attempt (no marker, an empty answer, a provider error): run again from
     a clean start, at most MAX_MARKER_RETRIES times; then an awaited task gets its
     back-off retries, anything else ends failed."""
-    lease, item, activity = focus.lease, focus.item, focus.activity
+    item, activity = focus.item, focus.activity
     assert activity is not None
     retries = _marker_retries(item)
     if retries < MAX_MARKER_RETRIES:
-        _end(focus, success=False)
+        _end(tx, focus, success=False)
         lifecycle.requeue(
-            item.id, epoch=lease.epoch, fenced=True, metadata={**(item.metadata or {}), "markerRetries": retries + 1}
+            item.id, epoch=tx.epoch, fenced=True, metadata={**(item.metadata or {}), "markerRetries": retries + 1}
         )
         discard_session(item)
         return
     if focus.scenario in VERDICT_RETRIES:
-        return no_verdict(focus, outcome.detail)
-    _end(focus, success=False)
-    records.log(lease, activity, L.ERROR, f"gave up after {retries} retries: {outcome.detail}")
-    answer_given_up(lease, item, f"{retries + 1} attempts failed ({outcome.detail})")
-    complete(lease, item, outcome=f"failed ({outcome.detail})")
+        return no_verdict(tx, focus, outcome.detail)
+    _end(tx, focus, success=False)
+    records.log(tx, activity, L.ERROR, f"gave up after {retries} retries: {outcome.detail}")
+    answer_given_up(tx, item, f"{retries + 1} attempts failed ({outcome.detail})")
+    complete(tx, item, outcome=f"failed ({outcome.detail})")
 
 
 # ---------------------------------------------------------------------------- verdicts
@@ -169,16 +169,16 @@ def retry_delay(retries: int) -> timedelta:
     return timedelta(seconds=min(cap, base * 2**retries))
 
 
-def no_verdict(focus: Focus, reason: str) -> None:
+def no_verdict(tx: Fence, focus: Focus, reason: str) -> None:
     """The run ended but the task still waits for it: the attempt failed. Retry with
     back-off (the item deferred, its session kept, a note saying why); after the
     retries the execution's task fails, a review goes to a person."""
-    lease, item, activity = focus.lease, focus.item, focus.activity
+    item, activity = focus.item, focus.activity
     assert activity is not None
     key = VERDICT_RETRIES[focus.scenario]
     retries = int((item.metadata or {}).get(key, 0))
-    _end(focus, success=False)
-    records.log(lease, activity, L.ERROR, reason)
+    _end(tx, focus, success=False)
+    records.log(tx, activity, L.ERROR, reason)
     if retries < settings.MARKUS["EXECUTION_MAX_RETRIES"]:
         delay = retry_delay(retries)
         metadata = {k: v for k, v in (item.metadata or {}).items() if k != "markerRetries"}
@@ -186,7 +186,7 @@ def no_verdict(focus: Focus, reason: str) -> None:
         lifecycle.defer(
             item.id,
             until=timezone.now() + delay,
-            epoch=lease.epoch,
+            epoch=tx.epoch,
             fenced=True,
             from_statuses=[Status.PROCESSING],
             metadata=metadata,
@@ -197,10 +197,10 @@ def no_verdict(focus: Focus, reason: str) -> None:
             "task tools (see your instructions).",
         )
         records.inject_main_session(
-            lease, item=item, outcome=f"no verdict, retry {retries + 1} in {int(delay.total_seconds())} s"
+            tx, item=item, outcome=f"no verdict, retry {retries + 1} in {int(delay.total_seconds())} s"
         )
         return
-    complete(lease, item, outcome=f"failed: {reason}")
+    complete(tx, item, outcome=f"failed: {reason}")
     if item.task_id is None:  # no task waits for this run: nothing to fail or hand over
         return
     gave_up = f"{retries} retries without a verdict: {reason}"
@@ -217,29 +217,29 @@ def resume_delay() -> timedelta:
     return timedelta(seconds=settings.MARKUS["PREEMPT_RESUME_DELAY_S"])
 
 
-def complete(lease: Lease, item: MailboxItem, *, outcome: str) -> None:
-    with fenced(lease):
-        if not lifecycle.complete(item.id, epoch=lease.epoch, fenced=True):
-            raise StaleLease(f"{item.id} was no longer ours to complete")
-    records.inject_main_session(lease, item=item, outcome=outcome)
+def complete(tx: Fence, item: MailboxItem, *, outcome: str) -> None:
+    tx.check()
+    if not lifecycle.complete(item.id, epoch=tx.epoch, fenced=True):
+        raise StaleLease(f"{item.id} was no longer ours to complete")
+    records.inject_main_session(tx, item=item, outcome=outcome)
 
 
 # ---------------------------------------------------------------------------- parking
 
 
-def park(lease: Lease, item: MailboxItem, *, approval_id: str, batch_members: list[MailboxItem] | None = None) -> None:
+def park(tx: Fence, item: MailboxItem, *, approval_id: str, batch_members: list[MailboxItem] | None = None) -> None:
     """Waiting for a person: deferred, and not due until the approval is answered (the
     items of its batch with it)."""
-    with fenced(lease):
-        lifecycle.park(item, epoch=lease.epoch, approval_id=approval_id)
-        if batch_members:
-            batch.park_members(lease, batch_members, approval_id=approval_id)
-        # Answered already (between the tool call and this park)? Then the hook found
-        # the item still processing and did nothing: resume it with the answer now.
-        approval = Approval.objects.filter(id=approval_id).first()
-        if approval is not None and approval.status != Approval.State.PENDING:
-            on_approval_answered(approval)
-    records.inject_main_session(lease, item=item, outcome=f"waiting for approval {approval_id}")
+    tx.check()
+    lifecycle.park(item, epoch=tx.epoch, approval_id=approval_id)
+    if batch_members:
+        batch.park_members(tx, batch_members, approval_id=approval_id)
+    # Answered already (between the tool call and this park)? Then the hook found
+    # the item still processing and did nothing: resume it with the answer now.
+    approval = Approval.objects.filter(id=approval_id).first()
+    if approval is not None and approval.status != Approval.State.PENDING:
+        on_approval_answered(approval)
+    records.inject_main_session(tx, item=item, outcome=f"waiting for approval {approval_id}")
 
 
 def on_approval_answered(approval: Approval) -> None:

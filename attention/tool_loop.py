@@ -16,7 +16,7 @@ from . import records
 from .focus import Focus, Outcome
 from .interrupts import yield_point
 from .journal import flush_turn, pending_calls, run_round
-from .lease import LeaseKeeper, StaleLease, fenced, lease_renew_if_due
+from .lease import fenced, leased_complete
 from .models import ActivityLogType as L
 from .models import LLMSession
 from .replies import delta_sender
@@ -57,9 +57,9 @@ def run_tool_loop(focus: Focus) -> Outcome:
             return parked
     for _ in range(MAX_TURNS):
         if focus.stop_requested():
-            with fenced(lease):
-                flush_turn(focus)
-                save_session(focus, session)
+            with fenced(lease) as tx:
+                flush_turn(tx, focus)
+                save_session(tx, focus, session)
             return Outcome("stopped")
         system = _prompt(focus)
         focus.pending_logs.append(
@@ -70,16 +70,10 @@ def run_tool_loop(focus: Focus) -> Outcome:
                 at=timezone.now(),
             )
         )
-        if provider.local:  # answered at once: nothing to keep the lease alive through
-            response = provider.complete(system=system, messages=session.messages, tools=tools, context=ctx)
-            lost = False
-        else:
-            with LeaseKeeper(lease) as keeper:
-                response = provider.complete(system=system, messages=session.messages, tools=tools, context=ctx)
-            lost = keeper.lost
+        response = leased_complete(
+            lease, provider, system=system, messages=session.messages, tools=tools, context=ctx, during="a turn"
+        )
         deltas.flush()  # what was held back as a possible start of the marker
-        if lost or not lease_renew_if_due(lease):
-            raise StaleLease(f"lost the lease of {lease.agent_id} during an LLM call")
         session.messages.append(response.as_message())
         session.turn_count += 1
         focus.session_dirty = True

@@ -47,7 +47,7 @@ from markus.llm.base import CallContext, LLMResponse, Provider, get_provider
 from markus.memory import services as longterm_memory
 
 from . import records
-from .lease import Lease, LeaseKeeper, StaleLease, fenced, lease_renew_if_due
+from .lease import Fence, Lease, StaleLease, fenced, leased_complete
 from .models import DecisionType
 from .scenarios import TRIAGE, item_brief, scenario_for
 from .toolbox import TOOLS, ToolContext, execute_tool, load_tools
@@ -132,13 +132,20 @@ class Plan:
     activity_id: str | None = None
     # Records the plan's maker writes in the transaction that applies it (a
     # deliberation's activity), or itself when the plan is not applied (``discard``).
-    on_apply: Callable[[], None] | None = None
+    on_apply: Callable[[Fence], None] | None = None
 
-    def discard(self) -> None:
-        """The plan will not be applied (its chosen item is gone): write its records."""
+    def write_records(self, tx: Fence) -> None:
+        """The records of the plan's maker, once, in the phase's transaction."""
         if self.on_apply is not None:
-            self.on_apply()
+            self.on_apply(tx)
             self.on_apply = None
+
+    def discard(self, lease: Lease) -> None:
+        """The plan will not be applied (its chosen item is gone): its records are
+        written all the same, in a transaction of their own."""
+        if self.on_apply is not None:
+            with fenced(lease) as tx:
+                self.write_records(tx)
 
     @property
     def pick_reasoning(self) -> str:
@@ -251,13 +258,9 @@ def _call(
     tools: list[dict[str, Any]],
     context: CallContext,
 ) -> LLMResponse:
-    if provider.local:
-        return provider.complete(system=system, messages=messages, tools=tools, context=context)
-    with LeaseKeeper(lease) as keeper:
-        response = provider.complete(system=system, messages=messages, tools=tools, context=context)
-    if keeper.lost or not lease_renew_if_due(lease):
-        raise StaleLease(f"lost the lease of {lease.agent_id} during triage")
-    return response
+    return leased_complete(
+        lease, provider, system=system, messages=messages, tools=tools, context=context, during="triage"
+    )
 
 
 def parse_answer(text: str) -> dict[str, Any] | None:
@@ -299,7 +302,7 @@ def _plan(head: MailboxItem, candidates: list[MailboxItem], answer: dict) -> Pla
 
 
 def apply_plan(
-    lease: Lease,
+    tx: Fence,
     plan: Plan,
     *,
     remember: Callable[[str, str], None] | None = None,
@@ -314,110 +317,110 @@ def apply_plan(
     now = timezone.now()
     default_until = now + timedelta(seconds=float(settings.MARKUS["TRIAGE_DEFER_SECONDS"]))
     deliberated = plan.tier == 2
-    with fenced(lease):
-        plan.discard()  # its own records first (a deliberation's activity)
-        dropped, deferred, inline = [], [], []
-        for item_id in plan.drop:
-            why = plan.reasons.get(item_id) or plan.reasoning
-            if mailbox.mailbox_drop(item_id, reason=f"{_who(plan)}: {why}"[:300], from_statuses=[Status.QUEUED]):
-                _record(lease, plan, by_id[item_id], DecisionType.DROP, why)
-                _answer_waiting(lease, by_id[item_id], f"(not answered: {_who(plan)} set this message aside: {why})")
-                dropped.append(item_id)
-        for item_id in plan.defer:
-            until = plan.defer_until.get(item_id, default_until) if deliberated else default_until
-            if mailbox.mailbox_defer(item_id, until=until, from_statuses=[Status.QUEUED]):
-                _record(lease, plan, by_id[item_id], DecisionType.DEFER, plan.reasons.get(item_id) or plan.reasoning)
-                deferred.append(item_id)
-        for item_id in plan.inline:
-            if lifecycle.transition(
-                item_id, from_statuses=[Status.QUEUED], status=Status.COMPLETED, started_at=now, completed_at=now
-            ):
-                item = by_id[item_id]
-                _record(lease, plan, item, DecisionType.INLINE, f"Handled inline while deliberating: {plan.reasoning}")
-                records.inject_main_session(lease, item=item, outcome="handled inline during deliberation")
-                _answer_waiting(lease, item, f"(handled while sorting the mailbox: {plan.reasoning})")
-                inline.append(item_id)
-        reprioritised: dict[str, int] = {}
-        for item_id, priority in plan.priorities.items():
+    tx.check()
+    plan.write_records(tx)  # its own records first (a deliberation's activity)
+    dropped, deferred, inline = [], [], []
+    for item_id in plan.drop:
+        why = plan.reasons.get(item_id) or plan.reasoning
+        if mailbox.mailbox_drop(item_id, reason=f"{_who(plan)}: {why}"[:300], from_statuses=[Status.QUEUED]):
+            _record(tx, plan, by_id[item_id], DecisionType.DROP, why)
+            _answer_waiting(tx, by_id[item_id], f"(not answered: {_who(plan)} set this message aside: {why})")
+            dropped.append(item_id)
+    for item_id in plan.defer:
+        until = plan.defer_until.get(item_id, default_until) if deliberated else default_until
+        if mailbox.mailbox_defer(item_id, until=until, from_statuses=[Status.QUEUED]):
+            _record(tx, plan, by_id[item_id], DecisionType.DEFER, plan.reasons.get(item_id) or plan.reasoning)
+            deferred.append(item_id)
+    for item_id in plan.inline:
+        if lifecycle.transition(
+            item_id, from_statuses=[Status.QUEUED], status=Status.COMPLETED, started_at=now, completed_at=now
+        ):
             item = by_id[item_id]
-            if priority != item.priority and lifecycle.set_priority(item_id, priority):
-                _record(lease, plan, item, DecisionType.DELIBERATE, f"priority {item.priority} → {priority}")
-                reprioritised[item_id] = priority
-        writes: list[tuple[str, str]] = []
-        if deliberated:
-            writes.append((DELIBERATION_MEMORY_KEY, plan.awareness or plan.reasoning))
-            writes += plan.memory
-        elif plan.reasoning:
-            writes.append((TRIAGE_MEMORY_KEY, plan.reasoning))
-        for key, content in writes:
-            # Every key through the one bounded writer: the oldest entries are trimmed
-            # when the total would grow past the bound (markus.agents.memory).
-            written = working_memory.remember(lease.agent_id, key, content, now=now, known=known).entry
-            if known is not None:  # the next write of this plan knows of this one
-                known = [*(e for e in known if e.key != written.key), written]
-            if remember is not None:
-                remember(written.key, written.content)
-        for section, text in plan.longterm:
-            try:
-                longterm_memory.section_write(agent_id=lease.agent_id, title=section, content=text, mode="append")
-            except MarkusError as error:  # over a limit: the deliberation is over, its choice stands
-                log.warning("deliberation of %s: long-term memory not updated: %s", lease.agent_id, error)
-        if deliberated:
-            records.record_decision(
-                lease,
-                item=plan.chosen,
-                decision_type=DecisionType.DELIBERATE,
-                reasoning=f"Deliberation: {plan.reasoning}",
-                context={
-                    "tier": 2,
-                    "processItemId": plan.chosen.id,
-                    "batchItemIds": plan.batch,
-                    "batchContext": plan.batch_context,
-                    "deferItemIds": deferred,
-                    "dropItemIds": dropped,
-                    "inlineCompletedIds": inline,
-                    "priorities": reprioritised,
-                    "situationalAwareness": plan.awareness,
-                    "activityId": plan.activity_id,
-                },
-                outcome=f"process {plan.chosen.id}" + (f" with {len(plan.batch)} more" if plan.batch else ""),
-            )
-        send_event_on_commit(
-            agent_group(lease.agent_id),
-            "agent:triage",
-            {
-                "agentId": lease.agent_id,
-                "tier": plan.tier,
-                "candidates": [c.id for c in plan.candidates],
+            _record(tx, plan, item, DecisionType.INLINE, f"Handled inline while deliberating: {plan.reasoning}")
+            records.inject_main_session(tx, item=item, outcome="handled inline during deliberation")
+            _answer_waiting(tx, item, f"(handled while sorting the mailbox: {plan.reasoning})")
+            inline.append(item_id)
+    reprioritised: dict[str, int] = {}
+    for item_id, priority in plan.priorities.items():
+        item = by_id[item_id]
+        if priority != item.priority and lifecycle.set_priority(item_id, priority):
+            _record(tx, plan, item, DecisionType.DELIBERATE, f"priority {item.priority} → {priority}")
+            reprioritised[item_id] = priority
+    writes: list[tuple[str, str]] = []
+    if deliberated:
+        writes.append((DELIBERATION_MEMORY_KEY, plan.awareness or plan.reasoning))
+        writes += plan.memory
+    elif plan.reasoning:
+        writes.append((TRIAGE_MEMORY_KEY, plan.reasoning))
+    for key, content in writes:
+        # Every key through the one bounded writer: the oldest entries are trimmed
+        # when the total would grow past the bound (markus.agents.memory).
+        written = working_memory.remember(tx.agent_id, key, content, now=now, known=known).entry
+        if known is not None:  # the next write of this plan knows of this one
+            known = [*(e for e in known if e.key != written.key), written]
+        if remember is not None:
+            remember(written.key, written.content)
+    for section, text in plan.longterm:
+        try:
+            longterm_memory.section_write(agent_id=tx.agent_id, title=section, content=text, mode="append")
+        except MarkusError as error:  # over a limit: the deliberation is over, its choice stands
+            log.warning("deliberation of %s: long-term memory not updated: %s", tx.agent_id, error)
+    if deliberated:
+        records.record_decision(
+            tx,
+            item=plan.chosen,
+            decision_type=DecisionType.DELIBERATE,
+            reasoning=f"Deliberation: {plan.reasoning}",
+            context={
+                "tier": 2,
                 "processItemId": plan.chosen.id,
-                "processItemIds": [plan.chosen.id, *plan.batch],
-                "deferItemIds": plan.defer,
-                "dropItemIds": plan.drop,
-                "inlineCompletedIds": plan.inline,
+                "batchItemIds": plan.batch,
+                "batchContext": plan.batch_context,
+                "deferItemIds": deferred,
+                "dropItemIds": dropped,
+                "inlineCompletedIds": inline,
                 "priorities": reprioritised,
-                "reasoning": plan.reasoning,
                 "situationalAwareness": plan.awareness,
+                "activityId": plan.activity_id,
             },
+            outcome=f"process {plan.chosen.id}" + (f" with {len(plan.batch)} more" if plan.batch else ""),
         )
+    send_event_on_commit(
+        agent_group(tx.agent_id),
+        "agent:triage",
+        {
+            "agentId": tx.agent_id,
+            "tier": plan.tier,
+            "candidates": [c.id for c in plan.candidates],
+            "processItemId": plan.chosen.id,
+            "processItemIds": [plan.chosen.id, *plan.batch],
+            "deferItemIds": plan.defer,
+            "dropItemIds": plan.drop,
+            "inlineCompletedIds": plan.inline,
+            "priorities": reprioritised,
+            "reasoning": plan.reasoning,
+            "situationalAwareness": plan.awareness,
+        },
+    )
 
 
 def _who(plan: Plan) -> str:
     return "deliberation" if plan.tier == 2 else "triage"
 
 
-def _answer_waiting(lease: Lease, item: MailboxItem, text: str) -> None:
+def _answer_waiting(tx: Fence, item: MailboxItem, text: str) -> None:
     """An agent message waiting for this agent's answer that triage set aside (dropped,
     or handled inline without agent_reply) is answered with ``text``, so its sender, or a
     bus ``request``, does not wait for its timeout. Inside the fenced transaction."""
     stream_id = (item.metadata or {}).get("streamId")
     if item.source_type != MailboxType.A2A_MESSAGE or not isinstance(stream_id, str):
         return
-    responder = Agent.objects.get(id=lease.agent_id)
-    reply_if_expected(responder=responder, stream_id=stream_id, text=text[:2000], actor=f"agent:{lease.agent_id}")
+    responder = Agent.objects.get(id=tx.agent_id)
+    reply_if_expected(responder=responder, stream_id=stream_id, text=text[:2000], actor=f"agent:{tx.agent_id}")
 
 
-def _record(lease: Lease, plan: Plan, item: MailboxItem, decision: str, reasoning: str) -> None:
+def _record(tx: Fence, plan: Plan, item: MailboxItem, decision: str, reasoning: str) -> None:
     prefix = "Deliberation" if plan.tier == 2 else "Triage"
     records.record_decision(
-        lease, item=item, decision_type=decision, reasoning=f"{prefix}: {reasoning}", context={"tier": plan.tier}
+        tx, item=item, decision_type=decision, reasoning=f"{prefix}: {reasoning}", context={"tier": plan.tier}
     )

@@ -42,6 +42,27 @@ def _strict(source_type: str, payload: dict[str, Any] | None) -> bool:
     )
 
 
+def is_protected(item: MailboxItem) -> bool:
+    """Never deferred, dropped or completed inline by the agent's triage: a human's chat
+    or comment, a strict item (an execution trigger, a review request, a requirement
+    update asking for action) and a direct mention."""
+    return item.is_user_interaction or is_strict(item) or item.source_type == MailboxType.MENTION
+
+
+def protection_reason(item: MailboxItem) -> str:
+    if item.source_type == MailboxType.HUMAN_CHAT:
+        return "a human's chat"
+    if item.is_user_interaction:
+        return "a human's comment"
+    if item.triggers_execution:
+        return "an execution trigger (its task waits for it)"
+    if item.source_type == MailboxType.REVIEW_REQUEST:
+        return "a review request"
+    if item.source_type == MailboxType.MENTION:
+        return "a direct mention"
+    return f"a {item.label.lower()} that asks for action"
+
+
 def entity_key(item: MailboxItem) -> tuple[str, str] | None:
     """The task (or else the requirement) an item is about, or None."""
     if item.task_id:

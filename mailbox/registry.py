@@ -145,8 +145,6 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
 # sender's role is "user" (human_chat always is).
 COMMENT_TYPES = frozenset({T.TASK_COMMENT, T.REQUIREMENT_COMMENT})
 STATUS_UPDATE_TYPES = frozenset({T.TASK_STATUS_UPDATE, T.REQUIREMENT_UPDATE})
-# Items that agent tools may never defer, drop or re-prioritise.
-PROTECTED_TYPES = frozenset({T.HUMAN_CHAT})
 MESSAGE_SEPARATOR = "\n\n---\n\n"
 
 

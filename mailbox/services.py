@@ -23,12 +23,11 @@ from markus.core.errors import MarkusError
 
 from . import lifecycle
 from .lifecycle import MAX_HUMAN_ATTEMPTS, OPEN_STATUSES, emit_item, not_parked, queued
-from .merge import dedup_key, entity_key, is_strict, may_merge
+from .merge import dedup_key, entity_key, is_protected, is_strict, may_merge, protection_reason
 from .models import MailboxItem
 from .registry import (
     COMMENT_TYPES,
     MAILBOX_TYPE_REGISTRY,
-    PROTECTED_TYPES,
     MailboxType,
     Priority,
     Status,
@@ -226,9 +225,11 @@ def mailbox_dequeue(agent_id: str) -> MailboxItem | None:
 
 
 def check_agent_may_manage(item: MailboxItem) -> None:
-    """Agent tools may not defer, drop or re-prioritise a human's chat."""
-    if item.source_type in PROTECTED_TYPES:
-        raise ProtectedItemError(f"{item.id} is a {item.label} item; it is protected and cannot be changed by a tool")
+    """Agent tools may not defer, drop or re-prioritise a protected item (``is_protected``)."""
+    if is_protected(item):
+        raise ProtectedItemError(
+            f"{item.id} is {protection_reason(item)}: it is protected and cannot be changed by a tool"
+        )
 
 
 def _tool_item(agent_id: str, item_id: str) -> MailboxItem:

@@ -70,7 +70,7 @@ def _control(label: str, step: Callable[[Agent], None]) -> AgentAction:
 @admin.action(description="Wake selected agents now", permissions=["change"])
 def wake_now(modeladmin: admin.ModelAdmin[Agent], request: HttpRequest, queryset: QuerySet[Agent]) -> None:
     def step(agent: Agent) -> None:
-        if agent.kind != Agent.Kind.INTERNAL or agent.status != Agent.RunStatus.RUNNING:
+        if not agent.is_running:
             raise console.ConsoleError(
                 f"{agent.id} is {agent.kind} and {agent.status}; only running internal agents have a loop to wake"
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django.conf import settings
@@ -69,6 +70,13 @@ class Team(models.Model):
         return self.name
 
 
+class AgentQuerySet(models.QuerySet["Agent"]):
+    def running(self) -> AgentQuerySet:
+        """The agents the attention loop runs now: internal and running (the one
+        definition; the lease's raw statements use ``Agent.RUNS``)."""
+        return self.filter(**Agent.RUNS)
+
+
 class Agent(models.Model):
     """An agent. ``kind`` internal: the attention loop runs it; external: a harness (a
     coding CLI) that reads its inbox over the AgentBus. The API token is stored hashed
@@ -133,12 +141,22 @@ class Agent(models.Model):
         default=0, help_text="each level doubles the interval (at most 24 h); new work resets it"
     )
 
+    objects = AgentQuerySet.as_manager()
+
+    # What "the loop runs this agent" means, as field values (``AgentQuerySet.running``).
+    RUNS: ClassVar[dict[str, str]] = {"kind": Kind.INTERNAL.value, "status": RunStatus.RUNNING.value}
+
     class Meta:
         db_table = "agents"
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    @property
+    def is_running(self) -> bool:
+        """The attention loop runs it (``AgentQuerySet.running``), as this instance says."""
+        return self.kind == self.Kind.INTERNAL and self.status == self.RunStatus.RUNNING
 
     def clean(self) -> None:
         super().clean()

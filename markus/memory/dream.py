@@ -57,9 +57,7 @@ def due_agents(now: datetime) -> list[Due]:
     least, busy = int(_setting("DREAM_MIN_OBSERVATIONS", 50)), int(_setting("DREAM_BUSY_OBSERVATIONS", 500))
     interval = timedelta(hours=_setting("DREAM_INTERVAL_HOURS", 24))
     busy_interval = timedelta(hours=_setting("DREAM_BUSY_INTERVAL_HOURS", 6))
-    running = list(
-        Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING).values_list("id", flat=True)
-    )
+    running = list(Agent.objects.running().values_list("id", flat=True))
     dreams = MailboxItem.objects.filter(agent_id__in=running, source_type=DREAM)
     # A dream recovery dropped (its worker died in it) is no day's dream: the next check
     # may start another.
@@ -95,7 +93,7 @@ def dreaming_now() -> int:
         MailboxItem.objects.filter(
             source_type=DREAM,
             status__in=OPEN_STATUSES,
-            agent__status=Agent.RunStatus.RUNNING,
+            agent__in=Agent.objects.running(),
         ).aggregate(n=Count("agent_id", distinct=True))["n"]
         or 0
     )

@@ -117,7 +117,7 @@ def enqueue_due_reports(*, now: datetime | None = None, digest: DayDigest | None
     items enqueued."""
     now = now or timezone.now()
     n = 0
-    agents = Agent.objects.filter(kind=Agent.Kind.INTERNAL, status=Agent.RunStatus.RUNNING)
+    agents = Agent.objects.running()
     for agent in agents:
         if not is_manager(agent):
             continue

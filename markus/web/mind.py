@@ -209,7 +209,7 @@ def control_agent(agent: Agent, action: str) -> str:
     if action == "resume":
         attention.agent_resume(agent)
         return f"{agent.name} resumed."
-    if agent.kind != Agent.Kind.INTERNAL or agent.status != Agent.RunStatus.RUNNING:
+    if not agent.is_running:
         raise ControlRefused(f"{agent.id} is {agent.status}; only a running internal agent has a loop to wake")
     attention.wake(agent.id)
     return f"{agent.name} woken."

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from attention import records
-from attention.lease import lease_take
+from attention.lease import fenced, lease_take
 from attention.loop import run_attention
 from attention.models import ActivityLogType, AgentActivity, AgentAttention
 from attention.scenarios import CHAT, SYSTEM_NOTICE
@@ -35,7 +35,8 @@ def died_working_on(agent_id: str, source_type: str, scenario: str, **enqueue):
     claimed = mailbox_claim_next(agent_id=agent_id, epoch=dead.epoch, fence=dead.fence())
     assert claimed.id == item.id
     activity = records.start_activity(dead, item=claimed, scenario=scenario)
-    records.log(dead, activity, ActivityLogType.STATUS, f"started {scenario}")
+    with fenced(dead) as tx:
+        records.log(tx, activity, ActivityLogType.STATUS, f"started {scenario}")
     expire_lease(agent_id)
     return dead, claimed, activity
 
@@ -95,6 +96,8 @@ def test_a_live_lease_is_not_recovered_and_its_activity_stays_open(agent, script
     live = lease_take(agent.id)
     claimed = mailbox_claim_next(agent_id=agent.id, epoch=live.epoch, fence=live.fence())
     activity = records.start_activity(live, item=claimed, scenario=SYSTEM_NOTICE)
+    with fenced(live) as tx:
+        records.ensure_stored(tx, activity)
 
     assert run_attention(agent.id).status == "busy"
 

@@ -34,9 +34,9 @@ def died_deliberating(agent_id: str) -> AgentActivity:
         label="Deliberation: 3 item(s) waiting",
         lease_epoch=dead.epoch,
     )
-    with fenced(dead, state=AttentionState.DECIDING, focus_started_at=timezone.now()):
-        records.ensure_stored(dead, activity)
-        records.log(dead, activity, ActivityLogType.STATUS, "started deliberation")
+    with fenced(dead, state=AttentionState.DECIDING, focus_started_at=timezone.now()) as tx:
+        records.ensure_stored(tx, activity)
+        records.log(tx, activity, ActivityLogType.STATUS, "started deliberation")
     AgentAttention.objects.filter(agent_id=agent_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     return activity
 

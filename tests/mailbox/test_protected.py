@@ -1,4 +1,5 @@
-"""Agent tools may not defer, drop or re-prioritise a human's chat (seed section 21)."""
+"""Agent tools may not defer, drop or re-prioritise a protected item (seed section 21): one
+rule (``mailbox.merge.is_protected``) for the mailbox tools and deliberation alike."""
 
 from __future__ import annotations
 
@@ -38,8 +39,29 @@ def test_a_protected_item_error_is_a_mailbox_error_the_api_shows_as_400():
     assert ProtectedItemError("x").status_code == 400
 
 
+@pytest.mark.parametrize(
+    "kind,metadata,payload",
+    [
+        (T.MENTION, None, None),
+        (T.TASK_COMMENT, {"senderRole": "user"}, None),
+        (T.REVIEW_REQUEST, None, None),
+        (T.TASK_STATUS_UPDATE, None, {"extra": {"triggerExecution": True}}),
+    ],
+    ids=["mention", "a_persons_comment", "review_request", "execution_trigger"],
+)
+def test_a_tool_refuses_every_item_deliberation_protects(agent, enqueue, kind, metadata, payload):
+    from mailbox.merge import is_protected
+
+    item = enqueue(kind, metadata=metadata, **(payload or {}))
+    assert is_protected(item)
+    with pytest.raises(ProtectedItemError, match="protected"):
+        tool_drop_item(agent_id=agent.id, item_id=item.id)
+    item.refresh_from_db()
+    assert item.status == Status.QUEUED
+
+
 def test_a_tool_defers_another_item(agent, enqueue):
-    item = tool_defer_item(agent_id=agent.id, item_id=enqueue(T.MENTION).id)
+    item = tool_defer_item(agent_id=agent.id, item_id=enqueue(T.SYSTEM_EVENT).id)
     assert item.status == Status.DEFERRED and item.deferred_until is None
 
 
@@ -73,7 +95,7 @@ def test_a_tool_cannot_reach_another_agents_item(agent, other_agent, enqueue, to
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_a_tool_only_changes_queued_items(agent, enqueue, tool):
-    item = enqueue(T.MENTION)
+    item = enqueue(T.SYSTEM_EVENT)
     mailbox_claim_next(agent_id=agent.id)
     with pytest.raises(MailboxError, match="only queued items"):
         TOOLS[tool](agent.id, item.id)

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from attention import records
-from attention.lease import lease_take
+from attention.lease import fenced, lease_take
 from attention.models import AttentionState
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
@@ -59,8 +59,9 @@ def detail(html: str, item_id: str) -> str:
 def pick_and_focus(agent_id: str):
     lease = lease_take(agent_id)
     item = mailbox_claim_next(agent_id=agent_id, epoch=lease.epoch, fence=lease.fence())
-    records.set_state(lease, AttentionState.FOCUSED, item)
-    records.record_decision(lease, item=item, decision_type="pick", reasoning="Idle — picked from queue")
+    with fenced(lease) as tx:
+        records.set_state(tx, AttentionState.FOCUSED, item)
+        records.record_decision(tx, item=item, decision_type="pick", reasoning="Idle — picked from queue")
     return lease, item
 
 
@@ -91,7 +92,8 @@ def test_stale_page_plus_events_equals_a_fresh_page(agent, mind_client, events):
         second = enqueue_chat(agent.id, "Second")
         lease, item = pick_and_focus(agent.id)
         mailbox_complete(item.id, epoch=lease.epoch, fenced=True)
-        records.set_state(lease, AttentionState.IDLE)
+        with fenced(lease) as tx:
+            records.set_state(tx, AttentionState.IDLE)
     live = apply_all(stream, got)
     fresh = mind_client.get(f"/agents/{agent.id}/mind/").content.decode()
     assert head(stale, first.id) != head(fresh, first.id)  # the page did go stale
