@@ -33,7 +33,7 @@ from typing import Any, Self
 
 from django.conf import settings
 from django.db import InterfaceError, InternalError, OperationalError, connection, models, transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, Q, QuerySet
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
@@ -92,16 +92,6 @@ class Lease:
     agent_id: str
     owner: str
     epoch: int
-
-    def fence(self) -> Q:
-        """A condition on MailboxItem rows: the agent's lease is still this one."""
-        return Q(
-            Exists(
-                AgentAttention.objects.filter(
-                    agent_id=OuterRef("agent_id"), lease_epoch=self.epoch, lease_owner=self.owner
-                )
-            )
-        )
 
 
 def lease_seconds() -> float:

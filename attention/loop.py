@@ -244,7 +244,7 @@ def _next(run: Run) -> Begun | None:
     for _ in range(10):
         view = read_queue(lease.agent_id)
         if view.due_deferred:
-            mailbox.mailbox_resurface_due(lease.agent_id)
+            lifecycle.resurface_due(lease.agent_id)
             view = read_queue(lease.agent_id)
         if not view.items:
             return None

@@ -28,7 +28,7 @@ from django.db import transaction
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
-from mailbox.services import mailbox_drop, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.core.errors import MarkusError
 
 from .services import wake_on_commit
@@ -104,7 +104,7 @@ def drop_item(*, item_id: str, reason: str, operator: Operator) -> MailboxItem:
     if item.status not in (Status.QUEUED, Status.DEFERRED):
         raise OperatorError(f"{item.id} is {item.status}; only queued or deferred items can be dropped")
     full = f"operator {operator.get_username()}: {reason}"
-    if not mailbox_drop(item.id, reason=full, from_statuses=[Status.QUEUED, Status.DEFERRED]):
+    if not lifecycle.drop(item.id, reason=full, from_statuses=[Status.QUEUED, Status.DEFERRED]):
         raise OperatorError(f"{item.id} changed meanwhile; reload and try again")
     item.refresh_from_db()
     return item

@@ -35,7 +35,6 @@ from django.utils import timezone
 
 from agentbus.services import reply_if_expected
 from mailbox import lifecycle
-from mailbox import services as mailbox
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status, descriptor
@@ -322,13 +321,13 @@ def apply_plan(
     dropped, deferred, inline = [], [], []
     for item_id in plan.drop:
         why = plan.reasons.get(item_id) or plan.reasoning
-        if mailbox.mailbox_drop(item_id, reason=f"{_who(plan)}: {why}"[:300], from_statuses=[Status.QUEUED]):
+        if lifecycle.drop(item_id, reason=f"{_who(plan)}: {why}"[:300], from_statuses=[Status.QUEUED]):
             _record(tx, plan, by_id[item_id], DecisionType.DROP, why)
             _answer_waiting(tx, by_id[item_id], f"(not answered: {_who(plan)} set this message aside: {why})")
             dropped.append(item_id)
     for item_id in plan.defer:
         until = plan.defer_until.get(item_id, default_until) if deliberated else default_until
-        if mailbox.mailbox_defer(item_id, until=until, from_statuses=[Status.QUEUED]):
+        if lifecycle.defer(item_id, until=until, from_statuses=[Status.QUEUED]):
             _record(tx, plan, by_id[item_id], DecisionType.DEFER, plan.reasons.get(item_id) or plan.reasoning)
             deferred.append(item_id)
     for item_id in plan.inline:

@@ -26,8 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
-from django.db.models.functions import Greatest
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from markus.core.events import agent_group, send_json_on_commit
@@ -124,10 +123,6 @@ def transition(
     the worker that claimed it under ``epoch`` can. ``refund_attempt``: this run does not
     count as an attempt (a preempt, a pause). True if the row changed."""
     sql = statements()
-    if not sql.returning:
-        return _transition_orm(
-            item_id, from_statuses=from_statuses, epoch=epoch, fenced=fenced, refund_attempt=refund_attempt, **fields
-        )
     statuses = [str(s) for s in from_statuses]
     fence = None if not fenced else "null" if epoch is None else "epoch"
     shape = (tuple(fields), len(statuses), fence, refund_attempt)
@@ -143,27 +138,6 @@ def transition(
     return True
 
 
-def _transition_orm(
-    item_id: str,
-    *,
-    from_statuses: Iterable[str],
-    epoch: int | None = None,
-    fenced: bool = False,
-    refund_attempt: bool = False,
-    **fields: Any,
-) -> bool:
-    rows = MailboxItem.objects.filter(id=item_id, status__in=list(from_statuses))
-    if fenced:
-        rows = rows.filter(lease_epoch=epoch)
-    if refund_attempt:
-        fields["attempts"] = Greatest(F("attempts") - 1, 0)
-    with transaction.atomic():
-        changed = rows.update(**fields) == 1
-        if changed:
-            emit_item(MailboxItem.objects.get(id=item_id))
-    return changed
-
-
 # ---------------------------------------------------------------------------- claim
 
 
@@ -176,65 +150,26 @@ def _claim_params(sql: Statements, epoch: int | None) -> list[Any]:
     return [sql.stamp(timezone.now()), epoch]
 
 
-def claim(item_id: str, *, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
+def claim(item_id: str, *, epoch: int | None = None) -> MailboxItem | None:
     """Claim one queued item (``processing``) with a conditional UPDATE; None if it was
-    not queued any more or the fence does not hold."""
+    not queued any more. The loop claims inside its fenced transaction, so a stale
+    worker claims nothing."""
     sql = statements()
-    condition = sql.condition(fence) if fence is not None and sql.returning else None
-    if not sql.returning or (fence is not None and condition is None):
-        return _claim_orm(item_id, epoch=epoch, fence=fence)
-    statement, params = sql.claim, [*_claim_params(sql, epoch), item_id]
-    if condition is not None:
-        statement, params = f"{statement} AND {condition[0]}", [*params, *condition[1]]
-    item = sql.fetch(statement, params)
+    item = sql.fetch(sql.claim, [*_claim_params(sql, epoch), item_id])
     if item is not None:
         emit_item(item)
     return item
 
 
-def _claim_orm(item_id: str, *, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
-    rows = MailboxItem.objects.filter(id=item_id, status=Status.QUEUED)
-    if fence is not None:
-        rows = rows.filter(fence)
-    if (
-        rows.update(status=Status.PROCESSING, started_at=timezone.now(), lease_epoch=epoch, attempts=F("attempts") + 1)
-        != 1
-    ):
-        return None
-    item = MailboxItem.objects.get(id=item_id)
-    with transaction.atomic():
-        emit_item(item)
-    return item
-
-
-def claim_next(*, agent_id: str, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
+def claim_next(*, agent_id: str, epoch: int | None = None) -> MailboxItem | None:
     """Claim the head of the queue with one ``UPDATE … RETURNING``: the head chosen and
     (on PostgreSQL) locked by a subquery, so a head taken or merged meanwhile gives way
-    to the next queued item. None when the queue is empty or the fence no longer holds."""
+    to the next queued item. None when the queue is empty."""
     sql = statements()
-    condition = sql.condition(fence) if fence is not None and sql.returning else None
-    if not sql.returning or (fence is not None and condition is None):
-        return _claim_next_orm(agent_id=agent_id, epoch=epoch, fence=fence)
-    statement, params = sql.claim_next, [*_claim_params(sql, epoch), agent_id]
-    if condition is not None:
-        statement, params = f"{statement} AND {condition[0]}", [*params, *condition[1]]
-    item = sql.fetch(statement, params)
+    item = sql.fetch(sql.claim_next, [*_claim_params(sql, epoch), agent_id])
     if item is not None:
         emit_item(item)
     return item
-
-
-def _claim_next_orm(*, agent_id: str, epoch: int | None = None, fence: Q | None = None) -> MailboxItem | None:
-    for _ in range(10):
-        head = queued(agent_id).values_list("id", flat=True).first()
-        if head is None:
-            return None
-        item = _claim_orm(head, epoch=epoch, fence=fence)
-        if item is not None:
-            return item
-        if fence is not None and not MailboxItem.objects.filter(id=head).filter(fence).exists():
-            return None  # the lease moved on: this worker is stale
-    return None
 
 
 def put_back(item_id: str, *, epoch: int) -> bool:

@@ -2,9 +2,8 @@
 recovery and the agent tools (seed sections 3, 14, 17, 18, 21, 22). The status
 transitions themselves live in ``lifecycle``, the merge rule in ``merge``.
 
-Nothing here knows about LLMs or leases. The attention loop passes a ``fence`` (a
-boolean expression, e.g. "the agent's lease epoch is still E") that claims and
-transitions must also satisfy, so a stale worker's writes match no row.
+Nothing here knows about LLMs or leases: the attention loop makes its writes inside its
+own fenced transaction, and stamps what it claims with its lease epoch.
 """
 
 from __future__ import annotations
@@ -201,26 +200,6 @@ def _find_absorber(item: MailboxItem, key: str) -> MailboxItem | None:
     return None
 
 
-# ---------------------------------------------------------------------------- the item's life
-# Every status write lives in ``mailbox.lifecycle``; these are its names as the callers
-# of the mailbox service know them.
-
-mailbox_claim = lifecycle.claim
-mailbox_claim_next = lifecycle.claim_next
-mailbox_put_back = lifecycle.put_back
-mailbox_complete = lifecycle.complete
-mailbox_defer = lifecycle.defer
-mailbox_requeue = lifecycle.requeue
-mailbox_drop = lifecycle.drop
-mailbox_merge_into = lifecycle.merge_into
-mailbox_resurface_due = lifecycle.resurface_due
-
-
-def mailbox_dequeue(agent_id: str) -> MailboxItem | None:
-    """Unfenced claim, for callers that own the agent by other means (tests, tools)."""
-    return lifecycle.claim_next(agent_id=agent_id)
-
-
 # ---------------------------------------------------------------------------- agent tools
 
 
@@ -244,14 +223,14 @@ def _tool_item(agent_id: str, item_id: str) -> MailboxItem:
 
 def tool_defer_item(*, agent_id: str, item_id: str, until: datetime | None = None) -> MailboxItem:
     item = _tool_item(agent_id, item_id)
-    mailbox_defer(item.id, until=until, from_statuses=[Status.QUEUED])
+    lifecycle.defer(item.id, until=until, from_statuses=[Status.QUEUED])
     item.refresh_from_db()
     return item
 
 
 def tool_drop_item(*, agent_id: str, item_id: str, reason: str = "dropped by the agent") -> MailboxItem:
     item = _tool_item(agent_id, item_id)
-    mailbox_drop(item.id, reason=reason, from_statuses=[Status.QUEUED])
+    lifecycle.drop(item.id, reason=reason, from_statuses=[Status.QUEUED])
     item.refresh_from_db()
     return item
 
@@ -333,7 +312,7 @@ def mailbox_drop_status_updates_by_task_id(*, agent_id: str, task_id: str) -> in
     for item in rows:
         if item.triggers_execution:
             continue
-        if mailbox_drop(item.id, reason=f"retry cleanup for task {task_id}", from_statuses=[Status.QUEUED]):
+        if lifecycle.drop(item.id, reason=f"retry cleanup for task {task_id}", from_statuses=[Status.QUEUED]):
             dropped += 1
     return dropped
 
@@ -367,7 +346,7 @@ def _dedupe_queue(agent_id: str, report: RecoveryReport) -> None:
         key=lambda i: (i.queued_at, i.id),
     )
     for stale in heartbeats[:-1]:
-        if mailbox_drop(stale.id, reason="recovery: heartbeat collapse", from_statuses=[Status.QUEUED]):
+        if lifecycle.drop(stale.id, reason="recovery: heartbeat collapse", from_statuses=[Status.QUEUED]):
             report.heartbeats_collapsed.append(stale.id)
     groups: dict[tuple[str, str], list[MailboxItem]] = defaultdict(list)
     for item in items:

@@ -14,10 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet, FullResultSet
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Q
 
 from .models import MailboxItem
 from .registry import Status
@@ -38,7 +37,11 @@ class Statements:
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         qn = conn.ops.quote_name
         self.conn = conn
-        self.returning = bool(conn.features.can_return_columns_from_insert)
+        if not conn.features.can_return_columns_from_insert:
+            # Every write of an item is one statement that returns the row it wrote.
+            raise ImproperlyConfigured(
+                f"the mailbox needs UPDATE … RETURNING: PostgreSQL, or SQLite 3.35 or newer ({conn.vendor})"
+            )
         self.utc_text = conn.vendor == "sqlite" and settings.USE_TZ and conn.timezone is UTC
         self._cursor: Any = None
         self._raw: Any = None
@@ -133,21 +136,6 @@ class Statements:
         cursor.execute(sql + self.returning_sql, params)
         rows = cursor.fetchall()
         return self.item(rows[0]) if rows else None
-
-    def condition(self, q: Q) -> tuple[str, list[Any]] | None:
-        """A condition on the item's own row (a fence) as SQL, or None when it needs a
-        join (then the caller takes the ORM path)."""
-        query = MailboxItem.objects.filter(q).query
-        try:
-            sql, params = query.get_compiler(connection=self.conn).compile(query.where)
-        except EmptyResultSet:  # a condition that holds for no row
-            return "1 = 0", []
-        except FullResultSet:  # one that holds for every row
-            return "1 = 1", []
-        base = MailboxItem._meta.db_table
-        if any(count for alias, count in query.alias_refcount.items() if alias != base):
-            return None
-        return sql, list(params)
 
 
 _statements: weakref.WeakKeyDictionary[BaseDatabaseWrapper, Statements] = weakref.WeakKeyDictionary()

@@ -7,8 +7,9 @@ from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse
 
+from mailbox import lifecycle
 from mailbox.registry import Category, MailboxType, Status
-from mailbox.services import mailbox_drop, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.work.models import Requirement, Task
 from notifications.models import Approval, UserNotification
 from notifications.registry import NotificationType
@@ -29,7 +30,7 @@ def operator(django_user_model):
 def console_data(alice, agent, team):
     chat = mailbox_enqueue(agent_id=agent.id, source_type=T.HUMAN_CHAT, payload={"summary": "Hello there"})
     beat = mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": "Heartbeat check-in"})
-    mailbox_drop(beat.id, reason="collapsed")
+    lifecycle.drop(beat.id, reason="collapsed")
     task = Task.objects.create(title="Write docs", assignee=agent)
     Requirement.objects.create(title="Docs site", created_by_agent=agent)
     UserNotification.objects.create(user=alice, type=NotificationType.SYSTEM, title="Welcome")

@@ -9,9 +9,10 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_complete, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 
 T = MailboxType
 pytestmark = pytest.mark.django_db
@@ -167,8 +168,8 @@ def timeline_items(agent):
     """Five items: one completed, one merged, three queued (in dequeue order: chat,
     mention, heartbeat)."""
     done = seed(agent.id, T.SYSTEM_EVENT, "done")
-    assert mailbox_claim_next(agent_id=agent.id).id == done.id
-    mailbox_complete(done.id)
+    assert lifecycle.claim_next(agent_id=agent.id).id == done.id
+    lifecycle.complete(done.id)
     beat = seed(agent.id, T.HEARTBEAT, "beat")
     comment = seed(agent.id, T.TASK_COMMENT, "comment", taskId="t")
     merged = seed(agent.id, T.TASK_COMMENT, "comment 2", taskId="t")

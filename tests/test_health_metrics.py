@@ -16,9 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentbus.models import OutboxRecord
 from attention import loop
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from mailbox.services import mailbox_claim_next, mailbox_enqueue, mailbox_recover
+from mailbox.services import mailbox_enqueue, mailbox_recover
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
 from markus.ops import health
@@ -221,8 +222,8 @@ def test_metrics_count_what_recovery_requeued_and_dropped(client, agent):
         metadata={"senderRole": "user"},
     )
     job = enqueue(agent, T.SYSTEM_EVENT, "a job")
-    assert mailbox_claim_next(agent_id=agent.id).id == chat.id
-    assert mailbox_claim_next(agent_id=agent.id).id == job.id
+    assert lifecycle.claim_next(agent_id=agent.id).id == chat.id
+    assert lifecycle.claim_next(agent_id=agent.id).id == job.id
     report = mailbox_recover(agent.id)  # their worker died
     assert report.requeued == [chat.id] and report.dropped == [job.id]
     samples = scrape(client)

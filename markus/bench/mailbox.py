@@ -33,9 +33,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import item_enqueued, mailbox_claim_next, mailbox_complete, mailbox_enqueue
+from mailbox.services import item_enqueued, mailbox_enqueue
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 from markus.bench.report import Figure
@@ -89,8 +90,8 @@ def service_enqueue(agent_id: str, n: int) -> None:
 
 def service_dequeue(agent_id: str) -> int:
     done = 0
-    while (item := mailbox_claim_next(agent_id=agent_id)) is not None:
-        mailbox_complete(item.id)
+    while (item := lifecycle.claim_next(agent_id=agent_id)) is not None:
+        lifecycle.complete(item.id)
         done += 1
     return done
 

@@ -41,9 +41,10 @@ from django.db import connection
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
-from mailbox.services import item_enqueued, mailbox_claim_next, mailbox_complete, mailbox_enqueue
+from mailbox.services import item_enqueued, mailbox_enqueue
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 from markus.core.ids import new_id
@@ -245,7 +246,7 @@ def _quiet_wakeups() -> Iterator[None]:
 
 @contextmanager
 def mailbox() -> Iterator[SyncOps]:
-    """``mailbox_enqueue``; ``mailbox_claim_next`` + ``mailbox_complete``, on a throwaway
+    """``mailbox_enqueue``; ``lifecycle.claim_next`` + ``lifecycle.complete``, on a throwaway
     external, stopped agent (no sweep or worker touches it), wake-ups muted."""
     agent, _ = agent_create(name="bench-peers", kind=Agent.Kind.EXTERNAL, agent_id=new_id("bench"))
     Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.STOPPED)
@@ -258,10 +259,10 @@ def mailbox() -> Iterator[SyncOps]:
                 )
 
             def claim_ack() -> bool:
-                item = mailbox_claim_next(agent_id=agent.id)
+                item = lifecycle.claim_next(agent_id=agent.id)
                 if item is None:
                     return False
-                mailbox_complete(item.id)
+                lifecycle.complete(item.id)
                 return True
 
             yield SyncOps(enqueue, claim_ack)
@@ -351,5 +352,5 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         _line(stdout, label, driver, m)
         figures += _figures(label, m, driver, goals=False)
     peer_calls = " | ".join(f"{peer}: {calls}" for peer, calls in CALLS.items())
-    stdout.write(f"  calls: mailbox: mailbox_enqueue; mailbox_claim_next + mailbox_complete | {peer_calls}\n")
+    stdout.write(f"  calls: mailbox: mailbox_enqueue; lifecycle.claim_next + lifecycle.complete | {peer_calls}\n")
     return figures

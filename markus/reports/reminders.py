@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
@@ -195,7 +196,7 @@ def reminder_schedule(
         item = mailbox.mailbox_enqueue(
             agent_id=agent.id, source_type=MailboxType.REMINDER, payload=payload, metadata=metadata
         )
-        mailbox.mailbox_defer(item.id, until=moment, from_statuses=[Status.QUEUED])
+        lifecycle.defer(item.id, until=moment, from_statuses=[Status.QUEUED])
     item.refresh_from_db()
     return item
 
@@ -310,6 +311,6 @@ def reminder_cancel(*, agent_id: str, item_id: str, by: str) -> MailboxItem:
         locked = MailboxItem.objects.select_for_update().filter(id=item.id, status=Status.DEFERRED).first()
         if locked is None or locked.deferred_until != remind_at:
             raise ReminderFired(f"reminder {item_id} fired; only a pending reminder can be cancelled")
-        mailbox.mailbox_drop(item.id, reason=f"reminder cancelled by {by}"[:300], from_statuses=[Status.DEFERRED])
+        lifecycle.drop(item.id, reason=f"reminder cancelled by {by}"[:300], from_statuses=[Status.DEFERRED])
     item.refresh_from_db()
     return item

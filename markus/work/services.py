@@ -19,9 +19,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_drop, mailbox_drop_status_updates_by_task_id
+from mailbox.services import mailbox_drop_status_updates_by_task_id
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from notifications.registry import NotificationType
@@ -326,7 +327,7 @@ def _drop_open_items(task: Task, agent_id: str | None, *, reason: str, execution
     for item in rows:
         if execution and not item.triggers_execution:
             continue
-        mailbox_drop(item.id, reason=reason, from_statuses=[Status.QUEUED, Status.DEFERRED])
+        lifecycle.drop(item.id, reason=reason, from_statuses=[Status.QUEUED, Status.DEFERRED])
 
 
 def request_review(task: Task, actor: Actor, *, user: User | None = None, reason: str = "") -> MailboxItem | None:

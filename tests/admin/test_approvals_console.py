@@ -8,9 +8,10 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import quote
 from django.urls import reverse
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_defer, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from notifications.models import Approval
 from notifications.services import approval_create, approval_respond
 
@@ -22,7 +23,7 @@ def parked(agent, alice):
     """A chat parked while it waits for Alice's approval (as the loop leaves it)."""
     item = mailbox_enqueue(agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT, payload={"summary": "deploy"})
     approval = approval_create(user=alice, title="Deploy?", agent=agent, mailbox_item=item)
-    mailbox_defer(item.id)
+    lifecycle.defer(item.id)
     MailboxItem.objects.filter(id=item.id).update(metadata={"waitingForApproval": True, "approvalId": approval.id})
     return item, approval
 

@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_complete, mailbox_defer, mailbox_dequeue, mailbox_drop, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 
 T = MailboxType
 pytestmark = pytest.mark.django_db
@@ -77,8 +78,8 @@ def test_a_malformed_date_is_refused_like_any_bad_filter(operator, agent):
 
 def completed(agent, **kw) -> MailboxItem:
     item = enqueue(agent, **kw)
-    assert mailbox_dequeue(agent.id).id == item.id
-    mailbox_complete(item.id)
+    assert lifecycle.claim_next(agent_id=agent.id).id == item.id
+    lifecycle.complete(item.id)
     item.refresh_from_db()
     return item
 
@@ -106,7 +107,7 @@ def test_retrying_a_dropped_human_chat_queues_a_copy(operator, agent):
         payload={"summary": "hi", "content": "hi"},
         metadata={"senderRole": "user", "senderId": "1"},
     )
-    mailbox_drop(chat.id, reason="recovery: gave up")
+    lifecycle.drop(chat.id, reason="recovery: gave up")
     act(operator, "retry_items", chat)
     copy = MailboxItem.objects.get(metadata__retryOf=chat.id)
     assert copy.status == Status.QUEUED and copy.metadata["senderRole"] == "user"
@@ -114,7 +115,7 @@ def test_retrying_a_dropped_human_chat_queues_a_copy(operator, agent):
 
 def test_retrying_a_deferred_item_resurfaces_it_in_place(operator, agent):
     item = enqueue(agent)
-    mailbox_defer(item.id, until=datetime.now(UTC) + timedelta(hours=3))
+    lifecycle.defer(item.id, until=datetime.now(UTC) + timedelta(hours=3))
     act(operator, "retry_items", item)
     item.refresh_from_db()
     assert (item.status, item.deferred_until) == (Status.QUEUED, None)
@@ -123,7 +124,7 @@ def test_retrying_a_deferred_item_resurfaces_it_in_place(operator, agent):
 
 def test_an_item_parked_for_an_approval_is_not_retried(operator, agent):
     item = enqueue(agent)
-    mailbox_defer(item.id)
+    lifecycle.defer(item.id)
     MailboxItem.objects.filter(id=item.id).update(metadata={"waitingForApproval": True, "approvalId": "apr_1"})
     act(operator, "retry_items", item)
     item.refresh_from_db()
@@ -152,7 +153,7 @@ def test_a_retried_copy_that_dedup_merges_says_so(operator, agent):
 
 def test_queued_and_processing_items_are_not_retried(operator, agent):
     working = enqueue(agent, summary="working")
-    mailbox_dequeue(agent.id)
+    lifecycle.claim_next(agent_id=agent.id)
     waiting = enqueue(agent, summary="waiting")
     act(operator, "retry_items", working, waiting)
     assert MailboxItem.objects.count() == 2
@@ -184,10 +185,10 @@ def test_drop_without_a_reason_changes_nothing(operator, agent):
 
 def test_drop_takes_deferred_items_and_refuses_processing_and_finished_ones(operator, agent):
     deferred = enqueue(agent, summary="later")
-    mailbox_defer(deferred.id)
+    lifecycle.defer(deferred.id)
     working = enqueue(agent, summary="now")
     MailboxItem.objects.filter(id=working.id).update(priority=0)
-    assert mailbox_dequeue(agent.id).id == working.id
+    assert lifecycle.claim_next(agent_id=agent.id).id == working.id
     finished = completed(agent, summary="done")
     act(operator, "drop_items", deferred, working, finished, apply="yes", reason="cleanup")
     statuses = dict(MailboxItem.objects.values_list("id", "status"))

@@ -173,10 +173,10 @@ def test_a_batch_is_processed_in_one_session_and_completed_together(agent, monke
 
 
 def test_only_queued_items_that_may_join_are_batched(agent, monkeypatch):
-    from mailbox.services import mailbox_drop
+    from mailbox import lifecycle
 
     a, gone = enqueue(agent, "alpha"), enqueue(agent, "gone")
-    mailbox_drop(gone.id, reason="operator")
+    lifecycle.drop(gone.id, reason="operator")
     trigger = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.TASK_STATUS_UPDATE,

@@ -30,11 +30,12 @@ from attention import heartbeat, services
 from attention.lease import lease_release, lease_take
 from attention.loop import run_attention
 from attention.models import AgentAttention
+from mailbox import lifecycle
 from mailbox.lifecycle import OPEN_STATUSES, not_parked
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
-from mailbox.services import mailbox_claim_next, mailbox_recover
+from mailbox.services import mailbox_recover
 from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create
 from markus.core.actors import Actor
@@ -327,7 +328,7 @@ class LivenessMachine(RuleBasedStateMachine):
             )
         lease = lease_take(agent_id, seconds=30)
         assert lease is not None, f"{agent_id}: a live lease between steps"
-        claimed = mailbox_claim_next(agent_id=agent_id, epoch=lease.epoch, fence=lease.fence())
+        claimed = lifecycle.claim_next(agent_id=agent_id, epoch=lease.epoch)
         expire_lease(agent_id)
         if claimed is None:
             return
@@ -359,10 +360,7 @@ class LivenessMachine(RuleBasedStateMachine):
             for agent_id in AGENT_IDS:
                 if what == "restart_claiming":
                     lease = lease_take(agent_id, seconds=30)
-                    if (
-                        lease is not None
-                        and mailbox_claim_next(agent_id=agent_id, epoch=lease.epoch, fence=lease.fence()) is not None
-                    ):
+                    if lease is not None and lifecycle.claim_next(agent_id=agent_id, epoch=lease.epoch) is not None:
                         STATS["crashes"] += 1
                         STATS["crashes at restart"] += 1
                 expire_lease(agent_id)

@@ -21,7 +21,7 @@ from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
-from mailbox.services import mailbox_claim_next, mailbox_drop, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage
 from markus.agents.services import agent_create
 from markus.core.actors import Actor
@@ -110,7 +110,7 @@ def die_holding(agent_id: str) -> MailboxItem:
     """A worker took the lease, claimed the head of the queue, and died: its lease ran out."""
     dead = lease_take(agent_id)
     assert dead is not None
-    claimed = mailbox_claim_next(agent_id=agent_id, epoch=dead.epoch, fence=dead.fence())
+    claimed = lifecycle.claim_next(agent_id=agent_id, epoch=dead.epoch)
     assert claimed is not None and claimed.status == Status.PROCESSING
     AgentAttention.objects.filter(agent_id=agent_id).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
     return claimed
@@ -231,7 +231,7 @@ def test_a_retry_after_a_missed_verdict_is_not_counted_as_a_crash(scripted, agen
 
 
 def die_holding_under(lease) -> MailboxItem:
-    claimed = mailbox_claim_next(agent_id=lease.agent_id, epoch=lease.epoch, fence=lease.fence())
+    claimed = lifecycle.claim_next(agent_id=lease.agent_id, epoch=lease.epoch)
     assert claimed is not None
     AgentAttention.objects.filter(agent_id=lease.agent_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=5)
@@ -262,7 +262,7 @@ def test_a_task_in_progress_without_a_live_execution_gets_exactly_one_back_from_
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
     if lost == "dropped":
-        assert mailbox_drop(execution.id, reason="lost in a crash")
+        assert lifecycle.drop(execution.id, reason="lost in a crash")
     else:
         MailboxItem.objects.filter(id=execution.id).delete()
     assert not executions(agent.id, task.id).filter(status__in=OPEN).exists()
@@ -281,7 +281,7 @@ def test_a_task_in_review_without_a_live_review_request_gets_exactly_one_back_fr
 ):
     task = task_create(actor=human, title="Write the parser", assignee_id=bea.id, reviewer_agent_id=agent.id)
     task_transition(task_id=task.id, to_status="review", actor=Actor.for_agent(bea))
-    assert mailbox_drop(review_requests(agent.id, task.id).get().id, reason="lost in a crash")
+    assert lifecycle.drop(review_requests(agent.id, task.id).get().id, reason="lost in a crash")
     services.sweep()
     [repaired] = review_requests(agent.id, task.id).filter(status__in=OPEN)
     assert repaired.status == Status.QUEUED

@@ -124,7 +124,7 @@ def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agen
         for _ in range(2):
             mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": "hb", "content": "hb"})
         lease = lease_take(agent.id, seconds=30)
-        lifecycle.claim_next(agent_id=agent.id, epoch=lease.epoch, fence=lease.fence())
+        lifecycle.claim_next(agent_id=agent.id, epoch=lease.epoch)
         AgentAttention.objects.filter(agent_id=agent.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
         run_attention(agent.id)
         # The operator: drop a queued item, retry a finished one; the sweep's repair.

@@ -15,10 +15,11 @@ from attention.lease import fenced, lease_take
 from attention.loop import run_attention
 from attention.models import ActivityLogType, AgentActivity, AgentAttention
 from attention.scenarios import CHAT, SYSTEM_NOTICE
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
-from mailbox.services import mailbox_claim_next, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.llm.scripted import Turn
 
 MARK = "<<HANDLE_COMPLETE>>"
@@ -32,7 +33,7 @@ def died_working_on(agent_id: str, source_type: str, scenario: str, **enqueue):
     """A worker took the lease, claimed the item, opened its activity, then vanished."""
     item = mailbox_enqueue(agent_id=agent_id, source_type=source_type, **enqueue)
     dead = lease_take(agent_id)
-    claimed = mailbox_claim_next(agent_id=agent_id, epoch=dead.epoch, fence=dead.fence())
+    claimed = lifecycle.claim_next(agent_id=agent_id, epoch=dead.epoch)
     assert claimed.id == item.id
     activity = records.start_activity(dead, item=claimed, scenario=scenario)
     with fenced(dead) as tx:
@@ -94,7 +95,7 @@ def test_a_live_lease_is_not_recovered_and_its_activity_stays_open(agent, script
     scripted()
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "job", "content": "x"})
     live = lease_take(agent.id)
-    claimed = mailbox_claim_next(agent_id=agent.id, epoch=live.epoch, fence=live.fence())
+    claimed = lifecycle.claim_next(agent_id=agent.id, epoch=live.epoch)
     activity = records.start_activity(live, item=claimed, scenario=SYSTEM_NOTICE)
     with fenced(live) as tx:
         records.ensure_stored(tx, activity)

@@ -16,9 +16,10 @@ from django.utils import timezone
 from attention import journal, loop
 from attention.lease import StaleLease, lease_take
 from attention.models import LLMSession
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from mailbox.services import mailbox_claim_next, mailbox_enqueue, mailbox_recover, mailbox_resurface_due
+from mailbox.services import mailbox_enqueue, mailbox_recover
 from markus.llm.scripted import Turn
 
 MARK = "<<HANDLE_COMPLETE>>"
@@ -57,7 +58,7 @@ def test_a_message_merged_into_a_preempted_item_reaches_its_resumed_session(scri
     loop.run_attention(agent.id)
     assert status(x.id) == "deferred" and status(sent["chat"].id) == "completed"
     MailboxItem.objects.filter(id=x.id).update(deferred_until=timezone.now())
-    assert mailbox_resurface_due(agent.id) == 1
+    assert lifecycle.resurface_due(agent.id) == 1
     y = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.A2A_MESSAGE,
@@ -119,7 +120,7 @@ def test_a_stale_worker_cannot_coalesce_into_an_item_it_lost(agent):
         payload={"summary": "status", "content": "s", "taskId": "t1"},
     )
     stale = lease_take(agent.id, seconds=0.1)
-    claimed = mailbox_claim_next(agent_id=agent.id, epoch=stale.epoch, fence=stale.fence())
+    claimed = lifecycle.claim_next(agent_id=agent.id, epoch=stale.epoch)
     time.sleep(0.2)  # the worker stalls past its lease; a successor recovers the item
     assert lease_take(agent.id) is not None
     mailbox_recover(agent.id)

@@ -10,9 +10,10 @@ from django.utils import timezone
 from attention import services
 from attention.lease import lease_take
 from attention.models import ActivityLogType, AgentActivity, AgentAttention, AgentDecision
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from mailbox.services import mailbox_claim_next, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.llm.scripted import Turn
 
 from .conftest import wait_for
@@ -86,7 +87,7 @@ def test_a_worker_that_died_holding_the_lease_is_recovered_by_the_sweep(celery_w
     other = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "ping", "content": "p"})
     # The dead worker: took a short lease, claimed both items in turn, then vanished.
     dead = lease_take(agent.id, seconds=0.3)
-    assert mailbox_claim_next(agent_id=agent.id, epoch=dead.epoch, fence=dead.fence()).id == chat.id
+    assert lifecycle.claim_next(agent_id=agent.id, epoch=dead.epoch).id == chat.id
     MailboxItem.objects.filter(id=other.id).update(status="processing", lease_epoch=dead.epoch)
     monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", True)
     wait_for(lambda: services.sweep() >= 1, timeout=5, message="sweep finds the expired lease")

@@ -9,9 +9,10 @@ import time
 import pytest
 from django.db import connection
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_complete, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.agents.services import agent_create
 from markus.bench.mailbox import quiet_wakeups
 
@@ -44,14 +45,14 @@ def produce(agent_id, n, tokens, lock, errors):
 def consume(agent_id, producing, seen, errors):
     try:
         while True:
-            item = mailbox_claim_next(agent_id=agent_id)
+            item = lifecycle.claim_next(agent_id=agent_id)
             if item is None:
                 if not producing.is_set():
                     return
                 time.sleep(0.002)
                 continue
             seen[item.id] = item.payload["content"]
-            if not mailbox_complete(item.id):
+            if not lifecycle.complete(item.id):
                 errors.append(AssertionError(f"could not complete {item.id}"))
     except Exception as exc:
         errors.append(exc)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mailbox import selectors
+from mailbox import lifecycle, selectors
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_consolidate_by_entity
+from mailbox.services import mailbox_consolidate_by_entity
 
 from .conftest import statuses
 
@@ -102,7 +102,7 @@ def test_a_human_chat_is_never_consolidated(agent, enqueue):
 
 def test_items_not_queued_are_left_out(agent, enqueue):
     in_flight = enqueue(T.MENTION, taskId="t")
-    assert mailbox_claim_next(agent_id=agent.id).id == in_flight.id
+    assert lifecycle.claim_next(agent_id=agent.id).id == in_flight.id
     waiting = enqueue(T.A2A_MESSAGE, taskId="t")
     assert mailbox_consolidate_by_entity(agent.id) == 0
     assert statuses(in_flight, waiting) == [Status.PROCESSING, Status.QUEUED]

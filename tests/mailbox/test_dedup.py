@@ -7,10 +7,9 @@ import logging
 import pytest
 
 from attention.selectors import timeline
-from mailbox import selectors
+from mailbox import lifecycle, selectors
 from mailbox.models import MailboxItem
 from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_defer, mailbox_requeue
 
 from .conftest import statuses
 
@@ -121,7 +120,7 @@ def test_a_comment_merge_carries_no_messages_array(agent, enqueue):
 
 def test_an_item_being_processed_does_not_absorb(agent, enqueue):
     first = enqueue(T.TASK_COMMENT, content="one", taskId="t")
-    assert mailbox_claim_next(agent_id=agent.id).id == first.id
+    assert lifecycle.claim_next(agent_id=agent.id).id == first.id
     second = enqueue(T.TASK_COMMENT, content="two", taskId="t")
     first.refresh_from_db()
     assert first.payload["content"] == "one"
@@ -130,16 +129,16 @@ def test_an_item_being_processed_does_not_absorb(agent, enqueue):
 
 def test_a_deferred_item_does_not_absorb(agent, enqueue):
     first = enqueue(T.TASK_COMMENT, content="one", taskId="t")
-    mailbox_defer(first.id)
+    lifecycle.defer(first.id)
     second = enqueue(T.TASK_COMMENT, content="two", taskId="t")
     assert statuses(first, second) == [Status.DEFERRED, Status.QUEUED]
 
 
 def test_a_new_item_merges_into_the_oldest_queued_item_of_its_group(agent, enqueue):
     first = enqueue(T.TASK_COMMENT, content="one", taskId="t")
-    mailbox_claim_next(agent_id=agent.id)
+    lifecycle.claim_next(agent_id=agent.id)
     second = enqueue(T.TASK_COMMENT, content="two", taskId="t")
-    mailbox_requeue(first.id)
+    lifecycle.requeue(first.id)
     third = enqueue(T.TASK_COMMENT, content="three", taskId="t")
     third.refresh_from_db()
     assert third.merged_into_id == first.id

@@ -6,13 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db.models import Q
 from django.utils import timezone
 
-from mailbox import selectors
+from mailbox import lifecycle, selectors
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_complete, mailbox_dequeue, mailbox_requeue
 from markus.agents.models import Agent
 
 T = MailboxType
@@ -21,9 +19,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
 def drain(agent_id: str) -> list[str]:
     out = []
-    while (item := mailbox_dequeue(agent_id)) is not None:
+    while (item := lifecycle.claim_next(agent_id=agent_id)) is not None:
         out.append(item.id)
-        mailbox_complete(item.id)
+        lifecycle.complete(item.id)
     return out
 
 
@@ -61,14 +59,14 @@ def test_an_older_item_stored_later_still_comes_first(agent, enqueue):
 
 def test_a_claim_marks_the_item_processing_with_a_start_time_and_an_attempt(agent, enqueue):
     enqueue(T.MENTION)
-    item = mailbox_claim_next(agent_id=agent.id, epoch=7)
+    item = lifecycle.claim_next(agent_id=agent.id, epoch=7)
     item.refresh_from_db()
     assert item.status == Status.PROCESSING
     assert item.started_at is not None and item.attempts == 1 and item.lease_epoch == 7
 
 
 def test_an_empty_queue_yields_nothing(agent):
-    assert mailbox_claim_next(agent_id=agent.id) is None
+    assert lifecycle.claim_next(agent_id=agent.id) is None
 
 
 def test_only_queued_items_of_this_agent_are_claimed(agent, other_agent, enqueue):
@@ -82,11 +80,14 @@ def test_only_queued_items_of_this_agent_are_claimed(agent, other_agent, enqueue
     assert MailboxItem.objects.get(agent=other_agent).status == Status.QUEUED
 
 
-def test_a_claim_whose_fence_no_longer_holds_claims_nothing(agent, enqueue):
+def test_a_paused_agent_claims_nothing_the_loop_begins_only_while_it_runs(agent, enqueue):
+    from attention.lease import AgentNotRunning, fenced, lease_take
+
     item = enqueue(T.MENTION)
+    lease = lease_take(agent.id)
     Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.PAUSED)
-    fence = Q(agent__status=Agent.RunStatus.RUNNING)
-    assert mailbox_claim_next(agent_id=agent.id, fence=fence) is None
+    with pytest.raises(AgentNotRunning), fenced(lease, running=True) as tx:
+        lifecycle.claim_next(agent_id=agent.id, epoch=tx.epoch)
     item.refresh_from_db()
     assert item.status == Status.QUEUED and item.attempts == 0
 
@@ -94,26 +95,26 @@ def test_a_claim_whose_fence_no_longer_holds_claims_nothing(agent, enqueue):
 def test_a_requeued_item_goes_back_to_its_place_not_to_the_end(agent, enqueue):
     first = enqueue(T.MENTION)
     second = enqueue(T.MENTION)
-    claimed = mailbox_claim_next(agent_id=agent.id)
+    claimed = lifecycle.claim_next(agent_id=agent.id)
     assert claimed.id == first.id
-    assert mailbox_requeue(first.id)
+    assert lifecycle.requeue(first.id)
     assert drain(agent.id) == [first.id, second.id]
 
 
 def test_completing_needs_the_item_to_be_processing(agent, enqueue):
     item = enqueue(T.MENTION)
-    assert mailbox_complete(item.id) is False
-    mailbox_claim_next(agent_id=agent.id)
-    assert mailbox_complete(item.id) is True
+    assert lifecycle.complete(item.id) is False
+    lifecycle.claim_next(agent_id=agent.id)
+    assert lifecycle.complete(item.id) is True
     item.refresh_from_db()
     assert item.status == Status.COMPLETED and item.completed_at is not None
 
 
 def test_a_fenced_complete_from_another_epoch_changes_nothing(agent, enqueue):
     item = enqueue(T.MENTION)
-    mailbox_claim_next(agent_id=agent.id, epoch=3)
-    assert mailbox_complete(item.id, epoch=2, fenced=True) is False
-    assert mailbox_complete(item.id, epoch=3, fenced=True) is True
+    lifecycle.claim_next(agent_id=agent.id, epoch=3)
+    assert lifecycle.complete(item.id, epoch=2, fenced=True) is False
+    assert lifecycle.complete(item.id, epoch=3, fenced=True) is True
 
 
 def test_the_queued_listing_is_in_dequeue_order(agent, enqueue):

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from mailbox import lifecycle
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_complete, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.core.events import agent_group
 
 T = MailboxType
@@ -61,8 +62,8 @@ def test_a_merge_emits_the_absorbed_row_and_the_survivor(
 def test_claim_and_complete_each_emit_the_new_status(agent, enqueue, sent_events, django_capture_on_commit_callbacks):
     item = enqueue(T.MENTION)
     with django_capture_on_commit_callbacks(execute=True):
-        mailbox_claim_next(agent_id=agent.id)
-        mailbox_complete(item.id)
+        lifecycle.claim_next(agent_id=agent.id)
+        lifecycle.complete(item.id)
     assert [e["item"]["status"] for _, e in mailbox_events(sent_events)] == [Status.PROCESSING, Status.COMPLETED]
 
 

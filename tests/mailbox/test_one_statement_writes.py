@@ -1,4 +1,4 @@
-"""The one-statement claim and transitions keep the fence, the order and the events,
+"""The one-statement claim and transitions keep the epoch, the order and the events,
 and the ``agent:mailbox`` event is the item's serialisation, made once."""
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from attention.lease import Lease
+from attention.lease import Lease, StaleLease, fenced
 from attention.models import AgentAttention
 from mailbox import lifecycle, representation
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim, mailbox_claim_next, mailbox_complete
 
 T = MailboxType
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
@@ -32,7 +31,7 @@ def test_a_fenced_claim_of_the_head_is_one_statement_and_records_the_epoch(agent
     low = enqueue(T.HEARTBEAT)
     head = enqueue(T.HUMAN_CHAT)
     with CaptureQueriesContext(connection) as queries:
-        item = mailbox_claim_next(agent_id=agent.id, epoch=lease.epoch, fence=lease.fence())
+        item = lifecycle.claim_next(agent_id=agent.id, epoch=lease.epoch)
     assert len(queries) == 1, [q["sql"] for q in queries.captured_queries]
     assert item is not None and item.id == head.id
     assert (item.status, item.lease_epoch, item.attempts) == (Status.PROCESSING, 7, 1)
@@ -40,26 +39,32 @@ def test_a_fenced_claim_of_the_head_is_one_statement_and_records_the_epoch(agent
 
 
 def test_a_stale_worker_claims_nothing(agent, enqueue, lease):
+    """The loop claims inside its fenced transaction: once another worker holds the
+    lease, the fence refuses before anything is written."""
     item = enqueue(T.MENTION)
     AgentAttention.objects.filter(agent_id=agent.id).update(lease_epoch=8, lease_owner="w2")
-    assert mailbox_claim_next(agent_id=agent.id, epoch=lease.epoch, fence=lease.fence()) is None
-    assert mailbox_claim(item.id, epoch=lease.epoch, fence=lease.fence()) is None
+    for claim in (
+        lambda tx: lifecycle.claim_next(agent_id=agent.id, epoch=tx.epoch),
+        lambda tx: lifecycle.claim(item.id, epoch=tx.epoch),
+    ):
+        with pytest.raises(StaleLease), fenced(lease) as tx:
+            claim(tx)
     item.refresh_from_db()
     assert (item.status, item.attempts, item.lease_epoch) == (Status.QUEUED, 0, None)
 
 
 def test_a_stale_epoch_cannot_complete_and_the_right_one_can(agent, enqueue, lease):
     enqueue(T.MENTION)
-    item = mailbox_claim_next(agent_id=agent.id, epoch=lease.epoch, fence=lease.fence())
-    assert mailbox_complete(item.id, epoch=6, fenced=True) is False
+    item = lifecycle.claim_next(agent_id=agent.id, epoch=lease.epoch)
+    assert lifecycle.complete(item.id, epoch=6, fenced=True) is False
     assert MailboxItem.objects.get(id=item.id).status == Status.PROCESSING
-    assert mailbox_complete(item.id, epoch=7, fenced=True) is True
+    assert lifecycle.complete(item.id, epoch=7, fenced=True) is True
     assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
 
 
 def test_a_put_back_refunds_the_attempt_and_never_goes_below_zero(agent, enqueue, lease):
     enqueue(T.MENTION)
-    item = mailbox_claim_next(agent_id=agent.id, epoch=7)
+    item = lifecycle.claim_next(agent_id=agent.id, epoch=7)
     MailboxItem.objects.filter(id=item.id).update(attempts=0)
     assert lifecycle.put_back(item.id, epoch=7)
     item.refresh_from_db()
@@ -68,7 +73,7 @@ def test_a_put_back_refunds_the_attempt_and_never_goes_below_zero(agent, enqueue
 
 def test_the_claimed_item_is_the_row_as_stored(agent, enqueue):
     enqueue(T.A2A_MESSAGE, summary="s", content="c", extra={"channelKey": "k"}, metadata={"senderId": "x"})
-    claimed = mailbox_claim_next(agent_id=agent.id)
+    claimed = lifecycle.claim_next(agent_id=agent.id)
     stored = MailboxItem.objects.get(id=claimed.id)
     for field in MailboxItem._meta.concrete_fields:
         assert getattr(claimed, field.attname) == getattr(stored, field.attname), field.attname

@@ -12,17 +12,10 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import (
-    mailbox_claim_next,
-    mailbox_complete,
-    mailbox_consolidate_by_entity,
-    mailbox_defer,
-    mailbox_enqueue,
-    mailbox_recover,
-    mailbox_resurface_due,
-)
+from mailbox.services import mailbox_consolidate_by_entity, mailbox_enqueue, mailbox_recover
 from markus.agents.services import agent_create
 
 T = MailboxType
@@ -128,7 +121,7 @@ def test_every_item_is_accounted_for_once_and_dequeues_follow_priority_then_age(
             tokens[item.id] = token
         elif kind == "dequeue":
             expected = head_in_python(agent.id)
-            claimed = mailbox_claim_next(agent_id=agent.id)
+            claimed = lifecycle.claim_next(agent_id=agent.id)
             if expected is None:
                 assert claimed is None
             else:
@@ -138,7 +131,7 @@ def test_every_item_is_accounted_for_once_and_dequeues_follow_priority_then_age(
         elif kind == "complete" and in_flight:
             item_id = in_flight.pop(0)
             was_processing = MailboxItem.objects.get(id=item_id).status == Status.PROCESSING
-            assert mailbox_complete(item_id) is was_processing
+            assert lifecycle.complete(item_id) is was_processing
         elif kind == "defer":
             _, index, timed = op
             open_ids = sorted(
@@ -148,9 +141,9 @@ def test_every_item_is_accounted_for_once_and_dequeues_follow_priority_then_age(
             )
             if open_ids:
                 until = timezone.now() + timedelta(hours=1) if timed else None
-                assert mailbox_defer(open_ids[index % len(open_ids)], until=until)
+                assert lifecycle.defer(open_ids[index % len(open_ids)], until=until)
         elif kind == "resurface":
-            mailbox_resurface_due(agent.id)
+            lifecycle.resurface_due(agent.id)
         elif kind == "recover":
             mailbox_recover(agent.id)
         elif kind == "consolidate":

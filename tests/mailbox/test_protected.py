@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from mailbox import lifecycle
 from mailbox.registry import MailboxType, Status
-from mailbox.services import (
-    MailboxError,
-    ProtectedItemError,
-    mailbox_claim_next,
-    tool_defer_item,
-    tool_drop_item,
-    tool_prioritize_item,
-)
+from mailbox.services import MailboxError, ProtectedItemError, tool_defer_item, tool_drop_item, tool_prioritize_item
 
 T = MailboxType
 pytestmark = pytest.mark.django_db
@@ -96,7 +90,7 @@ def test_a_tool_cannot_reach_another_agents_item(agent, other_agent, enqueue, to
 @pytest.mark.parametrize("tool", TOOLS)
 def test_a_tool_only_changes_queued_items(agent, enqueue, tool):
     item = enqueue(T.SYSTEM_EVENT)
-    mailbox_claim_next(agent_id=agent.id)
+    lifecycle.claim_next(agent_id=agent.id)
     with pytest.raises(MailboxError, match="only queued items"):
         TOOLS[tool](agent.id, item.id)
     item.refresh_from_db()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mailbox import selectors
+from mailbox import lifecycle, selectors
 from mailbox.models import MailboxItem
 from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
-from mailbox.services import MAX_HUMAN_ATTEMPTS, mailbox_claim_next, mailbox_recover
+from mailbox.services import MAX_HUMAN_ATTEMPTS, mailbox_recover
 
 from .conftest import statuses
 
@@ -19,7 +19,7 @@ HUMAN = {"senderRole": "user", "senderId": "alice"}
 
 def crash_while_processing(agent) -> str:
     """Claim the head of the queue and 'crash' (never complete it)."""
-    return mailbox_claim_next(agent_id=agent.id).id
+    return lifecycle.claim_next(agent_id=agent.id).id
 
 
 def test_a_stale_processing_item_is_dropped_with_a_reason(agent, enqueue):
@@ -54,7 +54,7 @@ def test_a_humans_item_in_flight_is_requeued_with_its_attempt_counted(agent, enq
     item.refresh_from_db()
     assert item.status == Status.QUEUED and item.attempts == 1
     assert item.started_at is None and item.lease_epoch is None
-    assert mailbox_claim_next(agent_id=agent.id).id == item.id
+    assert lifecycle.claim_next(agent_id=agent.id).id == item.id
 
 
 def test_a_humans_item_is_dropped_with_a_recorded_reason_after_two_attempts(agent, enqueue):
@@ -142,7 +142,7 @@ def test_other_queued_items_are_left_alone(agent, store):
 
 def test_recovery_touches_only_this_agents_items(agent, other_agent, enqueue):
     theirs = enqueue(T.MENTION, agent_id=other_agent.id)
-    mailbox_claim_next(agent_id=other_agent.id)
+    lifecycle.claim_next(agent_id=other_agent.id)
     mailbox_recover(agent.id)
     assert statuses(theirs) == [Status.PROCESSING]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from mailbox import lifecycle
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_drop_status_updates_by_task_id
+from mailbox.services import mailbox_drop_status_updates_by_task_id
 
 from .conftest import statuses
 
@@ -42,7 +43,7 @@ def test_interactions_about_the_task_are_kept(agent, enqueue, source_type):
 
 def test_a_status_update_already_processing_is_kept(agent, enqueue):
     in_flight = enqueue(T.TASK_STATUS_UPDATE, taskId="tsk_r")
-    assert mailbox_claim_next(agent_id=agent.id).id == in_flight.id
+    assert lifecycle.claim_next(agent_id=agent.id).id == in_flight.id
     assert retry(agent) == 0
     assert statuses(in_flight) == [Status.PROCESSING]
 

@@ -19,9 +19,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_claim_next, mailbox_complete, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 
 T = MailboxType
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
@@ -110,7 +111,7 @@ def test_a_claim_of_the_next_item_is_one_statement(agent, n):
     fill(agent.id, n)
     head = mailbox_enqueue(agent_id=agent.id, source_type=T.MENTION, payload={"summary": "first"})
     claimed = []
-    sqls = statements(lambda: claimed.append(mailbox_claim_next(agent_id=agent.id)))
+    sqls = statements(lambda: claimed.append(lifecycle.claim_next(agent_id=agent.id)))
     assert verbs(sqls) == ["UPDATE"], sqls
     assert claimed[0].id == head.id
     assert claimed[0].status == Status.PROCESSING and claimed[0].attempts == 1
@@ -120,9 +121,9 @@ def test_a_claim_of_the_next_item_is_one_statement(agent, n):
 def test_a_complete_is_one_statement(agent, n):
     fill(agent.id, n)
     mailbox_enqueue(agent_id=agent.id, source_type=T.MENTION, payload={"summary": "first"})
-    item = mailbox_claim_next(agent_id=agent.id)
+    item = lifecycle.claim_next(agent_id=agent.id)
     done = []
-    sqls = statements(lambda: done.append(mailbox_complete(item.id)))
+    sqls = statements(lambda: done.append(lifecycle.complete(item.id)))
     assert verbs(sqls) == ["UPDATE"], sqls
     assert done == [True]
     item.refresh_from_db()
@@ -133,5 +134,5 @@ def test_a_complete_is_one_statement(agent, n):
 def test_a_claim_from_an_empty_queue_is_one_statement(agent, n):
     fill(agent.id, n)
     MailboxItem.objects.filter(agent_id=agent.id, status=Status.QUEUED).delete()
-    sqls = statements(lambda: mailbox_claim_next(agent_id=agent.id))
+    sqls = statements(lambda: lifecycle.claim_next(agent_id=agent.id))
     assert verbs(sqls) == ["UPDATE"], sqls

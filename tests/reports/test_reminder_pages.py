@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
+from mailbox import lifecycle
 from mailbox.lifecycle import MAX_RECOVERY_ATTEMPTS, resurface_due
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_drop, mailbox_recover
+from mailbox.services import mailbox_recover
 from markus.reports import reminders
 from markus.reports.services import enqueue_due_reports
 
@@ -84,6 +85,6 @@ def test_only_a_recovery_drop_lets_the_daily_report_be_asked_for_again(tokyo):
     with at(datetime(2026, 12, 1, 11, 0, tzinfo=UTC)):  # 20:00 in Tokyo
         assert enqueue_due_reports() == 1
     [item] = MailboxItem.objects.filter(agent=tokyo, source_type=MailboxType.DAILY_REPORT)
-    mailbox_drop(item.id, reason="dropped by an operator")
+    lifecycle.drop(item.id, reason="dropped by an operator")
     with at(datetime(2026, 12, 1, 11, 15, tzinfo=UTC)):
         assert enqueue_due_reports() == 0  # dropped on purpose: once per day still

@@ -167,7 +167,7 @@ def test_a_dream_preempted_by_a_chat_still_holds_its_place_under_the_cap(alice):
 
     from django.utils import timezone
 
-    from mailbox.services import mailbox_defer
+    from mailbox import lifecycle
     from markus.memory.dream import dream_check
     from markus.memory.models import Observation
 
@@ -178,7 +178,7 @@ def test_a_dream_preempted_by_a_chat_still_holds_its_place_under_the_cap(alice):
     dream = MailboxItem.objects.get(agent_id="d3", source_type=MailboxType.MEMORY_CONSOLIDATION)
     MailboxItem.objects.filter(id=dream.id).update(status=Status.PROCESSING)
     # A chat preempts it: settle defers it for resumption a few seconds later.
-    assert mailbox_defer(dream.id, until=timezone.now() + timedelta(seconds=5), from_statuses=[Status.PROCESSING])
+    assert lifecycle.defer(dream.id, until=timezone.now() + timedelta(seconds=5), from_statuses=[Status.PROCESSING])
 
     assert dream_check() == 0
 

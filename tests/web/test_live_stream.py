@@ -13,9 +13,10 @@ from django.utils import timezone
 from attention import records
 from attention.lease import fenced, lease_take
 from attention.models import AttentionState
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
-from mailbox.services import emit_item, mailbox_claim_next, mailbox_complete, mailbox_enqueue
+from mailbox.services import emit_item, mailbox_enqueue
 from markus.web.live import MindStream
 from markus.web.mind import MindFilters
 
@@ -58,7 +59,7 @@ def detail(html: str, item_id: str) -> str:
 
 def pick_and_focus(agent_id: str):
     lease = lease_take(agent_id)
-    item = mailbox_claim_next(agent_id=agent_id, epoch=lease.epoch, fence=lease.fence())
+    item = lifecycle.claim_next(agent_id=agent_id, epoch=lease.epoch)
     with fenced(lease) as tx:
         records.set_state(tx, AttentionState.FOCUSED, item)
         records.record_decision(tx, item=item, decision_type="pick", reasoning="Idle — picked from queue")
@@ -91,7 +92,7 @@ def test_stale_page_plus_events_equals_a_fresh_page(agent, mind_client, events):
     with events() as got:
         second = enqueue_chat(agent.id, "Second")
         lease, item = pick_and_focus(agent.id)
-        mailbox_complete(item.id, epoch=lease.epoch, fenced=True)
+        lifecycle.complete(item.id, epoch=lease.epoch, fenced=True)
         with fenced(lease) as tx:
             records.set_state(tx, AttentionState.IDLE)
     live = apply_all(stream, got)

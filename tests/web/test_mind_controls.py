@@ -150,10 +150,10 @@ def test_drop_refuses_an_item_being_processed_with_409(alice, agent):
 
 
 def test_retry_a_dropped_item_makes_a_queued_copy(alice, agent):
-    from mailbox.services import mailbox_drop
+    from mailbox import lifecycle
 
     item = enqueue_chat(agent.id, "Status?")
-    assert mailbox_drop(item.id, reason="test", from_statuses=[Status.QUEUED])
+    assert lifecycle.drop(item.id, reason="test", from_statuses=[Status.QUEUED])
     response = signed_in(alice).post(item_control(agent.id, item.id, "retry"), **HTMX)
     assert response.status_code == 200
     copy = MailboxItem.objects.get(metadata__retryOf=item.id)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from mailbox import lifecycle
 from mailbox.registry import MailboxType, Status
-from mailbox.services import mailbox_defer, mailbox_dequeue, mailbox_enqueue
+from mailbox.services import mailbox_enqueue
 from markus.core.actors import Actor
 from markus.work.errors import IllegalTransition
 from markus.work.liveness import tasks_resume_in_progress
@@ -54,7 +55,7 @@ def test_retry_keeps_status_updates_that_are_already_being_processed(make_task, 
     task = make_task(start=True)
     task_transition(task_id=task.id, to_status=S.BLOCKED, actor=as_alice)
     stale = _stale_info(ada, task)
-    mailbox_dequeue(ada.id)  # nothing else is queued: the stale update is now processing
+    lifecycle.claim_next(agent_id=ada.id)  # nothing else is queued: the stale update is now processing
     stale.refresh_from_db()
     assert stale.status == Status.PROCESSING
     task_retry(task_id=task.id, actor=as_alice)
@@ -99,9 +100,9 @@ def test_resume_leaves_a_task_alone_while_its_execution_item_is_open(make_task, 
     task = make_task(start=True)
     [item] = executions(ada, task)
     if state == "processing":
-        mailbox_dequeue(ada.id)
+        lifecycle.claim_next(agent_id=ada.id)
     elif state == "deferred":
-        mailbox_defer(item.id)
+        lifecycle.defer(item.id)
     assert tasks_resume_in_progress() == []
     assert len(executions(ada, task)) == 1
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from mailbox import lifecycle
 from mailbox.registry import MailboxType, Priority, Status
-from mailbox.services import mailbox_dequeue
 from markus.core.actors import Actor
 from markus.work.execution import execution_cancelled
 from markus.work.models import Task, TaskState
@@ -85,7 +85,7 @@ def test_leaving_in_progress_drops_an_execution_item_not_yet_started(make_task, 
 
 def test_an_execution_already_running_is_left_to_the_cancel_flag(make_task, as_alice, ada):
     task = make_task(start=True)
-    claimed = mailbox_dequeue(ada.id)
+    claimed = lifecycle.claim_next(agent_id=ada.id)
     assert claimed.task_id == task.id
     task_transition(task_id=task.id, to_status=S.CANCELLED, actor=as_alice)
     claimed.refresh_from_db()
