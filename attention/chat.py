@@ -144,7 +144,7 @@ def session_messages(session: ChatSession, *, limit: int, before: str | None) ->
     (older) page: keyset on ``(created_at, id)``, the order of the session's index."""
     rows = ChatMessage.objects.filter(session=session).order_by("-created_at", "-id")
     if before is not None:
-        if not before.isdigit() or len(before) > MAX_CURSOR:
+        if not (before.isascii() and before.isdigit()) or len(before) > MAX_CURSOR:
             raise MarkusError("before must be the id of a message of this session (a nextCursor)")
         anchor: list[tuple[datetime, int]] = list(
             ChatMessage.objects.filter(session=session, id=int(before)).values_list("created_at", "id")[:1]

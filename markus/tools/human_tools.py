@@ -32,13 +32,21 @@ def _target_user(ctx: ToolContext, target_user_id: str | None) -> User:
     agent = Agent.objects.select_related("team").get(id=ctx.agent_id)
     User = get_user_model()
     if target_user_id:
-        target = User.objects.filter(pk=target_user_id).first() if str(target_user_id).isdigit() else None
+        target = (
+            User.objects.filter(pk=target_user_id).first()
+            if str(target_user_id).isascii() and str(target_user_id).isdigit()
+            else None
+        )
         if target is None or not user_may_see_agent(target, agent):
             raise ToolError(f"no user {target_user_id!r} you can reach")
         return target
     item = MailboxItem.objects.filter(id=ctx.mailbox_item_id).first()
     meta = (item.metadata or {}) if item else {}
-    if meta.get("senderRole") == "user" and str(meta.get("senderId", "")).isdigit():
+    if (
+        meta.get("senderRole") == "user"
+        and str(meta.get("senderId", "")).isascii()
+        and str(meta.get("senderId", "")).isdigit()
+    ):
         sender = User.objects.filter(pk=meta["senderId"]).first()
         if sender is not None and user_may_see_agent(sender, agent):
             return sender

@@ -102,7 +102,9 @@ def test_messages_with_the_same_time_page_without_loss_or_repeat(agent, alice_cl
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("query", ["before=abc", "before=999999", "limit=0", "limit=x"])
+@pytest.mark.parametrize(
+    "query", ["before=abc", "before=999999", "before=%C2%B3", "before=%D9%A3", "limit=0", "limit=x"]
+)
 def test_bad_paging_parameters_are_a_400_with_a_message(agent, alice_client, sessions, query):
     r = alice_client.get(f"/api/agents/{agent.id}/sessions/{sessions['shared'].id}/messages?{query}")
     assert r.status_code == 400 and r.json()["detail"]
