@@ -193,13 +193,8 @@ def _enqueue_for_attention(
             agent_id=agent_id,
             source_type=MailboxType.A2A_MESSAGE,
             payload={"summary": summary, "content": text, "extra": extra},
-            metadata={
-                "senderId": sender.id,
-                "senderName": sender.name,
-                "senderRole": "agent",
-                "streamId": stream.id,
-                "sequence": sequence,
-            },
+            metadata={"senderId": sender.id, "senderName": sender.name, "senderRole": "agent", "sequence": sequence},
+            marks={"streamId": stream.id},  # the stream its answer goes to
         )
 
 

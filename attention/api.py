@@ -38,7 +38,7 @@ class MindView(APIView):
         agent = access_agent(request, agent_id)
         snap = attention_snapshot(agent.id)
         waiting = MailboxItem.objects.filter(
-            agent_id=agent.id, status=Status.DEFERRED, metadata__waitingForApproval=True
+            agent_id=agent.id, status=Status.DEFERRED, marks__waitingForApproval=True
         ).exists()
         return Response(
             {

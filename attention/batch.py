@@ -7,7 +7,7 @@ decision record; the session presents them all (``session.load_session``); a suc
 settle completes them all. They stay separate mailbox items throughout (nothing is
 merged): an interrupted batch puts every item back, none completed alone, none lost.
 
-The batch is written on the items (metadata, no column): the lead carries ``batch`` (its
+The batch is written on the items (their marks, no column of its own): the lead carries ``batch`` (its
 members' ids), each member ``batchLead``. The marks outlive an interruption that keeps
 the session (a preempt defers all of them to the same time, a stop or pause re-queues
 them, a lost lease leaves them to recovery, which re-queues them, an approval parks them
@@ -38,27 +38,28 @@ from .lease import Fence
 from .models import DecisionType
 from .scenarios import CHAT
 
+# Marks (``MailboxItem.marks``):
 BATCH = "batch"  # on the lead: the ids of the items processed with it
 BATCH_LEAD = "batchLead"  # on a member: the id of its lead
 MAX_BATCH = 10  # members, besides the lead
 
 
 def members_of(item: MailboxItem) -> list[str]:
-    value = (item.metadata or {}).get(BATCH)
+    value = item.marks.get(BATCH)
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def lead_of(item: MailboxItem) -> str | None:
-    value = (item.metadata or {}).get(BATCH_LEAD)
+    value = item.marks.get(BATCH_LEAD)
     return value if isinstance(value, str) and value != item.id else None
 
 
-def unmarked(metadata: dict[str, Any] | None) -> dict[str, Any]:
-    return {k: v for k, v in (metadata or {}).items() if k not in (BATCH, BATCH_LEAD)}
+def unmarked(marks: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in marks.items() if k not in (BATCH, BATCH_LEAD)}
 
 
 def _failed_before(item: MailboxItem) -> bool:
-    return bool((item.metadata or {}).get("markerRetries"))
+    return bool(item.marks.get("markerRetries"))
 
 
 def may_lead(item: MailboxItem, scenario: str | None) -> bool:
@@ -104,13 +105,13 @@ def claim_members(tx: Fence, lead: MailboxItem, scenario: str | None, wanted: li
             item = lifecycle.claim(item_id, epoch=tx.epoch)
             if item is None:
                 continue
-            item.metadata = {**unmarked(item.metadata), BATCH_LEAD: lead.id}
+            item.marks = {**unmarked(item.marks), BATCH_LEAD: lead.id}
             _mark(tx, item)
             members.append(item)
     if members or members_of(lead) or lead_of(lead):
-        lead.metadata = unmarked(lead.metadata)
+        lead.marks = unmarked(lead.marks)
         if members:
-            lead.metadata[BATCH] = [m.id for m in members]
+            lead.marks[BATCH] = [m.id for m in members]
         _mark(tx, lead)
     return members
 
@@ -127,9 +128,7 @@ def record_picks(tx: Fence, lead: MailboxItem, members: list[MailboxItem]) -> No
 
 
 def _mark(tx: Fence, item: MailboxItem) -> None:
-    lifecycle.transition(
-        item.id, from_statuses=[Status.PROCESSING], epoch=tx.epoch, fenced=True, metadata=item.metadata
-    )
+    lifecycle.transition(item.id, from_statuses=[Status.PROCESSING], epoch=tx.epoch, fenced=True, marks=item.marks)
 
 
 # ---------------------------------------------------------------------------- interruptions
@@ -163,7 +162,7 @@ def park_members(tx: Fence, members: list[MailboxItem], *, approval_id: str) -> 
 def unpark_members(lead: MailboxItem, approval_id: str) -> None:
     """The approval the lead waited for was answered: its members come back with it."""
     for m in MailboxItem.objects.select_for_update().filter(id__in=members_of(lead), status=Status.DEFERRED):
-        if lead_of(m) == lead.id and (m.metadata or {}).get("approvalId") == approval_id:
+        if lead_of(m) == lead.id and m.marks.get("approvalId") == approval_id:
             lifecycle.unpark(m)
 
 
@@ -171,10 +170,10 @@ def dissolve(tx: Fence, lead: MailboxItem, members: list[MailboxItem], *, failed
     """Cancelled, or a failed attempt: every item re-queued without its mark (triage
     decides afresh); ``failed``: each counts a failed attempt (and is not batched again)."""
     for item in [lead, *members]:
-        metadata = unmarked(item.metadata)
+        marks = unmarked(item.marks)
         if failed:
-            metadata["markerRetries"] = int(metadata.get("markerRetries", 0)) + 1
-        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=not failed, metadata=metadata)
+            marks["markerRetries"] = int(marks.get("markerRetries", 0)) + 1
+        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=not failed, marks=marks)
 
 
 def record_members(
@@ -205,9 +204,9 @@ def recover(agent_id: str) -> list[str]:
     for item in rows:
         if not (members_of(item) or lead_of(item)):
             continue
-        crashes = int((item.metadata or {}).get("crashes", 0)) + 1
+        crashes = int(item.marks.get("crashes", 0)) + 1
         if crashes >= MAX_RECOVERY_ATTEMPTS:
             continue
-        if lifecycle.requeue(item.id, metadata={**(item.metadata or {}), "crashes": crashes}):
+        if lifecycle.requeue(item.id, marks={**item.marks, "crashes": crashes}):
             requeued.append(item.id)
     return requeued

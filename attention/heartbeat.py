@@ -266,7 +266,7 @@ def skip_quiet_heartbeat(focus: Focus) -> bool:
     item = focus.item
     if item.source_type != MailboxType.HEARTBEAT:
         return False
-    if focus.saved_session or (item.metadata or {}).get("markerRetries"):
+    if focus.saved_session or item.marks.get("markerRetries"):
         return False
     agent = Agent.objects.get(id=item.agent_id)
     now = timezone.now()

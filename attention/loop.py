@@ -459,7 +459,7 @@ def _recover(lease: Lease) -> None:
         report.requeued[:0] = batched
         closed = records.close_lost_activities(tx, requeued=report.requeued, dropped=report.dropped)
         for item in MailboxItem.objects.filter(id__in=report.dropped).order_by("queued_at", "id"):
-            crashes = int((item.metadata or {}).get("crashes", 0)) + 1
+            crashes = int(item.marks.get("crashes", 0)) + 1
             answer_given_up(tx, item, f"the worker running it stopped {crashes} time(s) while I was on it")
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
 

@@ -33,17 +33,6 @@ from markus.core.errors import MarkusError
 
 from .services import wake_on_commit
 
-# Bookkeeping of one processing run that a fresh copy must not inherit.
-RUN_METADATA_KEYS = (
-    "waitingForApproval",
-    "approvalId",
-    "markerRetries",
-    "executionRetries",
-    "reviewRetries",
-    "lastFailure",
-    "resurfaceBehindQueue",
-    "repairReason",
-)
 # The operator is the admin's ``request.user`` (staff, so never anonymous in practice).
 Operator: TypeAlias = User | AnonymousUser
 
@@ -68,22 +57,24 @@ def retry_item(*, item_id: str, operator: Operator) -> RetryResult:
         raise OperatorError(f"{item.id} is {item.status}; nothing to retry")
     if item.status == Status.DEFERRED:
         return RetryResult(_resurface(item), "resurfaced")
-    metadata = {k: v for k, v in (item.metadata or {}).items() if k not in RUN_METADATA_KEYS}
-    metadata.update(retryOf=item.id, retriedBy=operator.get_username())
+    # The caller's metadata comes along; the system's marks of the original's runs (its
+    # retries, crashes, batch, approval) do not, but for the bus stream it answers to.
+    stream = item.marks.get("streamId")
     copy = mailbox_enqueue(
         agent_id=item.agent_id,
         source_type=item.source_type,
         payload=dict(item.payload or {}),
         priority=item.priority,
-        metadata=metadata,
+        metadata={**(item.metadata or {}), "retryOf": item.id, "retriedBy": operator.get_username()},
+        marks={"streamId": stream} if stream else None,
     )
     return RetryResult(copy, "merged" if copy.status == Status.MERGED else "copied")
 
 
 def _resurface(item: MailboxItem) -> MailboxItem:
     """Deferred → queued now, unless parked for an approval."""
-    if (item.metadata or {}).get("waitingForApproval") is True:
-        raise OperatorError(f"{item.id} waits for approval {(item.metadata or {}).get('approvalId')}; answer it")
+    if item.marks.get("waitingForApproval") is True:
+        raise OperatorError(f"{item.id} waits for approval {item.marks.get('approvalId')}; answer it")
     with transaction.atomic():
         if not lifecycle.resurface_now(item.id):
             raise OperatorError(f"{item.id} changed meanwhile; reload and try again")

@@ -106,7 +106,7 @@ def answer_given_up(tx: Fence, item: MailboxItem, reason: str) -> str | None:
         store_chat_reply(tx, item, merged, text, session_id=chat_session_id(item), failed=True)
         return "chat"
     if item.source_type == MailboxType.A2A_MESSAGE:
-        stream_id = (item.metadata or {}).get("streamId")
+        stream_id = item.marks.get("streamId")
         if isinstance(stream_id, str) and reply_if_expected(
             responder=agent, stream_id=stream_id, text=text, actor=f"agent:{agent.id}"
         ):

@@ -203,7 +203,7 @@ def item_brief(item: MailboxItem) -> dict[str, Any]:
 
 def _bus_brief(item: MailboxItem) -> dict[str, Any]:
     """An agent message's stream, and whether it waits for this agent's answer."""
-    stream_id = (item.metadata or {}).get("streamId")
+    stream_id = item.marks.get("streamId")
     if item.source_type != MailboxType.A2A_MESSAGE or not isinstance(stream_id, str):
         return {}
     return {"streamId": stream_id, "expectsReply": reply_expected(stream_id, item.agent_id)}

@@ -17,7 +17,7 @@ from markus.core.errors import MarkusError
 from .models import AgentActivity, AgentDecision
 
 # What the item serialisation carries that a timeline row leaves out.
-_NOT_IN_TIMELINE = frozenset({"agentId", "payload", "metadata", "attempts"})
+_NOT_IN_TIMELINE = frozenset({"agentId", "payload", "metadata", "marks", "attempts"})
 # Where ``attach_details`` leaves an item's decisions and activity, as timeline rows.
 DETAILS = "timeline_details"
 _ACTIVITY_FIELDS = ("id", "type", "label", "total_tokens", "total_tools", "success", "started_at", "ended_at")

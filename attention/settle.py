@@ -28,7 +28,7 @@ from .session import append_note, discard_session, save_session, session_id
 
 MAX_MARKER_RETRIES = 2
 # The scenarios whose task waits for a verdict (a submit or failure; a completion or a
-# send-back), and the metadata key that counts their retries.
+# send-back), and the mark (``MailboxItem.marks``) that counts their retries.
 VERDICT_RETRIES = {TASK_EXECUTION: "executionRetries", REVIEW: "reviewRetries"}
 
 
@@ -121,7 +121,7 @@ def _record_batch(tx: Fence, focus: Focus, decision: str, why: str, outcome: str
 
 
 def _marker_retries(item: MailboxItem) -> int:
-    return int((item.metadata or {}).get("markerRetries", 0))
+    return int(item.marks.get("markerRetries", 0))
 
 
 def _retry(tx: Fence, focus: Focus, outcome: Outcome) -> None:
@@ -133,9 +133,7 @@ def _retry(tx: Fence, focus: Focus, outcome: Outcome) -> None:
     retries = _marker_retries(item)
     if retries < MAX_MARKER_RETRIES:
         _end(tx, focus, success=False)
-        lifecycle.requeue(
-            item.id, epoch=tx.epoch, fenced=True, metadata={**(item.metadata or {}), "markerRetries": retries + 1}
-        )
+        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, marks={**item.marks, "markerRetries": retries + 1})
         discard_session(item)
         return
     if focus.scenario in VERDICT_RETRIES:
@@ -176,20 +174,20 @@ def no_verdict(tx: Fence, focus: Focus, reason: str) -> None:
     item, activity = focus.item, focus.activity
     assert activity is not None
     key = VERDICT_RETRIES[focus.scenario]
-    retries = int((item.metadata or {}).get(key, 0))
+    retries = int(item.marks.get(key, 0))
     _end(tx, focus, success=False)
     records.log(tx, activity, L.ERROR, reason)
     if retries < settings.MARKUS["EXECUTION_MAX_RETRIES"]:
         delay = retry_delay(retries)
-        metadata = {k: v for k, v in (item.metadata or {}).items() if k != "markerRetries"}
-        metadata.update({key: retries + 1, "lastFailure": reason})
+        marks = {k: v for k, v in item.marks.items() if k != "markerRetries"}
+        marks.update({key: retries + 1, "lastFailure": reason})
         lifecycle.defer(
             item.id,
             until=timezone.now() + delay,
             epoch=tx.epoch,
             fenced=True,
             from_statuses=[Status.PROCESSING],
-            metadata=metadata,
+            marks=marks,
         )
         append_note(
             item,
@@ -276,6 +274,6 @@ def answer_on_bus(focus: Focus, text: str, *, item: MailboxItem | None = None) -
     item = item or focus.item
     if item.source_type != MailboxType.A2A_MESSAGE:
         return
-    stream_id = (item.metadata or {}).get("streamId")
+    stream_id = item.marks.get("streamId")
     if isinstance(stream_id, str):
         reply_if_expected(responder=focus.agent, stream_id=stream_id, text=text, actor=f"agent:{focus.agent.id}")

@@ -411,7 +411,7 @@ def _answer_waiting(tx: Fence, item: MailboxItem, text: str) -> None:
     """An agent message waiting for this agent's answer that triage set aside (dropped,
     or handled inline without agent_reply) is answered with ``text``, so its sender, or a
     bus ``request``, does not wait for its timeout. Inside the fenced transaction."""
-    stream_id = (item.metadata or {}).get("streamId")
+    stream_id = item.marks.get("streamId")
     if item.source_type != MailboxType.A2A_MESSAGE or not isinstance(stream_id, str):
         return
     responder = Agent.objects.get(id=tx.agent_id)

@@ -118,6 +118,7 @@ class MailboxItemAdmin(ConsoleModelAdmin):
         "summary_text",
         "payload",
         "metadata",
+        "marks",
         "queued_at",
         "started_at",
         "completed_at",

@@ -10,12 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from attention.batch import BATCH, BATCH_LEAD
-from attention.operator import RUN_METADATA_KEYS
 from attention.selectors import timeline
 from markus.agents.auth import AnyRequest, access_agent, actor_for_request
 from markus.core.api import int_param, list_param, validated_body
-from markus.core.errors import MarkusError
 from markus.core.schema import errors
 
 from . import services
@@ -37,22 +34,11 @@ TIMELINE_PARAMS = [
 ]
 
 
-# What the loop keeps on an item for itself (a batch, an approval it waits for, its
-# retries and crashes, its chat stream): never taken from a caller, who could otherwise
-# drag another item into a batch or park an item for ever.
-RESERVED_METADATA = frozenset(
-    {*RUN_METADATA_KEYS, BATCH, BATCH_LEAD, "crashes", "restarts", "streamId", "reviewApprovalId", "livenessRepairs"}
-)
-
-
 def sender_metadata(request: AnyRequest, metadata: dict[str, Any]) -> dict[str, Any]:
     """Stamp who is speaking, always from the authenticated caller: whatever the body
     says about ``senderId``, ``senderName`` or ``senderRole`` is overwritten, so an agent
-    cannot pose as a human, nor a user as an agent, another user or the system. A key
-    the loop keeps for itself is refused (400)."""
-    reserved = sorted(RESERVED_METADATA.intersection(metadata))
-    if reserved:
-        raise MarkusError(f"metadata: {', '.join(reserved)} is kept by the loop and cannot be set")
+    cannot pose as a human, nor a user as an agent, another user or the system. What
+    the system keeps on an item for itself is in its ``marks``, which no request writes."""
     return {**metadata, **actor_for_request(request).sender_metadata()}
 
 

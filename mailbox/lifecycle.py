@@ -43,8 +43,8 @@ OPEN_STATUSES = (Status.QUEUED, Status.PROCESSING, Status.DEFERRED)
 # at most this many attempts; then it is dropped with a recorded reason.
 MAX_RECOVERY_ATTEMPTS = 2
 MAX_HUMAN_ATTEMPTS = MAX_RECOVERY_ATTEMPTS
-# Metadata flag: when this deferred item resurfaces it goes behind the queue at its
-# priority (the interrupt judge's defer), not back to its old place.
+# A mark (``MailboxItem.marks``): when this deferred item resurfaces it goes behind the
+# queue at its priority (the interrupt judge's defer), not back to its old place.
 BEHIND_QUEUE = "resurfaceBehindQueue"
 
 
@@ -55,11 +55,14 @@ def emit_item(item: MailboxItem) -> None:
 
 
 def not_parked() -> Q:
-    """Items not parked for an approval, as a SQL condition. (``exclude(metadata__
+    """Items not parked for an approval, as a SQL condition. (``exclude(marks__
     waitingForApproval=True)`` would also drop rows without the key: NOT NULL is NULL.)"""
-    return (
-        Q(metadata__isnull=True) | Q(metadata__waitingForApproval__isnull=True) | Q(metadata__waitingForApproval=False)
-    )
+    return Q(marks__waitingForApproval__isnull=True) | Q(marks__waitingForApproval=False)
+
+
+def parked() -> Q:
+    """Items parked for an approval (deferred until a person answers)."""
+    return Q(marks__waitingForApproval=True)
 
 
 def insert_queued(
@@ -70,6 +73,7 @@ def insert_queued(
     payload: dict[str, Any],
     metadata: dict[str, Any] | None,
     queued_at: datetime | None = None,
+    marks: dict[str, Any] | None = None,
 ) -> MailboxItem:
     """Store a new queued item with one INSERT (no ORM save) and emit its event. Outside
     a transaction the statement commits on its own; inside one it joins it."""
@@ -92,6 +96,9 @@ def insert_queued(
         metadata=metadata,
         queued_at=queued_at or timezone.now(),
     )
+    if marks:
+        values["marks"] = marks
+        row["marks"] = ops.adapt_json_value(marks, None)
     item = MailboxItem.from_db(conn.alias, ATTNAMES, [values[name] for name in ATTNAMES])
     row.update(
         id=item.id,
@@ -208,12 +215,12 @@ def defer(
     epoch: int | None = None,
     fenced: bool = False,
     from_statuses: Iterable[str] = (Status.QUEUED, Status.PROCESSING),
-    metadata: dict[str, Any] | None = None,
+    marks: dict[str, Any] | None = None,
     refund_attempt: bool = False,
 ) -> bool:
     """Defer an item; with no ``until`` it resurfaces at the agent's next idle cycle.
-    ``metadata`` replaces the item's metadata (a retry count, the behind-queue flag)."""
-    extra = {} if metadata is None else {"metadata": metadata}
+    ``marks`` replaces the item's marks (a retry count, the behind-queue flag)."""
+    extra = {} if marks is None else {"marks": marks}
     return transition(
         item_id,
         from_statuses=from_statuses,
@@ -229,7 +236,7 @@ def defer(
 def defer_behind_queue(item: MailboxItem) -> bool:
     """The interrupt judge's defer of a queued item: it waits until the current focus
     ends, then goes behind the rest of the queue at its priority."""
-    return defer(item.id, from_statuses=[Status.QUEUED], metadata={**(item.metadata or {}), BEHIND_QUEUE: True})
+    return defer(item.id, from_statuses=[Status.QUEUED], marks={**item.marks, BEHIND_QUEUE: True})
 
 
 def requeue(
@@ -238,10 +245,11 @@ def requeue(
     epoch: int | None = None,
     fenced: bool = False,
     refund_attempt: bool = False,
-    metadata: dict[str, Any] | None = None,
+    marks: dict[str, Any] | None = None,
 ) -> bool:
-    """Put an in-flight item back at its place in the queue (its ``queued_at`` is kept)."""
-    extra = {} if metadata is None else {"metadata": metadata}
+    """Put an in-flight item back at its place in the queue (its ``queued_at`` is kept);
+    ``marks`` replaces its marks (a crash or a retry counted)."""
+    extra = {} if marks is None else {"marks": marks}
     return transition(
         item_id,
         from_statuses=[Status.PROCESSING],
@@ -285,7 +293,6 @@ def set_priority(item_id: str, priority: int) -> bool:
 def park(item: MailboxItem, *, epoch: int, approval_id: str) -> bool:
     """Processing → deferred, waiting for a person's answer: not due until
     ``unpark`` (the approval hook) re-queues it."""
-    metadata = {**(item.metadata or {}), "waitingForApproval": True, "approvalId": approval_id}
     return transition(
         item.id,
         from_statuses=[Status.PROCESSING],
@@ -293,21 +300,20 @@ def park(item: MailboxItem, *, epoch: int, approval_id: str) -> bool:
         fenced=True,
         status=Status.DEFERRED,
         deferred_until=None,
-        metadata=metadata,
+        marks={**item.marks, "waitingForApproval": True, "approvalId": approval_id},
     )
 
 
 def parked_for(item_id: str, approval_id: str) -> MailboxItem | None:
     """The item parked for this approval, locked; None if it is not (or no longer)."""
     item = MailboxItem.objects.select_for_update().filter(id=item_id).first()
-    if item is None or item.status != Status.DEFERRED or (item.metadata or {}).get("approvalId") != approval_id:
+    if item is None or item.status != Status.DEFERRED or item.marks.get("approvalId") != approval_id:
         return None
     return item
 
 
 def unpark(item: MailboxItem) -> bool:
     """Deferred and parked → queued (the approval was answered)."""
-    metadata = {k: v for k, v in (item.metadata or {}).items() if k != "waitingForApproval"}
     return transition(
         item.id,
         from_statuses=[Status.DEFERRED],
@@ -315,7 +321,7 @@ def unpark(item: MailboxItem) -> bool:
         deferred_until=None,
         started_at=None,
         lease_epoch=None,
-        metadata=metadata,
+        marks={k: v for k, v in item.marks.items() if k != "waitingForApproval"},
     )
 
 
@@ -331,7 +337,7 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
         Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)
     )
     rows = [
-        (i, meta or {}) for i, meta in due.values_list("id", "metadata") if not (meta or {}).get("waitingForApproval")
+        (i, marks or {}) for i, marks in due.values_list("id", "marks") if not (marks or {}).get("waitingForApproval")
     ]
     if not rows:
         return 0
@@ -351,7 +357,7 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
                     started_at=None,
                     lease_epoch=None,
                     queued_at=timezone.now(),
-                    metadata=rest,
+                    marks=rest,
                 )
         for item in MailboxItem.objects.filter(id__in=[i for i, _ in rows]):
             emit_item(item)
@@ -449,12 +455,12 @@ def _awaited_kind(item: MailboxItem) -> str:
 def recover_in_flight(agent_id: str, report: RecoveryReport) -> None:
     """Stale ``processing`` items (their worker stopped): an awaited item is re-queued,
     and dropped with a recorded reason only once it has been in flight at
-    MAX_RECOVERY_ATTEMPTS crashes (``metadata.crashes``: a retry after a failed attempt
+    MAX_RECOVERY_ATTEMPTS crashes (``marks.crashes``: a retry after a failed attempt
     is not a crash); anything else is dropped with a reason."""
     for item in MailboxItem.objects.select_for_update().filter(agent_id=agent_id, status=Status.PROCESSING):
-        crashes = int((item.metadata or {}).get("crashes", 0)) + 1
+        crashes = int(item.marks.get("crashes", 0)) + 1
         if is_awaited(item) and crashes < MAX_RECOVERY_ATTEMPTS:
-            if requeue(item.id, metadata={**(item.metadata or {}), "crashes": crashes}):
+            if requeue(item.id, marks={**item.marks, "crashes": crashes}):
                 report.requeued.append(item.id)
             continue
         reason = (

@@ -6,6 +6,11 @@ Additions to the seed's columns, needed by the Django design:
 - ``lease_epoch``: the agent lease epoch the item was claimed under; every write the
   loop makes about the item is conditional on it (ARCHITECTURE decision 2).
 - ``drop_reason``: why an item was dropped (recovery, retry cleanup, a tool, a judge).
+- ``marks``: what the system keeps on an item for itself, apart from the caller's
+  ``metadata``: its crashes and retries, the approval it is parked for, its batch, the
+  bus stream it carries, why the sweep re-queued it. Never written by a caller (the API
+  writes ``metadata`` only) and never copied into a retried copy, so no list of
+  reserved keys guards it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class MailboxItem(models.Model):
     status = models.CharField(max_length=16, choices=STATUS_CHOICES, default=Status.QUEUED)
     payload = models.JSONField(default=dict)
     metadata = models.JSONField(default=dict, null=True, blank=True)
+    marks = models.JSONField(default=dict, blank=True)
     queued_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -93,6 +93,10 @@ class ItemOut(_ItemFields):
     agentId = serializers.CharField()
     payload = serializers.DictField()
     metadata = serializers.DictField()
+    marks = serializers.DictField(
+        help_text="what the system keeps on the item for itself (its retries and crashes, the approval it "
+        "is parked for, its batch, the bus stream it answers to); read-only"
+    )
     attempts = serializers.IntegerField()
 
 

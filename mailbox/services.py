@@ -109,9 +109,12 @@ def mailbox_enqueue(
     payload: dict[str, Any],
     priority: int | None = None,
     metadata: dict[str, Any] | None = None,
+    marks: dict[str, Any] | None = None,
 ) -> MailboxItem:
     """Store a stimulus for an agent. Returns the stored row: ``queued``, or ``merged``
     with ``merged_into`` set when a queued item of the same dedup group absorbed it.
+    ``metadata``: the caller's; ``marks``: what the system itself keeps on the item (the
+    bus stream it carries, why the sweep re-queued it), never from a request.
 
     An item of no dedup group is one INSERT: outside a transaction it commits on its
     own, inside the caller's it joins it. An item of a group takes the group's lock,
@@ -127,17 +130,28 @@ def mailbox_enqueue(
     key = dedup_key(source_type, payload)
     if key is None:
         item = lifecycle.insert_queued(
-            agent_id=agent_id, source_type=source_type, priority=priority, payload=payload, metadata=metadata
+            agent_id=agent_id,
+            source_type=source_type,
+            priority=priority,
+            payload=payload,
+            metadata=metadata,
+            marks=marks,
         )
     else:
         with transaction.atomic(savepoint=False):
-            item = _enqueue_in_group(agent_id, source_type, payload, priority, metadata, key)
+            item = _enqueue_in_group(agent_id, source_type, payload, priority, metadata, key, marks)
     item_enqueued.send(sender=MailboxItem, item=item)
     return item
 
 
 def _enqueue_in_group(
-    agent_id: str, source_type: str, payload: dict[str, Any], priority: int, metadata: dict[str, Any], key: str
+    agent_id: str,
+    source_type: str,
+    payload: dict[str, Any],
+    priority: int,
+    metadata: dict[str, Any],
+    key: str,
+    marks: dict[str, Any] | None,
 ) -> MailboxItem:
     item = MailboxItem(
         agent_id=agent_id,
@@ -145,6 +159,7 @@ def _enqueue_in_group(
         priority=priority,
         payload=payload,
         metadata=metadata,
+        marks=marks or {},
         queued_at=timezone.now(),
     )
     # Without the lock, two enqueues that both find no queued item of the group

@@ -59,8 +59,8 @@ SOURCE_TYPE = MailboxType.SYSTEM_EVENT  # no dedup group: one row per enqueue on
 TABLE = MailboxItem._meta.db_table
 
 INSERT_SQL = (
-    f"INSERT INTO {TABLE} (id, agent_id, source_type, priority, status, payload, metadata, queued_at,"
-    " attempts, drop_reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, '')"
+    f"INSERT INTO {TABLE} (id, agent_id, source_type, priority, status, payload, metadata, marks, queued_at,"
+    " attempts, drop_reason) VALUES (%s, %s, %s, %s, %s, %s, %s, '{}', %s, 0, '')"
 )
 CLAIM_SQL = (
     f"UPDATE {TABLE} SET status = %s, started_at = %s, attempts = attempts + 1"

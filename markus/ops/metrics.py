@@ -104,7 +104,7 @@ def agent_metrics(now: datetime) -> Iterator[Metric]:
         "markus_mailbox_parked_items", "Deferred items waiting for a person's approval.", labels=["agent"]
     )
     for agent_id, n in _per_agent(
-        MailboxItem.objects.filter(status=Status.DEFERRED, **{f"metadata__{PARKED_KEY}": True}), Count("id")
+        MailboxItem.objects.filter(status=Status.DEFERRED, **{f"marks__{PARKED_KEY}": True}), Count("id")
     ):
         parked.add_metric([agent_id], n)
     yield parked
@@ -165,8 +165,8 @@ def recovery_metrics() -> Iterator[Metric]:
     recoveries = GaugeMetricFamily(
         "markus_recoveries", "Items handled by restart recovery, per agent and outcome.", labels=["agent", "outcome"]
     )
-    crashes = Sum(Cast(KT(f"metadata__{RECOVERY_CRASHES_KEY}"), IntegerField()))
-    for agent_id, n in _per_agent(MailboxItem.objects.filter(metadata__has_key=RECOVERY_CRASHES_KEY), crashes):
+    crashes = Sum(Cast(KT(f"marks__{RECOVERY_CRASHES_KEY}"), IntegerField()))
+    for agent_id, n in _per_agent(MailboxItem.objects.filter(marks__has_key=RECOVERY_CRASHES_KEY), crashes):
         recoveries.add_metric([agent_id, "requeued"], n)
     dropped = MailboxItem.objects.filter(status=Status.DROPPED, drop_reason__startswith=RECOVERY_DROP_PREFIX)
     collapsed = Count("id", filter=Q(drop_reason=RECOVERY_COLLAPSE_REASON))

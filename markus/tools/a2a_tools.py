@@ -143,9 +143,9 @@ def _item_streams(ctx: ToolContext) -> list[tuple[str, str]]:
     rows = [item, *MailboxItem.objects.filter(merged_into=item).order_by("queued_at", "id")]
     seen: dict[str, str] = {}
     for row in rows:
-        meta = row.metadata or {}
-        if row.source_type == MailboxType.A2A_MESSAGE and isinstance(meta.get("streamId"), str):
-            seen.setdefault(meta["streamId"], str(meta.get("senderName") or meta.get("senderId") or "?"))
+        meta, stream_id = row.metadata or {}, row.marks.get("streamId")
+        if row.source_type == MailboxType.A2A_MESSAGE and isinstance(stream_id, str):
+            seen.setdefault(stream_id, str(meta.get("senderName") or meta.get("senderId") or "?"))
     return list(seen.items())
 
 

@@ -7,7 +7,7 @@ The invariant, for every task:
   or a human approval of the review is pending.
 
 ``work_liveness_repair`` restores what is missing, with the reason recorded on the new
-item (``metadata.repairReason``). It runs in the beat sweep and at start-up. Each task
+item (``marks.repairReason``). It runs in the beat sweep and at start-up. Each task
 is repaired under its row lock, re-checked inside it, so two sweeps (or two beats)
 running at once restore one item, never two. A task that keeps losing its execution
 (LIVENESS_MAX_REPAIRS in one round) fails with the reason; a review that keeps

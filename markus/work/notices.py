@@ -32,9 +32,15 @@ def _enqueue(
     *,
     priority: int | None = None,
     metadata: dict[str, Any] | None = None,
+    marks: dict[str, Any] | None = None,
 ) -> MailboxItem:
     return mailbox_enqueue(
-        agent_id=agent_id, source_type=source_type, payload=payload, priority=priority, metadata=metadata or {}
+        agent_id=agent_id,
+        source_type=source_type,
+        payload=payload,
+        priority=priority,
+        metadata=metadata or {},
+        marks=marks,
     )
 
 
@@ -61,15 +67,13 @@ def send_task_execution(
     extra: dict[str, Any] = {"triggerExecution": True, "executionRound": task.execution_round}
     if resumed:
         extra["resumed"] = True
-    metadata = {**actor.sender_metadata(), "fromStatus": from_status, "toStatus": task.status}
-    if reason:
-        metadata["repairReason"] = reason
     return _enqueue(
         _assignee_id(task),
         MailboxType.TASK_STATUS_UPDATE,
         {"summary": f"Execute task: {task.title}", "content": "\n".join(lines), "taskId": task.id, "extra": extra},
         priority=Priority.HIGH,
-        metadata=metadata,
+        metadata={**actor.sender_metadata(), "fromStatus": from_status, "toStatus": task.status},
+        marks={"repairReason": reason} if reason else None,
     )
 
 
@@ -124,9 +128,6 @@ def send_review_request(reviewer_id: str, task: Task, *, actor: Actor, reason: s
         content += f"\n\nDeliverables (the assignee's note):\n{task.deliverables}"
     if task.description:
         content += f"\n\nTask description:\n{task.description}"
-    metadata = {**actor.sender_metadata(), "assigneeId": task.assignee_id}
-    if reason:
-        metadata["repairReason"] = reason
     return _enqueue(
         reviewer_id,
         MailboxType.REVIEW_REQUEST,
@@ -136,7 +137,8 @@ def send_review_request(reviewer_id: str, task: Task, *, actor: Actor, reason: s
             "taskId": task.id,
             "extra": {"reviewRound": task.execution_round},
         },
-        metadata=metadata,
+        metadata={**actor.sender_metadata(), "assigneeId": task.assignee_id},
+        marks={"repairReason": reason} if reason else None,
     )
 
 

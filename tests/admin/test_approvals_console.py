@@ -24,7 +24,7 @@ def parked(agent, alice):
     item = mailbox_enqueue(agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT, payload={"summary": "deploy"})
     approval = approval_create(user=alice, title="Deploy?", agent=agent, mailbox_item=item)
     lifecycle.defer(item.id)
-    MailboxItem.objects.filter(id=item.id).update(metadata={"waitingForApproval": True, "approvalId": approval.id})
+    MailboxItem.objects.filter(id=item.id).update(marks={"waitingForApproval": True, "approvalId": approval.id})
     return item, approval
 
 
@@ -54,7 +54,7 @@ def test_answering_stores_the_answer_and_requeues_the_parked_item(operator, park
         "ship it",
     )
     item.refresh_from_db()
-    assert item.status == Status.QUEUED and "waitingForApproval" not in item.metadata
+    assert item.status == Status.QUEUED and "waitingForApproval" not in item.marks
     entry = LogEntry.objects.get(object_id=approval.pk)
     assert entry.user.username == "operator" and "on behalf of alice" in entry.get_change_message()
 

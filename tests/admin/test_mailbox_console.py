@@ -125,7 +125,7 @@ def test_retrying_a_deferred_item_resurfaces_it_in_place(operator, agent):
 def test_an_item_parked_for_an_approval_is_not_retried(operator, agent):
     item = enqueue(agent)
     lifecycle.defer(item.id)
-    MailboxItem.objects.filter(id=item.id).update(metadata={"waitingForApproval": True, "approvalId": "apr_1"})
+    MailboxItem.objects.filter(id=item.id).update(marks={"waitingForApproval": True, "approvalId": "apr_1"})
     act(operator, "retry_items", item)
     item.refresh_from_db()
     assert item.status == Status.DEFERRED and MailboxItem.objects.count() == 1

@@ -127,8 +127,8 @@ def test_a_asks_b_b_answers_and_as_next_item_carries_the_answer(celery_worker, a
     assert answer.content == "Green since 10:02." and answer.metadata["senderName"] == "Bea"
     question = MailboxItem.objects.get(agent=bea, source_type=MailboxType.A2A_MESSAGE)
     assert question.content == "Is the build green?" and question.metadata["senderName"] == "Ada"
-    reply = Stream.objects.get(id=answer.metadata["streamId"])
-    assert reply.reply_to == question.metadata["streamId"] and reply.closed_at is not None
+    reply = Stream.objects.get(id=answer.marks["streamId"])
+    assert reply.reply_to == question.marks["streamId"] and reply.closed_at is not None
     assert provider.saw("Ada", "Green since 10:02.") and provider.saw("Bea", "Is the build green?")
 
 

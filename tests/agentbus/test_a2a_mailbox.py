@@ -29,9 +29,9 @@ def test_a_message_to_an_internal_agent_is_enqueued_in_its_mailbox(eve, ada):
         "senderId": "eve",
         "senderName": "Eve",
         "senderRole": "agent",
-        "streamId": stream.id,
         "sequence": 1,
     }
+    assert item.marks == {"streamId": stream.id}  # the system's: its answer goes there
 
 
 def test_a_burst_on_one_stream_coalesces_into_one_queued_item(eve, ada):

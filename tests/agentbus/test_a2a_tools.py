@@ -95,7 +95,7 @@ def test_a_question_and_its_answer_travel_on_the_bus_and_through_both_mailboxes(
     assert sent["to"] == {"id": "bea", "name": "Bea"} and "Do not wait" in sent["note"]
     question = next_item(bea)
     assert question.source_type == MailboxType.A2A_MESSAGE and question.content == "Is the build green?"
-    assert question.metadata["senderName"] == "Ada" and question.metadata["streamId"] == stream.id
+    assert question.metadata["senderName"] == "Ada" and question.marks["streamId"] == stream.id
     assert selectors.reply_expected(stream.id, "bea")
 
     answer = ok(ctx(bea, item=question), "agent_reply", text="Green since 10:02.")
@@ -105,7 +105,7 @@ def test_a_question_and_its_answer_travel_on_the_bus_and_through_both_mailboxes(
     assert not selectors.reply_expected(stream.id, "bea")
     carried = next_item(ada)
     assert carried.source_type == MailboxType.A2A_MESSAGE and carried.content == "Green since 10:02."
-    assert carried.metadata["senderName"] == "Bea" and carried.metadata["streamId"] == reply.id
+    assert carried.metadata["senderName"] == "Bea" and carried.marks["streamId"] == reply.id
     # An answer expects no answer: two agents do not answer each other's answers for ever.
     assert not selectors.reply_expected(reply.id, "ada")
     # The same records are the bus: Ada's inbox holds the reply.
@@ -202,9 +202,9 @@ def test_agent_reply_asks_which_conversation_when_several_were_merged(ada, bea, 
     first, second = MailboxItem.objects.filter(agent_id="ada").order_by("queued_at", "id")
     MailboxItem.objects.filter(id=second.id).update(status=Status.MERGED, merged_into=first)
     message = error(ctx(ada, item=first), "agent_reply", text="hi")
-    assert "give stream_id" in message and second.metadata["streamId"] in message and "(from Cy)" in message
+    assert "give stream_id" in message and second.marks["streamId"] in message and "(from Cy)" in message
     assert "one of the conversations" in error(ctx(ada, item=first), "agent_reply", text="hi", stream_id="stm_other")
-    answer = ok(ctx(ada, item=first), "agent_reply", text="hi cy", stream_id=second.metadata["streamId"])
+    answer = ok(ctx(ada, item=first), "agent_reply", text="hi cy", stream_id=second.marks["streamId"])
     assert Stream.objects.get(id=answer["replyStreamId"]).recipient_id == "cy"
 
 

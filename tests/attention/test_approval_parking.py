@@ -31,7 +31,7 @@ def test_an_item_waits_for_a_human_answer_without_holding_a_worker(celery_worker
     approval = wait_for(lambda: Approval.objects.filter(agent=agent, status="pending").first(), message="approval")
     wait_for(lambda: MailboxItem.objects.get(id=item.id).status == "deferred", message="item parked")
     parked = MailboxItem.objects.get(id=item.id)
-    assert parked.metadata["waitingForApproval"] is True and parked.metadata["approvalId"] == approval.id
+    assert parked.marks["waitingForApproval"] is True and parked.marks["approvalId"] == approval.id
     assert approval.user == alice and approval.mailbox_item_id == item.id
     assert UserNotification.objects.filter(user=alice, type="approval_request").exists()
     # No worker is held: the loop lets go of the agent while the item waits.

@@ -133,7 +133,7 @@ def check_never_alone(items: list[MailboxItem]) -> None:
         if meta.get(BATCH_LEAD) and row.status == Status.COMPLETED:
             lead = MailboxItem.objects.get(id=meta[BATCH_LEAD])
             assert lead.status == Status.COMPLETED, f"{row.id} completed without its lead {lead.id}"
-            assert row.id in (lead.metadata or {}).get(BATCH, []), f"{row.id} completed outside its lead's batch"
+            assert row.id in lead.marks.get(BATCH, []), f"{row.id} completed outside its lead's batch"
         if meta.get(BATCH) and row.status == Status.COMPLETED:
             members = MailboxItem.objects.filter(id__in=meta[BATCH])
             assert all(m.status == Status.COMPLETED for m in members), f"lead {row.id} completed alone"
@@ -256,7 +256,7 @@ def test_a_cancelled_batch_is_requeued_whole_and_its_items_run_again(agent, monk
 
     assert statuses(a, b, c) == ["queued", "queued", "queued"]  # none completed, none lost
     for item in MailboxItem.objects.filter(id__in=[a.id, b.id, c.id]):
-        assert BATCH not in (item.metadata or {}) and BATCH_LEAD not in (item.metadata or {})
+        assert BATCH not in item.marks and BATCH_LEAD not in item.marks
         assert item.attempts == 0
     assert not LLMSession.objects.filter(id=session_id(a)).exists()  # triage decides afresh
     cancel = AgentDecision.objects.get(mailbox_item_id=a.id, decision_type="cancel")
@@ -284,7 +284,7 @@ def test_a_batch_paused_mid_turn_is_requeued_together_and_resumes_as_a_batch(age
     assert result.status == "stopped"
     assert statuses(a, b, c) == ["queued", "queued", "queued"]
     assert [MailboxItem.objects.get(id=i.id).attempts for i in (a, b, c)] == [0, 0, 0]
-    assert MailboxItem.objects.get(id=b.id).metadata[BATCH_LEAD] == a.id  # still a batch
+    assert MailboxItem.objects.get(id=b.id).marks[BATCH_LEAD] == a.id  # still a batch
     assert LLMSession.objects.filter(id=session_id(a)).exists()
     assert AgentActivity.objects.get(mailbox_item_id=a.id).success is False
     check_never_alone([a, b, c])
@@ -324,7 +324,7 @@ def test_a_lost_lease_mid_batch_is_recovered_by_requeueing_the_whole_batch(agent
     loop.run_attention(agent.id)
 
     assert statuses(a, b, c) == ["completed"] * 3  # re-queued together, none dropped
-    assert [MailboxItem.objects.get(id=i.id).metadata["crashes"] for i in (a, b, c)] == [1, 1, 1]
+    assert [MailboxItem.objects.get(id=i.id).marks["crashes"] for i in (a, b, c)] == [1, 1, 1]
     assert "content of gamma" in opening(provider.calls[-1])  # processed together again
     dead = AgentActivity.objects.filter(mailbox_item_id=a.id).order_by("started_at").first()
     assert dead.success is False
@@ -352,7 +352,7 @@ def test_a_batch_that_fails_is_dissolved_and_each_item_runs_by_itself(agent, mon
     loop.run_attention(agent.id, budget=1)
 
     assert statuses(a, b) == ["queued", "queued"]
-    assert [MailboxItem.objects.get(id=i.id).metadata.get("markerRetries") for i in (a, b)] == [1, 1]
+    assert [MailboxItem.objects.get(id=i.id).marks.get("markerRetries") for i in (a, b)] == [1, 1]
 
     loop.run_attention(agent.id)
 
@@ -376,7 +376,7 @@ def test_a_batch_waiting_for_an_approval_waits_together_and_resumes_together(age
 
     assert statuses(a, b) == ["deferred", "deferred"]
     approval = Approval.objects.get(mailbox_item_id=a.id)
-    assert MailboxItem.objects.get(id=b.id).metadata["approvalId"] == approval.id
+    assert MailboxItem.objects.get(id=b.id).marks["approvalId"] == approval.id
     approval_respond(user=approval.user, approval_id=approval.id, selected_option="approve")
     assert statuses(a, b) == ["queued", "queued"]
 

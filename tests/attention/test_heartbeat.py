@@ -275,7 +275,7 @@ def test_a_preempted_heartbeat_resumes_without_a_second_check(clock, agent):
     """Resuming its saved session (or a retry) runs on: the check is made once."""
     tick_at(clock, T0)
     [beat] = heartbeats(agent.id)
-    MailboxItem.objects.filter(id=beat.id).update(metadata={"markerRetries": 1})
+    MailboxItem.objects.filter(id=beat.id).update(marks={"markerRetries": 1})
     Agent.objects.filter(id=agent.id).update(last_heartbeat_at=T0 - H)  # nothing changed since
     run(agent)
     assert llm_turns(MailboxItem.objects.get(id=beat.id)) >= 1

@@ -376,7 +376,7 @@ class LivenessMachine(RuleBasedStateMachine):
         for item in MailboxItem.objects.filter(
             agent_id__in=AGENT_IDS, status=Status.DEFERRED, deferred_until__isnull=False
         ):
-            if not (item.metadata or {}).get("waitingForApproval"):
+            if not item.marks.get("waitingForApproval"):
                 MailboxItem.objects.filter(id=item.id).update(deferred_until=timezone.now() - timedelta(seconds=1))
 
     # ------------------------------------------------------------------------ the invariant

@@ -96,7 +96,7 @@ def first_call_order(provider) -> list[str]:
 def make_due(agent_id: str) -> None:
     """Deferred items (not parked for an approval) come due now."""
     for item in MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED):
-        if not (item.metadata or {}).get("waitingForApproval"):
+        if not item.marks.get("waitingForApproval"):
             MailboxItem.objects.filter(id=item.id).update(deferred_until=timezone.now())
 
 
@@ -213,7 +213,7 @@ def test_a_retry_after_a_missed_verdict_is_not_counted_as_a_crash(scripted, agen
     scripted(Turn(text=f"forgot to submit {MARK}"))
     run_attention(agent.id)  # no verdict: deferred for a retry
     execution.refresh_from_db()
-    assert execution.status == Status.DEFERRED and execution.metadata["executionRetries"] == 1
+    assert execution.status == Status.DEFERRED and execution.marks["executionRetries"] == 1
     make_due(agent.id)
     lease = lease_take(agent.id)
     assert lease is not None
@@ -226,7 +226,7 @@ def test_a_retry_after_a_missed_verdict_is_not_counted_as_a_crash(scripted, agen
     run_attention(agent.id)
     execution.refresh_from_db()
     assert execution.status == Status.COMPLETED, execution.drop_reason
-    assert execution.metadata["crashes"] == 1
+    assert execution.marks["crashes"] == 1
     assert Task.objects.get(id=task.id).status == "review"
 
 
@@ -269,7 +269,7 @@ def test_a_task_in_progress_without_a_live_execution_gets_exactly_one_back_from_
     services.sweep()
     [repaired] = executions(agent.id, task.id).filter(status__in=OPEN)
     assert repaired.status == Status.QUEUED
-    reason = (repaired.metadata or {}).get("repairReason")
+    reason = repaired.marks.get("repairReason")
     assert isinstance(reason, str) and reason.strip()
     services.sweep()
     assert list(executions(agent.id, task.id).filter(status__in=OPEN).values_list("id", flat=True)) == [repaired.id]
@@ -285,7 +285,7 @@ def test_a_task_in_review_without_a_live_review_request_gets_exactly_one_back_fr
     services.sweep()
     [repaired] = review_requests(agent.id, task.id).filter(status__in=OPEN)
     assert repaired.status == Status.QUEUED
-    reason = (repaired.metadata or {}).get("repairReason")
+    reason = repaired.marks.get("repairReason")
     assert isinstance(reason, str) and reason.strip()
     services.sweep()
     assert list(review_requests(agent.id, task.id).filter(status__in=OPEN).values_list("id", flat=True)) == [
@@ -325,7 +325,7 @@ def test_an_execution_that_ends_without_submitting_is_retried_with_back_off(scri
     execution.refresh_from_db()
     assert execution.status == Status.DEFERRED
     assert 25 <= seconds_until(execution, started) <= 40
-    assert execution.metadata["executionRetries"] == 1
+    assert execution.marks["executionRetries"] == 1
     assert Task.objects.get(id=task.id).status == "in_progress"
     [attempt] = AgentActivity.objects.filter(mailbox_item_id=execution.id)
     assert attempt.success is False and attempt.ended_at is not None
@@ -335,7 +335,7 @@ def test_an_execution_that_ends_without_submitting_is_retried_with_back_off(scri
     execution.refresh_from_db()
     assert execution.status == Status.DEFERRED
     assert 55 <= seconds_until(execution, started) <= 70
-    assert execution.metadata["executionRetries"] == 2
+    assert execution.marks["executionRetries"] == 2
     assert [a.success for a in AgentActivity.objects.filter(mailbox_item_id=execution.id)] == [False, False]
 
 
@@ -354,7 +354,7 @@ def test_an_execution_whose_submission_fails_is_retried_not_forgotten(scripted, 
     assert Task.objects.get(id=task.id).status == "in_progress"
     assert execution.status == Status.DEFERRED
     assert 25 <= seconds_until(execution, started) <= 40
-    assert execution.metadata["executionRetries"] == 1
+    assert execution.marks["executionRetries"] == 1
     assert AgentActivity.objects.get(mailbox_item_id=execution.id).success is False
 
 
@@ -367,7 +367,7 @@ def test_an_execution_that_never_submits_fails_the_task_once_its_retries_are_spe
     provider = scripted(default=Turn(text=f"All done, I think {MARK}"))
     run_attention(agent.id)
     execution.refresh_from_db()
-    assert execution.status == Status.DEFERRED and execution.metadata["executionRetries"] == 1
+    assert execution.status == Status.DEFERRED and execution.marks["executionRetries"] == 1
     assert Task.objects.get(id=task.id).status == "in_progress"
     make_due(agent.id)
     run_attention(agent.id)

@@ -57,7 +57,7 @@ def test_output_without_the_completion_marker_is_retried_at_most_twice(celery_wo
     work = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "job", "content": "x"})
     wait_for(lambda: status(work.id) == "completed", message="item given up")
     item = MailboxItem.objects.get(id=work.id)
-    assert item.metadata["markerRetries"] == 2
+    assert item.marks["markerRetries"] == 2
     assert len(provider.calls) == 3
     acts = list(AgentActivity.objects.filter(mailbox_item_id=work.id))
     assert len(acts) == 3 and not any(a.success for a in acts)

@@ -65,13 +65,13 @@ def use_stub(cluster: Cluster, stub: DeliberatingLLM) -> None:
 
 TRANSITIONS = """
 CREATE TABLE faults_transitions (
-  id bigserial PRIMARY KEY, item_id text, agent_id text, old text, new text, metadata jsonb,
+  id bigserial PRIMARY KEY, item_id text, agent_id text, old text, new text, marks jsonb,
   app text, owner text, epoch bigint, txid bigint, at timestamptz DEFAULT clock_timestamp());
 CREATE FUNCTION faults_transition() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.status IS DISTINCT FROM OLD.status THEN
-    INSERT INTO faults_transitions (item_id, agent_id, old, new, metadata, app, owner, epoch, txid)
-    SELECT NEW.id, NEW.agent_id, OLD.status, NEW.status, NEW.metadata, current_setting('application_name'),
+    INSERT INTO faults_transitions (item_id, agent_id, old, new, marks, app, owner, epoch, txid)
+    SELECT NEW.id, NEW.agent_id, OLD.status, NEW.status, NEW.marks, current_setting('application_name'),
            a.lease_owner, a.lease_epoch, txid_current()
     FROM (SELECT 1) one LEFT JOIN agent_attention a ON a.agent_id = NEW.agent_id;
   END IF;
@@ -92,7 +92,7 @@ class Transition:
     agent_id: str
     old: str
     new: str
-    metadata: dict[str, Any]
+    marks: dict[str, Any]
     app: str
     owner: str
     epoch: int | None
@@ -102,7 +102,7 @@ class Transition:
 
 def transitions(cluster: Cluster) -> list[Transition]:
     rows = cluster.sql(
-        "SELECT item_id, agent_id, old, new, metadata, app, coalesce(owner, ''), epoch, txid, at"
+        "SELECT item_id, agent_id, old, new, marks, app, coalesce(owner, ''), epoch, txid, at"
         " FROM faults_transitions ORDER BY id"
     )
     return [Transition(*r) for r in rows]

@@ -107,7 +107,7 @@ def batch_in_flight(cluster: Cluster, agents: list[str]) -> tuple[str, list[str]
     from mailbox.models import MailboxItem
 
     for agent in agents:
-        busy = list(MailboxItem.objects.filter(agent_id=agent, status="processing").values_list("id", "metadata"))
+        busy = list(MailboxItem.objects.filter(agent_id=agent, status="processing").values_list("id", "marks"))
         lead = next((i for i, m in busy if (m or {}).get("batch")), None)
         if lead is None or len(busy) < 2 or any((m or {}).get("crashes") for _, m in busy):
             continue

@@ -58,16 +58,17 @@ def test_only_due_items_resurface(agent, enqueue):
 
 
 def test_an_item_waiting_for_an_approval_is_not_resurfaced(agent, enqueue):
-    parked = enqueue(T.HUMAN_CHAT, metadata={"waitingForApproval": True})
+    parked = enqueue(T.HUMAN_CHAT)
+    MailboxItem.objects.filter(id=parked.id).update(marks={"waitingForApproval": True})
     lifecycle.defer(parked.id)
     assert lifecycle.resurface_due(agent.id, now=timezone.now() + timedelta(days=30)) == 0
     assert statuses(parked) == [Status.DEFERRED]
 
 
-@pytest.mark.parametrize("metadata", [{"waitingForApproval": False}, {"other": 1}, {}, None])
-def test_an_item_not_waiting_for_an_approval_is_resurfaced(agent, enqueue, metadata):
-    item = enqueue(T.MENTION)
-    MailboxItem.objects.filter(id=item.id).update(metadata=metadata)
+@pytest.mark.parametrize("marks", [{"waitingForApproval": False}, {"other": 1}, {}])
+def test_an_item_not_waiting_for_an_approval_is_resurfaced(agent, enqueue, marks):
+    item = enqueue(T.MENTION, metadata={"waitingForApproval": True})  # a caller's metadata parks nothing
+    MailboxItem.objects.filter(id=item.id).update(marks=marks)
     lifecycle.defer(item.id)
     assert lifecycle.resurface_due(agent.id) == 1
     assert statuses(item) == [Status.QUEUED]
