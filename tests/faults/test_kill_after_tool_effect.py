@@ -1,4 +1,4 @@
-"""Scenario 9: kill -9 a worker right after a side-effecting tool's effect commits, many
+"""Scenario 12: kill -9 a worker right after a side-effecting tool's effect commits, many
 times, and count every effect by the marker in the tool's arguments (ARCHITECTURE
 decision 14: a tool that changes the world runs exactly once per decision of the model).
 
@@ -247,7 +247,7 @@ def test_kill_9_right_after_a_tool_effect_commits_makes_every_effect_once(cluste
         f"chats_unanswered={len(unanswered)} failure_replies={len(failed)} reminders_cancelled={cancelled} "
         f"tasks_delegated={Task.objects.filter(title__startswith='delegated ').count()}"
     )
-    report(figures.line("9 kill-after-tool-effect", clock()))
+    report(figures.line("12 kill-after-tool-effect", clock()))
     assert len(kills) >= KILLS // 2, f"only {len(kills)} kills landed after a tool's effect"
     assert not twice, f"effects made twice: {twice[:10]}"
     assert not lost, f"effects lost: {lost[:10]}"
