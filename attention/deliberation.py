@@ -49,11 +49,12 @@ from markus.llm.base import CallContext, LLMCancelled, Provider, get_provider
 from . import records
 from .batch import MAX_BATCH
 from .focus import Run
+from .journal import execute_atomically
 from .lease import AgentNotRunning, Fence, StaleLease, fenced, leased_complete
 from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
 from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, item_brief, scenario_for, system_prompt
-from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
+from .toolbox import TOOLS, ToolContext, ToolError, load_tools
 from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, triage, triage_model
 
 log = logging.getLogger(__name__)
@@ -477,7 +478,8 @@ def deliberate(
                 else:
                     if tool_call.name not in RECORDLESS_TOOLS:
                         d.store_now()  # what the tool writes (a comment) may name the activity
-                    ok, result = execute_tool(ctx, tool_call.name, tool_call.arguments)
+                    with fenced(lease) as tx:  # the call's effect, or nothing of it
+                        ok, result = execute_atomically(tx, ctx, tool_call.name, tool_call.arguments)
                 d.note(L.TOOL_END, result[:4000], {"name": tool_call.name, "ok": ok, "callId": tool_call.id})
                 messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result})
             d.flush_fenced()

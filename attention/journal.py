@@ -195,6 +195,23 @@ class _Refused(Exception):
     """A tool answered an error: what it wrote before it refused is rolled back."""
 
 
+def execute_atomically(tx: Fence, ctx: ToolContext, name: str, arguments: Any) -> tuple[bool, str]:
+    """Make a call inside the phase's fenced transaction, in a savepoint: a tool that
+    refuses leaves nothing it wrote behind (nor what it left in ``ctx.effects``). The
+    tool loop's and the deliberation's calls both go through here."""
+    tx.check()
+    before = dict(ctx.effects)
+    try:
+        with transaction.atomic():
+            ok, result = execute_tool(ctx, name, arguments)
+            if not ok:
+                raise _Refused(result)
+    except _Refused as refused:
+        ctx.effects = before
+        return False, str(refused)
+    return ok, result
+
+
 def _in_transaction(r: Round, call: ToolCall) -> tuple[bool, str]:
     """The effect, its journal row and its result in one fenced transaction."""
     focus = r.focus
@@ -202,14 +219,7 @@ def _in_transaction(r: Round, call: ToolCall) -> tuple[bool, str]:
         started = timezone.now()
         if focus.activity is not None:  # what the tool writes may name it
             records.ensure_stored(tx, focus.activity)
-        ok, result = False, ""
-        try:
-            with transaction.atomic():  # a savepoint: a refusing tool leaves nothing behind
-                ok, result = execute_tool(r.ctx, call.name, call.arguments)
-                if not ok:
-                    raise _Refused
-        except _Refused:
-            r.ctx.effects = {}
+        ok, result = execute_atomically(tx, r.ctx, call.name, call.arguments)
         r.open(tx, [_start_line(call, at=started), _end_line(call, ok, result)])
         r.row(
             call,
