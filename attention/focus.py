@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
@@ -64,6 +64,44 @@ class Run:
 
 
 @dataclass
+class TurnRecords:
+    """What a turn leaves to write: its log lines and its token usage, written with what
+    follows it (the tool round's first transaction, or the item's outcome in settle)."""
+
+    lines: list[LogLine] = field(default_factory=list)
+    tokens: int = 0
+    tools: int = 0
+
+    def note(self, line: LogLine) -> None:
+        self.lines.append(line)
+
+    def take_lines(self, *also: LogLine) -> list[LogLine]:
+        lines, self.lines = [*self.lines, *also], []
+        return lines
+
+    def count(self, *, tokens: int, tools: int) -> None:
+        self.tokens += tokens
+        self.tools += tools
+
+    def take_usage(self) -> tuple[int, int]:
+        usage, self.tokens, self.tools = (self.tokens, self.tools), 0, 0
+        return usage
+
+
+@dataclass
+class HeldSession:
+    """What the focus holds of its item's LLM session: the session (None until it is
+    loaded), whether it is stored yet (a new one is inserted by its first save), whether
+    it changed since it was saved, and whether the loop's queue read said the item has
+    one (None: not known)."""
+
+    session: LLMSession | None = None
+    stored: bool = True
+    dirty: bool = False
+    saved: bool | None = None
+
+
+@dataclass
 class Focus:
     """The item being worked on, under which lease, in which scenario.
 
@@ -71,10 +109,10 @@ class Focus:
     decides only about the others); when the loop read only the head of a long queue
     (``seen_all`` False), an item not in ``seen`` counts as new only if it was queued
     after ``seen_since``. ``queue``: that read (the items waiting, in dequeue order)
-    and ``depth`` their number, for the first prompt. ``pending_logs`` and
-    ``pending_usage``: what the last LLM turn produced, written with the item's outcome
-    in its settle transaction. ``batch``: the items processed with it in its session
-    (claimed with it, settled with it; see ``attention.batch``)."""
+    and ``depth`` their number, for the first prompt. ``held``: what it holds of the
+    item's LLM session; ``turn``: what the last LLM turn left to write. ``batch``: the
+    items processed with it in its session (claimed with it, settled with it; see
+    ``attention.batch``)."""
 
     lease: Lease
     item: MailboxItem
@@ -94,12 +132,8 @@ class Focus:
     last_stop_check: float = 0.0
     stop_flag: bool = False
     chat_session: str | None = None
-    saved_session: bool | None = None  # has the item a saved session? None: unknown
-    session: LLMSession | None = None
-    session_stored: bool = True
-    session_dirty: bool = False
-    pending_logs: list[LogLine] = field(default_factory=list)
-    pending_usage: dict[str, int] = field(default_factory=dict)
+    held: HeldSession = field(default_factory=HeldSession)
+    turn: TurnRecords = field(default_factory=TurnRecords)
 
     def stop_requested(self) -> bool:
         now = time.monotonic()
@@ -113,10 +147,6 @@ class Focus:
         if item.id in self.seen or item.id == self.item.id:
             return False
         return self.seen_all or self.seen_since is None or item.queued_at >= self.seen_since
-
-    def take_usage(self) -> dict[str, Any]:
-        usage, self.pending_usage = self.pending_usage, {}
-        return usage
 
 
 @dataclass

@@ -266,7 +266,7 @@ def skip_quiet_heartbeat(focus: Focus) -> bool:
     item = focus.item
     if item.source_type != MailboxType.HEARTBEAT:
         return False
-    if focus.saved_session or item.marks.get("markerRetries"):
+    if focus.held.saved or item.marks.get("markerRetries"):
         return False
     agent = Agent.objects.get(id=item.agent_id)
     now = timezone.now()
@@ -325,8 +325,7 @@ def _complete_skipped(focus: Focus, reason: str) -> None:
             else:
                 AgentActivity.objects.filter(id=activity.id).update(label=label)
             records.end_activity(tx, activity, success=True)
-            lines, focus.pending_logs = focus.pending_logs, []
-            records.log_many(tx, activity, [*lines, records.LogLine(L.STATUS, outcome)])
+            records.log_many(tx, activity, focus.turn.take_lines(records.LogLine(L.STATUS, outcome)))
         complete(tx, item, outcome=outcome)
 
 

@@ -52,11 +52,10 @@ def flush_turn(tx: Fence, focus: Focus, *, also: list[records.LogLine] | None = 
     activity = focus.activity
     if activity is None:
         return
-    lines, focus.pending_logs = [*focus.pending_logs, *(also or [])], []
-    records.log_many(tx, activity, lines)
-    usage = focus.take_usage()
-    if usage:
-        records.add_usage(tx, activity, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0))
+    records.log_many(tx, activity, focus.turn.take_lines(*(also or [])))
+    tokens, tools = focus.turn.take_usage()
+    if tokens or tools:
+        records.add_usage(tx, activity, tokens=tokens, tools=tools)
 
 
 def call_key(item_id: str, attempt: str, turn: int, call_id: str) -> str:
@@ -187,7 +186,7 @@ def _replay(r: Round, call: ToolCall, row: ToolCallRecord) -> tuple[bool, str]:
     without calling the tool again."""
     r.effects.update(row.effects or {})
     ok = bool(row.ok)
-    r.focus.pending_logs.append(_end_line(call, ok, row.result, replayed=True))
+    r.focus.turn.note(_end_line(call, ok, row.result, replayed=True))
     return ok, row.result
 
 
@@ -255,7 +254,7 @@ def _in_flight(r: Round, call: ToolCall, row: ToolCallRecord, *, idempotent: boo
     else:
         ok, result = False, json.dumps({"error": IN_FLIGHT.format(name=call.name)})
         how = "not made again: its outcome is unknown"
-    r.focus.pending_logs.append(
+    r.focus.turn.note(
         records.LogLine(L.STATUS, f"{call.name} was in flight when its worker stopped; {how}", {"callId": call.id})
     )
     _finish(r, call, row, ok, result)

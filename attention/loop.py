@@ -349,7 +349,7 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
             depth=depth,
             last_stop_check=time.monotonic(),  # the fence just found the agent running
         )
-        focus.saved_session = bool(getattr(chosen, "has_session", True))
+        focus.held.saved = bool(getattr(chosen, "has_session", True))
         if members or not (item.source_type in COMMENT_TYPES and item.task_id):
             # (A comment on a task may go into that task's open execution instead; not
             # one that leads a batch.) A brain that answers at once has its activity and
@@ -360,7 +360,7 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
             if not get_provider().local:
                 records.log_many(tx, focus.activity, [started])  # stores the activity too
             else:
-                focus.pending_logs.append(started)
+                focus.turn.note(started)
     return Begun(item, focus)
 
 

@@ -49,7 +49,7 @@ def process_item(focus: Focus) -> None:
     except Exception as exc:  # a provider failure: retry like a missing marker
         log.exception("attention: %s failed on %s", scenario, item.id)
         assert focus.activity is not None
-        focus.pending_logs.append(records.LogLine(L.ERROR, f"{exc.__class__.__name__}: {exc}"))
+        focus.turn.note(records.LogLine(L.ERROR, f"{exc.__class__.__name__}: {exc}"))
         outcome = Outcome("retry", detail=f"provider error: {exc.__class__.__name__}")
     settle(focus, outcome)
 

@@ -15,7 +15,7 @@ from markus.agents.models import ChatSession
 from markus.agents.services import main_session
 
 from . import records
-from .focus import Focus
+from .focus import Focus, HeldSession
 from .lease import Fence, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord
@@ -79,7 +79,7 @@ def load_session(focus: Focus) -> LLMSession:
     at the latest with the item's outcome. A saved one resumes where it was, and gets
     every item merged into its item since (at enqueue, by consolidation, an injected
     comment) appended."""
-    known_absent = focus.saved_session is False  # the loop's queue read said so
+    known_absent = focus.held.saved is False  # the loop's queue read said so
     session = None if known_absent else LLMSession.objects.filter(id=session_id(focus.item)).first()
     if session is None:
         chat_sid = focus_chat_session(focus) if focus.scenario == CHAT else None
@@ -99,11 +99,11 @@ def load_session(focus: Focus) -> LLMSession:
         # A batch's items (and what was merged into them) are in the opening message.
         for member in focus.batch:
             session.absorbed_ids += [member.id, *(m.id for m in _absorbed(member))]
-        focus.session, focus.session_stored, focus.session_dirty = session, False, True
+        focus.held = HeldSession(session, stored=False, dirty=True, saved=focus.held.saved)
         return session
-    focus.session, focus.session_stored, focus.session_dirty = session, True, False
+    focus.held = HeldSession(session, stored=True, dirty=False, saved=True)
     if focus.activity is not None:  # with the turn's first write
-        focus.pending_logs.append(records.LogLine(L.STATUS, f"resumed session at turn {session.turn_count}"))
+        focus.turn.note(records.LogLine(L.STATUS, f"resumed session at turn {session.turn_count}"))
     # What the session does not carry yet: items merged into its item (or into an item
     # of its batch) since it was saved, and items that joined its batch since.
     known = set(session.absorbed_ids)
@@ -215,10 +215,11 @@ def effects_note(rows: list[ToolCallRecord]) -> str:
 def save_session(tx: Fence, focus: Focus, session: LLMSession) -> None:
     """Store the session (its first store inserts it), in the phase's transaction."""
     tx.check()
-    if focus.session is session and not focus.session_stored:
+    held = focus.held
+    if held.session is session and not held.stored:
         session.updated_at = timezone.now()
         session.save(force_insert=True)
-        focus.session_stored = True
+        held.stored = True
     else:
         LLMSession.objects.filter(id=session.id).update(
             messages=session.messages,
@@ -226,8 +227,8 @@ def save_session(tx: Fence, focus: Focus, session: LLMSession) -> None:
             absorbed_ids=session.absorbed_ids,
             updated_at=timezone.now(),
         )
-    if focus.session is session:
-        focus.session_dirty = False
+    if held.session is session:
+        held.dirty = False
 
 
 def append_note(item: MailboxItem, text: str) -> None:

@@ -41,12 +41,9 @@ def _end(tx: Fence, focus: Focus, *, success: bool) -> None:
     """End the focus's activity, with the token usage of its last turn, and write the
     log lines still pending (the last turn's, the outcome's) in one INSERT."""
     assert focus.activity is not None
-    usage = focus.take_usage()
-    records.end_activity(
-        tx, focus.activity, success=success, tokens=usage.get("tokens", 0), tools=usage.get("tools", 0)
-    )
-    lines, focus.pending_logs = focus.pending_logs, []
-    records.log_many(tx, focus.activity, lines)
+    tokens, tools = focus.turn.take_usage()
+    records.end_activity(tx, focus.activity, success=success, tokens=tokens, tools=tools)
+    records.log_many(tx, focus.activity, focus.turn.take_lines())
 
 
 def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
@@ -56,10 +53,10 @@ def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
     # branch ends it); the session is saved unless this attempt is about to be thrown
     # away (a retry from a clean start).
     status = outcome.kind + (f": {outcome.detail}" if outcome.detail else "")
-    focus.pending_logs.append(records.LogLine(L.STATUS, status))
+    focus.turn.note(records.LogLine(L.STATUS, status))
     discard = outcome.kind == "retry" and _marker_retries(item) < MAX_MARKER_RETRIES
-    if focus.session is not None and focus.session_dirty and not discard:
-        save_session(tx, focus, focus.session)
+    if focus.held.session is not None and focus.held.dirty and not discard:
+        save_session(tx, focus, focus.held.session)
     if outcome.kind == "completed":
         missing = verdict_missing(focus)
         if missing:

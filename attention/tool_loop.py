@@ -62,7 +62,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
                 save_session(tx, focus, session)
             return Outcome("stopped")
         system = _prompt(focus)
-        focus.pending_logs.append(
+        focus.turn.note(
             records.LogLine(
                 L.LLM_REQUEST,
                 f"turn {session.turn_count + 1}",
@@ -76,12 +76,10 @@ def run_tool_loop(focus: Focus) -> Outcome:
         deltas.flush()  # what was held back as a possible start of the marker
         session.messages.append(response.as_message())
         session.turn_count += 1
-        focus.session_dirty = True
-        usage = focus.pending_usage
-        usage["tokens"] = usage.get("tokens", 0) + response.usage.total
-        usage["tools"] = usage.get("tools", 0) + len(response.tool_calls)
+        focus.held.dirty = True
+        focus.turn.count(tokens=response.usage.total, tools=len(response.tool_calls))
         if response.text:
-            focus.pending_logs.append(records.LogLine(L.TEXT, strip_marker(response.text)))
+            focus.turn.note(records.LogLine(L.TEXT, strip_marker(response.text)))
         if not response.tool_calls:
             return final_outcome(focus, response.text)  # its records land with the outcome
         parked = _round(focus, session, tool_ctx, response.tool_calls)
