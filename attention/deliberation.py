@@ -44,7 +44,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
 from markus.agents.memory import age_label
 from markus.agents.models import Agent
-from markus.llm.base import CallContext, LLMCancelled, Provider, get_provider
+from markus.llm.base import CallContext, LLMCancelled, Provider, ToolCall, get_provider
 
 from . import records
 from .batch import MAX_BATCH
@@ -395,47 +395,16 @@ def deliberate(
     head = items[0]  # the queue as read now
     listed = {i.id for i in items}
     model = triage_model(depth) or ""
-    watched = not provider.local
-    before: _Before | None = None
-    if watched:
-        row = AgentAttention.objects.filter(agent_id=lease.agent_id).values_list(
-            "state", "current_item_id", "focus_started_at"
-        )
-        before = _Before(*(row.first() or (AttentionState.IDLE, None, None)))
-    # Its own activity, on no item (each item's activities are its runs). A brain that
-    # answers at once has it written with its outcome; any other from now on.
-    activity = records.start_activity(lease, item=head, scenario=DELIBERATION)
-    activity.mailbox_item = None
-    activity.type = ActivityType.INTERNAL.value
-    activity.label = f"Deliberation: {depth} item(s) waiting"
-    activity.task_id = None
-    d = _Deliberation(run, activity, before, store=watched)
-    d.note(L.STATUS, f"started {DELIBERATION}", {"items": [i.id for i in items]})
-    if watched:
-        with fenced(
-            lease,
-            running=True,
-            state=AttentionState.DECIDING,
-            current_item=head,
-            focus_started_at=began,
-            updated_at=began,
-        ) as tx:
-            d.flush(tx)
-            records.emit_state(lease.agent_id, AttentionState.DECIDING, head, began, depth=depth)
+    d = _begin(run, items, depth, watched=not provider.local, began=began)
     briefs = [deliberation_brief(i) for i in items]
     memory = run.working_memory()
     messages: list[dict[str, Any]] = [{"role": "user", "content": _listing(items, depth)}]
-    load_tools()
-    tools = [
-        t.schema()
-        for name, t in TOOLS.items()
-        if name in DELIBERATION_ALLOWED_TOOLS and (t.scenarios is None or DELIBERATION in t.scenarios)
-    ]
+    tools = _tool_schemas()
     ctx = ToolContext(
         agent_id=lease.agent_id,
         agent_name=agent.name,
         mailbox_item_id=head.id,
-        activity_id=activity.id,
+        activity_id=d.activity.id,
         scenario=DELIBERATION,
     )
     call = CallContext(
@@ -470,19 +439,7 @@ def deliberate(
             if not response.tool_calls:
                 messages.append({"role": "user", "content": "Call complete_deliberation to finish deliberating."})
                 continue
-            for tool_call in response.tool_calls:
-                d.tools += 1
-                d.note(L.TOOL_START, tool_call.name, {"arguments": tool_call.arguments, "callId": tool_call.id})
-                if tool_call.name not in DELIBERATION_ALLOWED_TOOLS:
-                    ok, result = False, json.dumps({"error": f"{tool_call.name} is not available while you deliberate"})
-                else:
-                    if tool_call.name not in RECORDLESS_TOOLS:
-                        d.store_now()  # what the tool writes (a comment) may name the activity
-                    with fenced(lease) as tx:  # the call's effect, or nothing of it
-                        ok, result = execute_atomically(tx, ctx, tool_call.name, tool_call.arguments)
-                d.note(L.TOOL_END, result[:4000], {"name": tool_call.name, "ok": ok, "callId": tool_call.id})
-                messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result})
-            d.flush_fenced()
+            messages += _tool_round(d, ctx, response.tool_calls)
             decision = ctx.effects.get(DECISION)
             chat = _new_chat(lease.agent_id, listed, since)
             if chat is not None:
@@ -503,6 +460,69 @@ def deliberate(
         log.exception("deliberation of %s failed; falling back to the mini triage", lease.agent_id)
         d.discard(f"failed: {exc.__class__.__name__}: {exc}")
         return None
+
+
+def _begin(run: Run, items: list[MailboxItem], depth: int, *, watched: bool, began: datetime) -> _Deliberation:
+    """The deliberation's own activity, on no item (each item's activities are its runs),
+    and, when someone could watch it (a provider that does not answer at once), the
+    attention state deciding, in one fenced transaction; the state it replaces is kept to
+    be restored. A brain that answers at once has its activity written with its outcome."""
+    lease, head = run.lease, items[0]
+    before: _Before | None = None
+    if watched:
+        row = AgentAttention.objects.filter(agent_id=lease.agent_id).values_list(
+            "state", "current_item_id", "focus_started_at"
+        )
+        before = _Before(*(row.first() or (AttentionState.IDLE, None, None)))
+    activity = records.start_activity(lease, item=head, scenario=DELIBERATION)
+    activity.mailbox_item = None
+    activity.type = ActivityType.INTERNAL.value
+    activity.label = f"Deliberation: {depth} item(s) waiting"
+    activity.task_id = None
+    d = _Deliberation(run, activity, before, store=watched)
+    d.note(L.STATUS, f"started {DELIBERATION}", {"items": [i.id for i in items]})
+    if watched:
+        with fenced(
+            lease,
+            running=True,
+            state=AttentionState.DECIDING,
+            current_item=head,
+            focus_started_at=began,
+            updated_at=began,
+        ) as tx:
+            d.flush(tx)
+            records.emit_state(lease.agent_id, AttentionState.DECIDING, head, began, depth=depth)
+    return d
+
+
+def _tool_schemas() -> list[dict[str, Any]]:
+    load_tools()
+    return [
+        t.schema()
+        for name, t in TOOLS.items()
+        if name in DELIBERATION_ALLOWED_TOOLS and (t.scenarios is None or DELIBERATION in t.scenarios)
+    ]
+
+
+def _tool_round(d: _Deliberation, ctx: ToolContext, calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """A deliberation turn's calls, each in a fenced transaction of its own (its effect,
+    or nothing of it); their log lines written with them when the activity writes as it
+    goes. Returns the tool results for the session."""
+    results = []
+    for call in calls:
+        d.tools += 1
+        d.note(L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id})
+        if call.name not in DELIBERATION_ALLOWED_TOOLS:
+            ok, result = False, json.dumps({"error": f"{call.name} is not available while you deliberate"})
+        else:
+            if call.name not in RECORDLESS_TOOLS:
+                d.store_now()  # what the tool writes (a comment) may name the activity
+            with fenced(d.run.lease) as tx:
+                ok, result = execute_atomically(tx, ctx, call.name, call.arguments)
+        d.note(L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
+        results.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    d.flush_fenced()
+    return results
 
 
 class _Deliberation:
