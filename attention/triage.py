@@ -42,7 +42,7 @@ from markus.agents import memory as working_memory
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group, send_event_on_commit
-from markus.llm.base import CallContext, LLMResponse, Provider, get_provider
+from markus.llm.base import CallContext, Provider, get_provider
 from markus.memory import services as longterm_memory
 
 from . import records
@@ -236,7 +236,9 @@ def _ask(
             messages.append({"role": "user", "content": FINAL_ROUND})
         # The tools stay declared in the last round too: a history with tool calls needs
         # them (the Anthropic API refuses it otherwise); a tool call then is no answer.
-        response = _call(lease, provider, system, messages, tools, context)
+        response = leased_complete(
+            lease, provider, system=system, messages=messages, tools=tools, context=context, during="triage"
+        )
         messages.append(response.as_message())
         if not response.tool_calls or final:
             return parse_answer(response.text)
@@ -247,19 +249,6 @@ def _ask(
                 result = json.dumps({"error": f"{call.name} is not available in triage (read-only tools only)"})
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     return None
-
-
-def _call(
-    lease: Lease,
-    provider: Provider,
-    system: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-    context: CallContext,
-) -> LLMResponse:
-    return leased_complete(
-        lease, provider, system=system, messages=messages, tools=tools, context=context, during="triage"
-    )
 
 
 def parse_answer(text: str) -> dict[str, Any] | None:
