@@ -209,3 +209,27 @@ def test_a_chat_merged_into_a_chat_that_crashed_and_resumed_gets_its_reply(agent
     assert replies[0].metadata["mailboxItemIds"] == [first.id, second.id]
     asked = ChatMessage.objects.filter(role="user", session__agent_id=agent.id).values_list("content", flat=True)
     assert list(asked) == ["please remember this", "and this too"]
+
+
+def test_an_approval_asked_just_before_a_crash_parks_the_item_once_when_it_is_replayed(
+    agent, alice, brain, monkeypatch
+):
+    """The journal keeps what a call left to the loop (the approval it parks the item
+    for): a worker that dies after the call committed, before it parked the item, leaves
+    a round that the next run replays, parking the item for that one approval."""
+    from notifications.models import Approval
+
+    brain("request_user_approval", {"title": "May I?", "description": "a risky step"})
+    crash_once(monkeypatch, journal, "_call", after=True)
+    comment = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.TASK_COMMENT,
+        payload={"summary": "please check", "content": "please check", "taskId": "tsk_missing"},
+        metadata={"senderId": str(alice.pk), "senderRole": "user"},
+    )
+    run_until_settled(agent.id)
+    item = MailboxItem.objects.get(id=comment.id)
+    approvals = list(Approval.objects.all())
+    assert len(approvals) == 1
+    assert item.status == Status.DEFERRED and item.marks["approvalId"] == approvals[0].id
+    assert item.marks["waitingForApproval"] is True
