@@ -118,6 +118,11 @@ def batch_in_flight(cluster: Cluster, agents: list[str]) -> tuple[str, list[str]
     return None
 
 
+def _completions(cluster: Cluster, ids: list[str]) -> list[int]:
+    done = completions_per_item(transitions(cluster))
+    return [done.get(i, 0) for i in ids]
+
+
 def test_kill_9_mid_batch(cluster, report, clock):
     """Two kills, each in a batch of another agent (a batch killed twice is dropped as
     a poison pill by design: MAX_RECOVERY_ATTEMPTS)."""
@@ -136,6 +141,14 @@ def test_kill_9_mid_batch(cluster, report, clock):
             cluster.kill(worker)
             cluster.start_worker(worker)
             cluster.wait_workers(worker)
+            # The next kill must not find this batch in flight again on its worker (a
+            # second crash would drop it as a poison pill): it finishes first.
+            wait_until(
+                lambda batched=batched: all(n == 1 for n in _completions(cluster, batched)),
+                timeout=60,
+                interval=0.2,
+                what="the killed batch to complete after its recovery",
+            )
         settled = settle(60)
     finally:
         stub.stop()
