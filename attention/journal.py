@@ -1,6 +1,6 @@
 """The journal of a turn (ARCHITECTURE decision 14): an LLM turn and its tool round are
 one unit of work, and every tool call of an item's session is recorded with its key
-(the item, the session's attempt, the turn, the call id).
+(the item, the session's attempt, the turn, the call's position in it).
 
 A call whose tool changes only this database (every built-in tool) runs in one fenced
 transaction with its journal row and its result: the effect and its record commit
@@ -58,14 +58,16 @@ def flush_turn(tx: Fence, focus: Focus, *, also: list[records.LogLine] | None = 
         records.add_usage(tx, activity, tokens=tokens, tools=tools)
 
 
-def call_key(item_id: str, attempt: str, turn: int, call_id: str) -> str:
-    return f"{item_id}:{attempt}:{turn}:{call_id}"
+def call_key(item_id: str, attempt: str, turn: int, position: int) -> str:
+    return f"{item_id}:{attempt}:{turn}:{position}"
 
 
-def pending_calls(session: LLMSession) -> tuple[int, list[ToolCall]]:
+def pending_calls(session: LLMSession) -> tuple[int, int, list[ToolCall]]:
     """The calls of the session's last assistant turn that have no result in it yet (a
-    worker died in its tool round), and where their results go: right after the turn's
-    answered calls (notes appended since, such as a merged follow-up, come after)."""
+    worker died in its tool round): where their results go (right after the turn's
+    answered calls; notes appended since, such as a merged follow-up, come after), the
+    position of the first of them in the turn, and the calls. Results follow their calls
+    in order, so the answered ones are the first as many as there are results."""
     messages = session.messages
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
@@ -73,17 +75,15 @@ def pending_calls(session: LLMSession) -> tuple[int, list[ToolCall]]:
             continue
         calls = message.get("tool_calls") or []
         at = i + 1
-        answered = set()
         while at < len(messages) and messages[at].get("role") == "tool":
-            answered.add(messages[at].get("tool_call_id"))
             at += 1
+        answered = at - i - 1
         pending = [
-            ToolCall(id=c["id"], name=c["function"]["name"], arguments=c["function"].get("arguments") or {})
-            for c in calls
-            if c.get("id") not in answered
+            ToolCall(id=c.get("id") or "", name=c["function"]["name"], arguments=c["function"].get("arguments") or {})
+            for c in calls[answered:]
         ]
-        return at, pending
-    return len(messages), []
+        return at, answered, pending
+    return len(messages), 0, []
 
 
 @dataclass
@@ -96,12 +96,13 @@ class Round:
     session: LLMSession
     ctx: ToolContext
     turn: int
-    recorded: dict[str, ToolCallRecord] = field(default_factory=dict)
+    recorded: dict[int, ToolCallRecord] = field(default_factory=dict)
     opened: bool = False
     effects: dict[str, Any] = field(default_factory=dict)
+    position: int = 0  # of the call being made, in its turn
 
-    def key(self, call: ToolCall) -> str:
-        return call_key(self.focus.item.id, self.session.attempt, self.turn, call.id)
+    def key(self) -> str:
+        return call_key(self.focus.item.id, self.session.attempt, self.turn, self.position)
 
     def open(self, tx: Fence, lines: list[records.LogLine]) -> None:
         """In the call's transaction: the last turn's records (its log lines with
@@ -118,6 +119,7 @@ class Round:
             mailbox_item_id=self.focus.item.id,
             attempt=self.session.attempt,
             turn=self.turn,
+            position=self.position,
             call_id=call.id,
             name=call.name,
             arguments=call.arguments if isinstance(call.arguments, dict) else {"raw": str(call.arguments)},
@@ -128,17 +130,27 @@ class Round:
 
 
 def run_round(
-    focus: Focus, session: LLMSession, ctx: ToolContext, calls: list[ToolCall], *, at: int | None = None
+    focus: Focus,
+    session: LLMSession,
+    ctx: ToolContext,
+    calls: list[ToolCall],
+    *,
+    at: int | None = None,
+    first: int = 0,
 ) -> Round:
     """Make (or replay) each call of a round, then store the session with their results.
-    ``at``: a resumed round (``pending_calls``), whose results go there and whose calls
-    the journal may have answered already; None: a new turn's round, appended (the
-    journal cannot know its calls: they are recorded with the session that asks them).
-    Returns the round (its ``effects``)."""
+    ``at``: a resumed round (``pending_calls``), whose results go there, whose first call
+    is at position ``first`` of its turn and whose calls the journal may have answered
+    already; None: a new turn's round, appended (the journal cannot know its calls: they
+    are recorded with the session that asks them). Returns the round (its ``effects``)."""
     turn = session.turn_count
-    r = Round(focus, session, ctx, turn, recorded=_recorded(focus.item, session, turn, calls) if at is not None else {})
+    positions = range(first, first + len(calls))
+    r = Round(
+        focus, session, ctx, turn, recorded=_recorded(focus.item, session, turn, positions) if at is not None else {}
+    )
     results = []
-    for call in calls:
+    for position, call in zip(positions, calls, strict=True):
+        r.position = position
         _, result = _call(r, call)
         results.append({"role": "tool", "tool_call_id": call.id, "content": result})
     where = len(session.messages) if at is None else at
@@ -148,13 +160,11 @@ def run_round(
     return r
 
 
-def _recorded(
-    item: MailboxItem, session: LLMSession, turn: int, calls: Iterable[ToolCall]
-) -> dict[str, ToolCallRecord]:
+def _recorded(item: MailboxItem, session: LLMSession, turn: int, positions: Iterable[int]) -> dict[int, ToolCallRecord]:
     rows = ToolCallRecord.objects.filter(
-        mailbox_item_id=item.id, attempt=session.attempt, turn=turn, call_id__in=[c.id for c in calls]
+        mailbox_item_id=item.id, attempt=session.attempt, turn=turn, position__in=list(positions)
     )
-    return {row.call_id: row for row in rows}
+    return {row.position: row for row in rows}
 
 
 def _start_line(call: ToolCall, *, at: datetime | None = None) -> records.LogLine:
@@ -169,8 +179,8 @@ def _end_line(call: ToolCall, ok: bool, result: str, **extra: Any) -> records.Lo
 
 def _call(r: Round, call: ToolCall) -> tuple[bool, str]:
     r.ctx.effects = {}
-    r.ctx.call_key = r.key(call)
-    found = r.recorded.get(call.id)
+    r.ctx.call_key = r.key()
+    found = r.recorded.get(r.position)
     if found is not None and found.state == ToolCallState.DONE:
         return _replay(r, call, found)
     t = offered(r.ctx, call.name)

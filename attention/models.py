@@ -184,7 +184,8 @@ class ToolCallState(models.TextChoices):
 class ToolCallRecord(models.Model):
     """The journal of an item's turns (ARCHITECTURE decision 14): one row per tool call
     of an item's LLM session, keyed by the item, the session's attempt, the turn and
-    the LLM's call id. A call whose tool writes only to this database is recorded with
+    the call's position in that turn (the LLM's call id is kept, but providers do not all
+    make it unique). A call whose tool writes only to this database is recorded with
     its result in the very transaction of its effect; any other is recorded ``started``
     before the call and ``done`` with its result after it. A resumed, recovered or
     retried item replays a recorded result instead of calling the tool again."""
@@ -195,7 +196,8 @@ class ToolCallRecord(models.Model):
     )
     attempt = models.CharField(max_length=64)
     turn = models.IntegerField()
-    call_id = models.CharField(max_length=200)
+    position = models.IntegerField()
+    call_id = models.CharField(max_length=200, blank=True, default="")
     name = models.CharField(max_length=200)
     arguments = models.JSONField(default=dict)
     state = models.CharField(max_length=16, choices=ToolCallState.choices, default=ToolCallState.DONE)
@@ -212,7 +214,7 @@ class ToolCallRecord(models.Model):
         db_table = "tool_calls"
         constraints = [
             models.UniqueConstraint(
-                fields=["mailbox_item", "attempt", "turn", "call_id"], name="uniq_tool_call_per_turn"
+                fields=["mailbox_item", "attempt", "turn", "position"], name="uniq_tool_call_per_turn"
             )
         ]
 

@@ -50,9 +50,9 @@ def run_tool_loop(focus: Focus) -> Outcome:
         task_id=item.task_id,
     )
     # A worker died in this session's last tool round: finish it from the journal.
-    at, pending = pending_calls(session)
+    at, first, pending = pending_calls(session)
     if pending:
-        parked = _round(focus, session, tool_ctx, pending, at=at)
+        parked = _round(focus, session, tool_ctx, pending, at=at, first=first)
         if parked is not None:
             return parked
     for _ in range(MAX_TURNS):
@@ -92,12 +92,18 @@ def run_tool_loop(focus: Focus) -> Outcome:
 
 
 def _round(
-    focus: Focus, session: LLMSession, tool_ctx: ToolContext, calls: list[ToolCall], *, at: int | None = None
+    focus: Focus,
+    session: LLMSession,
+    tool_ctx: ToolContext,
+    calls: list[ToolCall],
+    *,
+    at: int | None = None,
+    first: int = 0,
 ) -> Outcome | None:
     """The tool round of a turn, through the journal; an Outcome if it parked the item."""
     if focus.run is not None:
         focus.run.memory = focus.run.longterm = None  # a tool may write working or long-term memory
-    done = run_round(focus, session, tool_ctx, calls, at=at)
+    done = run_round(focus, session, tool_ctx, calls, at=at, first=first)
     if done.effects.get("parked_approval"):
         return Outcome("parked", detail=done.effects["parked_approval"])
     return None

@@ -36,7 +36,7 @@ class ToolContext:
     task_id: str | None = None
     # Set by tools that park the item (request_user_approval).
     effects: dict[str, Any] = field(default_factory=dict)
-    # The journal's key of the call being made (item, attempt, turn, call id): a tool
+    # The journal's key of the call being made (item, attempt, turn, position): a tool
     # whose effect leaves the database carries it to that effect, so that a second
     # attempt of the same call finds the first (``Tool.idempotent``).
     call_key: str = ""

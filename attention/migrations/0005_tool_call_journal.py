@@ -25,7 +25,8 @@ class Migration(migrations.Migration):
                 ("id", models.BigAutoField(primary_key=True, serialize=False)),
                 ("attempt", models.CharField(max_length=64)),
                 ("turn", models.IntegerField()),
-                ("call_id", models.CharField(max_length=200)),
+                ("position", models.IntegerField()),
+                ("call_id", models.CharField(blank=True, default="", max_length=200)),
                 ("name", models.CharField(max_length=200)),
                 ("arguments", models.JSONField(default=dict)),
                 (
@@ -53,7 +54,7 @@ class Migration(migrations.Migration):
                 "db_table": "tool_calls",
                 "constraints": [
                     models.UniqueConstraint(
-                        fields=("mailbox_item", "attempt", "turn", "call_id"), name="uniq_tool_call_per_turn"
+                        fields=("mailbox_item", "attempt", "turn", "position"), name="uniq_tool_call_per_turn"
                     )
                 ],
             },

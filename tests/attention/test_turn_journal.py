@@ -16,7 +16,7 @@ from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage
-from markus.llm.base import LLMResponse
+from markus.llm.base import LLMResponse, ToolCall
 from markus.memory.models import Observation
 
 from .crashes import MARKER, Crash, crash_once, run_until_settled
@@ -233,3 +233,31 @@ def test_an_approval_asked_just_before_a_crash_parks_the_item_once_when_it_is_re
     assert len(approvals) == 1
     assert item.status == Status.DEFERRED and item.marks["approvalId"] == approvals[0].id
     assert item.marks["waitingForApproval"] is True
+
+
+def test_calls_without_unique_ids_are_journaled_by_their_place_in_the_turn(agent, brain, monkeypatch):
+    """Some OpenAI-compatible servers send every call of a turn with the same id (or
+    none): two observations asked in one turn, the worker dies after the first: each is
+    made once."""
+    b = brain()
+    real = b.complete
+
+    def two_calls_no_ids(**kw):
+        response = real(**kw)
+        if response.tool_calls:
+            call = response.tool_calls[0]
+            response.tool_calls = [
+                ToolCall(id="", name=call.name, arguments={"content": f"first {MARKER}"}),
+                ToolCall(id="", name=call.name, arguments={"content": f"second {MARKER}"}),
+            ]
+        return response
+
+    monkeypatch.setattr(b, "complete", two_calls_no_ids)
+    crash_once(monkeypatch, journal, "_call", after=True)
+    item = event(agent.id)
+    run_until_settled(agent.id)
+    assert Observation.objects.filter(content=f"first {MARKER}").count() == 1
+    assert Observation.objects.filter(content=f"second {MARKER}").count() == 1
+    rows = ToolCallRecord.objects.filter(mailbox_item_id=item.id).order_by("position")
+    assert [(r.position, r.ok) for r in rows] == [(0, True), (1, True)]
+    assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
