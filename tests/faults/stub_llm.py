@@ -33,9 +33,10 @@ TRIAGE_ASKS = "Answer with JSON only"
 EXECUTE = "Execute the task."
 REVIEW = "You were asked to review a task."
 # A chat that asks for one side-effecting call: ``EFFECT <tool> <marker> [<target>]``
-# (the target: a task id or a colleague). Its first turn makes the call with the marker
-# in its arguments (a fresh call id each time it is asked, as a real model's), the turn
-# after the tool result answers.
+# (the target: a task id or a colleague). The turn that sees the ask makes the call with
+# the marker in its arguments (a fresh call id each time it is asked, as a real model's;
+# follow-ups merged into the chat are asked for together), the turn after the results
+# answers.
 EFFECT = re.compile(r"EFFECT (\w+) (mkr-[\w-]+)(?: (\S+))?")
 
 
@@ -159,26 +160,40 @@ class SlowLLM:
         return {"role": "assistant", "content": f"Handled it. {COMPLETION_MARKER}"}, "stop"
 
     def effect(self, messages: list[dict[str, Any]], tools: set[str]) -> tuple[dict[str, Any], str] | None:
-        """A chat asking for an effect: the call until a tool result follows the ask
-        (the chat's own message, the last a person wrote), then the answer."""
+        """A chat asking for effects: one call for every ask (a person's message naming
+        an effect) that neither a tool result nor an answer follows yet (follow-ups merged
+        into the chat ask too, several at once), then the answer."""
         asks = [i for i, m in enumerate(messages) if m.get("role") == "user" and EFFECT.search(str(m.get("content")))]
         if not asks:
             return None
-        last = asks[-1]
-        if any(m.get("role") == "tool" for m in messages[last:]):
+        # Asked before: answered by a tool result, or by an answer (the chat's history).
+        answered = max(
+            (
+                i
+                for i, m in enumerate(messages)
+                if m.get("role") == "tool" or (m.get("role") == "assistant" and not m.get("tool_calls"))
+            ),
+            default=-1,
+        )
+        pending = [i for i in asks if i > answered]
+        if not pending:
             return {"role": "assistant", "content": "Done as you asked."}, "stop"
-        match = EFFECT.search(str(messages[last].get("content")))
-        assert match is not None
-        tool, marker, target = match.group(1), match.group(2), match.group(3) or ""
-        if tool not in tools:
-            return {"role": "assistant", "content": f"I cannot use {tool} here."}, "stop"
-        self._count("effect")
-        call = {
-            "id": f"call_{uuid.uuid4().hex[:12]}",
-            "type": "function",
-            "function": {"name": tool, "arguments": json.dumps(effect_arguments(tool, marker, target))},
-        }
-        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+        calls = []
+        for i in pending:
+            match = EFFECT.search(str(messages[i].get("content")))
+            assert match is not None
+            tool, marker, target = match.group(1), match.group(2), match.group(3) or ""
+            if tool not in tools:
+                return {"role": "assistant", "content": f"I cannot use {tool} here."}, "stop"
+            self._count("effect")
+            calls.append(
+                {
+                    "id": f"call_{uuid.uuid4().hex[:12]}",
+                    "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(effect_arguments(tool, marker, target))},
+                }
+            )
+        return {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
 
     def deliberate(self, queue: str) -> tuple[dict[str, Any], str]:
         """complete_deliberation with the first item listed (and, with ``batch``, every
