@@ -54,7 +54,7 @@ from .lease import AgentNotRunning, Fence, StaleLease, fenced, leased_complete
 from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
 from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, item_brief, scenario_for, system_prompt
-from .toolbox import TOOLS, ToolContext, ToolError, load_tools
+from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
 from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, triage, triage_model
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,11 @@ RECORDLESS_TOOLS: Final = READ_ONLY_TOOLS | frozenset(
         "clear_working_memory",
         "complete_deliberation",
     }
+)
+# Tools that write nothing while the agent deliberates (they read, or stage what the
+# decision applies): called without a transaction of their own.
+WRITES_NOTHING: Final = READ_ONLY_TOOLS | frozenset(
+    {"defer_mailbox_item", "drop_mailbox_item", "prioritize_mailbox_item", "complete_deliberation"}
 )
 MAX_TURNS = 8
 # ToolContext.effects keys: the checked decision of complete_deliberation, and what the
@@ -517,8 +522,11 @@ def _tool_round(d: _Deliberation, ctx: ToolContext, calls: list[ToolCall]) -> li
         else:
             if call.name not in RECORDLESS_TOOLS:
                 d.store_now()  # what the tool writes (a comment) may name the activity
-            with fenced(d.run.lease) as tx:
-                ok, result = execute_atomically(tx, ctx, call.name, call.arguments)
+            if call.name in WRITES_NOTHING:
+                ok, result = execute_tool(ctx, call.name, call.arguments)
+            else:
+                with fenced(d.run.lease) as tx:  # its effect, or nothing of it
+                    ok, result = execute_atomically(tx, ctx, call.name, call.arguments)
         d.note(L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
         results.append({"role": "tool", "tool_call_id": call.id, "content": result})
     d.flush_fenced()
