@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from mailbox.selectors import queue_depth, queued_items
@@ -37,9 +38,7 @@ class MindView(APIView):
     def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request, agent_id)
         snap = attention_snapshot(agent.id)
-        waiting = MailboxItem.objects.filter(
-            agent_id=agent.id, status=Status.DEFERRED, marks__waitingForApproval=True
-        ).exists()
+        waiting = MailboxItem.objects.filter(lifecycle.parked(), agent_id=agent.id, status=Status.DEFERRED).exists()
         return Response(
             {
                 "agentId": agent.id,

@@ -94,10 +94,9 @@ RECORDLESS_TOOLS: Final = READ_ONLY_TOOLS | frozenset(
     }
 )
 # Tools that write nothing while the agent deliberates (they read, or stage what the
-# decision applies): called without a transaction of their own.
-WRITES_NOTHING: Final = READ_ONLY_TOOLS | frozenset(
-    {"defer_mailbox_item", "drop_mailbox_item", "prioritize_mailbox_item", "complete_deliberation"}
-)
+# decision applies): called without a transaction of their own. Of the recordless tools,
+# only the working-memory ones write.
+WRITES_NOTHING: Final = RECORDLESS_TOOLS - frozenset({"update_working_memory", "clear_working_memory"})
 MAX_TURNS = 8
 # ToolContext.effects keys: the checked decision of complete_deliberation, and what the
 # mailbox tools staged (applied with the decision, discarded with an abort).
@@ -519,14 +518,14 @@ def _tool_round(d: _Deliberation, ctx: ToolContext, calls: list[ToolCall]) -> li
         d.note(L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id})
         if call.name not in DELIBERATION_ALLOWED_TOOLS:
             ok, result = False, json.dumps({"error": f"{call.name} is not available while you deliberate"})
+        elif call.name in WRITES_NOTHING:
+            ok, result = execute_tool(ctx, call.name, call.arguments)
         else:
-            if call.name not in RECORDLESS_TOOLS:
-                d.store_now()  # what the tool writes (a comment) may name the activity
-            if call.name in WRITES_NOTHING:
-                ok, result = execute_tool(ctx, call.name, call.arguments)
-            else:
-                with fenced(d.run.lease) as tx:  # its effect, or nothing of it
-                    ok, result = execute_atomically(tx, ctx, call.name, call.arguments)
+            with fenced(d.run.lease) as tx:  # its effect, or nothing of it
+                if call.name not in RECORDLESS_TOOLS:
+                    d.store = True  # what the tool writes (a comment) may name the activity: stored first
+                d.flush(tx)
+                ok, result = execute_atomically(tx, ctx, call.name, call.arguments)
         d.note(L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
         results.append({"role": "tool", "tool_call_id": call.id, "content": result})
     d.flush_fenced()
@@ -555,13 +554,6 @@ class _Deliberation:
             records.ensure_stored(tx, self.activity)
             records.log_many(tx, self.activity, self.pending)
             self.pending = []
-
-    def store_now(self) -> None:
-        """From now on write as it goes: the activity is stored at once."""
-        if not self.store:
-            self.store = True
-            with fenced(self.run.lease) as tx:
-                self.flush(tx)
 
     def flush_fenced(self) -> None:
         if self.store and self.pending:

@@ -19,7 +19,7 @@ from markus.work.execution import execution_cancelled
 from . import records
 from .focus import Focus, Outcome
 from .heuristics import Verdict, heuristic_decision
-from .lease import Fence, Lease, StaleLease, fenced, lease_renew_if_due
+from .lease import Fence, StaleLease, fenced, lease_renew_if_due
 from .models import AttentionState, DecisionType, LLMSession
 from .scenarios import NON_PREEMPTABLE, TASK_EXECUTION, item_brief, merged_message
 from .session import save_session
@@ -49,7 +49,7 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
     arrivals = [n for n in lifecycle.queued(lease.agent_id) if focus.is_arrival(n)]
     if not arrivals:
         return None
-    _enter(lease, AttentionState.DECIDING, item)
+    records.enter_state(lease, AttentionState.DECIDING, item)
     ended: Outcome | None = None
     for new in arrivals:
         focus.seen.add(new.id)
@@ -67,16 +67,8 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
             ended = _apply(tx, focus, session, new, verdict)
         if ended is not None:
             break
-    _enter(lease, AttentionState.FOCUSED, item)
+    records.enter_state(lease, AttentionState.FOCUSED, item)
     return ended
-
-
-def _enter(lease: Lease, state: str, item: MailboxItem) -> None:
-    """The attention state a yield point is in: its write is the fence check of its own
-    transaction."""
-    fields, shown, since = records.state_fields(state, item)
-    with fenced(lease, **fields):
-        records.emit_state(lease.agent_id, state, shown, since)
 
 
 def execution_revoked(focus: Focus) -> bool:

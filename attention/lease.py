@@ -377,12 +377,6 @@ class Fence:
         if not self._open:
             raise RuntimeError(f"the fenced transaction of {self.lease.agent_id} has ended")
 
-    def set(self, **attention: Any) -> None:
-        """Write attention fields (state, current item) in this transaction, fenced."""
-        self.check()
-        if _update_mine(self.lease, attention) != 1:
-            raise StaleLease(f"lease epoch {self.lease.epoch} of {self.lease.agent_id} is no longer current")
-
 
 @contextmanager
 def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator[Fence]:

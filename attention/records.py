@@ -1,6 +1,6 @@
 """Decisions, activities, activity logs, attention state and their events. Every writer
 here takes the ``Fence`` of the phase it writes in (``attention.lease.fenced``) and
-opens no transaction of its own."""
+opens no transaction of its own, but ``enter_state``, a phase of its own."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import main_session
 from markus.core.events import agent_group, send_event_on_commit
 
-from .lease import Fence, Lease
+from .lease import Fence, Lease, fenced
 from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentDecision, AttentionState, ToolCallRecord
 
 
@@ -74,20 +74,18 @@ def record_decision(
     return d
 
 
-def set_state(tx: Fence, state: str, item: MailboxItem | None = None, *, depth: int | None = None) -> None:
-    """Write the attention state in the phase's transaction and announce it from what
+def enter_state(lease: Lease, state: str, item: MailboxItem | None = None, *, depth: int | None = None) -> None:
+    """A phase of its own (the one writer here that opens its transaction): the
+    attention state written, the write being the fence check, and announced from what
     was written, without reading the row back. ``depth``: the queue depth, when the
     caller knows it (else it is counted)."""
-    fields, item, started = state_fields(state, item)
-    tx.set(**fields)
-    emit_state(tx.agent_id, state, item, started, depth=depth)
+    fields, shown, since = _state_fields(state, item)
+    with fenced(lease, **fields):
+        emit_state(lease.agent_id, state, shown, since, depth=depth)
 
 
-def state_fields(
-    state: str, item: MailboxItem | None = None
-) -> tuple[dict[str, Any], MailboxItem | None, datetime | None]:
-    """The attention row's fields for a state (to open a phase with: ``fenced(lease,
-    **fields)``), the item in focus and since when."""
+def _state_fields(state: str, item: MailboxItem | None) -> tuple[dict[str, Any], MailboxItem | None, datetime | None]:
+    """The attention row's fields for a state, the item in focus and since when."""
     now = timezone.now()
     fields: dict[str, Any] = {"state": state, "updated_at": now}
     started: datetime | None = item.started_at if item is not None else None

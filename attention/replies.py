@@ -49,7 +49,8 @@ def chat_group(agent_id: str) -> str:
 
 
 def deliver_chat_reply(tx: Fence, focus: Focus, text: str) -> None:
-    merged = [MailboxItem.objects.get(id=mid) for mid in focus.merged_ids]
+    found = MailboxItem.objects.in_bulk(focus.merged_ids) if focus.merged_ids else {}
+    merged = [found[mid] for mid in focus.merged_ids if mid in found]
     store_chat_reply(tx, focus.item, merged, text, session_id=focus_chat_session(focus))
 
 
@@ -93,34 +94,41 @@ def answer_given_up(tx: Fence, item: MailboxItem, reason: str) -> str | None:
     agent's request) is answered, with why and what was already done (the journal's
     calls that took effect), so nobody waits in silence. Inside the caller's fenced
     transaction. Returns how they were answered (None: nobody was waiting)."""
-    made = effects_made(item)
-    did = f" Before that I had already done: {', '.join(r.name for r in made)}." if made else ""
-    text = f"I could not finish this: {reason}.{did}"
-    agent = Agent.objects.get(id=item.agent_id)
     if item.source_type == MailboxType.HUMAN_CHAT:
         merged = list(
             MailboxItem.objects.filter(
                 merged_into_id=item.id, status=Status.MERGED, source_type=MailboxType.HUMAN_CHAT
             ).order_by("queued_at", "id")
         )
-        store_chat_reply(tx, item, merged, text, session_id=chat_session_id(item), failed=True)
+        store_chat_reply(tx, item, merged, _given_up(item, reason), session_id=chat_session_id(item), failed=True)
         return "chat"
     if item.source_type == MailboxType.A2A_MESSAGE:
         stream_id = item.marks.get("streamId")
-        if isinstance(stream_id, str) and reply_if_expected(
-            responder=agent, stream_id=stream_id, text=text, actor=f"agent:{agent.id}"
-        ):
-            return "bus"
+        if not isinstance(stream_id, str):
+            return None
+        agent = Agent.objects.get(id=item.agent_id)
+        answered = reply_if_expected(
+            responder=agent, stream_id=stream_id, text=_given_up(item, reason), actor=f"agent:{agent.id}"
+        )
+        return "bus" if answered else None
+    if not item.is_user_interaction:
         return None
-    if item.is_user_interaction:  # a person's comment on a task or a requirement
-        actor = Actor.for_agent(agent)
-        if item.task_id:
-            task_comment_create(task_id=item.task_id, actor=actor, content=text)
-            return "task comment"
-        if item.requirement_id:
-            requirement_comment_create(requirement_id=item.requirement_id, actor=actor, content=text)
-            return "requirement comment"
+    # A person's comment on a task or a requirement.
+    if item.task_id:
+        actor = Actor.for_agent(Agent.objects.get(id=item.agent_id))
+        task_comment_create(task_id=item.task_id, actor=actor, content=_given_up(item, reason))
+        return "task comment"
+    if item.requirement_id:
+        actor = Actor.for_agent(Agent.objects.get(id=item.agent_id))
+        requirement_comment_create(requirement_id=item.requirement_id, actor=actor, content=_given_up(item, reason))
+        return "requirement comment"
     return None
+
+
+def _given_up(item: MailboxItem, reason: str) -> str:
+    made = effects_made(item)
+    did = f" Before that I had already done: {', '.join(r.name for r in made)}." if made else ""
+    return f"I could not finish this: {reason}.{did}"
 
 
 def own_content(item: MailboxItem, merged: list[MailboxItem]) -> str:

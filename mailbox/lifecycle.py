@@ -333,12 +333,12 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
     (section 22). Items parked for an approval are not due until it is answered; items
     deferred behind the queue go to its end at their priority."""
     now = now or timezone.now()
-    due = MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED).filter(
-        Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)
+    due = (
+        MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED)
+        .filter(Q(deferred_until__isnull=True) | Q(deferred_until__lte=now))
+        .filter(not_parked())
     )
-    rows = [
-        (i, marks or {}) for i, marks in due.values_list("id", "marks") if not (marks or {}).get("waitingForApproval")
-    ]
+    rows = [(i, marks or {}) for i, marks in due.values_list("id", "marks")]
     if not rows:
         return 0
     count = 0

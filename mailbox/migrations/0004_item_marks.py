@@ -21,7 +21,7 @@ MOVED = (
 
 def move_marks(apps, schema_editor):
     MailboxItem = apps.get_model("mailbox", "MailboxItem")
-    for item in MailboxItem.objects.exclude(metadata__isnull=True).iterator():
+    for item in MailboxItem.objects.filter(metadata__has_any_keys=MOVED).iterator():
         metadata = dict(item.metadata or {})
         marks = {k: metadata.pop(k) for k in MOVED if k in metadata}
         if marks:

@@ -156,7 +156,7 @@ class Agent(models.Model):
     @property
     def is_running(self) -> bool:
         """The attention loop runs it (``AgentQuerySet.running``), as this instance says."""
-        return self.kind == self.Kind.INTERNAL and self.status == self.RunStatus.RUNNING
+        return all(getattr(self, name) == value for name, value in self.RUNS.items())
 
     def clean(self) -> None:
         super().clean()

@@ -40,7 +40,7 @@ from prometheus_client.registry import Collector
 
 from agentbus.models import OutboxRecord, OutboxStatus
 from attention.models import AgentAttention, AgentDecision, AttentionState
-from mailbox.lifecycle import OPEN_STATUSES
+from mailbox.lifecycle import OPEN_STATUSES, parked
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent
@@ -54,7 +54,6 @@ BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3
 RECOVERY_DROP_PREFIX = "recovery:"
 RECOVERY_COLLAPSE_REASON = "recovery: heartbeat collapse"
 RECOVERY_CRASHES_KEY = "crashes"
-PARKED_KEY = "waitingForApproval"
 
 
 def _age(now: datetime, then: datetime | None) -> float:
@@ -100,14 +99,12 @@ def agent_metrics(now: datetime) -> Iterator[Metric]:
             items.add_metric([agent_id, status], n)
     yield from (depth, head_age, items)
 
-    parked = GaugeMetricFamily(
+    waiting = GaugeMetricFamily(
         "markus_mailbox_parked_items", "Deferred items waiting for a person's approval.", labels=["agent"]
     )
-    for agent_id, n in _per_agent(
-        MailboxItem.objects.filter(status=Status.DEFERRED, **{f"marks__{PARKED_KEY}": True}), Count("id")
-    ):
-        parked.add_metric([agent_id], n)
-    yield parked
+    for agent_id, n in _per_agent(MailboxItem.objects.filter(parked(), status=Status.DEFERRED), Count("id")):
+        waiting.add_metric([agent_id], n)
+    yield waiting
 
 
 def _per_agent(rows: QuerySet[Any], aggregate: Any) -> list[tuple[str, int]]:

@@ -60,8 +60,8 @@ def detail(html: str, item_id: str) -> str:
 def pick_and_focus(agent_id: str):
     lease = lease_take(agent_id)
     item = lifecycle.claim_next(agent_id=agent_id, epoch=lease.epoch)
+    records.enter_state(lease, AttentionState.FOCUSED, item)
     with fenced(lease) as tx:
-        records.set_state(tx, AttentionState.FOCUSED, item)
         records.record_decision(tx, item=item, decision_type="pick", reasoning="Idle — picked from queue")
     return lease, item
 
@@ -93,8 +93,7 @@ def test_stale_page_plus_events_equals_a_fresh_page(agent, mind_client, events):
         second = enqueue_chat(agent.id, "Second")
         lease, item = pick_and_focus(agent.id)
         lifecycle.complete(item.id, epoch=lease.epoch, fenced=True)
-        with fenced(lease) as tx:
-            records.set_state(tx, AttentionState.IDLE)
+        records.enter_state(lease, AttentionState.IDLE)
     live = apply_all(stream, got)
     fresh = mind_client.get(f"/agents/{agent.id}/mind/").content.decode()
     assert head(stale, first.id) != head(fresh, first.id)  # the page did go stale
