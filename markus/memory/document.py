@@ -83,12 +83,14 @@ def parse(markdown: str) -> list[Section]:
     """Sections by their ``## `` headings (not inside a fenced code block). A leading
     ``# `` title line is dropped; other text before the first heading becomes the
     section ``Notes``. A section's lines escaped by ``render`` lose their backslash.
-    MarkusError for an empty, too long or repeated title."""
+    MarkusError for an empty, too long or repeated title, and for a document of only
+    its title line (storing it would silently empty the memory)."""
     sections: list[Section] = []
     title: str | None = None
     lines: list[str] = []
     fenced = False
     first_line = True
+    dropped = ""
 
     def close() -> None:
         text = "\n".join(lines).strip("\n").rstrip()
@@ -104,11 +106,16 @@ def parse(markdown: str) -> list[Section]:
             close()
             title, lines = check_title(line[2:]), []
         elif first_line and title is None and line.startswith("# "):
-            pass  # the document's own title
+            dropped = line  # the document's own title
         else:
             lines.append(_unescape(line))
         first_line = first_line and not line.strip()
     close()
+    if dropped and not sections:
+        raise MarkusError(
+            f"the document is only its title ({dropped.strip()!r}): a leading '# ' line is not stored, "
+            "so it would empty the memory; put the text under '## ' section headings (an empty document clears it)"
+        )
     seen: set[str] = set()
     for s in sections:
         if s.title.casefold() in seen:
