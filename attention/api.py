@@ -16,7 +16,7 @@ from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from mailbox.selectors import queue_depth, queued_items
-from markus.agents.auth import access_agent
+from markus.agents import permissions
 from markus.agents.models import Agent, WorkingMemory
 from markus.core.api import StringField, int_param, validated_body
 from markus.core.schema import errors
@@ -36,7 +36,7 @@ CHAT_SESSION_KINDS = [("main", "main"), ("chat", "chat")]
 class MindView(APIView):
     @extend_schema(operation_id="agents_mind", responses={200: MindOut, **errors(401, 404)})
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_mind", agent_id)
         snap = attention_snapshot(agent.id)
         waiting = MailboxItem.objects.filter(lifecycle.parked(), agent_id=agent.id, status=Status.DEFERRED).exists()
         return Response(
@@ -64,7 +64,7 @@ class DecisionsView(APIView):
         responses={200: DecisionsOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_decisions", agent_id)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         rows = AgentDecision.objects.filter(agent=agent).order_by("-created_at", "-id")
@@ -80,7 +80,7 @@ class ActivityLogsView(APIView):
         responses={200: ActivityLogsOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_activity_logs", agent_id)
         activity_id = request.query_params.get("activityId")
         if not activity_id:
             from rest_framework.exceptions import ParseError
@@ -117,7 +117,7 @@ class ControlView(APIView):
     }
 
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, f"agents_{self.action}", agent_id)
         self.actions[self.action](agent)
         agent.refresh_from_db()
         return Response({"agentId": agent.id, "status": agent.status})
@@ -127,7 +127,9 @@ def control_view(action: str) -> type[ControlView]:
     """One view class per action, so each has its own operation in the schema."""
 
     class View(ControlView):
-        @extend_schema(operation_id=f"agents_{action}", request=None, responses={200: ControlOut, **errors(401, 404)})
+        @extend_schema(
+            operation_id=f"agents_{action}", request=None, responses={200: ControlOut, **errors(401, 403, 404)}
+        )
         def post(self, request: Request, agent_id: str) -> Response:
             return super().post(request, agent_id)
 
@@ -194,7 +196,7 @@ class ChatMessagesOut(serializers.Serializer):
 class ChatSessionsView(APIView):
     @extend_schema(operation_id="agents_sessions_list", responses={200: ChatSessionsOut, **errors(401, 404)})
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_sessions_list", agent_id)
         return Response({"sessions": chat.sessions_for(request, agent)})
 
     @extend_schema(
@@ -203,7 +205,7 @@ class ChatSessionsView(APIView):
         responses={201: ChatSessionOut, **errors(400, 401, 404)},
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_sessions_create", agent_id)
         body = validated_body(request, ChatSessionIn)
         session = chat.session_create(request, agent, body["title"])
         row = next(s for s in chat.sessions_for(request, agent) if s["id"] == session.id)
@@ -222,7 +224,7 @@ class ChatMessagesView(APIView):
         responses={200: ChatMessagesOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str, session_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_session_messages", agent_id)
         session = chat.visible_session(request, agent, session_id)
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         before = request.query_params.get("before") or None

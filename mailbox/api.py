@@ -11,7 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attention.selectors import timeline
-from markus.agents.auth import AnyRequest, access_agent, actor_for_request
+from markus.agents import permissions
+from markus.agents.auth import AnyRequest, actor_for_request
 from markus.core.api import int_param, list_param, validated_body
 from markus.core.schema import errors
 
@@ -49,7 +50,7 @@ class MailboxView(APIView):
         responses={200: TimelineOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_mailbox_list", agent_id)
         data = timeline(
             agent.id,
             limit=int_param(request, "limit", 50, lo=1, hi=500),
@@ -64,11 +65,18 @@ class MailboxView(APIView):
     @extend_schema(
         operation_id="agents_mailbox_enqueue",
         request=EnqueueInput,
-        responses={201: ItemOut, **errors(400, 401, 404, 413)},
+        responses={201: ItemOut, **errors(400, 401, 403, 404, 413)},
+        description=(
+            "Post an item. People who may talk to the agent post human_chat, task_comment, requirement_comment "
+            "and mention; those who control it also system_event. The loop's own types (heartbeats, dreams, "
+            "reports, reminders, review requests, status updates, session replies, agent messages) only the "
+            "system makes: 403 naming the types the caller may post."
+        ),
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_mailbox_enqueue", agent_id)
         body = validated_body(request, EnqueueInput)
+        permissions.check_post(request, agent, body["sourceType"])
         item = services.mailbox_enqueue(
             agent_id=agent.id,
             source_type=body["sourceType"],

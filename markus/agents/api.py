@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentbus.selectors import pending_count, pending_counts
 from attention.heartbeat import rhythm, rhythm_update
-from markus.agents.auth import IsUser, access_agent, signed_in_user, user_may_control_agent, visible_agents
+from markus.agents import permissions
+from markus.agents.auth import IsUser, signed_in_user, visible_agents
 from markus.agents.models import Agent
 from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut, AgentPatchInput
 from markus.agents.services import agent_create
@@ -114,7 +114,7 @@ class AgentListView(APIView):
 class AgentDetailView(APIView):
     @extend_schema(operation_id="agents_retrieve", responses={200: AgentOut, **errors(401, 404)})
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_retrieve", agent_id)
         return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})
 
     @extend_schema(
@@ -131,9 +131,7 @@ class AgentDetailView(APIView):
         ),
     )
     def patch(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
-        if not user_may_control_agent(request.user, agent):
-            raise PermissionDenied("only the agent's owner, its team's owner or staff may change it")
+        agent = permissions.require(request, "agents_partial_update", agent_id)
         body = validated_body(request, AgentPatchInput)
         if "activeHours" in body:
             hours = body.pop("activeHours") or {"start": None, "end": None}

@@ -136,16 +136,6 @@ def access_agent(request: AnyRequest, agent_id: str) -> Agent:
     return agent
 
 
-def user_may_control_agent(user: User | AnonymousUser | None, agent: Agent) -> bool:
-    """Who may change an agent or pause, resume, wake, retry and drop its work: staff,
-    its owner and its team's owner. A teammate may watch (and chat), not control."""
-    if not user or not user.is_authenticated:
-        return False
-    if user.is_staff or agent.owner_id == user.pk:
-        return True
-    return agent.team is not None and agent.team.owner_id == user.pk
-
-
 def user_may_see_agent(user: User | AnonymousUser | None, agent: Agent) -> bool:
     if not user or not user.is_authenticated:
         return False

@@ -9,13 +9,11 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markus.agents.auth import access_agent, acting_agent, user_may_control_agent
-from markus.agents.models import Agent
+from markus.agents import permissions
 from markus.core.api import StringField, int_param, validated_body
 from markus.core.schema import errors
 
@@ -111,17 +109,6 @@ LIMIT_PARAM = OpenApiParameter("limit", int, description="1-100, default 20")
 # ---------------------------------------------------------------------------- views
 
 
-def writable_agent(request: Request, agent_id: str) -> Agent:
-    """An agent whose memory the caller may write: the agent itself (its own token), or
-    a user who may change it (its owner, its team's owner, staff). A teammate who may
-    only watch it gets 403; one who may not see it 404."""
-    agent = access_agent(request, agent_id)
-    acting = acting_agent(request)
-    if (acting is None or acting.id != agent.id) and not user_may_control_agent(request.user, agent):
-        raise PermissionDenied("only the agent itself, its owner, its team's owner or staff may change its memory")
-    return agent
-
-
 def memory_data(agent_id: str) -> dict[str, Any]:
     rows = list(selectors.sections(agent_id))
     doc = [Section(r.title, r.content) for r in rows]
@@ -144,7 +131,7 @@ def memory_data(agent_id: str) -> dict[str, Any]:
 class MemoryView(APIView):
     @extend_schema(operation_id="agents_memory_retrieve", responses={200: MemoryOut, **errors(401, 404)})
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_memory_retrieve", agent_id)
         return Response(memory_data(agent.id))
 
     @extend_schema(
@@ -153,7 +140,7 @@ class MemoryView(APIView):
         responses={200: MemoryOut, **errors(400, 401, 403, 404, 413)},
     )
     def put(self, request: Request, agent_id: str) -> Response:
-        agent = writable_agent(request, agent_id)
+        agent = permissions.require(request, "agents_memory_replace", agent_id)
         body = validated_body(request, MemoryIn)
         services.document_replace(agent_id=agent.id, markdown=body["markdown"])
         return Response(memory_data(agent.id))
@@ -173,7 +160,7 @@ class ObservationsView(APIView):
         responses={200: ObservationsOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_memory_observations", agent_id)
         query = request.query_params.get("q") or ""
         limit = int_param(request, "limit", 20, lo=1, hi=100)
         if search.terms(query):
@@ -191,7 +178,7 @@ class ObservationsView(APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         """Save an observation for the agent, as its memory_save tool does."""
-        agent = writable_agent(request, agent_id)
+        agent = permissions.require(request, "agents_memory_observations_create", agent_id)
         body = validated_body(request, ObservationIn)
         obs = services.memory_save(agent_id=agent.id, content=body["content"], kind=body["kind"])
         return Response(observation_data(obs), status=status.HTTP_201_CREATED)
@@ -204,7 +191,7 @@ class MemorySearchView(APIView):
         responses={200: MemorySearchOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_memory_search", agent_id)
         query = request.query_params.get("q") or ""
         limit = int_param(request, "limit", 20, lo=1, hi=100)
         hits = search.search_sections(agent.id, query, limit=limit)

@@ -10,17 +10,15 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markus.agents.auth import access_agent
+from markus.agents import permissions
 from markus.core.api import int_param
 from markus.core.schema import errors
-from markus.web.mind import may_control
 
 from . import reminders, services
 from .models import DailyReport
@@ -34,7 +32,7 @@ class ReportsView(APIView):
         responses={200: ReportsOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_reports", agent_id)
         limit = int_param(request, "limit", 30, lo=1, hi=366)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         rows, total = services.reports_of(agent.id, limit=limit, offset=offset)
@@ -44,7 +42,7 @@ class ReportsView(APIView):
 class ReportView(APIView):
     @extend_schema(operation_id="agents_report", responses={200: ReportOut, **errors(400, 401, 404)})
     def get(self, request: Request, agent_id: str, date: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_report", agent_id)
         day = services.parse_day(date)
         report = DailyReport.objects.filter(agent=agent, date=day).first()
         if report is None:
@@ -59,7 +57,7 @@ class RemindersView(APIView):
         responses={200: RemindersOut, **errors(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = access_agent(request, agent_id)
+        agent = permissions.require(request, "agents_reminders", agent_id)
         limit = int_param(request, "limit", 100, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         views = reminders.reminder_list(agent.id, limit=limit, offset=offset)
@@ -73,8 +71,6 @@ class ReminderView(APIView):
         responses={200: ReminderCancelledOut, **errors(401, 403, 404, 409)},
     )
     def delete(self, request: Request, agent_id: str, item_id: str) -> Response:
-        agent = access_agent(request, agent_id)
-        if not may_control(request.user, agent):
-            raise PermissionDenied("Only the agent's owner, its team's owner or staff may cancel its reminders.")
+        agent = permissions.require(request, "agents_reminder_cancel", agent_id)
         item = reminders.reminder_cancel(agent_id=agent.id, item_id=item_id, by=request.user.get_username())
         return Response({"id": item.id, "state": reminders.reminder_state(item), "mailboxStatus": item.status})

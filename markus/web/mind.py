@@ -25,7 +25,7 @@ from attention.selectors import timeline_entry
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
 from mailbox.selectors import queue_depth, timeline_queryset
-from markus.agents.auth import user_may_control_agent
+from markus.agents import permissions
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
 from markus.reports import reminders
@@ -196,9 +196,9 @@ class ControlRefused(Exception):
 
 
 def may_control(user: Any, agent: Agent) -> bool:
-    """Who may pause, resume, wake, retry and drop from the mind view (and cancel its
-    reminders): markus.agents.auth.user_may_control_agent."""
-    return user_may_control_agent(user, agent)
+    """Whether the mind view offers its controls (pause, resume, wake, retry, drop,
+    cancel a reminder): the ``control`` right of ``markus.agents.permissions``."""
+    return permissions.user_may(user, permissions.Right.CONTROL, agent)
 
 
 def control_agent(agent: Agent, action: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -15,7 +14,7 @@ from django_htmx.http import push_url
 
 from attention.selectors import timeline_items
 from mailbox.models import MailboxItem
-from markus.agents.auth import access_agent
+from markus.agents import permissions
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 
@@ -32,7 +31,7 @@ def _offset(request: HttpRequest) -> int:
 @require_GET
 @login_required
 def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
-    agent = access_agent(request, agent_id)
+    agent = permissions.require(request, "page:mind", agent_id)
     filters = mind.MindFilters.from_query(request.GET)
     return render(
         request,
@@ -63,7 +62,7 @@ def mind_timeline(request: HttpRequest, agent_id: str) -> HttpResponse:
     """Without ``before`` or ``offset``: the timeline for new filters (and a new socket
     for them). With ``before`` (an item id): the next page of older items for "Load
     earlier"; an unknown item answers 400."""
-    agent = access_agent(request, agent_id)
+    agent = permissions.require(request, "page:mind", agent_id)
     filters = mind.MindFilters.from_query(request.GET)
     before = request.GET.get("before") or None
     offset = _offset(request)
@@ -86,21 +85,12 @@ def mind_timeline(request: HttpRequest, agent_id: str) -> HttpResponse:
 @require_GET
 @login_required
 def mind_activity_logs(request: HttpRequest, agent_id: str, activity_id: str) -> HttpResponse:
-    agent = access_agent(request, agent_id)
+    agent = permissions.require(request, "page:activity_logs", agent_id)
     activity, logs = mind.activity_logs(agent, activity_id)
     return render(request, "mind/_logs.html", {"activity": activity, "logs": logs})
 
 
 # ------------------------------------------------------------------- the control room
-
-
-def _controlled(request: HttpRequest, agent_id: str) -> Agent:
-    """The agent, if the user may control it: 404 if they may not see it (a foreign
-    agent like a missing one), 403 if they may only watch."""
-    agent = access_agent(request, agent_id)
-    if not mind.may_control(request.user, agent):
-        raise PermissionDenied("Only the agent's owner, its team's owner or staff may control it.")
-    return agent
 
 
 def _answer(
@@ -132,7 +122,7 @@ def _answer(
 @login_required
 def mind_control(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
     """POST pause / resume / wake."""
-    agent = _controlled(request, agent_id)
+    agent = permissions.require(request, "page:control", agent_id)
     try:
         message = mind.control_agent(agent, action)
     except mind.ControlRefused as exc:
@@ -145,7 +135,7 @@ def mind_control(request: HttpRequest, agent_id: str, action: str) -> HttpRespon
 @login_required
 def mind_item_control(request: HttpRequest, agent_id: str, item_id: str, action: str) -> HttpResponse:
     """POST retry / drop (``reason``) of one of the agent's mailbox items."""
-    agent = _controlled(request, agent_id)
+    agent = permissions.require(request, "page:item_control", agent_id)
     item = get_object_or_404(MailboxItem, agent=agent, id=item_id)
     try:
         if action == "retry":
@@ -162,7 +152,7 @@ def mind_item_control(request: HttpRequest, agent_id: str, item_id: str, action:
 def mind_reminder_cancel(request: HttpRequest, agent_id: str, item_id: str) -> HttpResponse:
     """POST: cancel one of the agent's pending reminders (404 for anything else, 409
     once it fired). htmx gets the redrawn reminders and reports section."""
-    agent = _controlled(request, agent_id)
+    agent = permissions.require(request, "page:reminder_cancel", agent_id)
     status = 200
     try:
         message = mind.cancel_reminder(agent, item_id, request.user)
@@ -188,5 +178,5 @@ def mind_reminder_cancel(request: HttpRequest, agent_id: str, item_id: str) -> H
 def agent_report(request: HttpRequest, agent_id: str, day: str) -> HttpResponse:
     """One daily report of an agent, in full (where its ``agent_report`` notification
     leads); 404 for a date without one, like for an agent the reader may not see."""
-    agent = access_agent(request, agent_id)
+    agent = permissions.require(request, "page:report", agent_id)
     return render(request, "mind/report.html", {"agent": agent, **mind.report_page(agent.id, day)})

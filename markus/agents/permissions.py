@@ -1,0 +1,319 @@
+"""Who may do what to an agent: the one table every door reads (the API views, the
+pages, the WebSocket consumers, the bus, the chat and the tools).
+
+A caller stands in one *relation* to an agent: ``staff``, its ``owner``, the owner of
+its team (``team_owner``), a member of its team (``teammate``), the agent itself
+(``self``: its own bearer token), or ``none``. A *right* is the set of relations it
+admits:
+
+- ``see``: watch the agent (its mind, mailbox, decisions, activities, memory, reports);
+- ``talk``: chat with it, open a session, post the item types people write;
+- ``control``: change it and its work (pause, resume, stop, start, wake, retry, drop,
+  edit, cancel reminders, memory, heartbeats and operator events, act as it on the bus);
+- ``act``: what the agent itself may also do (its memory, its own inbox).
+
+A teammate may watch and talk, never control. Whoever may not *see* the agent gets a
+404 exactly like a missing agent; whoever sees it but lacks the right gets a 403 that
+says who has it. Every operation is a row of ``OPERATIONS`` (the README's permission
+table is ``markdown_table()``; tests/api/test_permission_matrix.py walks it against the
+schema, the pages and the sockets, and fails on an operation without a row).
+
+Which item types a caller may post is ``POSTABLE``: people (and the agent itself) the
+types people write; ``system_event`` those who control the agent; the loop's own types
+(dreams, reports, heartbeats, reminders, review requests, status updates, session
+replies, agent messages) nobody through a door: only the system makes them.
+
+Private chat sessions: a session of one person (``ChatSession.user``) is readable by
+that person, staff and the agent itself (``sees_private``); everybody else gets a
+placeholder wherever its content appears (``PRIVATE_PLACEHOLDER``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from mailbox.registry import MailboxType
+
+from .models import Agent
+
+if TYPE_CHECKING:
+    from .auth import AnyRequest
+
+
+class Relation(StrEnum):
+    STAFF = "staff"
+    OWNER = "owner"
+    TEAM_OWNER = "team_owner"
+    TEAMMATE = "teammate"
+    SELF = "self"  # the agent's own bearer token
+    NONE = "none"
+
+
+class Right(StrEnum):
+    SEE = "see"
+    TALK = "talk"
+    CONTROL = "control"
+    ACT = "act"  # control, or the agent itself
+    SELF = "self"  # the agent itself only
+    SIGNED_IN = "signed_in"  # not about one agent: any signed-in user (or agent token)
+    USER = "user"  # not about one agent: a signed-in user, not an agent token
+    STAFF = "staff"  # staff only
+
+
+R = Relation
+RIGHTS: dict[Right, frozenset[Relation]] = {
+    Right.SEE: frozenset({R.STAFF, R.OWNER, R.TEAM_OWNER, R.TEAMMATE, R.SELF}),
+    Right.TALK: frozenset({R.STAFF, R.OWNER, R.TEAM_OWNER, R.TEAMMATE, R.SELF}),
+    Right.CONTROL: frozenset({R.STAFF, R.OWNER, R.TEAM_OWNER}),
+    Right.ACT: frozenset({R.STAFF, R.OWNER, R.TEAM_OWNER, R.SELF}),
+    Right.SELF: frozenset({R.SELF}),
+}
+
+# Who holds a right, as the 403 says it.
+HOLDERS: dict[Right, str] = {
+    Right.SEE: "its owner, its team, staff and the agent itself",
+    Right.TALK: "its owner, its team, staff and the agent itself",
+    Right.CONTROL: "its owner, its team's owner and staff",
+    Right.ACT: "its owner, its team's owner, staff and the agent itself",
+    Right.SELF: "the agent itself (its own bearer token)",
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    right: Right
+    what: str  # the operation in a few words, for the table and the 403
+
+
+def _op(right: Right, what: str) -> Operation:
+    return Operation(right, what)
+
+
+S, T, C, A = Right.SEE, Right.TALK, Right.CONTROL, Right.ACT
+# Every operation of every door: the API's by operationId, the pages' as ``page:…``,
+# the sockets' as ``ws:…``, the bus's own checks as ``bus:…``, the tools' as ``tool:…``.
+OPERATIONS: dict[str, Operation] = {
+    # ---- an agent
+    "agents_list": _op(Right.SIGNED_IN, "list the agents the caller may see"),
+    "agents_create": _op(Right.USER, "create an agent (the caller owns it)"),
+    "agents_retrieve": _op(S, "read an agent"),
+    "agents_partial_update": _op(C, "change an agent"),
+    "agents_pause": _op(C, "pause an agent"),
+    "agents_resume": _op(C, "resume an agent"),
+    "agents_stop": _op(C, "stop an agent"),
+    "agents_start": _op(C, "start an agent"),
+    "agents_mind": _op(S, "read the mind (focus, queue, working memory)"),
+    "agents_decisions": _op(S, "read the decisions"),
+    "agents_activity_logs": _op(S, "read an activity's logs"),
+    "agents_mailbox_list": _op(S, "read the mailbox timeline"),
+    "agents_mailbox_enqueue": _op(T, "post an item (the types of POSTABLE)"),
+    "agents_chat": _op(T, "chat"),
+    "agents_sessions_list": _op(S, "list chat sessions (private ones: their person's)"),
+    "agents_sessions_create": _op(T, "open a chat session"),
+    "agents_session_messages": _op(S, "read a session's messages (private ones: their person's)"),
+    "agents_memory_retrieve": _op(S, "read memory"),
+    "agents_memory_replace": _op(A, "replace the memory document"),
+    "agents_memory_observations": _op(S, "read observations"),
+    "agents_memory_observations_create": _op(A, "add an observation"),
+    "agents_memory_search": _op(S, "search memory"),
+    "agents_reminders": _op(S, "list reminders"),
+    "agents_reminder_cancel": _op(C, "cancel a reminder"),
+    "agents_reports": _op(S, "list daily reports"),
+    "agents_report": _op(S, "read a daily report"),
+    "agents_agentbus_inbox": _op(S, "wait on the bus inbox (the agent itself acknowledges)"),
+    "agents_agentbus_pending": _op(S, "count the bus inbox"),
+    "agents_agentbus_drain_create": _op(S, "drain the bus inbox (peek for others; consume: the agent itself)"),
+    # ---- the bus
+    "agentbus_streams_create": _op(Right.SIGNED_IN, "open a stream (as an agent: bus:act_as)"),
+    "agentbus_streams_append_create": _op(Right.SIGNED_IN, "append to a stream (as an agent: bus:act_as)"),
+    "agentbus_streams_close_create": _op(Right.SIGNED_IN, "close a stream (as an agent: bus:act_as)"),
+    "agentbus_streams_events_retrieve": _op(Right.SIGNED_IN, "read a stream one takes part in or may see"),
+    "agentbus_request": _op(Right.SIGNED_IN, "ask an agent and wait (as an agent: bus:act_as)"),
+    "bus:act_as": _op(A, "speak on the bus as the agent (sender, stream owner)"),
+    "bus:address": _op(S, "address the agent on the bus (agents: their team's and owner's)"),
+    # ---- work, notifications (their own visibility rules: tasks and requirements of
+    # the agents the caller may see; a user's own notifications and approvals)
+    "tasks_list": _op(Right.SIGNED_IN, "list the tasks the caller may see"),
+    "tasks_create": _op(Right.SIGNED_IN, "file a task (its assignee: an agent the caller may see)"),
+    "tasks_retrieve": _op(Right.SIGNED_IN, "read a task the caller may see"),
+    "tasks_comments_retrieve": _op(Right.SIGNED_IN, "read a task's comments"),
+    "tasks_comments_create": _op(Right.SIGNED_IN, "comment on a task the caller may see"),
+    "tasks_retry_create": _op(Right.SIGNED_IN, "retry a task the caller may see"),
+    "tasks_transition_create": _op(Right.SIGNED_IN, "move a task the caller may see"),
+    "requirements_list": _op(Right.SIGNED_IN, "list the requirements the caller may see"),
+    "requirements_create": _op(Right.SIGNED_IN, "file a requirement"),
+    "requirements_retrieve": _op(Right.SIGNED_IN, "read a requirement the caller may see"),
+    "requirements_step": _op(Right.SIGNED_IN, "approve, reject, start, complete, cancel a requirement"),
+    "requirements_comments_retrieve": _op(Right.SIGNED_IN, "read a requirement's comments"),
+    "requirements_comments_create": _op(Right.SIGNED_IN, "comment on a requirement"),
+    "requirements_resubmit_create": _op(Right.SIGNED_IN, "resubmit a requirement"),
+    "notifications_list": _op(Right.USER, "the caller's notifications"),
+    "notifications_read_create": _op(Right.USER, "mark one of the caller's notifications read"),
+    "notifications_mark_all_read_create": _op(Right.USER, "mark all the caller's notifications read"),
+    "approvals_list": _op(Right.USER, "the approvals the caller may answer"),
+    "approvals_respond_create": _op(Right.USER, "answer an approval addressed to the caller"),
+    # ---- pages
+    "page:mind": _op(S, "the mind view and its timeline"),
+    "page:activity_logs": _op(S, "an activity's logs"),
+    "page:report": _op(S, "a daily report"),
+    "page:control": _op(C, "pause, resume, wake from the mind view"),
+    "page:item_control": _op(C, "retry or drop an item from the mind view"),
+    "page:reminder_cancel": _op(C, "cancel a reminder from the mind view"),
+    # ---- sockets
+    "ws:agent_events": _op(S, "/ws/agents/{id}/: the agent's live events (private content: its person's)"),
+    "ws:mind": _op(S, "/ws/agents/{id}/mind/: the mind view's live HTML"),
+    "ws:notifications": _op(Right.USER, "/ws/notifications/: the caller's notifications"),
+    # ---- the console
+    "console": _op(Right.STAFF, "the Django admin and its dashboard"),
+}
+
+# Which item types a caller may post through a door, by the right it needs on the
+# agent; a type not here is the loop's own (the system makes it, nobody posts it).
+POSTABLE: dict[MailboxType, Right] = {
+    MailboxType.HUMAN_CHAT: Right.TALK,
+    MailboxType.TASK_COMMENT: Right.TALK,
+    MailboxType.REQUIREMENT_COMMENT: Right.TALK,
+    MailboxType.MENTION: Right.TALK,
+    MailboxType.SYSTEM_EVENT: Right.CONTROL,
+}
+
+PRIVATE_PLACEHOLDER = "(a private conversation)"
+
+
+# -------------------------------------------------------------------------- relations
+
+
+def user_relation(user: User | AnonymousUser | None, agent: Agent) -> Relation:
+    """How a user stands to an agent (``agent.team`` is read: select it with the agent)."""
+    if user is None or not user.is_authenticated:
+        return R.NONE
+    if user.is_staff:
+        return R.STAFF
+    if agent.owner_id == user.pk:
+        return R.OWNER
+    team = agent.team
+    if team is None:
+        return R.NONE
+    if team.owner_id == user.pk:
+        return R.TEAM_OWNER
+    return R.TEAMMATE if team.members.filter(pk=user.pk).exists() else R.NONE
+
+
+def relation(caller: AnyRequest, agent: Agent) -> Relation:
+    acting = getattr(caller, "auth", None)
+    if isinstance(acting, Agent):
+        return R.SELF if acting.id == agent.id else R.NONE
+    return user_relation(getattr(caller, "user", None), agent)
+
+
+def has_right(rel: Relation, right: Right) -> bool:
+    return rel in RIGHTS[right]
+
+
+def may(caller: AnyRequest, operation: str, agent: Agent) -> bool:
+    return has_right(relation(caller, agent), OPERATIONS[operation].right)
+
+
+def user_may(user: User | AnonymousUser | None, right: Right, agent: Agent) -> bool:
+    return has_right(user_relation(user, agent), right)
+
+
+def refusal(operation: str) -> str:
+    op = OPERATIONS[operation]
+    return f"Only {HOLDERS[op.right]} may {op.what}."
+
+
+def check(caller: AnyRequest, operation: str, agent: Agent) -> Agent:
+    """``agent`` if the caller may do ``operation`` to it; 404 if the caller may not
+    even see it (like a missing agent), 403 saying who may if it only sees it."""
+    rel = relation(caller, agent)
+    if not has_right(rel, Right.SEE):
+        raise Http404("No such agent.")
+    if not has_right(rel, OPERATIONS[operation].right):
+        raise PermissionDenied(refusal(operation))
+    return agent
+
+
+def require(caller: AnyRequest, operation: str, agent_id: str) -> Agent:
+    """The agent ``agent_id`` for ``operation`` (see ``check``)."""
+    agent = Agent.objects.select_related("team").filter(id=agent_id).first()
+    if agent is None:
+        raise Http404("No such agent.")
+    return check(caller, operation, agent)
+
+
+# ------------------------------------------------------------------------ item types
+
+
+def postable_types(rel: Relation) -> list[str]:
+    return [t.value for t, right in POSTABLE.items() if has_right(rel, right)]
+
+
+def check_post(caller: AnyRequest, agent: Agent, source_type: str) -> None:
+    """403 unless the caller may post an item of ``source_type`` to ``agent``; the
+    message names the types it may post."""
+    rel = relation(caller, agent)
+    right = POSTABLE.get(MailboxType(source_type))
+    if right is not None and has_right(rel, right):
+        return
+    allowed = ", ".join(postable_types(rel)) or "none"
+    if right is None:
+        raise PermissionDenied(
+            f"sourceType {source_type} is the loop's own: only the system makes it. You may post: {allowed}."
+        )
+    raise PermissionDenied(f"Only {HOLDERS[right]} may post {source_type}. You may post: {allowed}.")
+
+
+# ------------------------------------------------------------------- private content
+
+
+def sees_private(caller: AnyRequest, private_to: int | None) -> bool:
+    """Whether the caller may read content private to user ``private_to`` (None: not
+    private): that user, staff, and the agent itself."""
+    if private_to is None:
+        return True
+    if isinstance(getattr(caller, "auth", None), Agent):
+        return True
+    user = getattr(caller, "user", None)
+    return user_sees_private(user, private_to)
+
+
+def user_sees_private(user: User | AnonymousUser | None, private_to: int | None) -> bool:
+    if private_to is None:
+        return True
+    if user is None or not user.is_authenticated:
+        return False
+    return bool(user.is_staff) or user.pk == private_to
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def markdown_table() -> str:
+    """``OPERATIONS`` as the README's permission table."""
+    cols = [R.OWNER, R.TEAM_OWNER, R.TEAMMATE, R.STAFF, R.SELF]
+    head = "| operation | what | owner | team owner | teammate | staff | agent itself | outsider, anonymous |"
+    lines = [head, "|---|---|:-:|:-:|:-:|:-:|:-:|:-:|"]
+    for name, op in OPERATIONS.items():
+        if op.right in RIGHTS:
+            marks = ["yes" if r in RIGHTS[op.right] else "403" for r in cols]
+            outsider = "404"
+        else:
+            marks = [_global_mark(op.right, r) for r in cols]
+            outsider = "401/403" if op.right != Right.SIGNED_IN else "401 (an outsider sees only their own)"
+        lines.append(f"| `{name}` | {op.what} | " + " | ".join(marks) + f" | {outsider} |")
+    return "\n".join(lines)
+
+
+def _global_mark(right: Right, rel: Relation) -> str:
+    if right == Right.STAFF:
+        return "yes" if rel == R.STAFF else "403"
+    if right == Right.USER:
+        return "403" if rel == R.SELF else "yes"
+    return "yes"
