@@ -98,6 +98,9 @@ def stream_open(
     sender becomes a member too)."""
     if stream_id is not None and (not isinstance(stream_id, str) or not STREAM_ID_RE.match(stream_id)):
         raise BusError("streamId may hold letters, digits, '_', '-', '.' and ':', at most 128 characters")
+    if stream_id is not None and not stream_id.strip("."):
+        # ``.`` and ``..`` are path segments: the stream's URLs would not name it.
+        raise BusError("streamId must not be made only of dots")
     if stream_id is not None and sender is not None and stream_id.startswith(OPERATOR_STREAM_PREFIX):
         raise BusError(f"stream ids starting with {OPERATOR_STREAM_PREFIX!r} are reserved")
     if (recipient is None) == (not members):
