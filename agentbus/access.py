@@ -1,7 +1,8 @@
 """Who may do what on the bus. Anything the caller may not see answers 404.
 
 - Acting as an agent (``sender`` in a body): an agent token acts only as itself; a
-  user acts as any agent they may see (``markus.agents.auth.visible_agents``).
+  user acts as an agent they control (``bus:act_as`` in ``markus.agents.permissions``:
+  its owner, its team's owner, staff). A teammate who only watches it gets 403.
 - Addressing an agent (``recipient``, ``members``): a user addresses the agents they
   may see; an agent addresses the agents of its team and of its owner.
 - A stream: an agent token sees the streams it takes part in; a user sees a stream
@@ -20,11 +21,12 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet
 from rest_framework.request import Request
 
+from markus.agents import permissions
 from markus.agents.auth import Caller, acting_agent, user_may_see_agent, visible_agents
 from markus.agents.models import Agent
 
 from . import selectors
-from .errors import NotFoundError
+from .errors import ForbiddenError, NotFoundError
 from .models import Stream
 
 # A DRF request, or the stand-in the async views build after authenticating themselves.
@@ -54,9 +56,12 @@ def reachable_agents_for(*, agent: Agent | None, user: User | AnonymousUser | No
 def access_acting_agent(request: CallerRequest, agent_id: object) -> Agent:
     if not isinstance(agent_id, str) or not agent_id:
         raise NotFoundError("No such agent.")
-    agent = visible_agents(request).filter(id=agent_id).first()
-    if agent is None:
+    agent = Agent.objects.select_related("team").filter(id=agent_id).first()
+    rel = permissions.relation(request, agent) if agent is not None else permissions.Relation.NONE
+    if agent is None or not permissions.has_right(rel, permissions.Right.SEE):
         raise NotFoundError("No such agent.")
+    if not permissions.has_right(rel, permissions.OPERATIONS["bus:act_as"].right):
+        raise ForbiddenError(permissions.refusal("bus:act_as"))
     return agent
 
 

@@ -109,10 +109,17 @@ def test_bad_open_requests_answer_4xx(eve, max_, ada, body, status):
     assert eve.client().post("/api/agentbus/streams", body, format="json").status_code == status
 
 
-def test_a_user_who_may_see_the_agents_may_use_the_bus_for_them(alice, bob, eve, max_):
-    response = client_for(bob).post("/api/agentbus/streams", {"sender": "eve", "recipient": "max"}, format="json")
+def test_a_user_who_controls_the_agent_may_use_the_bus_for_it(alice, bob, eve, max_):
+    response = client_for(alice).post("/api/agentbus/streams", {"sender": "eve", "recipient": "max"}, format="json")
     assert response.status_code == 201
-    assert AuditEvent.objects.get(action="open").actor == f"user:{bob.pk}"
+    assert AuditEvent.objects.get(action="open").actor == f"user:{alice.pk}"
+
+
+def test_a_teammate_who_watches_the_agent_may_not_speak_as_it(alice, bob, eve, max_):
+    response = client_for(bob).post("/api/agentbus/streams", {"sender": "eve", "recipient": "max"}, format="json")
+    assert response.status_code == 403
+    assert "owner" in response.json()["detail"]
+    assert not AuditEvent.objects.filter(action="open").exists()
 
 
 def test_an_outsider_sees_nothing(charlie, eve, max_):

@@ -51,3 +51,17 @@ def test_a_teammate_talks_but_does_not_post_operator_events(agent, bob, alice):
     refused = client_for(bob).post(f"/api/agents/{agent.id}/mailbox", event, format="json")
     assert refused.status_code == 403
     assert client_for(alice).post(f"/api/agents/{agent.id}/mailbox", event, format="json").status_code == 201
+
+
+def test_a_teammate_may_not_speak_on_the_bus_as_the_owners_agent(agent, bob, alice, team):
+    from markus.agents.services import agent_create
+
+    other, _ = agent_create(name="Bea", role="engineer", owner=alice, team=team, agent_id="bea")
+    body = {"sender": agent.id, "recipient": other.id, "topic": "chat"}
+    refused = client_for(bob).post("/api/agentbus/streams/", body, format="json")
+    assert refused.status_code == 403, refused.content
+    opened = client_for(alice).post("/api/agentbus/streams/", body, format="json")
+    assert opened.status_code == 201, opened.content
+    stream_id = opened.json()["streamId"]
+    closing = client_for(bob).post(f"/api/agentbus/streams/{stream_id}/close/", {"sender": agent.id}, format="json")
+    assert closing.status_code == 403
