@@ -22,6 +22,7 @@ from markus.agents.models import Agent
 from markus.core.errors import ConflictError, MarkusError
 from markus.core.events import send_event_on_commit, user_group
 
+from .links import LINK_RULE, is_local_path
 from .models import Approval, UserNotification
 from .registry import PRIORITIES, USER_NOTIFICATION_TYPE_REGISTRY, NotificationType
 
@@ -91,7 +92,8 @@ def notify_user(
     metadata: dict[str, Any] | None = None,
 ) -> UserNotification:
     """Store a notification for ``user`` and push it to their sockets after commit.
-    Priority and action type default to the registry's entry for ``type``."""
+    Priority and action type default to the registry's entry for ``type``; a target's
+    ``path`` must be a path on this site (``is_local_path``), else 400."""
     try:
         descriptor = USER_NOTIFICATION_TYPE_REGISTRY[NotificationType(type)]
     except ValueError as exc:
@@ -102,6 +104,8 @@ def notify_user(
     action_type = action_type or descriptor.action
     if action_type not in ACTION_TYPES:
         raise MarkusError(f"action_type must be one of {', '.join(ACTION_TYPES)}")
+    if action_target and "path" in action_target and not is_local_path(action_target["path"]):
+        raise MarkusError(f"actionTarget.path must be {LINK_RULE}")
     notification = UserNotification.objects.create(
         user=user,
         type=type,

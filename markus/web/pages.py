@@ -32,6 +32,7 @@ from markus.work.selectors import (
     task_comments,
     tasks_visible_to,
 )
+from notifications.links import is_local_path
 from notifications.models import UserNotification
 from notifications.selectors import notifications_for, unread_count
 from notifications.services import notification_mark_read, notifications_mark_all_read
@@ -102,7 +103,7 @@ def notification_link(n: UserNotification) -> str:
     it) or its mind view (``agentId``)."""
     target = n.action_target if isinstance(n.action_target, dict) else {}
     path = target.get("path")
-    if isinstance(path, str) and path.startswith("/") and not path.startswith("//"):
+    if is_local_path(path):
         return path
     agent_id, day = target.get("agentId"), target.get("reportDate")
     if not isinstance(agent_id, str) or not agent_id:
