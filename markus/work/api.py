@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentbus.selectors import pending_count
+from attention.models import AgentActivity
 from markus.agents.auth import actor_for_request, user_may_see_agent
 from markus.agents.models import Agent
 from markus.core.actors import Actor
@@ -68,6 +69,18 @@ class CommentInput(serializers.Serializer):
     content = serializers.CharField(max_length=20_000)
     replyToCommentId = serializers.CharField(required=False, allow_null=True, default=None)
     activityId = serializers.CharField(required=False, allow_null=True, default=None, max_length=64)
+
+
+def own_activity_id(actor: Actor, activity_id: str | None) -> str | None:
+    """A comment's client-given ``activityId``: one of the commenting agent's own
+    activities, else 400 naming the field (another agent's, or a missing one, would be
+    stored as a dangling link; both answer alike). A person's comment carries none, so
+    theirs is not looked at (the service drops it)."""
+    if not activity_id or not actor.is_agent:
+        return activity_id
+    if not AgentActivity.objects.filter(id=activity_id, agent_id=actor.agent_id).exists():
+        raise WorkError(f"activityId {activity_id!r} is not an activity of yours")
+    return activity_id
 
 
 def valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -209,6 +222,6 @@ class TaskCommentsView(APIView):
             actor=actor,
             content=body["content"],
             reply_to_comment_id=body["replyToCommentId"],
-            activity_id=body["activityId"],
+            activity_id=own_activity_id(actor, body["activityId"]),
         )
         return Response(selectors.comment_data(comment), status=status.HTTP_201_CREATED)

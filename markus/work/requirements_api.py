@@ -14,7 +14,7 @@ from markus.core.api import int_param
 from markus.core.schema import errors
 
 from . import selectors, services
-from .api import PAGING_PARAMETERS, CommentInput, check_agent_refs, valid
+from .api import PAGING_PARAMETERS, CommentInput, check_agent_refs, own_activity_id, valid
 from .errors import WorkError
 from .models import RequirementState
 from .requirement_services import RequirementStep
@@ -149,6 +149,6 @@ class RequirementCommentsView(APIView):
             actor=actor,
             content=body["content"],
             reply_to_comment_id=body["replyToCommentId"],
-            activity_id=body["activityId"],
+            activity_id=own_activity_id(actor, body["activityId"]),
         )
         return Response(selectors.comment_data(comment), status=status.HTTP_201_CREATED)

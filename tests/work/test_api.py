@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from attention.models import AgentActivity
 from mailbox.registry import MailboxType
 from markus.core.actors import Actor
 from markus.work.models import Requirement, Task, TaskState
@@ -124,6 +125,7 @@ def test_comments_over_the_api(alice_client, task, ada):
 
 
 def test_an_agent_comment_over_the_api_keeps_its_activity_id(task, bea_and_token):
+    AgentActivity.objects.create(id="act_9", agent=bea_and_token[0], type="task", label="Reviewing")
     response = agent_client(bea_and_token[1]).post(
         f"/api/tasks/{task.id}/comments", {"content": "Reviewing", "activityId": "act_9"}, format="json"
     )
