@@ -4,6 +4,7 @@ sessions (the chat itself is the async view in ``chat``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -12,10 +13,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from mailbox import api as mailbox_api
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
-from mailbox.selectors import queue_depth, queued_items
+from mailbox.representation import PLACEHOLDER, private_to
+from mailbox.selectors import QUEUE_PAGE, QUEUE_PAGE_MAX, queue_depth, queued_page
 from markus.agents import permissions
 from markus.agents.models import Agent, WorkingMemory
 from markus.core.api import StringField, int_param, validated_body
@@ -25,7 +28,7 @@ from markus.llm.base import get_provider
 from . import chat, services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
-from .records import serialize_decision
+from .records import activity_private_to, serialize_decision
 from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
 # A chat session is the agent's main session or another one ("chat"); named in the
@@ -34,19 +37,30 @@ CHAT_SESSION_KINDS = [("main", "main"), ("chat", "chat")]
 
 
 class MindView(APIView):
-    @extend_schema(operation_id="agents_mind", responses={200: MindOut, **errors(401, 404)})
+    @extend_schema(
+        operation_id="agents_mind",
+        parameters=mailbox_api.QUEUE_PARAMS,
+        responses={200: MindOut, **errors(400, 401, 404)},
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = permissions.require(request, "agents_mind", agent_id)
+        reader = permissions.reader(request)
         snap = attention_snapshot(agent.id)
+        queue, queue_next = queued_page(
+            agent.id,
+            limit=int_param(request, "queuedLimit", QUEUE_PAGE, lo=1, hi=QUEUE_PAGE_MAX),
+            after=request.query_params.get("queuedAfter") or None,
+        )
         waiting = MailboxItem.objects.filter(lifecycle.parked(), agent_id=agent.id, status=Status.DEFERRED).exists()
         return Response(
             {
                 "agentId": agent.id,
                 "status": agent.status,
                 "state": snap["state"],
-                "currentFocus": snap["currentFocus"],
+                "currentFocus": reader.focus(snap["currentFocus"]),
                 "queueDepth": queue_depth(agent.id),
-                "queue": queued_items(agent.id),
+                "queue": reader.items(queue),
+                "queuedNextCursor": queue_next,
                 "workingMemory": [
                     {"key": m.key, "content": m.content, "updatedAt": m.updated_at}
                     for m in WorkingMemory.objects.filter(agent=agent).order_by("key")
@@ -55,6 +69,16 @@ class MindView(APIView):
                 "brain": get_provider().name,
             }
         )
+
+
+def reader_decision(reader: permissions.Reader, d: AgentDecision) -> dict[str, Any]:
+    """A decision as the reader may see it: one about a private conversation keeps its
+    type and outcome, not its reasoning nor its context."""
+    out = serialize_decision(d)
+    private = private_to(d.mailbox_item) if d.mailbox_item is not None else None
+    if reader.sees(private):
+        return out
+    return {**out, "reasoning": PLACEHOLDER, "context": {}}
 
 
 class DecisionsView(APIView):
@@ -68,9 +92,9 @@ class DecisionsView(APIView):
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         rows = AgentDecision.objects.filter(agent=agent).order_by("-created_at", "-id")
-        return Response(
-            {"decisions": [serialize_decision(d) for d in rows[offset : offset + limit]], "totalCount": rows.count()}
-        )
+        page = list(rows.select_related("mailbox_item")[offset : offset + limit])
+        reader = permissions.reader(request)
+        return Response({"decisions": [reader_decision(reader, d) for d in page], "totalCount": rows.count()})
 
 
 class ActivityLogsView(APIView):
@@ -86,10 +110,11 @@ class ActivityLogsView(APIView):
             from rest_framework.exceptions import ParseError
 
             raise ParseError("activityId is required")
-        activity = AgentActivity.objects.filter(agent=agent, id=activity_id).first()
+        activity = AgentActivity.objects.select_related("mailbox_item").filter(agent=agent, id=activity_id).first()
         if activity is None:
             raise Http404("No such activity.")
         logs = AgentActivityLog.objects.filter(activity=activity).order_by("seq")
+        shown = permissions.reader(request).sees(activity_private_to(activity))
         return Response(
             {
                 "activityId": activity.id,
@@ -97,8 +122,8 @@ class ActivityLogsView(APIView):
                     {
                         "seq": entry.seq,
                         "type": entry.type,
-                        "content": entry.content,
-                        "metadata": entry.metadata,
+                        "content": entry.content if shown else PLACEHOLDER,
+                        "metadata": entry.metadata if shown else {},
                         "createdAt": entry.created_at,
                     }
                     for entry in logs

@@ -34,6 +34,7 @@ from mailbox import services as mailbox
 from mailbox.api import sender_metadata
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
+from mailbox.representation import PRIVATE_TO
 from markus.agents.auth import AnyRequest, Caller, access_agent, acting_agent
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
@@ -129,6 +130,14 @@ def session_create(caller: AnyRequest, agent: Agent, title: str) -> ChatSession:
     return ChatSession.objects.create(agent=agent, user_id=user_id, title=title)
 
 
+def session_marks(session: ChatSession | None) -> dict[str, Any]:
+    """What a chat said in ``session`` keeps on its item: a person's own session (not
+    the main one, not a shared one) makes it private to that person (``PRIVATE_TO``)."""
+    if session is None or session.is_main or session.user_id is None:
+        return {}
+    return {PRIVATE_TO: session.user_id}
+
+
 def visible_session(caller: AnyRequest, agent: Agent, session_id: str) -> ChatSession:
     session = visible_sessions(caller, agent).filter(id=session_id).first()
     if session is None:
@@ -205,11 +214,13 @@ def _enqueue(caller: Caller, agent: Agent, text: str, session_id: str | None) ->
     if context is not None:
         extra["notifyContext"] = context
         payload |= {k: v for k, v in (("taskId", context["taskId"]), ("requirementId", context["requirementId"])) if v}
+    session = ChatSession.objects.filter(id=target).first() if session_id else None
     item = mailbox.mailbox_enqueue(
         agent_id=agent.id,
         source_type=MailboxType.HUMAN_CHAT,
         payload=payload,
         metadata=sender_metadata(caller, extra),
+        marks=session_marks(session),
     )
     return item, target
 

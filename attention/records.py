@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, descriptor
+from mailbox.representation import PLACEHOLDER, private_to
 from mailbox.selectors import queue_depth
 from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import main_session
@@ -36,6 +37,12 @@ def serialize_decision(d: AgentDecision) -> dict[str, Any]:
     }
 
 
+def activity_private_to(activity: AgentActivity) -> int | None:
+    """The person an activity's private conversation belongs to (None: not private)."""
+    item = activity.mailbox_item if activity.mailbox_item_id else None
+    return private_to(item) if item is not None else None
+
+
 def focus_of(item: MailboxItem | None, started_at: datetime | None = None) -> dict[str, Any] | None:
     if item is None:
         return None
@@ -44,6 +51,7 @@ def focus_of(item: MailboxItem | None, started_at: datetime | None = None) -> di
         "sourceType": item.source_type,
         "label": item.summary or item.label,
         "startedAt": started_at or item.started_at,
+        "privateTo": private_to(item),
     }
 
 
@@ -66,10 +74,14 @@ def record_decision(
         outcome=outcome,
         lease_epoch=tx.epoch,
     )
+    decision = serialize_decision(d)
+    owner = private_to(item)
     send_event_on_commit(
         agent_group(tx.agent_id),
         "agent:decision",
-        {"agentId": tx.agent_id, "decision": serialize_decision(d)},
+        {"agentId": tx.agent_id, "decision": decision},
+        private_to=owner,
+        public={"agentId": tx.agent_id, "decision": {**decision, "reasoning": PLACEHOLDER, "context": {}}},
     )
     return d
 
@@ -103,20 +115,24 @@ def emit_state(
 ) -> None:
     """``agent:attention`` (and, unless deciding, ``agent:focus``) after commit."""
     focus = focus_of(item, started)
+    owner = focus["privateTo"] if focus is not None else None
+    shown = {**focus, "label": PLACEHOLDER} if focus is not None and owner is not None else focus
+    attention = {"agentId": agent_id, "state": state}
     send_event_on_commit(
         agent_group(agent_id),
         "agent:attention",
-        {"agentId": agent_id, "state": state, "currentFocus": focus},
+        {**attention, "currentFocus": focus},
+        private_to=owner,
+        public={**attention, "currentFocus": shown},
     )
     if state != AttentionState.DECIDING:
+        focused = {"agentId": agent_id, "mailboxDepth": queue_depth(agent_id) if depth is None else depth}
         send_event_on_commit(
             agent_group(agent_id),
             "agent:focus",
-            {
-                "agentId": agent_id,
-                "focus": focus,
-                "mailboxDepth": queue_depth(agent_id) if depth is None else depth,
-            },
+            {**focused, "focus": focus},
+            private_to=owner,
+            public={**focused, "focus": shown},
         )
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from agentbus.services import reply_if_expected
 from mailbox.models import MailboxItem
 from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
+from mailbox.representation import private_to
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.core.actors import Actor
 from markus.core.events import agent_group, send_event_on_commit
@@ -38,8 +39,12 @@ def delta_sender(focus: Focus, session: LLMSession) -> Callable[[str], None]:
         "activityId": focus.activity.id if focus.activity is not None else None,
     }
 
+    owner = private_to(item)  # a private conversation's reply reaches only who may read it
+
     def send(text: str) -> None:
-        send_event_on_commit(group, DELTA_EVENT, {**base, "turn": session.turn_count + 1, "text": text})
+        send_event_on_commit(
+            group, DELTA_EVENT, {**base, "turn": session.turn_count + 1, "text": text}, private_to=owner
+        )
 
     return send
 

@@ -11,7 +11,7 @@ from django.db.models import Q, QuerySet
 
 from mailbox.models import MailboxItem
 from mailbox.representation import serialize_item
-from mailbox.selectors import queued_items, timeline_queryset
+from mailbox.selectors import QUEUE_PAGE, queue_depth, queued_page, timeline_queryset
 from markus.core.errors import MarkusError
 
 from .models import AgentActivity, AgentDecision
@@ -141,9 +141,12 @@ def timeline(
     types: list[str] | None = None,
     category: str | None = None,
     statuses: list[str] | None = None,
+    queued_limit: int = QUEUE_PAGE,
+    queued_after: str | None = None,
 ) -> dict[str, Any]:
-    """The API's timeline page: the queue, and one page of the history with the
-    cursor of the next (``nextCursor``, to pass as ``before``; null on the last page).
+    """The API's timeline page: one page of the queue (``queuedNextCursor``, to pass as
+    ``queuedAfter``) with its depth, and one page of the history with the cursor of
+    the next (``nextCursor``, to pass as ``before``; null on the last page).
 
     ``totalCount`` is counted on pages read without ``before`` only (null with it):
     counting an agent's whole history costs more than reading any page of it (100,000
@@ -151,10 +154,11 @@ def timeline(
     paging by cursor has the count from its first page."""
     rows = timeline_queryset(agent_id, types=types, category=category, statuses=statuses)
     items, next_cursor = timeline_items(rows, agent_id, limit=limit, offset=offset, before=before)
-    queued = queued_items(agent_id)
+    queued, queued_next = queued_page(agent_id, limit=queued_limit, after=queued_after)
     return {
         "queued": queued,
-        "queueDepth": len(queued),  # queue_depth() counts the same rows
+        "queueDepth": queue_depth(agent_id),
+        "queuedNextCursor": queued_next,
         "history": [timeline_entry(i) for i in items],
         "totalCount": rows.count() if before is None else None,
         "nextCursor": next_cursor,

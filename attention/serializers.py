@@ -31,7 +31,10 @@ class MindOut(serializers.Serializer):
     state = serializers.ChoiceField(choices=AttentionState.choices)
     currentFocus = FocusOut(allow_null=True)
     queueDepth = serializers.IntegerField()
-    queue = ItemOut(many=True)
+    queue = ItemOut(many=True, help_text="one page of the queue (queuedLimit), in dequeue order")
+    queuedNextCursor = serializers.CharField(
+        allow_null=True, help_text="pass as queuedAfter for the queue's next page; null on its last page"
+    )
     workingMemory = WorkingMemoryOut(many=True)
     waitingForApproval = serializers.BooleanField()
     brain = serializers.CharField(help_text="the LLM provider in use; 'offline' is the rule-based brain")

@@ -6,6 +6,7 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,11 +14,19 @@ from rest_framework.views import APIView
 from attention.selectors import timeline
 from markus.agents import permissions
 from markus.agents.auth import AnyRequest, actor_for_request
+from markus.agents.models import Agent
 from markus.core.api import int_param, list_param, validated_body
 from markus.core.schema import errors
 
 from . import services
+from .registry import MailboxType
+from .selectors import QUEUE_PAGE, QUEUE_PAGE_MAX
 from .serializers import EnqueueInput, ItemOut, TimelineOut
+
+QUEUE_PARAMS = [
+    OpenApiParameter("queuedLimit", int, description=f"the queue's page: 1..{QUEUE_PAGE_MAX}, default {QUEUE_PAGE}"),
+    OpenApiParameter("queuedAfter", str, description="a queuedNextCursor: the queue's next page"),
+]
 
 TIMELINE_PARAMS = [
     OpenApiParameter("limit", int, description="1..500, default 50"),
@@ -32,6 +41,7 @@ TIMELINE_PARAMS = [
     OpenApiParameter("type", str, description="comma-separated source types"),
     OpenApiParameter("category", str, description="interaction, task, notification or system"),
     OpenApiParameter("status", str, description="comma-separated statuses"),
+    *QUEUE_PARAMS,
 ]
 
 
@@ -41,6 +51,25 @@ def sender_metadata(request: AnyRequest, metadata: dict[str, Any]) -> dict[str, 
     cannot pose as a human, nor a user as an agent, another user or the system. What
     the system keeps on an item for itself is in its ``marks``, which no request writes."""
     return {**metadata, **actor_for_request(request).sender_metadata()}
+
+
+def chat_marks(request: Request, agent: Agent, source_type: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """A chat said in a session (``metadata.sessionId``): the session must be one the
+    caller may see (400 otherwise: nobody writes into another person's private
+    session), and a private one makes the item private (``attention.chat.session_marks``)."""
+    session_id = metadata.get("sessionId")
+    if source_type != MailboxType.HUMAN_CHAT or session_id is None:
+        return {}
+    from attention import chat  # attention.chat imports this module (sender_metadata)
+
+    session = (
+        chat.visible_sessions(request, agent).filter(id=session_id).first() if isinstance(session_id, str) else None
+    )
+    if session is None:
+        raise ValidationError(
+            {"metadata": f"metadata.sessionId: no chat session {str(session_id)[:80]!r} of this agent"}
+        )
+    return chat.session_marks(session)
 
 
 class MailboxView(APIView):
@@ -59,8 +88,11 @@ class MailboxView(APIView):
             types=list_param(request, "type"),
             category=request.query_params.get("category") or None,
             statuses=list_param(request, "status"),
+            queued_limit=int_param(request, "queuedLimit", QUEUE_PAGE, lo=1, hi=QUEUE_PAGE_MAX),
+            queued_after=request.query_params.get("queuedAfter") or None,
         )
-        return Response(data)
+        reader = permissions.reader(request)
+        return Response({**data, "queued": reader.items(data["queued"]), "history": reader.items(data["history"])})
 
     @extend_schema(
         operation_id="agents_mailbox_enqueue",
@@ -77,11 +109,13 @@ class MailboxView(APIView):
         agent = permissions.require(request, "agents_mailbox_enqueue", agent_id)
         body = validated_body(request, EnqueueInput)
         permissions.check_post(request, agent, body["sourceType"])
+        metadata = body.get("metadata") or {}
         item = services.mailbox_enqueue(
             agent_id=agent.id,
             source_type=body["sourceType"],
             payload=body["payload"],
             priority=body.get("priority"),
-            metadata=sender_metadata(request, body.get("metadata") or {}),
+            metadata=sender_metadata(request, metadata),
+            marks=chat_marks(request, agent, body["sourceType"], metadata),
         )
         return Response(services.serialize_item(item), status=status.HTTP_201_CREATED)

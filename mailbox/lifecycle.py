@@ -35,7 +35,7 @@ from markus.core.ids import mailbox_id
 from .merge import fold, may_merge
 from .models import MailboxItem
 from .registry import MailboxType, Status
-from .representation import event_item
+from .representation import event_item, redacted
 from .statements import ATTNAMES, DEFAULTED, FIELD, Statements, statements
 
 OPEN_STATUSES = (Status.QUEUED, Status.PROCESSING, Status.DEFERRED)
@@ -49,9 +49,13 @@ BEHIND_QUEUE = "resurfaceBehindQueue"
 
 
 def emit_item(item: MailboxItem) -> None:
-    send_json_on_commit(
-        agent_group(item.agent_id), {"type": "agent:mailbox", "agentId": item.agent_id, "item": event_item(item)}
-    )
+    """``agent:mailbox`` after commit; an item of a private chat session goes to the
+    other watchers with its content replaced (``representation.redacted``)."""
+    shown = event_item(item)
+    event = {"type": "agent:mailbox", "agentId": item.agent_id, "item": shown}
+    owner = shown["privateTo"]
+    public = None if owner is None else {**event, "item": redacted(shown)}
+    send_json_on_commit(agent_group(item.agent_id), event, private_to=owner, public=public)
 
 
 def not_parked() -> Q:

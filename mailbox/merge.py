@@ -78,10 +78,17 @@ def may_merge(target: MailboxItem, item: MailboxItem, *, into_focus: bool = Fals
     if target.id == item.id or target.agent_id != item.agent_id:
         return False
     if item.source_type == MailboxType.HUMAN_CHAT:
-        return target.source_type == MailboxType.HUMAN_CHAT
+        # One conversation: a chat folds only into a chat of its own session (the
+        # reply goes there; another person's private session must not hear it).
+        return target.source_type == MailboxType.HUMAN_CHAT and _session(target) == _session(item)
     if is_strict(item):
         return False
     return into_focus or not is_strict(target)
+
+
+def _session(item: MailboxItem) -> Any:
+    """The chat session an item was said in (None: the agent's main session)."""
+    return (item.metadata or {}).get("sessionId")
 
 
 def dedup_key(source_type: str, payload: dict[str, Any]) -> str | None:

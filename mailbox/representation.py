@@ -11,6 +11,39 @@ from markus.core.events import json_datetime
 from .models import MailboxItem
 from .registry import descriptor
 
+# The key of ``MailboxItem.marks`` that makes an item private: the id of the person whose
+# private chat session it belongs to. Who may read it is decided in
+# ``markus.agents.permissions`` (``Reader``); everybody else gets ``redacted``.
+PRIVATE_TO = "privateTo"
+PLACEHOLDER = "(a private conversation)"
+# What of an item's metadata a redacted item keeps: who spoke, not what about.
+_KEPT_METADATA = ("senderId", "senderName", "senderRole")
+
+
+def private_to(item: MailboxItem) -> int | None:
+    value = (item.marks or {}).get(PRIVATE_TO)
+    return value if isinstance(value, int) else None
+
+
+def redacted(entry: dict[str, Any]) -> dict[str, Any]:
+    """An item's representation (``serialize_item``, ``event_item``, a timeline entry)
+    with the content of its private conversation replaced by ``PLACEHOLDER``: ids,
+    type, status, times and the sender stay."""
+    out = {**entry, "summary": PLACEHOLDER}
+    if "payload" in out:
+        out["payload"] = {"summary": PLACEHOLDER, "content": PLACEHOLDER}
+    if "content" in out:
+        out["content"] = ""
+    if "metadata" in out:
+        out["metadata"] = {k: v for k, v in (out["metadata"] or {}).items() if k in _KEPT_METADATA}
+    if out.get("dropReason"):
+        out["dropReason"] = PLACEHOLDER
+    if isinstance(out.get("decisions"), list):
+        out["decisions"] = [{**d, "reasoning": PLACEHOLDER} for d in out["decisions"]]
+    if isinstance(out.get("activity"), dict):
+        out["activity"] = {**out["activity"], "label": PLACEHOLDER}
+    return out
+
 
 def serialize_item(item: MailboxItem) -> dict[str, Any]:
     return {
@@ -25,6 +58,7 @@ def serialize_item(item: MailboxItem) -> dict[str, Any]:
         "payload": item.payload,
         "metadata": item.metadata or {},
         "marks": item.marks,
+        "privateTo": private_to(item),
         "queuedAt": item.queued_at,
         "startedAt": item.started_at,
         "completedAt": item.completed_at,
@@ -53,6 +87,7 @@ def event_item(item: MailboxItem) -> dict[str, Any]:
         "payload": payload,
         "metadata": item.metadata or {},
         "marks": item.marks,
+        "privateTo": private_to(item),
         "queuedAt": json_datetime(item.queued_at),
         "startedAt": json_datetime(item.started_at),
         "completedAt": json_datetime(item.completed_at),

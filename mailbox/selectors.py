@@ -3,9 +3,11 @@ timeline enriched with decisions and activities is the loop's: attention.selecto
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from markus.core.errors import MarkusError
 
@@ -21,6 +23,41 @@ def queue_depth(agent_id: str) -> int:
 
 def queued_items(agent_id: str) -> list[dict[str, Any]]:
     return [serialize_item(i) for i in queued(agent_id)]
+
+
+QUEUE_PAGE = 50  # the queue's page by default, in the API and the mind
+QUEUE_PAGE_MAX = 500
+_EPOCH, _MICROSECOND = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
+_QUEUE_CURSOR = re.compile(r"^([0-4])~(\d{1,20})~([A-Za-z0-9_]{1,64})$")
+
+
+def queue_cursor(item: MailboxItem) -> str:
+    """Where an item sits in dequeue order, as a cursor that outlives the item (it may
+    be claimed before the next page is read): ``priority~queued-at µs~id``."""
+    return f"{item.priority}~{(item.queued_at - _EPOCH) // _MICROSECOND}~{item.id}"
+
+
+def queued_page(
+    agent_id: str, *, limit: int = QUEUE_PAGE, after: str | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the queue in dequeue order and the cursor of the next (None on the
+    last page): keyset on ``(priority, queued_at, id)``, the queue's index order."""
+    rows = queued(agent_id)
+    if after is not None:
+        match = _QUEUE_CURSOR.match(after)
+        if match is None:
+            raise MarkusError("queuedAfter must be a queuedNextCursor of this queue")
+        priority, micros, item_id = int(match[1]), int(match[2]), match[3]
+        at = _EPOCH + micros * _MICROSECOND
+        rows = rows.filter(
+            Q(priority__gt=priority)
+            | Q(priority=priority, queued_at__gt=at)
+            | Q(priority=priority, queued_at=at, id__gt=item_id)
+        )
+    items = list(rows[: limit + 1])
+    more = len(items) > limit
+    items = items[:limit]
+    return [serialize_item(i) for i in items], queue_cursor(items[-1]) if more else None
 
 
 def timeline_queryset(

@@ -87,6 +87,11 @@ class _ItemFields(serializers.Serializer):
     deferredUntil = serializers.DateTimeField(allow_null=True)
     mergedInto = serializers.CharField(allow_null=True)
     dropReason = serializers.CharField()
+    privateTo = serializers.IntegerField(
+        allow_null=True,
+        help_text="the person whose private chat session the item belongs to (null: not private); "
+        "anyone else but staff sees its content as a placeholder",
+    )
 
 
 class ItemOut(_ItemFields):
@@ -125,8 +130,11 @@ class TimelineEntry(_ItemFields):
 
 
 class TimelineOut(serializers.Serializer):
-    queued = ItemOut(many=True, help_text="in the order they would be dequeued")
-    queueDepth = serializers.IntegerField()
+    queued = ItemOut(many=True, help_text="one page of the queue (queuedLimit), in the order it would be dequeued")
+    queueDepth = serializers.IntegerField(help_text="every queued item")
+    queuedNextCursor = serializers.CharField(
+        allow_null=True, help_text="pass as queuedAfter for the queue's next page; null on its last page"
+    )
     history = TimelineEntry(many=True, help_text="newest first")
     totalCount = serializers.IntegerField(allow_null=True, help_text="null on a page read with before")
     nextCursor = serializers.CharField(

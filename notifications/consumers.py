@@ -28,7 +28,8 @@ from django.contrib.auth.models import AnonymousUser, User
 
 from markus.agents.auth import user_for_token, user_may_see_agent
 from markus.agents.models import Agent, hash_token
-from markus.core.channel_layer import EVENT, event_text
+from markus.agents.permissions import PUBLIC, Reader, reader_for
+from markus.core.channel_layer import EVENT, frame_for
 from markus.core.events import agent_group, user_group
 
 log = logging.getLogger(__name__)
@@ -149,8 +150,13 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
         else:
             await super().dispatch(message)
 
+    # What of private conversations this socket's reader may read (set on connect).
+    reader: Reader = PUBLIC
+
     async def markus_event(self, message: dict[str, Any]) -> None:
-        _pump().push(self, event_text(message))
+        text = frame_for(message, self.reader.sees)
+        if text is not None:  # None: a private event this reader gets nothing of
+            _pump().push(self, text)
 
     async def refuse(self, code: int, reason: str) -> None:
         """Refuse the caller with a code and reason a browser can read: accepted, then
@@ -228,6 +234,7 @@ class AgentEventsConsumer(EventStreamConsumer):
         if self.agent is None:
             await self.refuse(REFUSED_NOT_FOUND, "no such agent")
             return
+        self.reader = reader_for(user, acting)
         self.group = agent_group(self.agent.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

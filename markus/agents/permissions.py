@@ -23,22 +23,25 @@ types people write; ``system_event`` those who control the agent; the loop's own
 (dreams, reports, heartbeats, reminders, review requests, status updates, session
 replies, agent messages) nobody through a door: only the system makes them.
 
-Private chat sessions: a session of one person (``ChatSession.user``) is readable by
-that person, staff and the agent itself (``sees_private``); everybody else gets a
-placeholder wherever its content appears (``PRIVATE_PLACEHOLDER``).
+Private chat sessions: a session of one person (``ChatSession.user``, not the main
+session) is readable by that person, staff and the agent itself (``Reader``); everybody
+else gets ``PLACEHOLDER`` wherever its content appears: mailbox items, the timeline,
+decisions, activities and their logs, the mind page and the live events.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from mailbox.registry import MailboxType
+from mailbox.representation import PLACEHOLDER, redacted
 
 from .models import Agent
 
@@ -127,7 +130,7 @@ OPERATIONS: dict[str, Operation] = {
     "agents_reports": _op(S, "list daily reports"),
     "agents_report": _op(S, "read a daily report"),
     "agents_agentbus_inbox": _op(S, "wait on the bus inbox (the agent itself acknowledges)"),
-    "agents_agentbus_pending": _op(S, "count the bus inbox"),
+    "agents_agentbus_pending_retrieve": _op(S, "count the bus inbox"),
     "agents_agentbus_drain_create": _op(S, "drain the bus inbox (peek for others; consume: the agent itself)"),
     # ---- the bus
     "agentbus_streams_create": _op(Right.SIGNED_IN, "open a stream (as an agent: bus:act_as)"),
@@ -158,17 +161,18 @@ OPERATIONS: dict[str, Operation] = {
     "notifications_mark_all_read_create": _op(Right.USER, "mark all the caller's notifications read"),
     "approvals_list": _op(Right.USER, "the approvals the caller may answer"),
     "approvals_respond_create": _op(Right.USER, "answer an approval addressed to the caller"),
-    # ---- pages
-    "page:mind": _op(S, "the mind view and its timeline"),
-    "page:activity_logs": _op(S, "an activity's logs"),
-    "page:report": _op(S, "a daily report"),
-    "page:control": _op(C, "pause, resume, wake from the mind view"),
-    "page:item_control": _op(C, "retry or drop an item from the mind view"),
-    "page:reminder_cancel": _op(C, "cancel a reminder from the mind view"),
-    # ---- sockets
-    "ws:agent_events": _op(S, "/ws/agents/{id}/: the agent's live events (private content: its person's)"),
-    "ws:mind": _op(S, "/ws/agents/{id}/mind/: the mind view's live HTML"),
-    "ws:notifications": _op(Right.USER, "/ws/notifications/: the caller's notifications"),
+    # ---- pages (by URL name)
+    "page:mind": _op(S, "the mind view"),
+    "page:mind-timeline": _op(S, "the mind view's timeline pages"),
+    "page:mind-activity-logs": _op(S, "an activity's logs"),
+    "page:agent-report": _op(S, "a daily report"),
+    "page:mind-control": _op(C, "pause, resume, wake from the mind view"),
+    "page:mind-item-control": _op(C, "retry or drop an item from the mind view"),
+    "page:mind-reminder-cancel": _op(C, "cancel a reminder from the mind view"),
+    # ---- sockets (by route)
+    "ws:ws/agents/<str:agent_id>/": _op(S, "the agent's live events (private content: its person's)"),
+    "ws:ws/agents/<str:agent_id>/mind/": _op(S, "the mind view's live HTML"),
+    "ws:ws/notifications/": _op(Right.USER, "the caller's notifications"),
     # ---- the console
     "console": _op(Right.STAFF, "the Django admin and its dashboard"),
 }
@@ -182,8 +186,6 @@ POSTABLE: dict[MailboxType, Right] = {
     MailboxType.MENTION: Right.TALK,
     MailboxType.SYSTEM_EVENT: Right.CONTROL,
 }
-
-PRIVATE_PLACEHOLDER = "(a private conversation)"
 
 
 # -------------------------------------------------------------------------- relations
@@ -273,23 +275,51 @@ def check_post(caller: AnyRequest, agent: Agent, source_type: str) -> None:
 # ------------------------------------------------------------------- private content
 
 
-def sees_private(caller: AnyRequest, private_to: int | None) -> bool:
-    """Whether the caller may read content private to user ``private_to`` (None: not
-    private): that user, staff, and the agent itself."""
-    if private_to is None:
-        return True
-    if isinstance(getattr(caller, "auth", None), Agent):
-        return True
-    user = getattr(caller, "user", None)
-    return user_sees_private(user, private_to)
+@dataclass(frozen=True)
+class Reader:
+    """Who reads, as far as private conversations go: the person whose session it is,
+    staff and the agent itself read them; anybody else reads ``PLACEHOLDER``."""
+
+    user_id: int | None
+    sees_all: bool
+
+    def sees(self, private_to: int | None) -> bool:
+        return private_to is None or self.sees_all or self.user_id == private_to
+
+    def item(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """An item's representation (with its ``privateTo``) as this reader may see it."""
+        return entry if self.sees(entry.get("privateTo")) else redacted(entry)
+
+    def items(self, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [self.item(e) for e in entries]
+
+    def focus(self, focus: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A ``currentFocus`` (``attention.records.focus_of``) as this reader may see it."""
+        if focus is None or self.sees(focus.get("privateTo")):
+            return focus
+        return {**focus, "label": PLACEHOLDER}
+
+    def text(self, private_to: int | None, text: str) -> str:
+        """Text of a private conversation (a decision's reasoning, a log's content)."""
+        return text if self.sees(private_to) else PLACEHOLDER
 
 
-def user_sees_private(user: User | AnonymousUser | None, private_to: int | None) -> bool:
-    if private_to is None:
-        return True
+# A reader who sees no private conversation (the fail-safe default of a view that
+# was not told who reads).
+PUBLIC = Reader(None, False)
+
+
+def reader_for(user: User | AnonymousUser | None, acting: Agent | None = None) -> Reader:
+    if acting is not None:
+        return Reader(None, True)
     if user is None or not user.is_authenticated:
-        return False
-    return bool(user.is_staff) or user.pk == private_to
+        return Reader(None, False)
+    return Reader(user.pk, bool(user.is_staff))
+
+
+def reader(caller: AnyRequest) -> Reader:
+    acting = getattr(caller, "auth", None)
+    return reader_for(getattr(caller, "user", None), acting if isinstance(acting, Agent) else None)
 
 
 # --------------------------------------------------------------------------- the table

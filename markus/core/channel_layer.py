@@ -35,6 +35,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -53,6 +54,29 @@ def wire_form(message: Message) -> Message:
     if message.get("type") == EVENT and "event" in message and "text" not in message:
         return {"type": EVENT, "text": json.dumps(message["event"])}
     return message
+
+
+# A private event (about a private chat session) carries, beside its text, the person
+# it is private to and the text everybody else gets (None: they get nothing). Each
+# socket picks its frame with ``frame_for``: still one encoding per fan-out.
+PRIVATE_TO = "privateTo"
+PUBLIC_TEXT = "publicText"
+
+
+def private_form(message: Message, private_to: int, public: dict[str, Any] | None) -> Message:
+    """The wire form of a private event: ``public`` is what a reader who may not read
+    the private conversation gets instead (None: nothing at all)."""
+    return {**wire_form(message), PRIVATE_TO: private_to, PUBLIC_TEXT: None if public is None else json.dumps(public)}
+
+
+def frame_for(message: Message, sees: Callable[[int | None], bool]) -> str | None:
+    """The text frame of an event for a reader (``sees(private_to)``): the event, or
+    its public form, or None when the reader gets nothing of it."""
+    private_to = message.get(PRIVATE_TO)
+    if private_to is None or sees(private_to):
+        return event_text(message)
+    public = message.get(PUBLIC_TEXT)
+    return public if isinstance(public, str) else None
 
 
 def event_text(message: Message) -> str:

@@ -31,7 +31,7 @@ from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
-from markus.core.channel_layer import wire_form
+from markus.core.channel_layer import private_form, wire_form
 
 log = logging.getLogger(__name__)
 
@@ -177,13 +177,15 @@ def _make_publisher(layer: Any) -> _RedisPublisher | None:
     return _RedisPublisher(layer, hosts, str(kwargs.get("prefix", "asgi")))
 
 
-def _send(group: str, event: dict[str, Any]) -> None:
+def _send(group: str, event: dict[str, Any], private: tuple[int, dict[str, Any] | None] | None = None) -> None:
     for listener in list(_listeners):
         listener(group, event)
     layer = get_channel_layer()
     if layer is None:
         return
-    message = wire_form({"type": "markus.event", "event": event})  # encoded once for the whole fan-out
+    message = {"type": "markus.event", "event": event}
+    # Encoded once for the whole fan-out (and, for a private event, its public form once).
+    message = wire_form(message) if private is None else private_form(message, *private)
     try:
         # Ask the class, not the instance: the Redis pub/sub layer proxies attribute
         # access to a per-event-loop connection and raises outside an event loop.
@@ -197,15 +199,35 @@ def _send(group: str, event: dict[str, Any]) -> None:
         log.exception("event send failed for %s", group)
 
 
-def send_event_on_commit(group: str, event_type: str, payload: dict[str, Any]) -> None:
+def send_event_on_commit(
+    group: str,
+    event_type: str,
+    payload: dict[str, Any],
+    *,
+    private_to: int | None = None,
+    public: dict[str, Any] | None = None,
+) -> None:
+    """``private_to``: the event is about a private chat session of that person; a
+    socket whose reader may not read it gets ``public`` (the payload with the content
+    replaced; None: nothing) instead."""
     event = json.loads(json.dumps({"type": event_type, **payload}, cls=DjangoJSONEncoder))
-    transaction.on_commit(partial(_send, group, event))
+    private = None
+    if private_to is not None:
+        shown = (
+            None if public is None else json.loads(json.dumps({"type": event_type, **public}, cls=DjangoJSONEncoder))
+        )
+        private = (private_to, shown)
+    transaction.on_commit(partial(_send, group, event, private))
 
 
-def send_json_on_commit(group: str, event: dict[str, Any]) -> None:
+def send_json_on_commit(
+    group: str, event: dict[str, Any], *, private_to: int | None = None, public: dict[str, Any] | None = None
+) -> None:
     """Send ``event`` (with its ``type``) after commit, as it is: the caller made it of
-    JSON values only (no datetimes, no model instances), so it is not re-encoded here."""
-    transaction.on_commit(partial(_send, group, event))
+    JSON values only (no datetimes, no model instances), so it is not re-encoded here.
+    ``private_to`` and ``public`` as for ``send_event_on_commit``."""
+    private = None if private_to is None else (private_to, public)
+    transaction.on_commit(partial(_send, group, event, private))
 
 
 def flush(timeout: float = 5.0) -> bool:

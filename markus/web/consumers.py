@@ -7,12 +7,13 @@ like a missing one)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
-from markus.core.channel_layer import event_of
+from markus.core.channel_layer import frame_for
 from notifications.consumers import AgentEventsConsumer
 
 from .live import DELTA, MindStream
@@ -27,13 +28,18 @@ class MindConsumer(AgentEventsConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
         agent, user = self.agent, self.scope.get("user")
         can_control = self.scope.get("agent") is None and await database_sync_to_async(may_control)(user, agent)
-        self.stream = stream = MindStream(self.agent.id, MindFilters.from_query(query), can_control=can_control)
+        self.stream = stream = MindStream(
+            self.agent.id, MindFilters.from_query(query), can_control=can_control, reader=self.reader
+        )
         await self.send(text_data=await database_sync_to_async(stream.refresh)())
 
     async def markus_event(self, message: dict[str, Any]) -> None:
         # Events are dispatched only after connect, so on_accepted has set the stream.
         assert self.stream is not None
-        event = event_of(message)
+        text = frame_for(message, self.reader.sees)
+        if text is None:  # a private event this reader gets nothing of
+            return
+        event = json.loads(text)
         if event.get("type") == DELTA:  # many per turn: no query, no thread hop
             html = self.stream.delta(event)
         else:

@@ -29,6 +29,7 @@ from django.utils.html import format_html
 
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
+from markus.agents import permissions
 
 from . import mind
 
@@ -41,9 +42,16 @@ REPORTS_TYPES = frozenset({MailboxType.REMINDER.value, MailboxType.DAILY_REPORT.
 
 class MindStream:
     def __init__(
-        self, agent_id: str, filters: mind.MindFilters, *, limit: int = mind.PAGE_SIZE, can_control: bool = False
+        self,
+        agent_id: str,
+        filters: mind.MindFilters,
+        *,
+        limit: int = mind.PAGE_SIZE,
+        can_control: bool = False,
+        reader: permissions.Reader = permissions.PUBLIC,
     ) -> None:
         self.agent_id = agent_id
+        self.reader = reader  # what of private conversations the page may show
         self.can_control = can_control  # the reader may use the controls (rendered into the header and items)
         self.filters = filters
         self.limit = limit
@@ -52,7 +60,7 @@ class MindStream:
         self.live: dict[str, tuple[str, Any]] = {}  # activity id -> (item id, turn) of its live line
 
     def refresh(self) -> str:
-        page = mind.timeline_page(self.agent_id, self.filters, limit=self.limit)
+        page = mind.timeline_page(self.agent_id, self.filters, limit=self.limit, reader=self.reader)
         self.known = {e["id"] for e in page["entries"]}
         self.live = {}  # the body sent below holds empty live areas
         self.floor = page["entries"][-1]["queuedAt"] if page["next_offset"] is not None else None
@@ -117,7 +125,10 @@ class MindStream:
     def _header(self) -> str:
         return render_to_string(
             "mind/_header.html",
-            {**mind.header_context(self.agent_id, live=True, can_control=self.can_control), "oob": True},
+            {
+                **mind.header_context(self.agent_id, live=True, can_control=self.can_control, reader=self.reader),
+                "oob": True,
+            },
         )
 
     def _reports(self) -> str:
@@ -144,10 +155,12 @@ class MindStream:
         if not matches:
             return ""
         self.known.add(item.id)
-        return render_to_string("mind/_item_insert.html", {**self._base(), "e": mind.present(item)})
+        return render_to_string("mind/_item_insert.html", {**self._base(), "e": mind.present(item, self.reader)})
 
     def _render_update(self, item: MailboxItem) -> str:
-        return render_to_string("mind/_item_update.html", {**self._base(), "e": mind.present(item), "oob": True})
+        return render_to_string(
+            "mind/_item_update.html", {**self._base(), "e": mind.present(item, self.reader), "oob": True}
+        )
 
 
 def _clear_live(item_id: str) -> str:

@@ -21,9 +21,11 @@ from attention import heartbeat, operator
 from attention import services as attention
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
+from attention.records import activity_private_to
 from attention.selectors import timeline_entry
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
+from mailbox.representation import PLACEHOLDER
 from mailbox.selectors import queue_depth, timeline_queryset
 from markus.agents import permissions
 from markus.agents.models import Agent
@@ -116,12 +118,14 @@ def focus_turns(item_id: str) -> int:
     return AgentActivityLog.objects.filter(activity=activity, type="llm_request").count()
 
 
-def header_context(agent_id: str, *, live: bool = False, can_control: bool = False) -> dict[str, Any]:
+def header_context(
+    agent_id: str, *, live: bool = False, can_control: bool = False, reader: permissions.Reader = permissions.PUBLIC
+) -> dict[str, Any]:
     """The attention header, read fresh: state, focus (with its turns), queue depth, run
     status, brain, and whether the reader may use the controls."""
     agent = Agent.objects.get(id=agent_id)
     snap = attention_snapshot(agent_id)
-    focus = snap["currentFocus"]
+    focus = reader.focus(snap["currentFocus"])
     if focus is not None:
         d = descriptor(focus["sourceType"])
         focus = {
@@ -156,12 +160,13 @@ def _short(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 
-def present(item: MailboxItem) -> dict[str, Any]:
-    """A timeline entry (the API's shape) plus what the page draws from the registry."""
-    entry = timeline_entry(item)
+def present(item: MailboxItem, reader: permissions.Reader = permissions.PUBLIC) -> dict[str, Any]:
+    """A timeline entry (the API's shape, as ``reader`` may see it) plus what the page
+    draws from the registry."""
+    entry = reader.item(timeline_entry(item))
     entry["icon"] = descriptor(item.source_type).icon
     entry["colour"] = STATUS_COLOURS[Status(item.status)]
-    content = item.content.strip()
+    content = item.content.strip() if reader.sees(entry["privateTo"]) else ""
     entry["content"] = content[:2000] if content and content != item.summary else ""
     if entry["activity"] is not None:
         entry["activity"]["tokensShort"] = _short(entry["activity"]["totalTokens"])
@@ -172,20 +177,35 @@ def present(item: MailboxItem) -> dict[str, Any]:
     return entry
 
 
-def timeline_page(agent_id: str, filters: MindFilters, *, offset: int = 0, limit: int = PAGE_SIZE) -> dict[str, Any]:
+def timeline_page(
+    agent_id: str,
+    filters: MindFilters,
+    *,
+    offset: int = 0,
+    limit: int = PAGE_SIZE,
+    reader: permissions.Reader = permissions.PUBLIC,
+) -> dict[str, Any]:
     """One page of the timeline, newest first; ``next_offset`` is None on the last."""
     rows = list(_with_details(filters.rows(agent_id))[offset : offset + limit + 1])
     more = len(rows) > limit
-    return {"entries": [present(i) for i in rows[:limit]], "next_offset": offset + limit if more else None}
+    return {"entries": [present(i, reader) for i in rows[:limit]], "next_offset": offset + limit if more else None}
 
 
 def load_item(agent_id: str, item_id: str) -> MailboxItem | None:
     return _with_details(MailboxItem.objects.filter(agent_id=agent_id, id=item_id)).first()
 
 
-def activity_logs(agent: Agent, activity_id: str) -> tuple[AgentActivity, list[AgentActivityLog]]:
-    activity = get_object_or_404(AgentActivity, agent=agent, id=activity_id)
-    return activity, list(AgentActivityLog.objects.filter(activity=activity).order_by("seq"))
+def activity_logs(
+    agent: Agent, activity_id: str, reader: permissions.Reader = permissions.PUBLIC
+) -> tuple[AgentActivity, list[AgentActivityLog]]:
+    """The activity and its logs; those of a private conversation the reader may not
+    see come with their content replaced."""
+    activity = get_object_or_404(AgentActivity.objects.select_related("mailbox_item"), agent=agent, id=activity_id)
+    logs = list(AgentActivityLog.objects.filter(activity=activity).order_by("seq"))
+    if not reader.sees(activity_private_to(activity)):
+        for entry in logs:
+            entry.content, entry.metadata = PLACEHOLDER, {}
+    return activity, logs
 
 
 # ------------------------------------------------------------------- the control room

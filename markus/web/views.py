@@ -33,27 +33,33 @@ def _offset(request: HttpRequest) -> int:
 def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
     agent = permissions.require(request, "page:mind", agent_id)
     filters = mind.MindFilters.from_query(request.GET)
+    reader = permissions.reader(request)
     return render(
         request,
         "mind/mind.html",
         {
-            **mind.header_context(agent.id, can_control=mind.may_control(request.user, agent)),
+            **mind.header_context(agent.id, can_control=mind.may_control(request.user, agent), reader=reader),
             **mind.filters_context(filters),
-            **mind.timeline_page(agent.id, filters),
+            **mind.timeline_page(agent.id, filters, reader=reader),
             **mind.reports_context(agent.id),
             "agent_id": agent.id,
         },
     )
 
 
-def _earlier(agent_id: str, filters: mind.MindFilters, *, before: str | None, offset: int) -> dict[str, Any]:
+def _earlier(
+    agent_id: str, filters: mind.MindFilters, *, before: str | None, offset: int, reader: permissions.Reader
+) -> dict[str, Any]:
     """The page of "Load earlier": after the item ``before`` (the id of the last item
     shown), or at ``offset`` (kept for pages rendered before the cursor)."""
     rows = filters.rows(agent_id)
     items, next_cursor = timeline_items(rows, agent_id, limit=mind.PAGE_SIZE, before=before, offset=offset)
     # ``next_offset`` is what the templates test for "more" (the button pages on from
     # the last entry's id).
-    return {"entries": [mind.present(i) for i in items], "next_offset": offset + len(items) if next_cursor else None}
+    return {
+        "entries": [mind.present(i, reader) for i in items],
+        "next_offset": offset + len(items) if next_cursor else None,
+    }
 
 
 @require_GET
@@ -62,10 +68,11 @@ def mind_timeline(request: HttpRequest, agent_id: str) -> HttpResponse:
     """Without ``before`` or ``offset``: the timeline for new filters (and a new socket
     for them). With ``before`` (an item id): the next page of older items for "Load
     earlier"; an unknown item answers 400."""
-    agent = permissions.require(request, "page:mind", agent_id)
+    agent = permissions.require(request, "page:mind-timeline", agent_id)
     filters = mind.MindFilters.from_query(request.GET)
     before = request.GET.get("before") or None
     offset = _offset(request)
+    reader = permissions.reader(request)
     context: dict[str, Any] = {
         "agent_id": agent.id,
         "filters": filters,
@@ -73,11 +80,13 @@ def mind_timeline(request: HttpRequest, agent_id: str) -> HttpResponse:
     }
     if before is not None or offset:
         try:
-            context.update(_earlier(agent.id, filters, before=before, offset=offset))
+            context.update(_earlier(agent.id, filters, before=before, offset=offset, reader=reader))
         except MarkusError as exc:
             return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
         return render(request, "mind/_page.html", context)
-    response = render(request, "mind/_timeline.html", {**context, **mind.timeline_page(agent.id, filters)})
+    response = render(
+        request, "mind/_timeline.html", {**context, **mind.timeline_page(agent.id, filters, reader=reader)}
+    )
     query = filters.query_string()
     return push_url(response, reverse("mind", args=[agent.id]) + (f"?{query}" if query else ""))
 
@@ -85,8 +94,8 @@ def mind_timeline(request: HttpRequest, agent_id: str) -> HttpResponse:
 @require_GET
 @login_required
 def mind_activity_logs(request: HttpRequest, agent_id: str, activity_id: str) -> HttpResponse:
-    agent = permissions.require(request, "page:activity_logs", agent_id)
-    activity, logs = mind.activity_logs(agent, activity_id)
+    agent = permissions.require(request, "page:mind-activity-logs", agent_id)
+    activity, logs = mind.activity_logs(agent, activity_id, permissions.reader(request))
     return render(request, "mind/_logs.html", {"activity": activity, "logs": logs})
 
 
@@ -104,7 +113,7 @@ def _answer(
             return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
         return redirect("mind", agent.id)
     context = {
-        **mind.header_context(agent.id, live=True, can_control=True),
+        **mind.header_context(agent.id, live=True, can_control=True, reader=permissions.reader(request)),
         "message": message,
         "message_error": status != 200,
     }
@@ -122,7 +131,7 @@ def _answer(
 @login_required
 def mind_control(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
     """POST pause / resume / wake."""
-    agent = permissions.require(request, "page:control", agent_id)
+    agent = permissions.require(request, "page:mind-control", agent_id)
     try:
         message = mind.control_agent(agent, action)
     except mind.ControlRefused as exc:
@@ -135,7 +144,7 @@ def mind_control(request: HttpRequest, agent_id: str, action: str) -> HttpRespon
 @login_required
 def mind_item_control(request: HttpRequest, agent_id: str, item_id: str, action: str) -> HttpResponse:
     """POST retry / drop (``reason``) of one of the agent's mailbox items."""
-    agent = permissions.require(request, "page:item_control", agent_id)
+    agent = permissions.require(request, "page:mind-item-control", agent_id)
     item = get_object_or_404(MailboxItem, agent=agent, id=item_id)
     try:
         if action == "retry":
@@ -152,7 +161,7 @@ def mind_item_control(request: HttpRequest, agent_id: str, item_id: str, action:
 def mind_reminder_cancel(request: HttpRequest, agent_id: str, item_id: str) -> HttpResponse:
     """POST: cancel one of the agent's pending reminders (404 for anything else, 409
     once it fired). htmx gets the redrawn reminders and reports section."""
-    agent = permissions.require(request, "page:reminder_cancel", agent_id)
+    agent = permissions.require(request, "page:mind-reminder-cancel", agent_id)
     status = 200
     try:
         message = mind.cancel_reminder(agent, item_id, request.user)
@@ -178,5 +187,5 @@ def mind_reminder_cancel(request: HttpRequest, agent_id: str, item_id: str) -> H
 def agent_report(request: HttpRequest, agent_id: str, day: str) -> HttpResponse:
     """One daily report of an agent, in full (where its ``agent_report`` notification
     leads); 404 for a date without one, like for an agent the reader may not see."""
-    agent = permissions.require(request, "page:report", agent_id)
+    agent = permissions.require(request, "page:agent-report", agent_id)
     return render(request, "mind/report.html", {"agent": agent, **mind.report_page(agent.id, day)})
