@@ -45,6 +45,12 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 REFUSED_UNAUTHENTICATED = 4401
 REFUSED_FORBIDDEN = 4403
 REFUSED_NOT_FOUND = 4404
+REFUSED_TOO_MANY = 4429
+
+# Open agent sockets per caller in this server process (a person's tabs, a script's
+# watchers), at most settings.MARKUS["SOCKETS_PER_CALLER"]: past it a new one is refused
+# with 4429 and a reason that states the cap.
+_open_sockets: dict[str, int] = {}
 
 
 class BrowserOriginValidator(OriginValidator):
@@ -152,6 +158,7 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
 
     # What of private conversations this socket's reader may read (set on connect).
     reader: Reader = PUBLIC
+    closed = False  # the client went away (or a send failed): the pump skips it
 
     async def markus_event(self, message: dict[str, Any]) -> None:
         text = frame_for(message, self.reader.sees)
@@ -193,10 +200,13 @@ class _FramePump:
             while self.pending:
                 for _ in range(min(FRAMES_PER_PASS, len(self.pending))):
                     consumer, text = self.pending.popleft()
+                    if consumer.closed:  # went away mid-fan-out: its frames are dropped quietly
+                        continue
                     try:
                         await consumer.send(text_data=text)
-                    except Exception:  # one closed socket must not stop the others' frames
-                        log.exception("event frame not sent to %s", consumer.channel_name)
+                    except Exception as exc:  # one closed socket must not stop the others' frames
+                        consumer.closed = True
+                        log.info("socket %s closed mid-fan-out (%s): its frames dropped", consumer.channel_name, exc)
                 await asyncio.sleep(0)  # a pass of the loop: it writes these frames out
         finally:
             self.task = None
@@ -219,6 +229,7 @@ class AgentEventsConsumer(EventStreamConsumer):
 
     group: str | None = None
     agent: Agent | None = None
+    caller: str | None = None  # counted in _open_sockets while open
 
     async def connect(self) -> None:
         agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
@@ -235,6 +246,13 @@ class AgentEventsConsumer(EventStreamConsumer):
             await self.refuse(REFUSED_NOT_FOUND, "no such agent")
             return
         self.reader = reader_for(user, acting)
+        caller = f"agent:{acting.id}" if acting is not None else f"user:{user.pk}"
+        cap = int(settings.MARKUS["SOCKETS_PER_CALLER"])
+        if _open_sockets.get(caller, 0) >= cap:
+            await self.refuse(REFUSED_TOO_MANY, f"at most {cap} open agent sockets per caller")
+            return
+        _open_sockets[caller] = _open_sockets.get(caller, 0) + 1
+        self.caller = caller
         self.group = agent_group(self.agent.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -244,6 +262,14 @@ class AgentEventsConsumer(EventStreamConsumer):
         """Hook for subclasses: the socket is open and subscribed."""
 
     async def disconnect(self, code: int) -> None:
+        self.closed = True
+        if self.caller is not None:
+            left = _open_sockets.get(self.caller, 1) - 1
+            if left > 0:
+                _open_sockets[self.caller] = left
+            else:
+                _open_sockets.pop(self.caller, None)
+            self.caller = None
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

@@ -234,6 +234,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
+    from django.conf import settings
     from django.contrib.auth.models import User
     from django.db import connection, transaction
 
@@ -247,6 +248,9 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
 
     k = min(options.get("n") or DEFAULT_K, MAX_K)  # ``bench all --n`` is sized for the queues
     s = options.get("subscribers") or SUBSCRIBERS
+    # One throwaway user watches with all its sockets: the per-caller cap is lifted
+    # for the run (the server is in this process).
+    settings.MARKUS["SOCKETS_PER_CALLER"] = max(int(settings.MARKUS["SOCKETS_PER_CALLER"]), s + 8)
     user = User.objects.create_user(new_id("wsbench"))
     agent, _ = agent_create(name="wsbench", kind=Agent.Kind.EXTERNAL, owner=user, agent_id=new_id("wsbench"))
     Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.STOPPED)

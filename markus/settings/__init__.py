@@ -263,6 +263,8 @@ MARKUS = {
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
+    # Open agent sockets (/ws/agents/{id}/…) per caller per server process; past it 4429.
+    "SOCKETS_PER_CALLER": env.int("MARKUS_SOCKETS_PER_CALLER", default=32),
     # Demo mode: each offline-brain turn takes this long (streaming its words over it,
     # still stopped by a pause), so a preempt, a merge or a cancel can be watched. 0: at once.
     "OFFLINE_THINK_MS": env.int("MARKUS_OFFLINE_THINK_MS", default=0),
