@@ -12,6 +12,7 @@ missing one.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import weakref
 from collections import deque
@@ -174,6 +175,19 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
 
 # Frames sent per pass of the event loop (see _FramePump).
 FRAMES_PER_PASS = 16
+# How an ``agent:delta`` frame begins (events are encoded with their type first).
+_DELTA_PREFIX = '{"type": "agent:delta"'
+_TURN_KEYS = ("agentId", "mailboxItemIds", "activityId", "turn")
+
+
+def _coalesced(first: str, then: str) -> str | None:
+    """One delta frame of two of the same turn (the text of ``then`` after that of
+    ``first``), or None when they are not of one turn."""
+    a, b = json.loads(first), json.loads(then)
+    if any(a.get(k) != b.get(k) for k in _TURN_KEYS) or not isinstance(a.get("text"), str):
+        return None
+    a["text"] += str(b.get("text") or "")
+    return json.dumps(a)
 
 
 class _FramePump:
@@ -184,14 +198,29 @@ class _FramePump:
     every subscriber's consumer in the same pass, so without the pump no frame would
     leave before the last subscriber's frame was made; with it the first subscribers'
     frames are on the wire while the rest are still being sent. One queue per loop keeps
-    each socket's frames in order."""
+    each socket's frames in order.
+
+    ``agent:delta`` frames are coalesced per socket: a delta pushed while the socket's
+    last frame still waits in the queue, and is a delta of the same turn, is appended to
+    that frame's text instead of queued as one more. A socket the pump is behind on (a
+    slow client, a large audience) gets fewer, longer pieces, never more frames than
+    the agent produced, and the queue grows by at most one delta per socket per turn."""
 
     def __init__(self) -> None:
-        self.pending: deque[tuple[EventStreamConsumer, str]] = deque()
+        self.pending: deque[list[Any]] = deque()  # [consumer, text]
+        self.last: dict[EventStreamConsumer, list[Any]] = {}  # each socket's last queued frame
         self.task: asyncio.Task[None] | None = None
 
     def push(self, consumer: EventStreamConsumer, text: str) -> None:
-        self.pending.append((consumer, text))
+        last = self.last.get(consumer)
+        if last is not None and text.startswith(_DELTA_PREFIX) and last[1].startswith(_DELTA_PREFIX):
+            merged = _coalesced(last[1], text)
+            if merged is not None:
+                last[1] = merged
+                return
+        entry = [consumer, text]
+        self.pending.append(entry)
+        self.last[consumer] = entry
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self.run())
 
@@ -199,7 +228,10 @@ class _FramePump:
         try:
             while self.pending:
                 for _ in range(min(FRAMES_PER_PASS, len(self.pending))):
-                    consumer, text = self.pending.popleft()
+                    entry = self.pending.popleft()
+                    consumer, text = entry
+                    if self.last.get(consumer) is entry:
+                        del self.last[consumer]
                     if consumer.closed:  # went away mid-fan-out: its frames are dropped quietly
                         continue
                     try:

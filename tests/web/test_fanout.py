@@ -135,3 +135,47 @@ def test_the_frame_pump_sends_in_order_in_passes_and_survives_a_failing_socket()
     assert tries.count("s3") == 1  # once it failed its next frames were dropped, not tried
     assert sent[:39] == [(f"s{i}", "a") for i in range(40) if i != 3]
     assert max(b - a for a, b in zip(passes, [*passes[1:], len(sent)], strict=True)) <= consumers.FRAMES_PER_PASS
+
+
+def test_deltas_a_socket_is_behind_on_are_coalesced_per_turn_and_never_reordered():
+    from notifications import consumers
+
+    got: list[dict] = []
+
+    class Socket:
+        channel_name = "fake"
+        closed = False
+
+        async def send(self, text_data: str) -> None:
+            got.append(json.loads(text_data))
+
+    def delta(turn: int, text: str) -> str:
+        return json.dumps(
+            {
+                "type": "agent:delta",
+                "agentId": "a",
+                "mailboxItemIds": ["i"],
+                "activityId": "x",
+                "turn": turn,
+                "text": text,
+            }
+        )
+
+    async def go() -> None:
+        pump, socket = consumers._pump(), Socket()
+        words = [f"w{n} " for n in range(30)]
+        for word in words:  # all pushed before the pump's first pass: the socket is behind
+            pump.push(socket, delta(1, word))
+        pump.push(socket, json.dumps({"type": "agent:focus", "agentId": "a"}))
+        pump.push(socket, delta(1, "after "))
+        pump.push(socket, delta(2, "next"))
+        while pump.task is not None:
+            await asyncio.sleep(0)
+
+    asyncio.run(go())
+    assert [(f["type"], f.get("turn"), f.get("text")) for f in got] == [
+        ("agent:delta", 1, "".join(f"w{n} " for n in range(30))),  # 30 frames became one
+        ("agent:focus", None, None),  # another event is never merged, nor jumped over
+        ("agent:delta", 1, "after "),
+        ("agent:delta", 2, "next"),  # another turn is a frame of its own
+    ]
