@@ -10,11 +10,12 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from mailbox.models import MailboxItem
-from mailbox.representation import serialize_item
+from mailbox.representation import PLACEHOLDER, serialize_item
 from mailbox.selectors import QUEUE_PAGE, queue_depth, queued_page, timeline_queryset
 from markus.core.errors import MarkusError
 
 from .models import AgentActivity, AgentDecision
+from .records import activity_private_to
 
 # What the item serialisation carries that a timeline row leaves out.
 _NOT_IN_TIMELINE = frozenset({"agentId", "payload", "metadata", "marks", "attempts"})
@@ -169,9 +170,13 @@ def day_activity(agent_id: str, start: datetime, end: datetime) -> dict[str, Any
     """The agent's finished activities that began in [start, end): counts, outcomes,
     tokens and the list (oldest first, at most 50), times in ``start``'s time zone. The
     daily report's item lists them; ``submit_daily_report`` stores them with the report."""
-    rows = AgentActivity.objects.filter(
-        agent_id=agent_id, started_at__gte=start, started_at__lt=end, ended_at__isnull=False
-    ).order_by("started_at", "id")
+    rows = (
+        AgentActivity.objects.filter(
+            agent_id=agent_id, started_at__gte=start, started_at__lt=end, ended_at__isnull=False
+        )
+        .select_related("mailbox_item")
+        .order_by("started_at", "id")
+    )
     by_type: dict[str, int] = {}
     listed: list[dict[str, Any]] = []
     total = succeeded = tokens = 0
@@ -182,7 +187,9 @@ def day_activity(agent_id: str, start: datetime, end: datetime) -> dict[str, Any
         by_type[a.type] = by_type.get(a.type, 0) + 1
         if len(listed) < 50:
             time = a.started_at.astimezone(start.tzinfo).strftime("%H:%M")
-            listed.append({"id": a.id, "type": a.type, "label": a.label, "success": a.success, "time": time})
+            # The report is read by the whole team: a private conversation is named as one.
+            label = PLACEHOLDER if activity_private_to(a) is not None else a.label
+            listed.append({"id": a.id, "type": a.type, "label": label, "success": a.success, "time": time})
     return {
         "total": total,
         "succeeded": succeeded,

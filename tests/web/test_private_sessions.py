@@ -130,6 +130,17 @@ def test_a_private_sessions_content_reaches_only_its_person_staff_and_the_agent(
         assert MARKER not in response.content.decode(), url
     assert PLACEHOLDER in page.get(f"/agents/{agent.id}/mind/").content.decode()
 
+    # The daily report, which the whole team reads, names it only as a private conversation.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from attention.selectors import day_activity
+
+    now = timezone.now()
+    day = day_activity(agent.id, now - timedelta(hours=1), now + timedelta(hours=1))
+    assert day["total"] >= 1 and MARKER not in json.dumps(day)
+
     # The person and staff read it.
     mailbox = json.dumps(client_for(bob).get(f"/api/agents/{agent.id}/mailbox").json())
     assert MARKER in mailbox
