@@ -1,6 +1,9 @@
 """The blocking endpoints as plain async Django views, so an idle waiter costs no
 worker and no thread: GET ``/api/agents/{id}/agentbus/inbox`` and POST
-``/api/agentbus/request``.
+``/api/agentbus/request``. Both ``parks`` (markus.core.waits: the server runs them
+without a thread of their own) and take a wait slot: past the caps per caller and per
+server a wait answers 429 with ``Retry-After`` and starts nothing. An inbox read with
+``timeout_seconds=0`` does not wait and takes none.
 
 DRF's APIView is synchronous, so these authenticate themselves the same way the API
 does: ``Authorization: Bearer <agent token>``, ``Authorization: Token <user token>``,
@@ -11,6 +14,7 @@ shape, ``{"detail", "code"}``.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -25,6 +29,7 @@ from markus.agents.models import Agent
 from markus.core.api import api_request, error, error_response
 from markus.core.errors import MarkusError
 from markus.core.input import json_body
+from markus.core.waits import WAITS, parks
 
 from . import access, selectors
 from .waiting import MAX_WAIT_SECONDS, inbox_wait, stream_request
@@ -81,6 +86,7 @@ def _inbox_target(agent_id: str, user: User | AnonymousUser, agent: Agent | None
 
 
 @csrf_exempt
+@parks
 async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
     """GET ?after_cursor&timeout_seconds&limit → {messages, next_cursor, timed_out}."""
     if request.method != "GET":
@@ -97,14 +103,19 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
     except (APIException, MarkusError) as exc:
         return error_response(exc)
     actor = f"agent:{agent.id}" if agent is not None else f"user:{user.pk}"
-    result = await inbox_wait(
-        agent_id=target.id,
-        after_cursor=request.GET.get("after_cursor"),
-        timeout=timeout,
-        limit=limit,
-        ack=agent is not None,
-        actor=actor,
-    )
+    try:
+        slot: AbstractContextManager[object] = WAITS.claim(actor) if timeout > 0 else nullcontext()
+    except APIException as exc:  # TooManyWaits: 429
+        return error_response(exc)
+    with slot:
+        result = await inbox_wait(
+            agent_id=target.id,
+            after_cursor=request.GET.get("after_cursor"),
+            timeout=timeout,
+            limit=limit,
+            ack=agent is not None,
+            actor=actor,
+        )
     return _json(result)
 
 
@@ -116,6 +127,7 @@ def _request_parties(body: dict[str, Any], user: User | AnonymousUser, agent: Ag
 
 
 @csrf_exempt
+@parks
 async def request_view(request: HttpRequest) -> JsonResponse:
     """POST {sender, recipient, payload, topic?, timeoutSeconds?} → the request, the
     reply and ``timed_out``."""
@@ -134,14 +146,15 @@ async def request_view(request: HttpRequest) -> JsonResponse:
         timeout = _number(str(raw_timeout), "timeoutSeconds", 30.0, 0, MAX_WAIT_SECONDS)
         sender, recipient = await sync_to_async(_request_parties)(body, user, agent)
         actor = f"agent:{agent.id}" if agent is not None else f"user:{user.pk}"
-        result = await stream_request(
-            sender=sender,
-            recipient=recipient,
-            payload=body["payload"],
-            topic=body.get("topic"),
-            timeout=timeout,
-            actor=actor,
-        )
+        with WAITS.claim(actor):  # TooManyWaits (429) before the stream is opened
+            result = await stream_request(
+                sender=sender,
+                recipient=recipient,
+                payload=body["payload"],
+                topic=body.get("topic"),
+                timeout=timeout,
+                actor=actor,
+            )
     except _Refusal as refusal:
         return refusal.response()
     except (APIException, MarkusError, Http404) as exc:  # BodyTooLarge (413) is a MarkusError

@@ -9,6 +9,10 @@ on the agent's group (sent by the loop as a turn produces text); a reply that ar
 without any (a provider that does not stream) is sent as deltas of a few words each
 before ``done``, so a client reads one shape whatever the provider.
 
+The text is at most ``CHAT_TEXT_MAX_CHARS`` (400 past it, nothing stored). The chat
+``parks`` and takes a wait slot before anything is enqueued (markus.core.waits: 429
+past the caps per caller and per server); a stream gives it back when it ends.
+
 Also here: the reads of an agent's chat sessions (``sessions_for``, ``session_messages``)
 under the one rule of who sees which session (``visible_sessions``)."""
 
@@ -43,6 +47,8 @@ from markus.core.channel_layer import event_of
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group
 from markus.core.input import json_body
+from markus.core.limits import CHAT_TEXT_MAX_CHARS
+from markus.core.waits import WAITS, TooManyWaits, parks
 
 from .replies import DELTA_EVENT, chat_group, chat_reply_for
 from .serializers import ChatIn
@@ -237,6 +243,9 @@ def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
     if not serializer.is_valid():
         return error(first_error(serializer.errors), 400, "invalid", fields=serializer.errors)
     data: dict[str, Any] = serializer.validated_data
+    if len(data["text"]) > CHAT_TEXT_MAX_CHARS:
+        message = f"text is longer than {CHAT_TEXT_MAX_CHARS} characters"
+        return error(message, 400, "invalid", fields={"text": [message]}, limit=CHAT_TEXT_MAX_CHARS)
     return data["text"], data["sessionId"]
 
 
@@ -309,6 +318,7 @@ def _answer(reply: dict[str, Any] | None, item_id: str, session_id: str) -> dict
     return {"reply": reply["reply"], "mailboxItemId": item_id, "sessionId": reply["sessionId"] or session_id}
 
 
+@parks
 async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | StreamingHttpResponse:
     if request.method != "POST":
         return _error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
@@ -329,6 +339,11 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
         return _error(f"this agent is {agent.status}; resume or start it to chat", 409, "conflict")
     if sid is not None and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)():
         return _error(f"sessionId: no chat session {sid[:80]!r} of this agent", 400, "invalid")
+    acting = acting_agent(caller)
+    try:
+        slot = WAITS.claim(f"agent:{acting.id}" if acting is not None else f"user:{caller.user.pk}")
+    except TooManyWaits as exc:
+        return error_response(exc)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     groups = [chat_group(agent.id), *([agent_group(agent.id)] if stream else [])]
@@ -338,11 +353,13 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
     try:
         item, session_id = await sync_to_async(_enqueue)(caller, agent, text, sid)
     except BaseException:
+        slot.release()
         for group in groups:
             await layer.group_discard(group, channel)
         raise
 
     async def release() -> None:
+        slot.release()
         for group in groups:
             await layer.group_discard(group, channel)
 

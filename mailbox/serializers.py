@@ -7,8 +7,9 @@ from typing import Any
 from rest_framework import serializers
 
 from markus.core.api import StrictIntegerField, StringField
+from markus.core.limits import CHAT_TEXT_MAX_CHARS
 
-from .registry import MAILBOX_TYPE_REGISTRY, Status, category_choices, type_choices
+from .registry import MAILBOX_TYPE_REGISTRY, MailboxType, Status, category_choices, type_choices
 
 STATUS_CHOICES = [(s.value, s.value) for s in Status]
 
@@ -68,6 +69,16 @@ class EnqueueInput(serializers.Serializer):
         error_messages={"invalid": _PRIORITY, "min_value": _PRIORITY, "max_value": _PRIORITY},
         help_text="0 critical … 4 background; default from the registry",
     )
+
+    def validate(self, attrs: Any) -> Any:
+        # A person's chat is bounded as the chat endpoint bounds its text.
+        content = attrs["payload"].get("content")
+        if attrs["sourceType"] == MailboxType.HUMAN_CHAT and isinstance(content, str):
+            if len(content) > CHAT_TEXT_MAX_CHARS:
+                raise serializers.ValidationError(
+                    {"payload": f"payload.content is longer than {CHAT_TEXT_MAX_CHARS} characters"}
+                )
+        return attrs
 
 
 class _ItemFields(serializers.Serializer):

@@ -2,7 +2,11 @@
 
 HTTP: request bodies are bounded at the edge (markus.core.limits): the ASGI middleware
 around Django, and daphne's own request class, which would otherwise receive a whole
-body before calling the application.
+body before calling the application; an oversized request line or head answers 414 or
+431 from daphne's own channel class (installed here, so ``daphne markus.asgi:application``
+behind a proxy has it as ``manage.py up`` does). Django's ASGI handler is
+``ParkingASGIHandler`` (markus.core.waits): a request to a view that waits (the bus
+inbox wait and request, the chat) holds no thread of its own while it waits.
 
 WebSockets: the origin is checked against ALLOWED_HOSTS, then the caller is the session
 user or the owner of ``?token=``; each consumer decides who may connect.
@@ -10,10 +14,14 @@ user or the owner of ``?token=``; each consumer decides who may connect.
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "markus.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+
+from markus.core.waits import ParkingASGIHandler  # noqa: E402
+
+django_asgi_app = ParkingASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -17,6 +17,12 @@ Two layers enforce it before a body is read:
   of the body as it arrives; the connection closes when the body ends, or after
   ``LINGER_SECONDS``. A client that sends its whole body before reading still reads the
   413, and nothing of the body is kept.
+
+The request's head is bounded by Twisted (``HEAD_MAX_BYTES``), which drops the
+connection on a line over it without a word and answers a bare 400 past it (a proxy
+reports either as 502). ``install_daphne_guard`` also replaces daphne's channel class by
+one that answers a request line over the limit 414 and headers over it 431, in the
+API's shape, ``{"detail", "code", "limit"}``, and drops what follows, lingering as above.
 """
 
 from __future__ import annotations
@@ -39,11 +45,37 @@ ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]  # Django's ASGIHandler, an
 # that a client still sending reads the answer rather than a reset connection.
 LINGER_SECONDS = 10.0
 
+# A request's head: its request line (414 over it), and the request line with all its
+# headers (431 over it). Twisted's own limits, answered instead of dropped (daphne).
+HEAD_MAX_BYTES = 16 * 1024
+
+# Concurrent waits (a bus inbox wait, a bus request waiting for its answer, a chat
+# waiting for its reply): at most so many per caller (an agent token, or a user) and
+# per server process; past them a wait answers 429 with Retry-After (markus.core.waits).
+# ``settings.MARKUS["WAITS_PER_CALLER"]`` and ``["WAITS_PER_SERVER"]`` override them.
+WAITS_PER_CALLER = 16
+WAITS_PER_SERVER = 512
+WAIT_RETRY_AFTER_SECONDS = 5
+
+# A chat's text (``POST /api/agents/{id}/chat``, and a human_chat enqueued through the
+# mailbox API): it is stored and sent to the model on every turn of the session.
+CHAT_TEXT_MAX_CHARS = 32_000
+
 
 def body_limit() -> int | None:
     """The largest request body accepted, in bytes (None: no limit)."""
     limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return limit
+
+
+def waits_per_caller() -> int:
+    """How many waits one caller may hold at once (``WAITS_PER_CALLER``)."""
+    return int(settings.MARKUS.get("WAITS_PER_CALLER", WAITS_PER_CALLER))
+
+
+def waits_per_server() -> int:
+    """How many waits this server process holds at once (``WAITS_PER_SERVER``)."""
+    return int(settings.MARKUS.get("WAITS_PER_SERVER", WAITS_PER_SERVER))
 
 
 def size_text(limit: int) -> str:
@@ -157,14 +189,22 @@ async def _answer(send: Send, status: int, data: dict[str, Any]) -> None:
 
 
 def install_daphne_guard() -> None:
-    """Make daphne enforce the limit while it receives a body (see the module's
-    docstring). Idempotent; daphne builds each connection's request from
-    ``daphne.http_protocol.WebRequest``, looked up when the connection opens."""
+    """Make daphne enforce the limits while it receives a body, and answer an oversized
+    head (see the module's docstring). Idempotent; daphne builds each connection's
+    request from ``daphne.http_protocol.WebRequest``, looked up when the connection
+    opens, and its channel from ``HTTPFactory.protocol``."""
     from daphne import http_protocol
 
-    if getattr(http_protocol.WebRequest, "markus_bounded", False):
-        return
-    http_protocol.WebRequest = _bounded_web_request(http_protocol.WebRequest)
+    if not getattr(http_protocol.WebRequest, "markus_bounded", False):
+        http_protocol.WebRequest = _bounded_web_request(http_protocol.WebRequest)
+    if not getattr(http_protocol.HTTPFactory, "markus_bounded", False):
+        http_protocol.HTTPFactory.protocol = _bounded_channel_factory()
+        http_protocol.HTTPFactory.markus_bounded = True
+    from twisted.web import http
+
+    # Reason phrases Twisted lacks (its status line would read "Unknown Status").
+    http.RESPONSES.setdefault(429, b"Too Many Requests")
+    http.RESPONSES.setdefault(431, b"Request Header Fields Too Large")
 
 
 def _bounded_web_request(base: type) -> type:
@@ -231,3 +271,71 @@ def _bounded_web_request(base: type) -> type:
                 self.channel.transport.loseConnection()
 
     return BoundedWebRequest
+
+
+def head_too_large(*, request_line: bool) -> tuple[bytes, dict[str, Any]]:
+    """The status line and the JSON body of the answer to an oversized head: 414 for the
+    request line, 431 for the headers."""
+    size = size_text(HEAD_MAX_BYTES)
+    if request_line:
+        data = {"detail": f"request line too long: over {size}", "code": "uri_too_long"}
+        return b"414 URI Too Long", data | {"limit": HEAD_MAX_BYTES}
+    data = {"detail": f"request headers too large: over {size}", "code": "headers_too_large"}
+    return b"431 Request Header Fields Too Large", data | {"limit": HEAD_MAX_BYTES}
+
+
+def _bounded_channel_factory() -> Callable[[Any], Any]:
+    from twisted.internet import reactor
+    from twisted.web import http
+
+    clock: Any = reactor
+
+    class BoundedHTTPChannel(http.HTTPChannel):
+        """Twisted's HTTP channel, answering a head over ``HEAD_MAX_BYTES``."""
+
+        MAX_LENGTH = HEAD_MAX_BYTES  # one line of the head (LineReceiver)
+        totalHeadersSize = HEAD_MAX_BYTES  # the request line and the headers together
+        _head_refused = False
+        _linger: Any = None
+
+        def dataReceived(self, data: bytes) -> None:
+            if not self._head_refused:  # after a refusal, what follows is dropped
+                super().dataReceived(data)
+
+        def lineReceived(self, line: bytes) -> None:
+            if self._head_refused:
+                return
+            if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+                self._refuse_head(request_line=self._receivedHeaderSize == 0)
+                return
+            super().lineReceived(line)
+
+        def lineLengthExceeded(self, line: bytes) -> None:
+            if not self._head_refused:
+                self._refuse_head(request_line=self._receivedHeaderSize == 0)
+
+        def connectionLost(self, reason: Any = None) -> None:
+            if self._linger is not None and self._linger.active():
+                self._linger.cancel()
+            super().connectionLost(reason)
+
+        def _refuse_head(self, *, request_line: bool) -> None:
+            self._head_refused = True
+            status, data = head_too_large(request_line=request_line)
+            body = _json_bytes(data)
+            transport: Any = self.transport
+            transport.write(
+                b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                b"Connection: close\r\n\r\n%s" % (status, len(body), body)
+            )
+            # The answer is out: end the writing side, read (and drop) what the client
+            # still sends until it closes, or for LINGER_SECONDS.
+            half_close = getattr(transport, "loseWriteConnection", None)
+            if half_close is not None:
+                half_close()
+            self._linger = clock.callLater(LINGER_SECONDS, transport.loseConnection)
+
+    def build(factory: Any) -> Any:  # as Twisted's own HTTPFactory.protocol, over this channel
+        return http._GenericHTTPChannelProtocol(BoundedHTTPChannel())
+
+    return build

@@ -91,7 +91,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "markus.core.input.refuse_bad_characters",  # NUL / lone surrogates in path or query: 400
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "markus.core.static.StaticFilesMiddleware",  # WhiteNoise, async-capable (see the module)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
