@@ -15,7 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markus.agents.auth import access_agent, acting_agent
+from markus.agents import permissions
+from markus.agents.auth import acting_agent
 from markus.agents.models import Agent
 from markus.core.api import int_param
 from markus.core.schema import errors
@@ -160,7 +161,7 @@ class StreamEventsView(APIView):
 class InboxPendingView(APIView):
     @extend_schema(responses={200: PendingOut, **errors(401, 404)}, description="`{agentId, pending}`, at once.")
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = _access_inbox(request, agent_id)
+        agent = _access_inbox(request, "agents_agentbus_pending_retrieve", agent_id)
         return Response({"agentId": agent.id, "pending": selectors.pending_count(agent.id)})
 
 
@@ -171,7 +172,7 @@ class InboxDrainView(APIView):
         description="Drain `{peek?, limit?}` → `{messages, next_cursor}`; never closes a stream.",
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = _access_inbox(request, agent_id)
+        agent = _access_inbox(request, "agents_agentbus_drain_create", agent_id)
         body = _body(request)  # null, a string, an array: 400, nothing drained (an empty body is {})
         peek = body.get("peek", False)
         limit = body.get("limit", selectors.DEFAULT_LIMIT)
@@ -186,6 +187,7 @@ class InboxDrainView(APIView):
         )
 
 
-def _access_inbox(request: Request, agent_id: str) -> Agent:
-    """Self-only for agent tokens; a user who may see the agent may read it."""
-    return access_agent(request, agent_id)
+def _access_inbox(request: Request, operation: str, agent_id: str) -> Agent:
+    """Self-only for agent tokens; a user who may see the agent may read it (its row
+    of ``markus.agents.permissions``)."""
+    return permissions.require(request, operation, agent_id)

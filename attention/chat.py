@@ -29,6 +29,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from rest_framework.exceptions import APIException
@@ -39,7 +40,8 @@ from mailbox.api import sender_metadata
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from mailbox.representation import PRIVATE_TO
-from markus.agents.auth import AnyRequest, Caller, access_agent, acting_agent
+from markus.agents import permissions
+from markus.agents.auth import AnyRequest, Caller, acting_agent
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
 from markus.core.api import error, error_response, first_error
@@ -189,9 +191,11 @@ def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] |
     except (APIException, MarkusError) as exc:  # 401 / 403; 400 or 413 for the body
         return error_response(exc)
     try:
-        agent = access_agent(caller, agent_id)
+        agent = permissions.require(caller, "agents_chat", agent_id)
     except Http404:
         return _error("No such agent.", 404, "not_found")
+    except PermissionDenied as exc:
+        return error_response(exc)
     return caller, agent
 
 

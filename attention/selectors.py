@@ -158,7 +158,8 @@ def timeline(
     queued, queued_next = queued_page(agent_id, limit=queued_limit, after=queued_after)
     return {
         "queued": queued,
-        "queueDepth": queue_depth(agent_id),
+        # A first page that holds the whole queue counts it; only a longer one is counted.
+        "queueDepth": queue_depth(agent_id) if queued_next or queued_after else len(queued),
         "queuedNextCursor": queued_next,
         "history": [timeline_entry(i) for i in items],
         "totalCount": rows.count() if before is None else None,

@@ -247,6 +247,7 @@ def test_an_empty_mailbox_has_an_empty_timeline(agent, alice_client):
     assert alice_client.get(url(agent.id)).json() == {
         "queued": [],
         "queueDepth": 0,
+        "queuedNextCursor": None,
         "history": [],
         "totalCount": 0,
         "nextCursor": None,

@@ -188,7 +188,7 @@ def test_an_api_caller_cannot_forge_a_batch_through_item_metadata(agent, bob, mo
         f"/api/agents/{agent.id}/mailbox",
         data=json.dumps(
             {
-                "sourceType": "system_event",
+                "sourceType": "human_chat",  # what a teammate may post (system_event: 403)
                 "priority": 1,
                 "payload": {"summary": "hi", "content": "hi"},
                 "metadata": {"batch": [other.id]},
