@@ -235,3 +235,20 @@ def test_every_agent_socket_answers_each_caller_as_its_row_says(world, route, pe
         assert code == 4401
     else:
         assert code in {4403, 4404}, (persona, code)
+
+
+def other_operations() -> list[tuple[str, str, str]]:
+    return sorted((op, method, path) for op, (method, path) in schema_operations().items() if "{agent_id}" not in path)
+
+
+@pytest.mark.parametrize("op,method,path", other_operations())
+def test_every_other_operation_refuses_anonymous_callers_and_user_rows_refuse_agent_tokens(world, op, method, path):
+    token = world[2]
+    url = re.sub(r"\{(\w+)\}", lambda m: "approve" if m.group(1) == "step" else "none", path)
+    anonymous = getattr(APIClient(), method.lower())(url, {}, format="json")
+    assert anonymous.status_code in (401, 403), (op, anonymous.status_code)
+    if OPERATIONS[op].right == Right.USER:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        refused = getattr(client, method.lower())(url, {}, format="json")
+        assert refused.status_code == 403, (op, refused.status_code, refused.content[:200])
