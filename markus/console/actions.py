@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from markus.core.errors import MarkusError
+from markus.core.limits import CHAT_TEXT_MAX_CHARS
 
 _T = TypeVar("_T")
 
@@ -49,7 +50,7 @@ def run_each(
 class MessageForm(forms.Form):
     text = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 5, "cols": 80}),
-        max_length=20000,
+        max_length=CHAT_TEXT_MAX_CHARS,  # the chat's own bound
         help_text="Sent as a chat from you (sender role: user).",
     )
 

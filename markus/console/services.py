@@ -16,6 +16,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents.models import Agent
 from markus.core.actors import Actor
+from markus.core.limits import CHAT_TEXT_MAX_CHARS
 
 HEARTBEAT_SUMMARY = "Heartbeat check-in (requested by an operator)"
 # The operator is the admin's ``request.user`` (staff, so never anonymous in practice).
@@ -36,6 +37,8 @@ def console_send_message(*, agent: Agent, text: str, operator: Operator) -> Mail
     text = (text or "").strip()
     if not text:
         raise ConsoleError("the message is empty")
+    if len(text) > CHAT_TEXT_MAX_CHARS:
+        raise ConsoleError(f"the message is longer than {CHAT_TEXT_MAX_CHARS} characters")
     _check_internal(agent)
     return mailbox.mailbox_enqueue(
         agent_id=agent.id,

@@ -135,6 +135,14 @@ def test_send_message_asks_for_the_text_then_enqueues_a_chat_from_the_operator(o
     assert items[0].metadata["senderName"] == "operator"
 
 
+def test_a_message_longer_than_a_chat_may_be_is_not_sent(operator, agent):
+    from markus.core.limits import CHAT_TEXT_MAX_CHARS
+
+    response = act(operator, "send_message", agent, apply="yes", text="x" * (CHAT_TEXT_MAX_CHARS + 1))
+    assert response.status_code == 200 and response.context["form"].errors
+    assert not MailboxItem.objects.exists()
+
+
 def test_an_empty_message_is_not_sent(operator, agent):
     response = act(operator, "send_message", agent, apply="yes", text="  ")
     assert response.status_code == 200 and response.context["form"].errors
