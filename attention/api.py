@@ -110,7 +110,7 @@ class ActivityLogsView(APIView):
             from rest_framework.exceptions import ParseError
 
             raise ParseError("activityId is required")
-        activity = AgentActivity.objects.select_related("mailbox_item").filter(agent=agent, id=activity_id).first()
+        activity = AgentActivity.objects.filter(agent=agent, id=activity_id).first()
         if activity is None:
             raise Http404("No such activity.")
         logs = AgentActivityLog.objects.filter(activity=activity).order_by("seq")

@@ -483,6 +483,7 @@ def _begin(run: Run, items: list[MailboxItem], depth: int, *, watched: bool, beg
     activity.type = ActivityType.INTERNAL.value
     activity.label = f"Deliberation: {depth} item(s) waiting"
     activity.task_id = None
+    activity.private_to = records.private_to_all(items)  # its prompt quotes every item it weighs
     d = _Deliberation(run, activity, before, store=watched)
     d.note(L.STATUS, f"started {DELIBERATION}", {"items": [i.id for i in items]})
     if watched:

@@ -105,6 +105,11 @@ class AgentActivity(models.Model):
     success = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     lease_epoch = models.BigIntegerField(null=True, blank=True)
+    # Whose private conversation the activity works on (mailbox.representation's
+    # privateTo of its item, or of the items a deliberation weighed; 0: several
+    # people's); null: none. Its label and logs are shown to that person, staff and the
+    # agent (markus.agents.permissions.Reader).
+    private_to = models.IntegerField(null=True, blank=True)
 
     # Not a field: the last activity-log sequence number, cached on the instance by
     # records.start_activity/log (absent until one of them sets it).

@@ -4,7 +4,7 @@ opens no transaction of its own, but ``enter_state``, a phase of its own."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -38,9 +38,18 @@ def serialize_decision(d: AgentDecision) -> dict[str, Any]:
 
 
 def activity_private_to(activity: AgentActivity) -> int | None:
-    """The person an activity's private conversation belongs to (None: not private)."""
-    item = activity.mailbox_item if activity.mailbox_item_id else None
-    return private_to(item) if item is not None else None
+    """The person an activity's private conversation belongs to (None: not private;
+    0: several people's, for nobody but staff and the agent)."""
+    return activity.private_to
+
+
+def private_to_all(items: Iterable[MailboxItem]) -> int | None:
+    """Whose private conversations are among ``items``: the one person, 0 when there
+    are several, None when none is private."""
+    owners = {o for o in (private_to(i) for i in items) if o is not None}
+    if not owners:
+        return None
+    return owners.pop() if len(owners) == 1 else 0
 
 
 def focus_of(item: MailboxItem | None, started_at: datetime | None = None) -> dict[str, Any] | None:
@@ -161,6 +170,7 @@ def start_activity(
         label=label,
         task_id=item.task_id,
         lease_epoch=lease.epoch,
+        private_to=private_to_all([item, *batch]),
     )
     activity._log_seq = 0  # a new activity has no log yet
     return activity

@@ -171,13 +171,9 @@ def day_activity(agent_id: str, start: datetime, end: datetime) -> dict[str, Any
     """The agent's finished activities that began in [start, end): counts, outcomes,
     tokens and the list (oldest first, at most 50), times in ``start``'s time zone. The
     daily report's item lists them; ``submit_daily_report`` stores them with the report."""
-    rows = (
-        AgentActivity.objects.filter(
-            agent_id=agent_id, started_at__gte=start, started_at__lt=end, ended_at__isnull=False
-        )
-        .select_related("mailbox_item")
-        .order_by("started_at", "id")
-    )
+    rows = AgentActivity.objects.filter(
+        agent_id=agent_id, started_at__gte=start, started_at__lt=end, ended_at__isnull=False
+    ).order_by("started_at", "id")
     by_type: dict[str, int] = {}
     listed: list[dict[str, Any]] = []
     total = succeeded = tokens = 0

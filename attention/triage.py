@@ -38,7 +38,7 @@ from mailbox import lifecycle
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status, descriptor
-from mailbox.representation import PLACEHOLDER, private_to
+from mailbox.representation import PLACEHOLDER
 from markus.agents import memory as working_memory
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
@@ -390,19 +390,9 @@ def apply_plan(
         agent_group(tx.agent_id),
         "agent:triage",
         {**triage, **thoughts},
-        private_to=_private_to(plan),
+        private_to=records.private_to_all([plan.chosen, *plan.candidates]),
         public={**triage, "reasoning": PLACEHOLDER, "situationalAwareness": ""},
     )
-
-
-def _private_to(plan: Plan) -> int | None:
-    """Whose private conversations the triage's reasoning may speak of: the one person
-    whose items were among its candidates, 0 (nobody but staff and the agent) when
-    there were several, None when none was private."""
-    owners = {o for o in (private_to(c) for c in (plan.chosen, *plan.candidates)) if o is not None}
-    if not owners:
-        return None
-    return owners.pop() if len(owners) == 1 else 0
 
 
 def _who(plan: Plan) -> str:

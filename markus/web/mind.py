@@ -200,7 +200,7 @@ def activity_logs(
 ) -> tuple[AgentActivity, list[AgentActivityLog]]:
     """The activity and its logs; those of a private conversation the reader may not
     see come with their content replaced."""
-    activity = get_object_or_404(AgentActivity.objects.select_related("mailbox_item"), agent=agent, id=activity_id)
+    activity = get_object_or_404(AgentActivity, agent=agent, id=activity_id)
     logs = list(AgentActivityLog.objects.filter(activity=activity).order_by("seq"))
     if not reader.sees(activity_private_to(activity)):
         for entry in logs:

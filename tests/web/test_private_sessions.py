@@ -179,3 +179,35 @@ def test_a_chat_folds_only_into_a_chat_of_its_own_session(alice, bob, agent):
     main, private, private_again = chat(None), chat("sess-bob"), chat("sess-bob")
     assert not may_merge(main, private) and not may_merge(private, main)
     assert may_merge(private, private_again)
+
+
+def test_an_activity_over_private_conversations_shows_its_logs_only_to_whom_it_may(
+    alice, bob, agent, django_user_model
+):
+    from attention.models import AgentActivityLog
+    from attention.records import private_to_all
+    from mailbox.services import mailbox_enqueue
+
+    def chat(marks):
+        return mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=MailboxType.HUMAN_CHAT,
+            payload={"summary": MARKER, "content": MARKER},
+            marks=marks,
+        )
+
+    public, bobs, alices = chat({}), chat({"privateTo": bob.pk}), chat({"privateTo": alice.pk})
+    assert private_to_all([public]) is None
+    assert private_to_all([public, bobs]) == bob.pk
+    assert private_to_all([bobs, alices]) == 0  # several people's: staff and the agent only
+    # A deliberation's activity (on no item) weighing bob's conversation.
+    activity = AgentActivity.objects.create(
+        agent=agent, type="internal", label="Deliberation: 2 item(s) waiting", private_to=bob.pk
+    )
+    AgentActivityLog.objects.create(activity=activity, seq=1, type="llm_request", content=f"queue: {MARKER}")
+    url = f"/api/agents/{agent.id}/activity-logs?activityId={activity.id}"
+    assert MARKER not in client_for(alice).get(url).content.decode()
+    assert MARKER in client_for(bob).get(url).content.decode()
+    page = Client()
+    page.force_login(alice)
+    assert MARKER not in page.get(f"/agents/{agent.id}/mind/activities/{activity.id}/logs/").content.decode()
