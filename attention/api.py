@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models import F
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -17,7 +18,7 @@ from mailbox import api as mailbox_api
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
-from mailbox.representation import PLACEHOLDER, private_to
+from mailbox.representation import PLACEHOLDER, private_of
 from mailbox.selectors import QUEUE_PAGE, QUEUE_PAGE_MAX, queue_depth, queued_page
 from markus.agents import permissions
 from markus.agents.models import Agent, WorkingMemory
@@ -28,7 +29,7 @@ from markus.llm.base import get_provider
 from . import chat, services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
-from .records import activity_private_to, serialize_decision
+from .records import serialize_decision
 from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
 # A chat session is the agent's main session or another one ("chat"); named in the
@@ -75,8 +76,7 @@ def reader_decision(reader: permissions.Reader, d: AgentDecision) -> dict[str, A
     """A decision as the reader may see it: one about a private conversation keeps its
     type and outcome, not its reasoning nor its context."""
     out = serialize_decision(d)
-    private = private_to(d.mailbox_item) if d.mailbox_item is not None else None
-    if reader.sees(private):
+    if reader.sees(private_of(getattr(d, "item_marks", None))):  # annotated by DecisionsView
         return out
     return {**out, "reasoning": PLACEHOLDER, "context": {}}
 
@@ -92,7 +92,7 @@ class DecisionsView(APIView):
         limit = int_param(request, "limit", 50, lo=1, hi=500)
         offset = int_param(request, "offset", 0, lo=0, hi=10**9)
         rows = AgentDecision.objects.filter(agent=agent).order_by("-created_at", "-id")
-        page = list(rows.select_related("mailbox_item")[offset : offset + limit])
+        page = list(rows.annotate(item_marks=F("mailbox_item__marks"))[offset : offset + limit])
         reader = permissions.reader(request)
         return Response({"decisions": [reader_decision(reader, d) for d in page], "totalCount": rows.count()})
 
@@ -114,7 +114,7 @@ class ActivityLogsView(APIView):
         if activity is None:
             raise Http404("No such activity.")
         logs = AgentActivityLog.objects.filter(activity=activity).order_by("seq")
-        shown = permissions.reader(request).sees(activity_private_to(activity))
+        shown = permissions.reader(request).sees(activity.private_to)
         return Response(
             {
                 "activityId": activity.id,

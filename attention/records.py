@@ -37,12 +37,6 @@ def serialize_decision(d: AgentDecision) -> dict[str, Any]:
     }
 
 
-def activity_private_to(activity: AgentActivity) -> int | None:
-    """The person an activity's private conversation belongs to (None: not private;
-    0: several people's, for nobody but staff and the agent)."""
-    return activity.private_to
-
-
 def private_to_all(items: Iterable[MailboxItem]) -> int | None:
     """Whose private conversations are among ``items``: the one person, 0 when there
     are several, None when none is private."""

@@ -15,7 +15,6 @@ from mailbox.selectors import QUEUE_PAGE, queue_depth, queued_page, timeline_que
 from markus.core.errors import MarkusError
 
 from .models import AgentActivity, AgentDecision
-from .records import activity_private_to
 
 # What the item serialisation carries that a timeline row leaves out.
 _NOT_IN_TIMELINE = frozenset({"agentId", "payload", "metadata", "marks", "attempts"})
@@ -185,7 +184,7 @@ def day_activity(agent_id: str, start: datetime, end: datetime) -> dict[str, Any
         if len(listed) < 50:
             time = a.started_at.astimezone(start.tzinfo).strftime("%H:%M")
             # The report is read by the whole team: a private conversation is named as one.
-            label = PLACEHOLDER if activity_private_to(a) is not None else a.label
+            label = PLACEHOLDER if a.private_to is not None else a.label
             listed.append({"id": a.id, "type": a.type, "label": label, "success": a.success, "time": time})
     return {
         "total": total,

@@ -21,7 +21,12 @@ _KEPT_METADATA = ("senderId", "senderName", "senderRole")
 
 
 def private_to(item: MailboxItem) -> int | None:
-    value = (item.marks or {}).get(PRIVATE_TO)
+    return private_of(item.marks)
+
+
+def private_of(marks: dict[str, Any] | None) -> int | None:
+    """``PRIVATE_TO`` of an item's marks (read alone, without the item)."""
+    value = (marks or {}).get(PRIVATE_TO)
     return value if isinstance(value, int) else None
 
 

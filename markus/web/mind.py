@@ -21,7 +21,6 @@ from attention import heartbeat, operator
 from attention import services as attention
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
-from attention.records import activity_private_to
 from attention.selectors import timeline_entry
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
@@ -202,7 +201,7 @@ def activity_logs(
     see come with their content replaced."""
     activity = get_object_or_404(AgentActivity, agent=agent, id=activity_id)
     logs = list(AgentActivityLog.objects.filter(activity=activity).order_by("seq"))
-    if not reader.sees(activity_private_to(activity)):
+    if not reader.sees(activity.private_to):
         for entry in logs:
             entry.content, entry.metadata = PLACEHOLDER, {}
     return activity, logs
