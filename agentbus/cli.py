@@ -22,6 +22,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from markus.agents.api import agent_data
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
+from markus.toolservers.services import attached_names
 from markus.work.api import task_detail
 from markus.work.models import Task
 
@@ -116,7 +117,8 @@ class LocalBus:
 
     def agent_list(self, *, inbox: bool) -> dict[str, Any]:
         agents = list(Agent.objects.order_by("created_at", "id"))
-        rows = [agent_data(agent) for agent in agents]
+        servers = attached_names([a.id for a in agents])
+        rows = [agent_data(agent, servers[agent.id]) for agent in agents]
         if inbox:
             counts = selectors.pending_counts([a.id for a in agents])
             for row in rows:

@@ -12,6 +12,12 @@ its result after; one found ``started`` was in flight when its worker died: an
 idempotent tool is called again with the same key (it finds its first effect), any other
 is not called again and the LLM is told that its outcome is unknown.
 
+A call of a tool a person approves first (``Tool.approval``: an MCP tool whose policy
+is ``ask``) is not made: its approval is created and the call recorded ``awaiting`` in
+one transaction, the round stops there and the item is parked. Resumed once the person
+answered, the round starts at that call: granted, it is recorded ``started`` and made
+(once, as above); declined, the LLM is told so and nothing is called.
+
 A resumed, recovered or retried session whose last assistant turn has calls without
 results finishes that round from the journal (``pending_calls``, ``run_round``): a
 recorded call is replayed, never run again."""
@@ -29,6 +35,8 @@ from django.utils import timezone
 
 from mailbox.models import MailboxItem
 from markus.llm.base import ToolCall
+from notifications.models import Approval
+from notifications.services import approval_granted
 
 from . import records
 from .focus import Focus
@@ -36,10 +44,11 @@ from .lease import Fence, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord, ToolCallState
 from .session import save_session
-from .toolbox import ToolContext, execute_tool, offered
+from .toolbox import Tool, ToolContext, ToolError, arguments_of, execute_tool, offered
 
 # What an activity's log keeps of a tool's result.
 LOG_RESULT_CHARS = 4000
+DECLINED = "{name} was not called: {who} declined it{comment}."
 IN_FLIGHT = (
     "{name} was in flight when the worker running it stopped: whether it took effect is not known. "
     "Check its effect before you call it again."
@@ -151,8 +160,10 @@ def run_round(
     results = []
     for position, call in zip(positions, calls, strict=True):
         r.position = position
-        _, result = _call(r, call)
-        results.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        made = _call(r, call)
+        if made is None:  # waits for a person's approval: the round resumes here
+            break
+        results.append({"role": "tool", "tool_call_id": call.id, "content": made[1]})
     where = len(session.messages) if at is None else at
     session.messages[where:where] = results
     with fenced(focus.lease) as tx:
@@ -177,15 +188,20 @@ def _end_line(call: ToolCall, ok: bool, result: str, **extra: Any) -> records.Lo
     )
 
 
-def _call(r: Round, call: ToolCall) -> tuple[bool, str]:
+def _call(r: Round, call: ToolCall) -> tuple[bool, str] | None:
+    """The call's result, or None when it waits for a person's approval."""
     r.ctx.effects = {}
     r.ctx.call_key = r.key()
     found = r.recorded.get(r.position)
     if found is not None and found.state == ToolCallState.DONE:
         return _replay(r, call, found)
     t = offered(r.ctx, call.name)
+    if found is not None and found.state == ToolCallState.AWAITING:
+        return _approved(r, call, found)
     if found is not None:
         return _in_flight(r, call, found, idempotent=t is not None and t.idempotent)
+    if t is not None and t.approval is not None:
+        return _ask(r, call, t)
     if t is None or t.transactional:
         return _in_transaction(r, call)
     return _around(r, call)
@@ -221,14 +237,18 @@ def execute_atomically(tx: Fence, ctx: ToolContext, name: str, arguments: Any) -
     return ok, result
 
 
-def _in_transaction(r: Round, call: ToolCall) -> tuple[bool, str]:
-    """The effect, its journal row and its result in one fenced transaction."""
+def _in_transaction(r: Round, call: ToolCall, *, refused: str | None = None) -> tuple[bool, str]:
+    """The effect, its journal row and its result in one fenced transaction (``refused``:
+    no call, that error is its result)."""
     focus = r.focus
     with fenced(focus.lease) as tx:
         started = timezone.now()
         if focus.activity is not None:  # what the tool writes may name it
             records.ensure_stored(tx, focus.activity)
-        ok, result = execute_atomically(tx, r.ctx, call.name, call.arguments)
+        if refused is None:
+            ok, result = execute_atomically(tx, r.ctx, call.name, call.arguments)
+        else:
+            ok, result = False, json.dumps({"error": refused})
         r.open(tx, [_start_line(call, at=started), _end_line(call, ok, result)])
         r.row(
             call,
@@ -254,6 +274,74 @@ def _around(r: Round, call: ToolCall) -> tuple[bool, str]:
     ok, result = execute_tool(r.ctx, call.name, call.arguments)
     _finish(r, call, row, ok, result)
     return ok, result
+
+
+def _ask(r: Round, call: ToolCall, t: Tool) -> tuple[bool, str] | None:
+    """A call a person approves first: its approval and its ``awaiting`` row in one
+    transaction (with the session as far as this turn); the item is parked for it. Bad
+    arguments, or nobody to ask, answer the LLM at once instead."""
+    assert t.approval is not None
+    focus = r.focus
+    try:
+        args = arguments_of(t, call.arguments)
+    except ToolError as exc:
+        return _in_transaction(r, call, refused=str(exc))
+    with fenced(focus.lease) as tx:
+        if focus.activity is not None:  # the approval names the item and the activity
+            records.ensure_stored(tx, focus.activity)
+        try:
+            with transaction.atomic():
+                approval_id = t.approval(r.ctx, args)
+        except ToolError as exc:
+            refused = str(exc)
+        else:
+            waiting = records.LogLine(
+                L.STATUS,
+                f"{call.name} waits for a person's approval ({approval_id}) before it is called",
+                {"callId": call.id, "approvalId": approval_id, "name": call.name, "arguments": args},
+            )
+            r.open(tx, [_start_line(call), waiting])
+            r.row(call, state=ToolCallState.AWAITING, effects={"approvalId": approval_id}).save(force_insert=True)
+            r.effects["parked_approval"] = approval_id
+            return None
+    return _in_transaction(r, call, refused=refused)
+
+
+def _approved(r: Round, call: ToolCall, row: ToolCallRecord) -> tuple[bool, str] | None:
+    """A call that waited for a person: still waiting, it parks again; declined (or the
+    approval withdrawn), the LLM is told and nothing is called; granted, it is recorded
+    ``started`` and made, once."""
+    approval_id = str((row.effects or {}).get("approvalId") or "")
+    answer = approval_answer(approval_id)
+    if answer is None:
+        r.effects["parked_approval"] = approval_id
+        return None
+    granted, who, comment = answer
+    if not granted:
+        said = f" ({comment[:500]})" if comment else ""
+        result = json.dumps({"error": DECLINED.format(name=call.name, who=who, comment=said), "declined": True})
+        r.focus.turn.note(records.LogLine(L.STATUS, f"{call.name}: {who} declined it", {"callId": call.id}))
+        _finish(r, call, row, False, result)
+        return False, result
+    with fenced(r.focus.lease) as tx:
+        ToolCallRecord.objects.filter(id=row.id, state=ToolCallState.AWAITING).update(
+            state=ToolCallState.STARTED, started_at=timezone.now()
+        )
+        r.open(tx, [records.LogLine(L.STATUS, f"{call.name}: approved by {who}; calling it", {"callId": call.id})])
+    ok, result = execute_tool(r.ctx, call.name, call.arguments)
+    _finish(r, call, row, ok, result)
+    return ok, result
+
+
+def approval_answer(approval_id: str) -> tuple[bool, str, str] | None:
+    """(granted, who answered, their comment) for an answered approval; None while it waits."""
+    approval = Approval.objects.select_related("user").filter(id=approval_id).first()
+    if approval is None:
+        return False, "nobody (the approval is gone)", ""
+    if approval.status == Approval.State.PENDING:
+        return None
+    who = approval.user.get_username() if approval.status == Approval.State.ANSWERED else "the approval was withdrawn:"
+    return approval_granted(approval), who, approval.comment
 
 
 def _in_flight(r: Round, call: ToolCall, row: ToolCallRecord, *, idempotent: bool) -> tuple[bool, str]:

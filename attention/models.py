@@ -182,6 +182,7 @@ class LLMSession(models.Model):
 
 
 class ToolCallState(models.TextChoices):
+    AWAITING = "awaiting"  # a call a person must approve first; its item is parked
     STARTED = "started"  # recorded before a call whose effect leaves the transaction
     DONE = "done"  # its result recorded
 

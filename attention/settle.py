@@ -15,6 +15,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.work import liveness
 from notifications.models import Approval
+from notifications.services import approval_granted
 
 from . import batch, records
 from .focus import Focus, Outcome
@@ -246,7 +247,7 @@ def on_approval_answered(approval: Approval) -> None:
     answer = json.dumps(
         {
             "status": "ok",
-            "approved": approval.selected_option in ("approve", "approved", "yes"),
+            "approved": approval_granted(approval),
             "selected_option": approval.selected_option,
             "comment": approval.comment,
         }

@@ -22,7 +22,7 @@ from .models import LLMSession
 from .replies import delta_sender
 from .scenarios import SCENARIOS, item_brief, longterm_lines, system_prompt
 from .session import load_session, save_session
-from .toolbox import ToolContext, schemas_for
+from .toolbox import ToolContext, tools_for
 
 MAX_TURNS = 12
 
@@ -32,7 +32,8 @@ def run_tool_loop(focus: Focus) -> Outcome:
     assert activity is not None
     provider = get_provider()
     session = load_session(focus)
-    tools = schemas_for(focus.scenario)
+    offered = tools_for(focus.agent.id, focus.scenario)  # built-in, and its tool servers'
+    tools = [t.schema() for t in offered.values()]
     deltas = MarkerFilter(delta_sender(focus, session))  # the completion marker never reaches a watcher
     ctx = CallContext(
         scenario=focus.scenario,
@@ -48,6 +49,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
         activity_id=activity.id,
         scenario=focus.scenario,
         task_id=item.task_id,
+        offered=offered,
     )
     # A worker died in this session's last tool round: finish it from the journal.
     at, first, pending = pending_calls(session)

@@ -2,7 +2,10 @@
 
 Tool implementations live above the loop (``markus.tools``) and register themselves
 with ``@tool`` when ``load_tools()`` imports the modules named in
-``settings.MARKUS["TOOL_MODULES"]``: the loop never imports its tools.
+``settings.MARKUS["TOOL_MODULES"]``: the loop never imports its tools. Tools that depend
+on the agent (those of the MCP servers attached to it, ``markus.toolservers``) come from
+a *provider* an app registers (``register_provider``): ``tools_for`` is what an item is
+offered, the built-in tools of its scenario and its providers' tools.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ class ToolContext:
     # whose effect leaves the database carries it to that effect, so that a second
     # attempt of the same call finds the first (``Tool.idempotent``).
     call_key: str = ""
+    # What this item is offered (``tools_for``), read once when the item begins; None:
+    # the built-in tools of ``scenario``.
+    offered: dict[str, Tool] | None = None
 
 
 # A tool's implementation: the context and the LLM's arguments in, the result out.
@@ -63,6 +69,12 @@ class Tool:
     # finds the first call's effect instead of making a second one, so a call in flight
     # when its worker died is simply made again.
     idempotent: bool = False
+    # A person approves each call before it is made (the tool's policy is ``ask``): the
+    # journal parks the item with the approval this makes (its id is returned; it names
+    # the tool and its arguments) and makes the call once it is granted.
+    approval: Callable[[ToolContext, dict[str, Any]], str] | None = None
+    # Where the tool comes from, for the lists people read: "built-in", or the server's name.
+    source: str = "built-in"
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -108,9 +120,33 @@ def load_tools() -> dict[str, Tool]:
     return TOOLS
 
 
-def schemas_for(scenario: str) -> list[dict[str, Any]]:
+# A provider: (the agent's id, the scenario) -> the tools it offers that agent there.
+ToolProvider = Callable[[str, str], list[Tool]]
+PROVIDERS: list[ToolProvider] = []
+
+
+def register_provider(provider: ToolProvider) -> None:
+    if provider not in PROVIDERS:
+        PROVIDERS.append(provider)
+
+
+def builtin_for(scenario: str) -> dict[str, Tool]:
     load_tools()
-    return [t.schema() for t in TOOLS.values() if t.scenarios is None or scenario in t.scenarios]
+    return {n: t for n, t in TOOLS.items() if t.scenarios is None or scenario in t.scenarios}
+
+
+def tools_for(agent_id: str, scenario: str) -> dict[str, Tool]:
+    """Everything an item of ``scenario`` is offered: the built-in tools, then each
+    provider's (a name taken already keeps its first tool)."""
+    found = builtin_for(scenario)
+    for provider in PROVIDERS:
+        for t in provider(agent_id, scenario):
+            found.setdefault(t.name, t)
+    return found
+
+
+def schemas_for(scenario: str) -> list[dict[str, Any]]:
+    return [t.schema() for t in builtin_for(scenario).values()]
 
 
 def _check_args(t: Tool, args: dict[str, Any]) -> None:
@@ -131,7 +167,10 @@ def _check_args(t: Tool, args: dict[str, Any]) -> None:
 
 
 def offered(ctx: ToolContext, name: str) -> Tool | None:
-    """The tool of that name if it is offered in the context's scenario."""
+    """The tool of that name if it is offered in the context (its item's tools, else
+    the built-in tools of its scenario)."""
+    if ctx.offered is not None:
+        return ctx.offered.get(name)
     load_tools()
     t = TOOLS.get(name)
     if t is None or (t.scenarios is not None and ctx.scenario not in t.scenarios):
@@ -139,24 +178,31 @@ def offered(ctx: ToolContext, name: str) -> Tool | None:
     return t
 
 
+def arguments_of(t: Tool, args: Any) -> dict[str, Any]:
+    """The LLM's arguments for ``t`` as an object, checked against its parameters;
+    ToolError says what is wrong with them."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args or "{}")
+        except json.JSONDecodeError:
+            raise ToolError(f"{t.name}: arguments are not valid JSON") from None
+    if not isinstance(args, dict):
+        raise ToolError(f"{t.name}: arguments must be an object")
+    try:
+        check_data(args, "arguments")  # a NUL or a lone surrogate: the LLM is told, nothing is stored
+    except MarkusError as exc:
+        raise ToolError(f"{t.name}: {exc}") from None
+    _check_args(t, args)
+    return args
+
+
 def execute_tool(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
     """Run a tool; returns (ok, result text). Errors become readable results, never raise."""
     t = offered(ctx, name)
     if t is None:
         return False, json.dumps({"error": f"unknown tool {name!r} in this context"})
-    if isinstance(args, str):
-        try:
-            args = json.loads(args or "{}")
-        except json.JSONDecodeError:
-            return False, json.dumps({"error": f"{name}: arguments are not valid JSON"})
-    if not isinstance(args, dict):
-        return False, json.dumps({"error": f"{name}: arguments must be an object"})
     try:
-        check_data(args, "arguments")  # a NUL or a lone surrogate: the LLM is told, nothing is stored
-    except MarkusError as exc:
-        return False, json.dumps({"error": f"{name}: {exc}"})
-    try:
-        _check_args(t, args)
+        args = arguments_of(t, args)
         result = t.handler(ctx, args)
     except MarkusError as exc:
         return False, json.dumps({"error": str(exc)})

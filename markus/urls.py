@@ -26,6 +26,7 @@ urlpatterns = [
     path("", include("agentbus.urls")),
     path("", include("notifications.urls")),
     path("", include("markus.reports.urls")),
+    path("", include("markus.toolservers.urls")),
     path("", include("markus.web.urls")),
     path("", pages.home, name="home"),
     path("home/agents/", pages.home_agents, name="home-agents"),

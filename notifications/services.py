@@ -219,6 +219,15 @@ def approval_respond(*, user: User, approval_id: str, selected_option: str, comm
     return approval
 
 
+# The options that grant what an approval asks (the default options' "approve").
+GRANTING_OPTIONS = ("approve", "approved", "yes")
+
+
+def approval_granted(approval: Approval) -> bool:
+    """Whether a person answered the approval with an option that grants it."""
+    return approval.status == Approval.State.ANSWERED and approval.selected_option in GRANTING_OPTIONS
+
+
 def approval_cancel(*, approval_id: str) -> bool:
     """Withdraw a pending approval (its question no longer stands). True if it was."""
     with transaction.atomic():

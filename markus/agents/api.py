@@ -22,12 +22,16 @@ from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOu
 from markus.agents.services import agent_create
 from markus.core.api import validated_body
 from markus.core.schema import errors
+from markus.toolservers import services as toolservers
 
 if TYPE_CHECKING:
     from rest_framework.permissions import _SupportsHasPermission  # the stubs' type of a permission
 
 
-def agent_data(agent: Agent) -> dict[str, Any]:
+def agent_data(agent: Agent, tool_servers: list[str] | None = None) -> dict[str, Any]:
+    """An agent as the API shows it; ``tool_servers``: read with the others' (a list)."""
+    if tool_servers is None:
+        tool_servers = toolservers.attached_names([agent.id])[agent.id]
     return {
         "id": agent.id,
         "name": agent.name,
@@ -38,6 +42,7 @@ def agent_data(agent: Agent) -> dict[str, Any]:
         "ownerId": agent.owner_id,
         "createdAt": agent.created_at,
         **rhythm_data(agent),
+        "toolServers": tool_servers,
     }
 
 
@@ -81,7 +86,8 @@ class AgentListView(APIView):
     )
     def get(self, request: Request) -> Response:
         agents = list(visible_agents(request).order_by("created_at", "id"))
-        rows = [agent_data(a) for a in agents]
+        servers = toolservers.attached_names([a.id for a in agents])
+        rows = [agent_data(a, servers[a.id]) for a in agents]
         if request.query_params.get("inbox") in ("1", "true"):
             counts = pending_counts([a.id for a in agents])
             for row in rows:
@@ -137,8 +143,11 @@ class AgentDetailView(APIView):
             hours = body.pop("activeHours") or {"start": None, "end": None}
             body["heartbeatActiveStart"], body["heartbeatActiveEnd"] = hours["start"], hours["end"]
         named = {key: body.pop(key) for key in ("name", "role") if key in body}
+        servers = body.pop("toolServers", None)
         with transaction.atomic():
             if named:
                 Agent.objects.filter(id=agent.id).update(**named)
+            if servers is not None:
+                toolservers.attach(agent, servers)
             agent, _ = rhythm_update(agent.id, **{_PATCHABLE[key]: value for key, value in body.items()})
         return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})

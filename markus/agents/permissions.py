@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from rest_framework.exceptions import NotAuthenticated
 
 from mailbox.registry import MailboxType
 from mailbox.representation import PLACEHOLDER, redacted
@@ -127,6 +128,8 @@ OPERATIONS: dict[str, Operation] = {
     "agents_memory_search": _op(S, "search memory"),
     "agents_reminders": _op(S, "list reminders"),
     "agents_reminder_cancel": _op(C, "cancel a reminder"),
+    "agents_tools": _op(S, "list the tools it is offered (built-in and its tool servers') with their policies"),
+    "tool:approve_call": _op(C, "approve a call of one of its ask tools (the approval goes to such a person)"),
     "agents_reports": _op(S, "list daily reports"),
     "agents_report": _op(S, "read a daily report"),
     "agents_agentbus_inbox": _op(S, "wait on the bus inbox (the agent itself acknowledges)"),
@@ -161,6 +164,12 @@ OPERATIONS: dict[str, Operation] = {
     "notifications_mark_all_read_create": _op(Right.USER, "mark all the caller's notifications read"),
     "approvals_list": _op(Right.USER, "the approvals the caller may answer"),
     "approvals_respond_create": _op(Right.USER, "answer an approval addressed to the caller"),
+    # ---- tool servers (MCP): registered by staff; attached to an agent by who controls it
+    "tool_servers_list": _op(Right.STAFF, "list the tool servers"),
+    "tool_servers_create": _op(Right.STAFF, "register a tool server (stdio ones run as the worker's user)"),
+    "tool_servers_retrieve": _op(Right.STAFF, "read a tool server (its secrets: never)"),
+    "tool_servers_partial_update": _op(Right.STAFF, "change a tool server, its policies, its teams"),
+    "tool_servers_destroy": _op(Right.STAFF, "delete a tool server"),
     # ---- pages (by URL name)
     "page:mind": _op(S, "the mind view"),
     "page:mind-timeline": _op(S, "the mind view's timeline pages"),
@@ -224,6 +233,23 @@ def may(caller: AnyRequest, operation: str, agent: Agent) -> bool:
 
 def user_may(user: User | AnonymousUser | None, right: Right, agent: Agent) -> bool:
     return has_right(user_relation(user, agent), right)
+
+
+def user_may_do(user: User | AnonymousUser | None, operation: str, agent: Agent) -> bool:
+    return has_right(user_relation(user, agent), OPERATIONS[operation].right)
+
+
+def require_staff(caller: AnyRequest, operation: str) -> User:
+    """The caller's user for an operation of staff (not about one agent): 401 for nobody,
+    403 saying so for anybody else (an agent's token included)."""
+    assert OPERATIONS[operation].right == Right.STAFF, operation
+    user = getattr(caller, "user", None)
+    acting = getattr(caller, "auth", None)
+    if not isinstance(acting, Agent) and (user is None or not user.is_authenticated):
+        raise NotAuthenticated()
+    if isinstance(acting, Agent) or not isinstance(user, User) or not user.is_staff:
+        raise PermissionDenied(f"Only staff may {OPERATIONS[operation].what}.")
+    return user
 
 
 def refusal(operation: str) -> str:

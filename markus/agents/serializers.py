@@ -107,6 +107,13 @@ class AgentPatchInput(serializers.Serializer):
         help_text='{"start": 8, "end": 20}: heartbeats only in these hours of the agent\'s time zone; null: all day',
     )
 
+    toolServers = serializers.ListField(
+        child=serializers.CharField(max_length=32),
+        required=False,
+        max_length=20,
+        help_text="the names of the tool servers (MCP) attached to it, all of them (its team's are added)",
+    )
+
     heartbeatIntervalMinutes = StrictIntegerField(
         required=False,
         allow_null=True,
@@ -164,6 +171,9 @@ class AgentOut(serializers.Serializer):
     activeHours = ActiveHoursOut(allow_null=True, help_text="the active hours as one object; null: all day")
     nextHeartbeatAt = serializers.DateTimeField(allow_null=True, help_text="null: at the next beat tick")
     heartbeatSleepDepth = serializers.IntegerField(help_text="each level doubles the interval (at most 24 h)")
+    toolServers = serializers.ListField(
+        child=serializers.CharField(), help_text="tool servers attached to it (not its team's: GET …/tools)"
+    )
     pendingInbox = serializers.IntegerField(required=False, help_text="messages waiting in the AgentBus inbox")
     pendingInboxCount = serializers.IntegerField(required=False, help_text="with ?inbox=1 on the list")
 

@@ -179,6 +179,51 @@ def _chat_steps(text: str) -> list[Step]:
     return steps
 
 
+# "What is the last commit in the git repository?": the git_log tool of an attached
+# tool server (MCP), named ``<server>__git_log``; the repository is a path in the
+# question, else the one its server's description names.
+LAST_COMMIT = re.compile(r"\b(last|latest|newest|recent)\b.{0,40}\bcommits?\b", re.I | re.S)
+PATH = re.compile(r"(/[\w.@%+~/-]+)")
+GIT_LOG = "__git_log"
+
+
+def _tool_steps(text: str, tools: list[dict[str, Any]]) -> list[Step]:
+    if not LAST_COMMIT.search(text):
+        return []
+    for t in tools:
+        fn = t["function"]
+        if fn["name"].endswith(GIT_LOG):
+            where = PATH.search(text) or PATH.search(str(fn.get("description") or ""))
+            args: dict[str, Any] = {"max_count": 1}
+            if where or "repo_path" in (fn.get("parameters") or {}).get("required", []):
+                args["repo_path"] = where.group(1).rstrip(".,;:") if where else "."
+            return [(fn["name"], args)]
+    return []
+
+
+def _tool_notes(results: dict[str, str]) -> str:
+    """What the tool servers' tools said, as a person reads it."""
+    for name, said in results.items():
+        if not name.endswith(GIT_LOG):
+            continue
+        try:
+            answer = json.loads(said or "{}")
+        except ValueError:
+            answer = {"error": said}
+        if not isinstance(answer, dict) or "error" in answer:
+            error = answer.get("error") if isinstance(answer, dict) else said
+            return f"I could not read the repository ({name}): {str(error)[:300]}"
+        log = str(answer.get("content") or "")
+        subject = re.search(r"^Message: (.+)$", log, re.M)
+        commit = re.search(r"^Commit: (\w{7})", log, re.M)
+        author = re.search(r"^Author: (.+)$", log, re.M)
+        if subject is None:
+            return "The repository has no commits yet." if not log.strip() else f"The log says: {log[:300]}"
+        who = f", by {author.group(1).strip()}" if author else ""
+        return f"The last commit is “{subject.group(1).strip()}” ({commit.group(1) if commit else '?'}{who})."
+    return ""
+
+
 def _when(value: Any) -> str:
     """An ISO time as a person reads it: 2026-12-02 09:00 (+09:00)."""
     try:
@@ -218,7 +263,7 @@ def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[s
         if "check_mailbox" in results:
             depth = json.loads(results["check_mailbox"] or "{}").get("queueDepth", 0)
             reply += f" I have {depth} item(s) waiting in my mailbox."
-        notes = _chat_notes(results)
+        notes = " ".join(n for n in (_tool_notes(results), _chat_notes(results)) if n)
         return f"{reply} {notes}" if notes else reply
     if scenario == HEARTBEAT:
         depth = json.loads(results.get("check_mailbox") or "{}").get("queueDepth", 0)
@@ -247,7 +292,10 @@ class OfflineProvider(Provider):
         # A session reply resumes the task's session: only what happened since the
         # person's comment counts as done in this run.
         results = _called(_since_last_user(messages) if context.scenario == SESSION_RESPONSE else messages)
-        for name, args in _plan(context.scenario, context.item, context.agent_name):
+        steps = _plan(context.scenario, context.item, context.agent_name)
+        if context.scenario == "chat":
+            steps += _tool_steps(str(context.item.get("content") or ""), tools)
+        for name, args in steps:
             if name in offered and name not in results:
                 n = sum(1 for m in messages if m.get("role") == "assistant")
                 _think(think, context)

@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "notifications",
     "agentbus",
     "markus.reports",
+    "markus.toolservers",
     "markus",
 ]
 

@@ -1,0 +1,81 @@
+"""MCP tool servers as data: what the operator registered, whom it is attached to, the
+policy of each of its tools, and what the workers last saw of it (its tools, its state).
+
+``env`` and ``headers`` hold secrets: no answer, page or log line shows their values
+(only their names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from markus.agents.models import Agent, Team
+
+
+class Transport(models.TextChoices):
+    STDIO = "stdio"  # a command the worker starts, spoken to over its stdin and stdout
+    HTTP = "http"  # a Streamable HTTP endpoint
+
+
+class Policy(models.TextChoices):
+    AUTO = "auto"  # called when the LLM calls it
+    ASK = "ask"  # a person approves each call first
+    DENY = "deny"  # never offered
+
+
+class ServerState(models.TextChoices):
+    UNKNOWN = "unknown"  # no worker has used it yet
+    READY = "ready"  # the last connection listed its tools or answered a call
+    FAILING = "failing"  # the last use failed; calls answer a tool error
+    DISABLED = "disabled"
+
+
+class ToolServer(models.Model):
+    name = models.SlugField(
+        max_length=32,
+        unique=True,
+        help_text="lowercase letters, digits and single hyphens; its tools are offered as <name>__<tool>",
+    )
+    description = models.TextField(
+        blank=True, default="", help_text="what it is for: shown to the agent with the tools (e.g. which repository)"
+    )
+    transport = models.CharField(max_length=8, choices=Transport.choices)
+    command = models.CharField(max_length=500, blank=True, default="", help_text="stdio: the executable")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments, a list of strings")
+    env = models.JSONField(default=dict, blank=True, help_text="stdio: environment variables (secret: write-only)")
+    url = models.URLField(max_length=1000, blank=True, default="", help_text="http: the MCP endpoint")
+    headers = models.JSONField(default=dict, blank=True, help_text="http: request headers (secret: write-only)")
+    timeout_seconds = models.PositiveIntegerField(default=30, help_text="how long a call may take")
+    enabled = models.BooleanField(default=True)
+    policies = models.JSONField(
+        default=dict, blank=True, help_text='{"<tool>": "auto" | "ask" | "deny"}; a tool not named: its default'
+    )
+    agents = models.ManyToManyField(Agent, blank=True, related_name="tool_servers")
+    teams = models.ManyToManyField(Team, blank=True, related_name="tool_servers")
+    # What a worker last saw: the tools it listed, and how its last use went.
+    tools = models.JSONField(default=list, blank=True, editable=False)
+    listed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    state = models.CharField(max_length=16, choices=ServerState.choices, default=ServerState.UNKNOWN, editable=False)
+    last_error = models.TextField(blank=True, default="", editable=False)
+    state_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        db_table = "tool_servers"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def policy_of(self, tool: dict[str, Any]) -> str:
+        """A listed tool's policy: the operator's, else its annotations' (read-only: auto)."""
+        chosen = (self.policies or {}).get(tool.get("name"))
+        return str(chosen) if chosen in Policy.values else default_policy(tool)
+
+
+def default_policy(tool: dict[str, Any]) -> str:
+    """A tool that says it only reads (``readOnlyHint``) runs at once; any other asks."""
+    return Policy.AUTO if (tool.get("annotations") or {}).get("readOnlyHint") is True else Policy.ASK

@@ -1,0 +1,223 @@
+"""The tools an agent is offered from its tool servers (the loop's provider), and what a
+call of one does: ``<server>__<tool>`` with the server's own description and schema,
+its policy (``deny``: not offered; ``ask``: a person approves each call first), and its
+result bounded in size.
+
+What a worker sees of a server (its listing, its state, its last error) is written to
+its row as it happens, so the console and ``GET /api/tool-servers/`` show it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db.models import Q
+from django.utils import timezone
+
+from attention.toolbox import Tool, ToolContext, ToolError
+from mailbox.models import MailboxItem
+from markus.agents import permissions
+from markus.agents.models import Agent
+from notifications.services import approval_create
+
+from .models import Policy, ServerState, ToolServer, Transport
+from .runtime import ServerDown, ServerRefused, Spec, runtime
+
+log = logging.getLogger(__name__)
+
+SEPARATOR = "__"
+# The scenarios that work (people and colleagues wait on them): not the rhythm's own
+# (check-ins, reports, dreams, reminders) nor triage.
+WORKING_SCENARIOS = frozenset(
+    {
+        "chat",
+        "task_execution",
+        "review",
+        "comment_response",
+        "requirement_action",
+        "a2a",
+        "session_response",
+        "mention_response",
+    }
+)
+# What a call's result may be, in characters, before it is cut (with a note).
+RESULT_MAX_CHARS = 16_000
+# A function name as the LLM APIs accept it.
+FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# What an approval quotes of a call's arguments.
+APPROVAL_ARGS_CHARS = 2_000
+
+
+def spec_of(server: ToolServer) -> Spec:
+    return Spec(
+        name=server.name,
+        transport=server.transport,
+        command=server.command,
+        args=tuple(str(a) for a in server.args or []),
+        env=tuple(sorted((str(k), str(v)) for k, v in (server.env or {}).items())),
+        url=server.url,
+        headers=tuple(sorted((str(k), str(v)) for k, v in (server.headers or {}).items())),
+        timeout=float(server.timeout_seconds or 30),
+    )
+
+
+def attached_servers(agent: Agent) -> list[ToolServer]:
+    """The enabled servers attached to the agent or to its team."""
+    where = Q(agents=agent) | (Q(teams=agent.team_id) if agent.team_id else Q(pk__in=[]))
+    return list(ToolServer.objects.filter(where, enabled=True).distinct().order_by("name"))
+
+
+def record_state(server: ToolServer, state: str, error: str = "", *, tools: list[dict[str, Any]] | None = None) -> None:
+    """What a worker just saw of the server, on its row (outside any transaction of the
+    loop: the operator sees it even if the item's work rolls back)."""
+    now = timezone.now()
+    fields: dict[str, Any] = {"state": state, "last_error": error[:2000], "state_at": now}
+    if tools is not None:
+        fields.update(tools=tools, listed_at=now)
+        server.tools, server.listed_at = tools, now
+    ToolServer.objects.filter(pk=server.pk).update(**fields)
+    server.state, server.last_error = state, error
+
+
+def listing(server: ToolServer) -> list[dict[str, Any]]:
+    """The server's tools: as last listed, else listed now (its first use anywhere)."""
+    if server.listed_at is not None:
+        return list(server.tools or [])
+    return refresh(server)
+
+
+def refresh(server: ToolServer) -> list[dict[str, Any]]:
+    """List the server's tools now and keep the listing; [] (and its state) if it fails."""
+    try:
+        tools = runtime().list_tools(spec_of(server))
+    except (ServerDown, ServerRefused) as exc:
+        record_state(server, ServerState.FAILING, str(exc))
+        return []
+    record_state(server, ServerState.READY, tools=tools)
+    return tools
+
+
+def tool_name(server: ToolServer, tool: dict[str, Any]) -> str:
+    return f"{server.name}{SEPARATOR}{tool.get('name', '')}"
+
+
+def offerable(server: ToolServer, tool: dict[str, Any]) -> bool:
+    return bool(FUNCTION_NAME.match(tool_name(server, tool)))
+
+
+def provide(agent_id: str, scenario: str) -> list[Tool]:
+    """The loop's provider: the agent's MCP tools in a working scenario."""
+    if scenario not in WORKING_SCENARIOS:
+        return []
+    agent = Agent.objects.filter(id=agent_id).first()
+    if agent is None:
+        return []
+    found = []
+    for server in attached_servers(agent):
+        for listed in listing(server):
+            policy = server.policy_of(listed)
+            if policy != Policy.DENY and offerable(server, listed):
+                found.append(as_tool(server, listed, policy))
+    return found
+
+
+def as_tool(server: ToolServer, listed: dict[str, Any], policy: str) -> Tool:
+    name, remote = tool_name(server, listed), str(listed["name"])
+    schema = listed.get("inputSchema") or {"type": "object", "properties": {}}
+    annotations = listed.get("annotations") or {}
+
+    def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        return call(server, remote, args)
+
+    description = str(listed.get("description") or listed.get("title") or remote)
+    if server.description:  # what the operator says the server is for (which repository, …)
+        description += f"\n(Tool server {server.name}: {server.description})"
+    return Tool(
+        name,
+        description,
+        schema,
+        handler,
+        transactional=False,  # its effect is the server's: recorded as started before it is made
+        idempotent=annotations.get("idempotentHint") is True or annotations.get("readOnlyHint") is True,
+        approval=(lambda ctx, args: ask(ctx, server, remote, args)) if policy == Policy.ASK else None,
+        source=server.name,
+    )
+
+
+def call(server: ToolServer, tool: str, args: dict[str, Any]) -> Any:
+    """Call the tool; its result as the LLM reads it, or ToolError saying what went wrong."""
+    try:
+        result = runtime().call_tool(spec_of(server), tool, args)
+    except ServerDown as exc:
+        record_state(server, ServerState.FAILING, str(exc))
+        raise ToolError(str(exc)) from None
+    except ServerRefused as exc:
+        raise ToolError(str(exc)) from None
+    if server.state != ServerState.READY:
+        record_state(server, ServerState.READY)
+    text = "\n".join(
+        str(c.get("text", "")) if c.get("type") == "text" else f"[{c.get('type', 'content')} not shown]"
+        for c in result.get("content") or []
+    )
+    if result.get("isError"):
+        raise ToolError(bounded(f"{server.name}{SEPARATOR}{tool} failed: {text or 'no message'}"))
+    answer: dict[str, Any] = {"content": bounded(text)}
+    if result.get("structuredContent") is not None:
+        structured = json.dumps(result["structuredContent"], default=str)
+        answer["structuredContent"] = (
+            result["structuredContent"] if len(structured) <= RESULT_MAX_CHARS else bounded(structured)
+        )
+    return answer
+
+
+def bounded(text: str) -> str:
+    if len(text) <= RESULT_MAX_CHARS:
+        return text
+    return f"{text[:RESULT_MAX_CHARS]}\n[cut: the first {RESULT_MAX_CHARS:,} of {len(text):,} characters]"
+
+
+# ---------------------------------------------------------------------------- asking
+
+
+def approver(ctx: ToolContext, agent: Agent) -> User:
+    """Who approves the agent's call: the person the item came from if they may control
+    the agent (the permission table's ``tool:approve_call``), else its owner, else its
+    team's owner."""
+    item = MailboxItem.objects.filter(id=ctx.mailbox_item_id).first()
+    meta = (item.metadata or {}) if item else {}
+    sender_id = str(meta.get("senderId", ""))
+    if meta.get("senderRole") == "user" and sender_id.isascii() and sender_id.isdigit():
+        sender = User.objects.filter(pk=sender_id).first()
+        if sender is not None and permissions.user_may_do(sender, "tool:approve_call", agent):
+            return sender
+    if agent.owner is not None:
+        return agent.owner
+    if agent.team is not None:
+        return agent.team.owner
+    raise ToolError("nobody may approve this call: the agent has no owner or team")
+
+
+def ask(ctx: ToolContext, server: ToolServer, tool: str, args: dict[str, Any]) -> str:
+    """The approval a call of an ``ask`` tool waits for: it names the tool, its server
+    and its arguments. Its id."""
+    agent = Agent.objects.select_related("owner", "team__owner").get(id=ctx.agent_id)
+    quoted = json.dumps(args, ensure_ascii=False, indent=1, default=str)
+    if len(quoted) > APPROVAL_ARGS_CHARS:
+        quoted = quoted[:APPROVAL_ARGS_CHARS] + f"… [{len(quoted):,} characters in all]"
+    where = server.url if server.transport == Transport.HTTP else server.command
+    approval = approval_create(
+        user=approver(ctx, agent),
+        title=f"{agent.name} asks to call {tool} on {server.name}",
+        description=(
+            f"{agent.name} wants to call the tool {tool!r} of the tool server {server.name!r} ({where}) "
+            f"with these arguments:\n{quoted}\n\nApprove to let it run once; reject and the agent is told "
+            "that you declined."
+        ),
+        agent=agent,
+        mailbox_item=MailboxItem.objects.filter(id=ctx.mailbox_item_id).first(),
+        metadata={"toolCall": {"server": server.name, "tool": tool, "name": f"{server.name}{SEPARATOR}{tool}"}},
+    )
+    return approval.id
