@@ -165,11 +165,10 @@ def call(server: ToolServer, tool: str, args: dict[str, Any]) -> Any:
     if result.get("isError"):
         raise ToolError(bounded(f"{server.name}{SEPARATOR}{tool} failed: {text or 'no message'}"))
     answer: dict[str, Any] = {"content": bounded(text)}
-    if result.get("structuredContent") is not None:
-        structured = json.dumps(result["structuredContent"], default=str)
-        answer["structuredContent"] = (
-            result["structuredContent"] if len(structured) <= RESULT_MAX_CHARS else bounded(structured)
-        )
+    structured = result.get("structuredContent")
+    if structured is not None and structured != {"result": text}:  # not only the text again
+        quoted = json.dumps(structured, default=str)
+        answer["structuredContent"] = structured if len(quoted) <= RESULT_MAX_CHARS else bounded(quoted)
     return answer
 
 

@@ -61,11 +61,19 @@ class ToolServerInput(serializers.Serializer):
     description = serializers.CharField(
         max_length=2000, required=False, allow_blank=True, help_text="what it is for; shown to the agent"
     )
-    transport = serializers.ChoiceField(choices=Transport.choices)
+    transport = serializers.ChoiceField(
+        choices=Transport.choices, error_messages={"invalid_choice": "transport must be stdio or http"}
+    )
     command = serializers.CharField(max_length=500, required=False, allow_blank=True, help_text="stdio: executable")
     args = serializers.JSONField(required=False, help_text="stdio: a list of strings")
     env = serializers.JSONField(required=False, help_text="stdio: {NAME: value}; write-only (secret)")
-    url = serializers.URLField(max_length=1000, required=False, allow_blank=True, help_text="http: the endpoint")
+    url = serializers.URLField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="http: the endpoint",
+        error_messages={"invalid": "url must be an http(s) URL, e.g. http://localhost:8000/mcp"},
+    )
     headers = serializers.JSONField(required=False, help_text="http: {Header: value}; write-only (secret)")
     timeoutSeconds = StrictIntegerField(
         required=False,

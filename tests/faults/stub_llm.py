@@ -49,6 +49,9 @@ def effect_arguments(tool: str, marker: str, target: str) -> dict[str, Any]:
         "notify_user": {"title": "fyi", "body": f"notice {marker}"},
         "agent_delegate_task": {"to": target, "title": f"delegated {marker}", "description": "Do it."},
         "schedule_reminder": {"text": f"reminder {marker}", "when": "in 2h"},
+        # The MCP test server's effect (tests/toolservers/counter_server.py), long enough
+        # for a worker to be killed while it runs.
+        "counter__increment": {"marker": marker, "seconds": 3},
     }[tool]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -46,8 +47,12 @@ def _sse_chunks(body: dict[str, Any], reply: dict[str, Any]) -> list[dict[str, A
 
 
 class StubOpenAI:
-    def __init__(self, replies: list[dict]):
+    """``replies`` in turn; or ``chooser``: the request body in, the reply out (a model
+    that picks its tool from those offered)."""
+
+    def __init__(self, replies: list[dict], chooser: Callable[[dict[str, Any]], dict] | None = None):
         self.replies = list(replies)
+        self.chooser = chooser
         self.requests: list[dict] = []
         self.wire = Wire()
         stub = self
@@ -59,7 +64,10 @@ class StubOpenAI:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                reply = stub.replies.pop(0) if stub.replies else {"content": "out of replies"}
+                if stub.chooser is not None:
+                    reply = stub.chooser(body)
+                else:
+                    reply = stub.replies.pop(0) if stub.replies else {"content": "out of replies"}
                 if body.get("stream") and not reply.get("whole"):  # "whole": a server that cannot stream
                     self.stream(body, reply)
                 else:

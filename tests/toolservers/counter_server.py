@@ -1,0 +1,72 @@
+"""An MCP server over Streamable HTTP, built with the SDK, for the tool-server tests.
+
+``increment`` is its effect: it writes ``started <marker>`` to the log file, waits
+``seconds``, then ``done <marker>``, so a test counts each effect (the ``done`` lines)
+and can kill a worker while one runs (after ``started``). ``count`` only reads (its
+annotations say so: offered as ``auto``); ``fail`` answers a tool error, ``big`` a
+result of ``size`` characters and ``nap`` takes ``seconds``.
+
+    python tests/toolservers/counter_server.py --port 8123 --log /tmp/effects.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+
+def build(log: Path) -> MCPServer:
+    server = MCPServer("counter")
+
+    def write(line: str) -> None:
+        with log.open("a") as f:
+            f.write(line + "\n")
+            f.flush()
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False))
+    def increment(marker: str, seconds: float = 0.0) -> str:
+        """Add one to the counter of ``marker`` (an effect: it is counted)."""
+        write(f"started {marker}")
+        time.sleep(min(seconds, 30.0))
+        write(f"done {marker}")
+        return f"counted {marker}"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def count(marker: str) -> str:
+        """How many times ``marker`` was counted."""
+        lines = log.read_text().splitlines() if log.exists() else []
+        return str(sum(1 for line in lines if line == f"done {marker}"))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def fail(reason: str) -> str:
+        """Always fails, saying why."""
+        raise ValueError(f"it failed because {reason}")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def big(size: int) -> str:
+        """A text of ``size`` characters."""
+        return "x" * size
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def nap(seconds: float) -> str:
+        """Answers after ``seconds``."""
+        time.sleep(min(seconds, 60.0))
+        return "awake"
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--log", type=Path, required=True)
+    opts = parser.parse_args()
+    build(opts.log).run("streamable-http", host="127.0.0.1", port=opts.port)
+
+
+if __name__ == "__main__":
+    main()
