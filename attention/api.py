@@ -30,6 +30,7 @@ from . import chat, services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
 from .records import serialize_decision
+from .selectors import waiting_calls
 from .serializers import ActivityLogsOut, ControlOut, DecisionsOut, MindOut
 
 # A chat session is the agent's main session or another one ("chat"); named in the
@@ -67,6 +68,10 @@ class MindView(APIView):
                     for m in WorkingMemory.objects.filter(agent=agent).order_by("key")
                 ],
                 "waitingForApproval": waiting,
+                "waitingCalls": [
+                    c if reader.sees(c["privateTo"]) else {**c, "arguments": PLACEHOLDER}
+                    for c in waiting_calls(agent.id)
+                ],
                 "brain": get_provider().name,
             }
         )

@@ -10,11 +10,11 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from mailbox.models import MailboxItem
-from mailbox.representation import PLACEHOLDER, serialize_item
+from mailbox.representation import PLACEHOLDER, private_of, serialize_item
 from mailbox.selectors import QUEUE_PAGE, queue_depth, queued_page, timeline_queryset
 from markus.core.errors import MarkusError
 
-from .models import AgentActivity, AgentDecision
+from .models import AgentActivity, AgentDecision, ToolCallRecord, ToolCallState
 
 # What the item serialisation carries that a timeline row leaves out.
 _NOT_IN_TIMELINE = frozenset({"agentId", "payload", "metadata", "marks", "attempts"})
@@ -194,3 +194,34 @@ def day_activity(agent_id: str, start: datetime, end: datetime) -> dict[str, Any
         "byType": by_type,
         "activities": listed,
     }
+
+
+# ------------------------------------------------------------------- waiting calls
+
+WAITING_CALLS = 20
+
+
+def waiting_calls(agent_id: str, *, limit: int = WAITING_CALLS) -> list[dict[str, Any]]:
+    """The tool calls of the agent's parked items that wait for a person's approval
+    (``ask`` tools), oldest first: the tool, its arguments, the approval, whose private
+    conversation it belongs to (``privateTo``: the reader decides what to show)."""
+    rows = (
+        ToolCallRecord.objects.filter(
+            mailbox_item__agent_id=agent_id,
+            mailbox_item__status="deferred",
+            state=ToolCallState.AWAITING,
+        )
+        .select_related("mailbox_item")
+        .order_by("started_at", "id")[:limit]
+    )
+    return [
+        {
+            "mailboxItemId": r.mailbox_item_id,
+            "name": r.name,
+            "arguments": r.arguments,
+            "approvalId": (r.effects or {}).get("approvalId"),
+            "since": r.started_at,
+            "privateTo": private_of(r.mailbox_item.marks),
+        }
+        for r in rows
+    ]

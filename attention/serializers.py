@@ -25,6 +25,15 @@ class WorkingMemoryOut(serializers.Serializer):
     updatedAt = serializers.DateTimeField()
 
 
+class WaitingCallOut(serializers.Serializer):
+    mailboxItemId = serializers.CharField()
+    name = serializers.CharField(help_text="<server>__<tool>")
+    arguments = serializers.JSONField(help_text="as the LLM gave them (a private conversation's: a placeholder)")
+    approvalId = serializers.CharField(allow_null=True)
+    since = serializers.DateTimeField()
+    privateTo = serializers.IntegerField(allow_null=True)
+
+
 class MindOut(serializers.Serializer):
     agentId = serializers.CharField()
     status = serializers.CharField()
@@ -37,6 +46,7 @@ class MindOut(serializers.Serializer):
     )
     workingMemory = WorkingMemoryOut(many=True)
     waitingForApproval = serializers.BooleanField()
+    waitingCalls = WaitingCallOut(many=True, help_text="tool calls that wait for a person's approval (ask tools)")
     brain = serializers.CharField(help_text="the LLM provider in use; 'offline' is the rule-based brain")
 
 

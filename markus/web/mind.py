@@ -7,6 +7,7 @@ registry shows up (and is filterable) with no template change.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from attention import heartbeat, operator
 from attention import services as attention
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
-from attention.selectors import timeline_entry
+from attention.selectors import timeline_entry, waiting_calls
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
 from mailbox.representation import PLACEHOLDER
@@ -145,6 +146,13 @@ def header_context(
         "offline_brain": brain == OFFLINE_BRAIN,
         "live": live,
         "rhythm": heartbeat.rhythm(agent),
+        "waiting_calls": [
+            {
+                **c,
+                "arguments_text": reader.text(c["privateTo"], json.dumps(c["arguments"], ensure_ascii=False)),
+            }
+            for c in waiting_calls(agent_id)
+        ],
     }
 
 

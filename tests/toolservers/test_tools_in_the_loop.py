@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from attention.models import ToolCallRecord
 from mailbox.models import MailboxItem
@@ -87,6 +88,13 @@ def test_an_ask_tool_parks_until_approved_then_runs_once(
     assert row.state == "awaiting" and row.effects == {"approvalId": approval.id}
     mind = alice_client.get(f"/api/agents/{agent.id}/mind").json()
     assert mind["waitingForApproval"] is True
+    (waiting,) = mind["waitingCalls"]
+    assert waiting["name"] == "git__git_commit" and waiting["arguments"]["message"] == "Add the notes"
+    assert waiting["approvalId"] == approval.id and waiting["mailboxItemId"] == item_id
+    page = Client()
+    page.force_login(alice)
+    html = page.get(f"/agents/{agent.id}/mind/").content.decode()
+    assert "Waiting for approval to call <code>git__git_commit</code>" in html and "Add the notes" in html
     r = alice_client.post(f"/api/approvals/{approval.id}/respond", {"selectedOption": "approve"}, format="json")
     assert r.status_code == 200, r.content
     text = reply_in(body)
