@@ -40,7 +40,7 @@ from notifications.services import approval_granted
 
 from . import records
 from .focus import Focus
-from .lease import Fence, fenced
+from .lease import Fence, LeaseKeeper, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord, ToolCallState
 from .session import save_session
@@ -271,7 +271,7 @@ def _around(r: Round, call: ToolCall) -> tuple[bool, str]:
         r.open(tx, [_start_line(call)])
         row = r.row(call, state=ToolCallState.STARTED)
         row.save(force_insert=True)
-    ok, result = execute_tool(r.ctx, call.name, call.arguments)
+    ok, result = _outside(r, call)
     _finish(r, call, row, ok, result)
     return ok, result
 
@@ -328,7 +328,7 @@ def _approved(r: Round, call: ToolCall, row: ToolCallRecord) -> tuple[bool, str]
             state=ToolCallState.STARTED, started_at=timezone.now()
         )
         r.open(tx, [records.LogLine(L.STATUS, f"{call.name}: approved by {who}; calling it", {"callId": call.id})])
-    ok, result = execute_tool(r.ctx, call.name, call.arguments)
+    ok, result = _outside(r, call)
     _finish(r, call, row, ok, result)
     return ok, result
 
@@ -344,10 +344,17 @@ def approval_answer(approval_id: str) -> tuple[bool, str, str] | None:
     return approval_granted(approval), who, approval.comment
 
 
+def _outside(r: Round, call: ToolCall) -> tuple[bool, str]:
+    """Make a call whose effect leaves the database: outside any transaction, the lease
+    kept alive while it runs (a tool server may take its time)."""
+    with LeaseKeeper(r.focus.lease):
+        return execute_tool(r.ctx, call.name, call.arguments)
+
+
 def _in_flight(r: Round, call: ToolCall, row: ToolCallRecord, *, idempotent: bool) -> tuple[bool, str]:
     """A call recorded as started whose result never came: its worker died during it."""
     if idempotent:  # called again with the same key: it finds its first effect
-        ok, result = execute_tool(r.ctx, call.name, call.arguments)
+        ok, result = _outside(r, call)
         how = "made again (idempotent)"
     else:
         ok, result = False, json.dumps({"error": IN_FLIGHT.format(name=call.name)})

@@ -21,7 +21,7 @@ from markus.core.errors import MarkusError
 from .models import ToolServer
 from .runtime import runtime
 from .serializers import ToolServerInput
-from .services import check_transport, listed_tools
+from .services import CONNECTION_FIELDS, check_transport, listed_tools
 
 _KEEP = "write-only: leave empty to keep what is stored ({keys}); {{}} to clear"
 
@@ -131,5 +131,7 @@ class ToolServerAdmin(ConsoleModelAdmin):
         )
 
     def save_model(self, request: HttpRequest, obj: ToolServer, form: forms.ModelForm, change: bool) -> None:
+        if change and CONNECTION_FIELDS & set(form.changed_data):  # perhaps another server: list anew
+            obj.listed_at = None
         super().save_model(request, obj, form, change)
         transaction.on_commit(lambda: runtime().forget(obj.name))

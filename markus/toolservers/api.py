@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attention.scenarios import CHAT
-from attention.toolbox import tools_for
 from markus.agents import permissions
 from markus.core.api import int_param, validated_body
 from markus.core.errors import MarkusError
@@ -125,4 +124,4 @@ class AgentToolsView(APIView):
         scenario = request.query_params.get("scenario") or CHAT
         if scenario not in WORKING_SCENARIOS:
             raise MarkusError(f"scenario must be one of {', '.join(sorted(WORKING_SCENARIOS))}")
-        return Response(services.agent_tools(agent, scenario, tools_for(agent.id, scenario)))
+        return Response(services.agent_tools(agent, scenario))

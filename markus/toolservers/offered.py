@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.models import User
 from django.db.models import Q
@@ -43,6 +45,8 @@ WORKING_SCENARIOS = frozenset(
         "mention_response",
     }
 )
+# A listing older than this is read again from the server on the next use.
+LISTING_SECONDS = 600
 # What a call's result may be, in characters, before it is cut (with a note).
 RESULT_MAX_CHARS = 16_000
 # A function name as the LLM APIs accept it.
@@ -82,20 +86,28 @@ def record_state(server: ToolServer, state: str, error: str = "", *, tools: list
     server.state, server.last_error = state, error
 
 
-def listing(server: ToolServer) -> list[dict[str, Any]]:
-    """The server's tools: as last listed, else listed now (its first use anywhere)."""
-    if server.listed_at is not None:
+def listing(server: ToolServer, *, keep: bool = True) -> list[dict[str, Any]]:
+    """The server's tools: as last listed if that is recent (``LISTING_SECONDS``), else
+    listed now (its first use, or its configuration changed); a server that cannot list
+    them now keeps offering what it listed last (its calls answer what is wrong).
+    ``keep`` False: a process that makes no calls (the web server) lists through a
+    connection it closes at once."""
+    fresh = server.listed_at is not None and timezone.now() - server.listed_at < timedelta(seconds=LISTING_SECONDS)
+    if fresh:
         return list(server.tools or [])
-    return refresh(server)
+    return refresh(server, keep=keep) or list(server.tools or [])
 
 
-def refresh(server: ToolServer) -> list[dict[str, Any]]:
+def refresh(server: ToolServer, *, keep: bool = True) -> list[dict[str, Any]]:
     """List the server's tools now and keep the listing; [] (and its state) if it fails."""
     try:
         tools = runtime().list_tools(spec_of(server))
     except (ServerDown, ServerRefused) as exc:
         record_state(server, ServerState.FAILING, str(exc))
         return []
+    finally:
+        if not keep:
+            runtime().forget(server.name)
     record_state(server, ServerState.READY, tools=tools)
     return tools
 
@@ -181,6 +193,12 @@ def bounded(text: str) -> str:
 # ---------------------------------------------------------------------------- asking
 
 
+def _endpoint(url: str) -> str:
+    """An http server's URL as a person may read it: no credentials, no query."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
 def approver(ctx: ToolContext, agent: Agent) -> User:
     """Who approves the agent's call: the person the item came from if they may control
     the agent (the permission table's ``tool:approve_call``), else its owner, else its
@@ -206,7 +224,7 @@ def ask(ctx: ToolContext, server: ToolServer, tool: str, args: dict[str, Any]) -
     quoted = json.dumps(args, ensure_ascii=False, indent=1, default=str)
     if len(quoted) > APPROVAL_ARGS_CHARS:
         quoted = quoted[:APPROVAL_ARGS_CHARS] + f"… [{len(quoted):,} characters in all]"
-    where = server.url if server.transport == Transport.HTTP else server.command
+    where = _endpoint(server.url) if server.transport == Transport.HTTP else server.command
     approval = approval_create(
         user=approver(ctx, agent),
         title=f"{agent.name} asks to call {tool} on {server.name}",

@@ -8,14 +8,16 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from attention.toolbox import Tool
+from attention.toolbox import tools_for
 from markus.agents.models import Agent, Team
 from markus.core.errors import ConflictError, MarkusError
 
 from .models import ServerState, ToolServer, Transport, default_policy
-from .offered import attached_servers, offerable, tool_name
+from .offered import attached_servers, listing, offerable, tool_name
 from .runtime import runtime
 
+# The fields that make the connection: a change lists the server's tools again.
+CONNECTION_FIELDS = frozenset({"transport", "command", "args", "env", "url", "headers"})
 # How many tool servers one agent may have attached to it directly.
 MAX_ATTACHED = 20
 
@@ -79,6 +81,8 @@ def server_update(server: ToolServer, body: dict[str, Any]) -> ToolServer:
     server.updated_at = timezone.now()
     if "enabled" in body:
         server.state = ServerState.UNKNOWN if server.enabled else ServerState.DISABLED
+    if CONNECTION_FIELDS & set(body):  # another server, perhaps: its tools are listed anew
+        server.listed_at = None
     server.save()
     if "teams" in body:
         server.teams.set(_teams(body["teams"]))
@@ -162,10 +166,14 @@ def server_data(server: ToolServer) -> dict[str, Any]:
     }
 
 
-def agent_tools(agent: Agent, scenario: str, offered: dict[str, Tool]) -> dict[str, Any]:
-    """What the agent is offered in ``scenario`` (``offered``: the loop's ``tools_for``),
-    with each tool's policy, and its servers' tools that are denied."""
+def agent_tools(agent: Agent, scenario: str) -> dict[str, Any]:
+    """What the agent is offered in ``scenario`` (what the loop offers: ``tools_for``),
+    with each tool's policy, and its servers' tools that are denied. A server not listed
+    lately is listed here through a connection closed at once (no calls are made here)."""
     servers = {s.name: s for s in attached_servers(agent)}
+    for s in servers.values():
+        listing(s, keep=False)
+    offered = tools_for(agent.id, scenario)
     tools = []
     for t in offered.values():
         policy = "auto" if t.approval is None else "ask"

@@ -167,3 +167,38 @@ def test_the_console_never_shows_a_secret_and_keeps_it_when_left_empty(staff, ad
     r = admin_client.post(f"/admin/toolservers/toolserver/{server.pk}/change/", {**form, "command": "", "args": "x"})
     assert r.status_code == 200 and "not valid JSON" in r.content.decode()
     assert admin_client.get("/admin/toolservers/toolserver/").status_code == 200
+
+
+def test_the_agents_tools_list_every_offered_tool_with_its_policy_and_keep_no_server_running(
+    staff, alice_client, agent, git_server
+):
+    from markus.toolservers.runtime import runtime
+
+    git_server.agents.add(agent)
+    staff.patch("/api/tool-servers/git/", {"policies": {"git_reset": "deny"}}, format="json")
+    r = alice_client.get(f"/api/agents/{agent.id}/tools")
+    assert r.status_code == 200, r.content
+    body = r.json()
+    tools = {t["name"]: t for t in body["tools"]}
+    assert body["scenario"] == "chat" and tools["memory_save"] == {**tools["memory_save"], "origin": "built-in"}
+    assert tools["git__git_log"]["policy"] == "auto" and tools["git__git_commit"]["policy"] == "ask"
+    assert tools["git__git_log"]["parameters"]["required"] == ["repo_path"]
+    assert "git__git_reset" not in tools and [d["name"] for d in body["denied"]] == ["git_reset"]
+    assert runtime().connected() == []  # listed through a connection closed at once
+    server = staff.get("/api/tool-servers/git/").json()
+    assert server["state"] == "ready" and server["listedAt"] is not None
+    listed = {t["name"]: t for t in server["tools"]}
+    assert listed["git_commit"] == {
+        "name": "git_commit",
+        "offeredAs": "git__git_commit",
+        "description": listed["git_commit"]["description"],
+        "policy": "ask",
+        "defaultPolicy": "ask",
+        "readOnly": False,
+    }
+    assert listed["git_reset"]["policy"] == "deny" and listed["git_reset"]["defaultPolicy"] == "ask"
+    r = alice_client.get(f"/api/agents/{agent.id}/tools?scenario=dream_cycle")
+    assert r.status_code == 400 and "scenario must be one of" in r.json()["detail"]
+    # Another command, perhaps another server: its tools are listed anew on the next use.
+    staff.patch("/api/tool-servers/git/", {"args": ["--repository", "/elsewhere"]}, format="json")
+    assert ToolServer.objects.get(name="git").listed_at is None
