@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 from django.conf import settings
@@ -203,3 +204,24 @@ def test_a_stdio_server_that_crashed_is_restarted_once(db, git_server, repo):
         assert "stopped answering" in str(exc)
     result = rt.call_tool(spec, "git_status", {"repo_path": str(repo)})
     assert result["isError"] is False and "NOTES" in json.dumps(result)
+
+
+def test_a_pause_while_the_call_waits_loses_nothing_and_runs_nothing_early(
+    celery_worker, model, agent, alice_client, git_server, repo, monkeypatch
+):
+    monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 1)
+    git_server.agents.add(agent)
+    before = commits(repo)
+    model(Model("__git_commit", lambda fn: {"repo_path": str(repo), "message": "After the pause"}))
+    body = chat(alice_client, agent, "Commit it.")
+    approval = wait_for(lambda: Approval.objects.filter(agent=agent, status="pending").first(), message="approval")
+    assert alice_client.post(f"/api/agents/{agent.id}/pause", format="json").status_code == 200
+    r = alice_client.post(f"/api/approvals/{approval.id}/respond", {"selectedOption": "approve"}, format="json")
+    assert r.status_code == 200
+    wait_for(lambda: MailboxItem.objects.get(id=body["mailboxItemId"]).status == "queued", message="re-queued")
+    time.sleep(1.0)  # paused: the approved call waits with its item
+    assert commits(repo) == before
+    assert alice_client.post(f"/api/agents/{agent.id}/resume", format="json").status_code == 200
+    reply_in(body)
+    assert commits(repo) == before + 1
+    assert ToolCallRecord.objects.get(mailbox_item_id=body["mailboxItemId"]).state == "done"
