@@ -33,6 +33,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 T = TypeVar("T")
 # After a replaced connection broke too, the server is not tried again for this long.
@@ -204,9 +205,13 @@ class Runtime:
         try:
             result = await asyncio.wait_for(fn(conn.client), spec.timeout)
         except MCPError as exc:
-            if exc.code == -32001:  # the SDK's request timeout: the server is slow, not gone
+            if exc.code == REQUEST_TIMEOUT:  # the server is slow, not gone
                 raise ServerDown(f"tool server {spec.name} did not answer within {spec.timeout:g} s") from None
-            raise ServerRefused(f"{spec.name}: {exc.message}") from None
+            if exc.code != CONNECTION_CLOSED:  # it answered an error: it is up
+                raise ServerRefused(f"{spec.name}: {exc.message}") from None
+            conn.error = _describe(exc) + conn._stderr_tail()
+            await self._close(conn)
+            raise ServerDown(f"tool server {spec.name} stopped answering: {conn.error}") from None
         except TimeoutError:
             raise ServerDown(f"tool server {spec.name} did not answer within {spec.timeout:g} s") from None
         except Exception as exc:

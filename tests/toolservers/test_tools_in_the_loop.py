@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from dataclasses import replace
 
 import pytest
 from django.conf import settings
@@ -196,14 +197,19 @@ def test_a_stdio_server_that_crashed_is_restarted_once(db, git_server, repo):
     spec = spec_of(git_server)
     rt = runtime()
     assert rt.call_tool(spec, "git_log", {"repo_path": str(repo), "max_count": 1})["isError"] is False
-    subprocess.run(["pkill", "-f", f"--repository {repo}"], check=False)
+    assert subprocess.run(["pkill", "-KILL", "-f", "--", f"--repository {repo}"]).returncode == 0
     # The call that meets the dead process fails; the next use starts it again.
-    try:
+    with pytest.raises(ServerDown, match="tool server git stopped answering"):
         rt.call_tool(spec, "git_status", {"repo_path": str(repo)})
-    except ServerDown as exc:
-        assert "stopped answering" in str(exc)
     result = rt.call_tool(spec, "git_status", {"repo_path": str(repo)})
     assert result["isError"] is False and "NOTES" in json.dumps(result)
+    # A server that dies before it answers anything: started, restarted once, then down for a while.
+    broken = replace(spec, name="broken", command="/bin/false", args=())
+    for _ in range(2):
+        with pytest.raises(ServerDown, match="tool server broken could not be reached"):
+            rt.list_tools(broken)
+    with pytest.raises(ServerDown, match=r"stopped again after a restart \(.*\); it is tried again in \d+ s"):
+        rt.call_tool(broken, "anything", {})
 
 
 def test_a_pause_while_the_call_waits_loses_nothing_and_runs_nothing_early(
@@ -225,3 +231,31 @@ def test_a_pause_while_the_call_waits_loses_nothing_and_runs_nothing_early(
     reply_in(body)
     assert commits(repo) == before + 1
     assert ToolCallRecord.objects.get(mailbox_item_id=body["mailboxItemId"]).state == "done"
+
+
+def test_the_tools_are_offered_in_the_working_scenarios_only(db, agent, git_server):
+    from attention.toolbox import tools_for
+    from markus.toolservers.offered import WORKING_SCENARIOS
+
+    git_server.agents.add(agent)
+    assert {"chat", "task_execution", "review", "a2a", "comment_response"} <= WORKING_SCENARIOS
+    for scenario in sorted(WORKING_SCENARIOS):
+        assert "git__git_log" in tools_for(agent.id, scenario), scenario
+    for scenario in ("check_in", "dream_cycle", "daily_report_writing", "reminder_due", "deliberation"):
+        assert not any("__" in name for name in tools_for(agent.id, scenario)), scenario
+
+
+def test_shutting_down_stops_every_stdio_server(db, git_server, repo):
+    from markus.toolservers.offered import spec_of
+    from markus.toolservers.runtime import runtime
+
+    runtime().list_tools(spec_of(git_server))
+    running = subprocess.run(["pgrep", "-f", "--", f"--repository {repo}"], capture_output=True, text=True)
+    assert running.stdout.strip(), "the stdio server runs"
+    runtime().shutdown()
+    wait_for(
+        lambda: not subprocess.run(["pgrep", "-f", "--", f"--repository {repo}"], capture_output=True).stdout.strip(),
+        timeout=10,
+        message="the stdio server stopped",
+    )
+    assert runtime().connected() == []
