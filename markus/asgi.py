@@ -8,11 +8,15 @@ behind a proxy has it as ``manage.py up`` does). Django's ASGI handler is
 ``ParkingASGIHandler`` (markus.core.waits): a request to a view that waits (the bus
 inbox wait and request, the chat) holds no thread of its own while it waits.
 
+MCP: ``/mcp/`` is the MCP door (agentbus.mcp_door), an ASGI app of the ``mcp`` SDK's,
+beside Django (it authenticates its callers by their tokens itself).
+
 WebSockets: the origin is checked against ALLOWED_HOSTS, then the caller is the session
 user or the owner of ``?token=``; each consumer decides who may connect.
 """
 
 import os
+from typing import Any
 
 import django
 
@@ -27,6 +31,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from agentbus import mcp_door  # noqa: E402
 from markus.core.limits import BoundedBody, install_daphne_guard  # noqa: E402
 from markus.web.consumers import MindConsumer  # noqa: E402
 from notifications.consumers import (  # noqa: E402
@@ -44,9 +49,23 @@ websocket_urlpatterns = [
 
 install_daphne_guard()
 
+
+def _http(django_app: Any) -> Any:
+    """``/mcp`` and below to the MCP door, everything else to Django."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if path == "/mcp" or path.startswith("/mcp/"):
+            await mcp_door.asgi_app(scope, receive, send)
+        else:
+            await django_app(scope, receive, send)
+
+    return app
+
+
 application = ProtocolTypeRouter(
     {
-        "http": BoundedBody(django_asgi_app),
+        "http": BoundedBody(_http(django_asgi_app)),
         "websocket": origin_validated(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
     }
 )

@@ -1,0 +1,451 @@
+"""The MCP door: the AgentBus inbox, the bus and the agent's tasks as tools of an MCP
+server, for coding agents and agent frameworks that load their tools from MCP.
+
+Served over Streamable HTTP at ``/mcp/`` (mounted in the ASGI application: ``asgi_app``)
+and over stdio by ``manage.py mcp``. Over HTTP the caller is whoever its token names
+(``Authorization: Bearer <agent token>``, or a user's ``Token <key>``): no token, no tool.
+The tools have the semantics, limits and errors of the REST API and the CLI, and decide
+who may do what through the one permission table (``markus.agents.permissions``) and the
+bus's access rules (``agentbus.access``), as every other door:
+
+- ``inbox_wait``: a long poll that holds no thread (an awaited wait, capped per caller
+  like every wait), sending progress notifications while it waits;
+- ``inbox_pending``, ``inbox_drain``: an agent reads and consumes only its own inbox; a
+  user who may see an agent may read it (``agent_id``) and peek, never consume;
+- ``bus_send``, ``bus_request``: as the calling agent (a user: ``sender``, an agent they
+  control), to the agents it may address;
+- ``agent_list_colleagues``, ``task_list``, ``task_get``, ``task_comment``,
+  ``task_submit_review``, ``task_transition``: the tasks the caller may see; another's
+  task answers like a missing one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from rest_framework.exceptions import APIException
+
+from markus.agents import permissions
+from markus.agents.auth import Caller, user_for_token, visible_agents
+from markus.agents.models import Agent, hash_token
+from markus.core.actors import Actor
+from markus.core.errors import MarkusError
+from markus.core.waits import WAITS
+from markus.work import selectors as work
+from markus.work import services as work_services
+from markus.work.models import TaskState
+
+from . import access, selectors, services
+from .waiting import MAX_WAIT_SECONDS, inbox_wait, stream_request
+
+# How often a waiting ``inbox_wait`` tells the client it is still waiting.
+PROGRESS_SECONDS = 10.0
+# What a text message's payload is, as the CLI and the hooks send it.
+TEXT_KEY = "text"
+INSTRUCTIONS = (
+    "Markus: your AgentBus inbox and your tasks. Wait on your inbox with inbox_wait (it "
+    "returns next_cursor: pass it back as after_cursor), talk to colleagues with bus_send "
+    "and bus_request, and work your tasks with task_get, task_comment and task_submit_review."
+)
+
+# Who calls, from the request: resolves a token, or is fixed (the stdio server's agent).
+Identify = Callable[[Context], Awaitable[Caller]]
+
+
+def caller_for_authorization(header: str | None) -> Caller | None:
+    """The caller an ``Authorization`` header names: ``Bearer <agent token>`` (or a
+    user's token as bearer), ``Token <user token>``; None for no or a bad token."""
+    scheme, _, raw = (header or "").strip().partition(" ")
+    raw = raw.strip()
+    if not raw or scheme.lower() not in ("bearer", "token"):
+        return None
+    if scheme.lower() == "bearer":
+        agent = Agent.objects.select_related("team").filter(token_hash=hash_token(raw)).first()
+        if agent is not None:
+            return Caller(AnonymousUser(), agent)
+    token = user_for_token(raw)
+    return Caller(token.user, None) if token is not None else None
+
+
+async def identify_by_token(ctx: Context) -> Caller:
+    headers = ctx.headers or {}
+    caller = await sync_to_async(caller_for_authorization)(headers.get("authorization"))
+    if caller is None:
+        raise ToolError("no valid token: send Authorization: Bearer <agent token> (or Token <user token>)")
+    return caller
+
+
+def _text(exc: BaseException) -> str:
+    if isinstance(exc, APIException):
+        detail = exc.detail
+        return str(detail.get("detail", detail) if isinstance(detail, dict) else detail)
+    if isinstance(exc, Http404):
+        return str(exc) or "not found"
+    return str(exc)
+
+
+async def _run(fn: Callable[[], Any]) -> Any:
+    """A synchronous service call, its refusals as tool errors the client reads."""
+    try:
+        return await sync_to_async(fn)()
+    except (MarkusError, APIException, Http404, PermissionDenied) as exc:
+        raise ToolError(_text(exc)) from None
+
+
+def _payload(text: str | None, payload: dict[str, Any] | None) -> dict[str, Any]:
+    if (text is None) == (payload is None):
+        raise ToolError("send text or payload (one of them)")
+    if payload is not None:
+        if not isinstance(payload, dict):
+            raise ToolError("payload must be a JSON object")
+        return payload
+    return {TEXT_KEY: text}
+
+
+def _actor_ref(caller: Caller) -> str:
+    return f"agent:{caller.auth.id}" if caller.auth is not None else f"user:{caller.user.pk}"
+
+
+def _inbox_agent(caller: Caller, agent_id: str | None, operation: str) -> Agent:
+    """The inbox a tool reads: the calling agent's own; a user names one they may see."""
+    if agent_id is None:
+        if caller.auth is None:
+            raise ToolError("agent_id is required with a user's token (an agent's token reads its own inbox)")
+        agent_id = caller.auth.id
+    return permissions.require(caller, operation, agent_id)
+
+
+def build(identify: Identify = identify_by_token) -> MCPServer:
+    """The server with its tools; ``identify`` tells who calls."""
+    server: MCPServer = MCPServer("markus", instructions=INSTRUCTIONS)
+
+    @server.tool(name="inbox_wait")
+    async def wait_on_inbox(
+        ctx: Context, timeout_seconds: float = 30.0, after_cursor: str | None = None, agent_id: str | None = None
+    ) -> dict[str, Any]:
+        """Wait until a message arrives in your AgentBus inbox, or timeout_seconds pass
+        (at most 3600). Returns messages and next_cursor (pass it back as after_cursor: no
+        message is skipped or repeated) and timed_out. Progress notifications come while it waits."""
+        caller = await identify(ctx)
+        if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
+            raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
+        target = await _run(lambda: _inbox_agent(caller, agent_id, "agents_agentbus_inbox"))
+        try:
+            slot = WAITS.claim(_actor_ref(caller))
+        except APIException as exc:  # too many waits of this caller: it says how many and when to retry
+            raise ToolError(_text(exc)) from None
+        with slot:
+            wait = asyncio.ensure_future(
+                inbox_wait(
+                    agent_id=target.id,
+                    after_cursor=after_cursor,
+                    timeout=timeout_seconds,
+                    ack=caller.auth is not None,
+                    actor=_actor_ref(caller),
+                )
+            )
+            waited = 0.0
+            try:
+                while True:
+                    done, _ = await asyncio.wait({wait}, timeout=PROGRESS_SECONDS)
+                    if done:
+                        break
+                    waited += PROGRESS_SECONDS
+                    with contextlib.suppress(Exception):  # a client that asked for none
+                        await ctx.report_progress(waited, timeout_seconds, "waiting for a message")
+                result: dict[str, Any] = wait.result()
+            finally:
+                wait.cancel()
+        return result
+
+    @server.tool(name="inbox_pending")
+    async def count_inbox(ctx: Context, agent_id: str | None = None) -> dict[str, Any]:
+        """How many messages wait in your inbox, at once."""
+        caller = await identify(ctx)
+
+        def pending() -> dict[str, Any]:
+            agent = _inbox_agent(caller, agent_id, "agents_agentbus_pending_retrieve")
+            return {"agentId": agent.id, "pending": selectors.pending_count(agent.id)}
+
+        result: dict[str, Any] = await _run(pending)
+        return result
+
+    @server.tool(name="inbox_drain")
+    async def drain_inbox(
+        ctx: Context, peek: bool = False, limit: int = selectors.DEFAULT_LIMIT, agent_id: str | None = None
+    ) -> dict[str, Any]:
+        """Take what waits in your inbox at once, moving the server-side cursor past it
+        (peek: look without consuming). Returns messages and next_cursor."""
+        caller = await identify(ctx)
+        if not 1 <= limit <= selectors.MAX_LIMIT:
+            raise ToolError(f"limit must be an integer from 1 to {selectors.MAX_LIMIT}")
+
+        def drain() -> dict[str, Any]:
+            agent = _inbox_agent(caller, agent_id, "agents_agentbus_drain_create")
+            if not peek and caller.auth is None:
+                raise ToolError("draining consumes the agent's inbox: only the agent's own token may (use peek)")
+            return services.inbox_drain(agent_id=agent.id, peek=peek, limit=limit, actor=_actor_ref(caller))
+
+        result: dict[str, Any] = await _run(drain)
+        return result
+
+    @server.tool()
+    async def bus_send(
+        ctx: Context,
+        to: str,
+        text: str | None = None,
+        payload: dict[str, Any] | None = None,
+        topic: str | None = None,
+        stream_id: str | None = None,
+        sender: str | None = None,
+    ) -> dict[str, Any]:
+        """Send a colleague a message (text, or a JSON payload) on the AgentBus: a new
+        stream to them, or appended to stream_id (one you take part in). Returns the chunk."""
+        caller = await identify(ctx)
+        body = _payload(text, payload)
+
+        def send() -> dict[str, Any]:
+            me = access.access_acting_agent(caller, sender if sender is not None else _own_id(caller))
+            recipient = access.access_recipients(caller, [to])[0]
+            if stream_id is None:
+                stream = services.stream_open(
+                    sender=me, recipient=recipient, topic=topic, actor=access.caller_ref(caller)
+                )
+            else:
+                stream = access.access_stream(caller, stream_id)
+            chunk = services.stream_append(
+                stream_id=stream.id, sender=me, payload=body, topic=topic, actor=access.caller_ref(caller)
+            )
+            return {"streamId": stream.id, **selectors.chunk_data(chunk)}
+
+        result: dict[str, Any] = await _run(send)
+        return result
+
+    @server.tool()
+    async def bus_request(
+        ctx: Context,
+        to: str,
+        text: str | None = None,
+        payload: dict[str, Any] | None = None,
+        timeout_seconds: float = 30.0,
+        topic: str | None = None,
+        sender: str | None = None,
+    ) -> dict[str, Any]:
+        """Ask a colleague and wait for the answer (at most timeout_seconds): the request,
+        the reply and timed_out."""
+        caller = await identify(ctx)
+        body = _payload(text, payload)
+        if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
+            raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
+
+        def parties() -> tuple[Agent, Agent]:
+            me = access.access_acting_agent(caller, sender if sender is not None else _own_id(caller))
+            return me, access.access_recipients(caller, [to])[0]
+
+        me, recipient = await _run(parties)
+        try:
+            slot = WAITS.claim(_actor_ref(caller))
+        except APIException as exc:
+            raise ToolError(_text(exc)) from None
+        with slot:
+            try:
+                result: dict[str, Any] = await stream_request(
+                    sender=me,
+                    recipient=recipient,
+                    payload=body,
+                    topic=topic,
+                    timeout=timeout_seconds,
+                    actor=_actor_ref(caller),
+                )
+            except (MarkusError, APIException, Http404) as exc:
+                raise ToolError(_text(exc)) from None
+        return result
+
+    @server.tool()
+    async def agent_list_colleagues(ctx: Context) -> dict[str, Any]:
+        """The agents you may address on the bus: your team's and your owner's (a user:
+        the agents they may see)."""
+        caller = await identify(ctx)
+
+        def colleagues() -> dict[str, Any]:
+            if caller.auth is not None:
+                rows = access.reachable_agents_for(agent=caller.auth, user=None).exclude(id=caller.auth.id)
+            else:
+                rows = visible_agents(caller)
+            return {
+                "agents": [
+                    {"id": a.id, "name": a.name, "role": a.role, "kind": a.kind, "status": a.status}
+                    for a in rows.order_by("name", "id")[:200]
+                ]
+            }
+
+        result: dict[str, Any] = await _run(colleagues)
+        return result
+
+    @server.tool()
+    async def task_list(ctx: Context, status: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """The tasks you may see (assigned to you, to review, of your team), newest first."""
+        caller = await identify(ctx)
+        if status is not None and status not in TaskState.values:
+            raise ToolError(f"unknown status {status!r}; expected one of: {', '.join(TaskState.values)}")
+        if not 1 <= limit <= 200:
+            raise ToolError("limit must be an integer from 1 to 200")
+
+        def tasks() -> dict[str, Any]:
+            rows = work.tasks_visible_to(_actor(caller))
+            if status:
+                rows = rows.filter(status=status)
+            rows = rows.order_by("-created_at", "-id")
+            return {
+                "tasks": [work.task_data(t) for t in work.with_dependencies(rows)[:limit]],
+                "totalCount": rows.count(),
+            }
+
+        result: dict[str, Any] = await _run(tasks)
+        return result
+
+    @server.tool()
+    async def task_get(ctx: Context, task_id: str) -> dict[str, Any]:
+        """A task with its comments."""
+        caller = await identify(ctx)
+
+        def get() -> dict[str, Any]:
+            task = work.access_task(_actor(caller), task_id)
+            return {**work.task_data(task), "comments": work.task_comments(task)}
+
+        result: dict[str, Any] = await _run(get)
+        return result
+
+    @server.tool()
+    async def task_comment(
+        ctx: Context, task_id: str, text: str, reply_to_comment_id: str | None = None
+    ) -> dict[str, Any]:
+        """Comment on a task (reply_to_comment_id: answer one comment)."""
+        caller = await identify(ctx)
+
+        def comment() -> dict[str, Any]:
+            actor = _actor(caller)
+            task = work.access_task(actor, task_id)
+            made = work_services.task_comment_create(
+                task_id=task.id, actor=actor, content=text, reply_to_comment_id=reply_to_comment_id
+            )
+            return work.comment_data(made)
+
+        result: dict[str, Any] = await _run(comment)
+        return result
+
+    @server.tool()
+    async def task_submit_review(ctx: Context, task_id: str, note: str = "") -> dict[str, Any]:
+        """Submit your task for review (its assignee only), with a note on what was done."""
+        caller = await identify(ctx)
+
+        def submit() -> dict[str, Any]:
+            actor = _actor(caller)
+            task = work.access_task(actor, task_id)
+            if caller.auth is not None and task.assignee_id != caller.auth.id:
+                raise ToolError("only the assignee submits a task for review")
+            task = work_services.task_transition(task_id=task.id, to_status=TaskState.REVIEW, actor=actor, note=note)
+            return work.task_data(task)
+
+        result: dict[str, Any] = await _run(submit)
+        return result
+
+    @server.tool()
+    async def task_transition(ctx: Context, task_id: str, status: str, note: str = "") -> dict[str, Any]:
+        """Move a task to another status (the transitions the task's state allows; a 409's
+        message names them)."""
+        caller = await identify(ctx)
+
+        def move() -> dict[str, Any]:
+            actor = _actor(caller)
+            task = work.access_task(actor, task_id)
+            return work.task_data(
+                work_services.task_transition(task_id=task.id, to_status=status, actor=actor, note=note)
+            )
+
+        result: dict[str, Any] = await _run(move)
+        return result
+
+    return server
+
+
+def _own_id(caller: Caller) -> str:
+    if caller.auth is None:
+        raise ToolError("sender is required with a user's token: the agent you speak for")
+    return caller.auth.id
+
+
+def _actor(caller: Caller) -> Actor:
+    return Actor.for_agent(caller.auth) if caller.auth is not None else Actor.for_user(caller.user)
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+
+class McpHttpApp:
+    """``/mcp/`` as an ASGI app: refuses a request without a valid token (401) before
+    the SDK sees it, runs the SDK's session manager (stateless: every request stands
+    alone, so any server process answers it) once per process, started on first use
+    (daphne runs no ASGI lifespan)."""
+
+    def __init__(self) -> None:
+        self._app: Any = None
+        self._started: asyncio.Event | None = None
+        self._runner: asyncio.Task[None] | None = None
+
+    async def _ensure(self) -> Any:
+        if self._app is None:
+            server = build()
+            self._app = server.streamable_http_app(
+                streamable_http_path="/mcp/",
+                stateless_http=True,
+                # Identity is a bearer token, never a cookie: a rebinding page has nothing to ride on.
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            self._manager = server.session_manager
+            self._started = asyncio.Event()
+            self._runner = asyncio.get_running_loop().create_task(self._run())
+        assert self._started is not None
+        await self._started.wait()
+        return self._app
+
+    async def _run(self) -> None:
+        assert self._started is not None
+        async with self._manager.run():
+            self._started.set()
+            await asyncio.Event().wait()  # for the life of the process
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        caller = await sync_to_async(caller_for_authorization)(headers.get("authorization"))
+        if caller is None:
+            body = json.dumps(
+                {"detail": "no valid token: Authorization: Bearer <agent token>", "code": "not_authenticated"}
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        app = await self._ensure()
+        if scope.get("path") == "/mcp":  # the SDK's route is /mcp/
+            scope = {**scope, "path": "/mcp/"}
+        await app(scope, receive, send)
+
+
+asgi_app = McpHttpApp()
