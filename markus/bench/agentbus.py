@@ -54,6 +54,7 @@ from agentbus.waiting import inbox_wait
 from agentbus.wakeup import InboxWaiter
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
+from markus.core.waits import WAITS
 
 from .report import Figure
 
@@ -106,9 +107,15 @@ class _Loop:
         self.loop.close()
 
 
-def measure_wait(n: int, writer: Agent, watcher: Agent, between: Callable[[int], None]) -> list[float]:
+Waiter = Callable[[str], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def measure_wait(
+    n: int, writer: Agent, watcher: Agent, between: Callable[[int], None], *, waiter: Waiter | None = None
+) -> list[float]:
     """``n`` wake-ups (after WARMUP); ``between(i)`` runs before each round (the
-    baseline's round: both see the machine in the same state)."""
+    baseline's round: both see the machine in the same state). ``waiter``: how a wait
+    is made (default: the coroutine the REST view awaits)."""
     stream = services.stream_open(sender=writer, recipient=watcher)
     sleeping = threading.Event()
     real_wait = InboxWaiter.wait
@@ -117,8 +124,11 @@ def measure_wait(n: int, writer: Agent, watcher: Agent, between: Callable[[int],
         sleeping.set()
         return await real_wait(self, timeout)
 
+    async def rest_wait(cursor: str) -> dict[str, Any]:
+        return await inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=10)
+
     async def timed_wait(cursor: str) -> tuple[dict[str, Any], float]:
-        result = await inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=10)
+        result = await (waiter or rest_wait)(cursor)
         return result, time.perf_counter()
 
     samples: list[float] = []
@@ -148,6 +158,53 @@ def measure_wait(n: int, writer: Agent, watcher: Agent, between: Callable[[int],
     finally:
         runner.stop()
     return samples
+
+
+class McpSession:
+    """An MCP client of the MCP door (``agentbus.mcp_door``) as the watcher, in the
+    runner's loop: the SDK's own client and server, dispatched in process (no HTTP: what
+    is measured is the door's tool and the SDK around it)."""
+
+    def __init__(self, runner: _Loop, watcher: Agent) -> None:
+        from django.contrib.auth.models import AnonymousUser
+
+        from agentbus.mcp_door import build
+        from markus.agents.auth import Caller
+
+        caller = Caller(AnonymousUser(), watcher)
+
+        async def identify(ctx: object) -> Caller:
+            return caller
+
+        self.server = build(identify)
+        self.runner = runner
+        self.opened: Future[None] = Future()
+        self.held = runner.submit(self._hold())
+        self.opened.result(30)
+
+    async def _hold(self) -> None:
+        from mcp import Client
+
+        self.closing = asyncio.Event()
+        try:
+            async with Client(self.server) as client:
+                self.client = client
+                self.opened.set_result(None)
+                await self.closing.wait()
+        except BaseException as exc:
+            if not self.opened.done():
+                self.opened.set_exception(exc)
+            raise
+
+    async def wait(self, cursor: str, timeout: float = 10) -> dict[str, Any]:
+        result = await self.client.call_tool("inbox_wait", {"timeout_seconds": timeout, "after_cursor": cursor})
+        if result.is_error or not isinstance(result.structured_content, dict):
+            raise RuntimeError(f"inbox_wait failed: {result.content}")
+        return result.structured_content
+
+    def close(self) -> None:
+        self.runner.loop.call_soon_threadsafe(self.closing.set)
+        self.held.result(10)
 
 
 class Brpop:
@@ -203,8 +260,10 @@ def _rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool) -> tuple[float, int]:
-    """Park ``m`` waits in one loop; answers (bytes per waiter, waiters woken by one append)."""
+def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool, mcp: bool = False) -> tuple[float, int]:
+    """Park ``m`` waits in one loop (``mcp``: as ``inbox_wait`` calls of one MCP client,
+    the per-caller cap of waits lifted); answers (bytes per waiter, waiters woken by one
+    append)."""
     stream = services.stream_open(sender=writer, recipient=watcher)
     parked = 0
     all_parked = threading.Event()
@@ -217,12 +276,19 @@ def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool) -> tupl
             all_parked.set()
         return await real_wait(self, timeout)
 
+    runner = _Loop()
+    session = McpSession(runner, watcher) if mcp else None
+
     async def park_all(cursor: str) -> list[dict[str, Any]]:
+        if session is not None:
+            return await asyncio.gather(*(session.wait(cursor, 120) for _ in range(m)))
         waits = [inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=120) for _ in range(m)]
         return await asyncio.gather(*waits)
 
-    runner = _Loop()
+    uncapped = mock.patch.object(WAITS, "claim", lambda caller: contextlib.nullcontext()) if mcp else None
     try:
+        if uncapped is not None:
+            uncapped.start()
         cursor = encode_cursor(watcher.id, current_clock())
         warm = runner.submit(inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=0))
         warm.result(30)  # the first wait's one-off costs (imports, thread, connection) are not a waiter's
@@ -246,6 +312,10 @@ def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool) -> tupl
     finally:
         if tracemalloc.is_tracing():
             tracemalloc.stop()
+        if uncapped is not None:
+            uncapped.stop()
+        if session is not None:
+            session.close()
         runner.stop()
     woken = sum(1 for r in results if not r["timed_out"] and len(r["messages"]) == 1)
     return (after - before) / m, woken
@@ -279,6 +349,7 @@ def _layer_figures(
         )
         for label, value, base in (("p50", median, brpop[0]), ("p99", p99, brpop[1]))
     ]
+    figures += _mcp_figures(n, writer, watcher, url, m, name, write)
     # RSS only in the first round: later ones reuse the memory earlier ones freed.
     rss_each, woken = measure_idle(m, writer, watcher, traced=False) if rss else (float("nan"), m)
     traced, woken_too = measure_idle(m, writer, watcher, traced=True)
@@ -294,6 +365,54 @@ def _layer_figures(
             value=traced / 1024,
             unit="KB",
             baseline=f"{rss_text}; {woken_too} of {m} woken by one append",
+            goal=GOAL_KB_PER_WAITER,
+            better="lower",
+        )
+    )
+    return figures
+
+
+def _mcp_figures(
+    n: int, writer: Agent, watcher: Agent, url: str, m: int, name: str, write: Callable[[str], None]
+) -> list[Figure]:
+    """The MCP door's ``inbox_wait``: its wake-up against BRPOP in the same rounds, and
+    the memory of a parked MCP wait."""
+    baseline = Brpop(url)
+    runner = _Loop()
+    session = McpSession(runner, watcher)
+    try:
+        median, p99 = _stats(measure_wait(n, writer, watcher, between=baseline.sample, waiter=session.wait))
+    finally:
+        session.close()
+        runner.stop()
+        baseline.close()
+    brpop = _stats(baseline.samples)
+    write(
+        f"  MCP inbox_wait wake-up (the SDK's client, in process), {name}: median {median:.3f} ms, "
+        f"p99 {p99:.3f} ms; BRPOP in the same rounds median {brpop[0]:.3f} ms: "
+        f"{median / brpop[0]:.1f}x, p99 {p99 / brpop[1]:.1f}x"
+    )
+    figures = [
+        Figure(
+            suite=SUITE,
+            name=f"MCP inbox_wait wake-up {label} / BRPOP {label} ({name})",
+            value=value / base,
+            unit="x",
+            baseline=f"BRPOP {label} {base:.3f} ms; MCP wait {label} {value:.3f} ms",
+            goal=GOAL_RATIO,
+            better="lower",
+        )
+        for label, value, base in (("p50", median, brpop[0]), ("p99", p99, brpop[1]))
+    ]
+    traced, woken = measure_idle(m, writer, watcher, traced=True, mcp=True)
+    write(f"  {m} parked MCP inbox_wait calls, {name}: {traced / 1024:.1f} KB each traced; one append woke {woken}")
+    figures.append(
+        Figure(
+            suite=SUITE,
+            name=f"memory per parked MCP inbox_wait, tracemalloc ({m} parked, {name})",
+            value=traced / 1024,
+            unit="KB",
+            baseline=f"{woken} of {m} woken by one append; no thread per wait",
             goal=GOAL_KB_PER_WAITER,
             better="lower",
         )
