@@ -20,7 +20,7 @@ from markus.core.schema import errors
 from . import services
 from .models import ToolServer
 from .offered import WORKING_SCENARIOS
-from .serializers import AgentToolsOut, ToolServerInput, ToolServerListOut, ToolServerOut
+from .serializers import AgentToolsOut, ToolServerDeletedOut, ToolServerInput, ToolServerListOut, ToolServerOut
 
 _HOW = (
     "Staff only. A stdio server is a command every worker starts on first use and runs as the worker's "
@@ -97,12 +97,16 @@ class ToolServerDetailView(APIView):
             services.server_update(server, body)
         return Response(services.server_data(_server(name)))
 
-    @extend_schema(operation_id="tool_servers_destroy", responses={204: None, **errors(401, 403, 404)})
+    @extend_schema(
+        operation_id="tool_servers_destroy",
+        responses={200: ToolServerDeletedOut, **errors(401, 403, 404)},
+        description="Delete the server: its tools are no longer offered to anyone; its stdio processes stop.",
+    )
     def delete(self, request: Request, name: str) -> Response:
         permissions.require_staff(request, "tool_servers_destroy")
         with transaction.atomic():
             services.server_delete(_server(name))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response({"name": name, "deleted": True})
 
 
 class AgentToolsView(APIView):

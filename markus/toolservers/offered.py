@@ -68,9 +68,9 @@ def spec_of(server: ToolServer) -> Spec:
     )
 
 
-def attached_servers(agent: Agent) -> list[ToolServer]:
-    """The enabled servers attached to the agent or to its team."""
-    where = Q(agents=agent) | (Q(teams=agent.team_id) if agent.team_id else Q(pk__in=[]))
+def attached_servers(agent_id: str) -> list[ToolServer]:
+    """The enabled servers attached to the agent or to its team, in one query."""
+    where = Q(agents__id=agent_id) | Q(teams__agents__id=agent_id)
     return list(ToolServer.objects.filter(where, enabled=True).distinct().order_by("name"))
 
 
@@ -124,11 +124,8 @@ def provide(agent_id: str, scenario: str) -> list[Tool]:
     """The loop's provider: the agent's MCP tools in a working scenario."""
     if scenario not in WORKING_SCENARIOS:
         return []
-    agent = Agent.objects.filter(id=agent_id).first()
-    if agent is None:
-        return []
     found = []
-    for server in attached_servers(agent):
+    for server in attached_servers(agent_id):  # one statement per item of a working scenario
         for listed in listing(server):
             policy = server.policy_of(listed)
             if policy != Policy.DENY and offerable(server, listed):

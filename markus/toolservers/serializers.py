@@ -165,6 +165,11 @@ class ToolServerOut(serializers.Serializer):
     updatedAt = serializers.DateTimeField()
 
 
+class ToolServerDeletedOut(serializers.Serializer):
+    name = serializers.CharField()
+    deleted = serializers.BooleanField()
+
+
 class ToolServerListOut(serializers.Serializer):
     toolServers = ToolServerOut(many=True)
     totalCount = serializers.IntegerField()

@@ -170,7 +170,7 @@ def agent_tools(agent: Agent, scenario: str) -> dict[str, Any]:
     """What the agent is offered in ``scenario`` (what the loop offers: ``tools_for``),
     with each tool's policy, and its servers' tools that are denied. A server not listed
     lately is listed here through a connection closed at once (no calls are made here)."""
-    servers = {s.name: s for s in attached_servers(agent)}
+    servers = {s.name: s for s in attached_servers(agent.id)}
     for s in servers.values():
         listing(s, keep=False)
     offered = tools_for(agent.id, scenario)

@@ -86,8 +86,16 @@ def _seed(base: str, token: str) -> dict:
     approval = _get(base, token, "/api/approvals?status=pending")
     notes = _get(base, token, "/api/notifications")
     chat = _post(base, token, "/api/agents/ada/chat", {"text": "hello"})
-    history = _get(base, token, "/api/agents/ada/mailbox")["history"]
-    activity = next(h["activity"]["id"] for h in history if h["id"] == chat["mailboxItemId"])
+    # The chat may answer "pending" (its timeout is short; the demo agent's first chat also
+    # lists its git tool server): its activity is waited for.
+    deadline = time.monotonic() + 30
+    while True:
+        history = _get(base, token, "/api/agents/ada/mailbox")["history"]
+        done = [h for h in history if h["id"] == chat["mailboxItemId"] and h.get("activity")]
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    activity = done[0]["activity"]["id"]
     approvals = approval["approvals"] if isinstance(approval, dict) else approval
     return {
         "agent_id": "ada",

@@ -21,6 +21,7 @@ import pytest
 from django.http import QueryDict
 from drf_spectacular.generators import SchemaGenerator
 from jsonschema import Draft202012Validator
+from rest_framework.test import APIClient
 
 from notifications import services as notification_services
 
@@ -172,7 +173,11 @@ def world(alice, alice_client, agent, agent_with_token):
     from markus.reports.models import DailyReport
 
     DailyReport.objects.create(agent=agent, date=datetime.date(2026, 12, 1), content="A typed day.")
+    from markus.toolservers.models import ToolServer
+
+    ToolServer.objects.create(name="typed", transport="stdio", command="true", env={"K": "v"}, policies={"t": "ask"})
     return {
+        "name": "typed",
         "agent_id": "ada",
         "task_id": task["id"],
         "requirement_id": requirement["id"],
@@ -201,16 +206,23 @@ def recorded_params(monkeypatch):
 GET_OPERATIONS = [(m, p) for m, p in OPERATIONS if m == "GET"]
 # The long-poll inbox is an async view the schema documents by hand (agentbus/schema.py):
 # called with no wait.
+STAFF_ONLY = "/api/tool-servers/"  # the staff's (a staff user reads them)
 NEEDS_A_RUN = {"/api/agents/{agent_id}/activity-logs"}
 EXTRA_QUERY = {"/api/agents/{agent_id}/agentbus/inbox": "?timeout_seconds=0"}
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("method", "path"), GET_OPERATIONS, ids=[f"{m} {p}" for m, p in GET_OPERATIONS])
-def test_every_query_parameter_a_view_reads_is_documented(method, path, world, alice_client, recorded_params):
+def test_every_query_parameter_a_view_reads_is_documented(
+    method, path, world, alice_client, recorded_params, django_user_model
+):
     url = re.sub(r"\{(\w+)\}", lambda m: str(world[m.group(1)]), path) + EXTRA_QUERY.get(path, "")
+    client = alice_client
+    if path.startswith(STAFF_ONLY):
+        client = APIClient()
+        client.force_authenticate(django_user_model.objects.create_user("root", password="x", is_staff=True))
     recorded_params.clear()
-    response = alice_client.get(url)
+    response = client.get(url)
     # The activity log needs an activity of a loop run: without one it answers its
     # documented 400, which still shows which parameters it reads.
     assert response.status_code == (400 if path in NEEDS_A_RUN else 200), response.content
