@@ -11,7 +11,7 @@ from markus.toolservers.models import ToolServer
 
 from .conftest import SUBJECT
 
-pytestmark = pytest.mark.pg
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_offline_brain_answers_the_last_commit_from_the_git_server(celery_worker, agent, alice_client, git_server):

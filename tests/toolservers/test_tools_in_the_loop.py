@@ -25,8 +25,6 @@ from notifications.models import Approval
 
 from .conftest import SUBJECT, Model, commits, git, result_of, wait_for
 
-pytestmark = pytest.mark.pg
-
 
 def chat(client, agent, text: str) -> dict:
     r = client.post(f"/api/agents/{agent.id}/chat", {"text": text}, format="json")
