@@ -26,14 +26,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx2
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+if TYPE_CHECKING:  # the SDK is imported when a connection is made, not with Django
+    from mcp import Client
 
 T = TypeVar("T")
 # After a replaced connection broke too, the server is not tried again for this long.
@@ -102,6 +98,11 @@ class _Connection:
                 self.stderr.close()
 
     def _client(self, stack: contextlib.AsyncExitStack) -> Client:
+        import httpx2
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         spec = self.spec
         if spec.transport == "stdio":
             self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
@@ -200,6 +201,9 @@ class Runtime:
         conn.closed = True
 
     async def _use(self, spec: Spec, fn: Callable[[Client], Awaitable[T]]) -> T:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
         conn = await self._connection(spec)
         assert conn.client is not None
         try:
