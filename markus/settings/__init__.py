@@ -202,9 +202,9 @@ SPECTACULAR_SETTINGS = {
         "AgentKindEnum": "markus.agents.models.Agent.Kind",
         "ChatSessionKindEnum": "attention.api.CHAT_SESSION_KINDS",
         "ReminderStateEnum": "markus.reports.serializers.REMINDER_STATES",
-    },
         "ToolPolicyEnum": "markus.toolservers.models.Policy",
         "ToolServerTransportEnum": "markus.toolservers.models.Transport",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "markus.core.schema.document_plain_views",
