@@ -101,7 +101,7 @@ def _op(right: Right, what: str) -> Operation:
 
 S, T, C, A = Right.SEE, Right.TALK, Right.CONTROL, Right.ACT
 # Every operation of every door: the API's by operationId, the pages' as ``page:…``,
-# the sockets' as ``ws:…``, the bus's own checks as ``bus:…``, the tools' as ``tool:…``.
+# the sockets' as ``ws:…``, the bus's own checks as ``bus:…``, the tools' as ``tool:…``, the A2A door's as ``a2a:…``.
 OPERATIONS: dict[str, Operation] = {
     # ---- an agent
     "agents_list": _op(Right.SIGNED_IN, "list the agents the caller may see"),
@@ -143,6 +143,11 @@ OPERATIONS: dict[str, Operation] = {
     "agentbus_request": _op(Right.SIGNED_IN, "ask an agent and wait (as an agent: bus:act_as)"),
     "bus:act_as": _op(A, "speak on the bus as the agent (sender, stream owner)"),
     "bus:address": _op(S, "address the agent on the bus (agents: their team's and owner's)"),
+    # ---- the A2A door (markus/a2a; outside /api/, by URL name like the pages): an agent's
+    # token reaches itself by its row, other agents as bus:address says
+    "a2a:directory": _op(Right.SIGNED_IN, "the A2A directory card: the running agents the caller reaches"),
+    "a2a:card": _op(S, "the agent's A2A card"),
+    "a2a:rpc": _op(T, "A2A JSON-RPC: send a message (a person's: a chat; an agent's: on the bus); one's own tasks"),
     # ---- work, notifications (their own visibility rules: tasks and requirements of
     # the agents the caller may see; a user's own notifications and approvals)
     "tasks_list": _op(Right.SIGNED_IN, "list the tasks the caller may see"),

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "agentbus",
     "markus.reports",
     "markus.toolservers",
+    "markus.a2a",
     "markus",
 ]
 

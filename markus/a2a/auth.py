@@ -1,0 +1,67 @@
+"""Who calls the A2A door: ``Authorization: Bearer <token>``, where the token is an
+agent's token (it acts as that agent) or a user's API token (the security scheme the
+cards name); ``Authorization: Token <key>`` works too, as on the API. No session: an
+A2A client is a program, not a browser."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import RequestDataTooBig
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from markus.agents.auth import Caller, UserTokenAuthentication, acting_agent, user_for_token
+from markus.agents.models import Agent, UserToken, hash_token
+from markus.core.limits import BodyTooLarge
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+SCHEME = "bearer"  # the name of the card's security scheme
+
+
+class BearerAuthentication(authentication.BaseAuthentication):
+    """A bearer token: an agent's, else a user's API token."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[User | AnonymousUser, Agent | UserToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Invalid bearer header.")
+        try:
+            raw = header[1].decode()
+        except UnicodeError as exc:
+            raise exceptions.AuthenticationFailed("Invalid bearer token.") from exc
+        agent = Agent.objects.filter(token_hash=hash_token(raw)).first()
+        if agent is not None:
+            return (AnonymousUser(), agent)
+        token = user_for_token(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid token: neither an agent's nor a user's.")
+        return (token.user, token)
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
+
+
+AUTHENTICATION = [BearerAuthentication, UserTokenAuthentication]
+
+
+def authenticate(request: HttpRequest) -> Caller:
+    """The caller of a plain view (raises NotAuthenticated, AuthenticationFailed or
+    BodyTooLarge). Synchronous. A test client's ``force_authenticate`` is honoured, as
+    in every DRF view."""
+    try:
+        request.body  # noqa: B018 - read and kept for the view (413 over the limit)
+    except RequestDataTooBig:
+        raise BodyTooLarge() from None
+    drf = Request(request, authenticators=[cls() for cls in AUTHENTICATION])
+    user, agent = drf.user, acting_agent(drf)
+    if agent is None and not (user and user.is_authenticated):
+        raise exceptions.NotAuthenticated()
+    return Caller(user, agent)
