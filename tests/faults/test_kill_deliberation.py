@@ -49,6 +49,15 @@ def start(cluster: Cluster, stub: DeliberatingLLM) -> list[str]:
     return seeded.agents
 
 
+def dropped_in_flight(not_once: dict[str, int]) -> set[str]:
+    """Of the items never completed, those recovery dropped as in flight on a dead worker."""
+    from mailbox.models import MailboxItem
+
+    never = [i for i, n in not_once.items() if n == 0]
+    rows = MailboxItem.objects.filter(id__in=never, status="dropped", drop_reason__startswith="recovery: in flight")
+    return set(rows.values_list("id", flat=True))
+
+
 def closed_state(agent_id: str) -> tuple[str, bool]:
     from attention.models import AgentAttention
 
@@ -81,6 +90,11 @@ def test_kill_9_mid_deliberation(cluster, report, clock):
     lost_lines = AgentActivityLog.objects.filter(activity__in=dead, content__startswith="worker lost").count()
     log = transitions(cluster)
     not_once = completed_not_once(log, items)
+    # A kill takes down everything its worker runs: an item of another agent it was
+    # processing then (not deliberating) is dropped with recovery's recorded reason, the
+    # rule for an item nobody awaits (mailbox.lifecycle.recover_in_flight), not lost.
+    collateral = dropped_in_flight(not_once)
+    not_once = {i: n for i, n in not_once.items() if i not in collateral}
     states = {a: closed_state(a) for a in agents}
     still_open = AgentActivity.objects.filter(ended_at__isnull=True).count()
     fence = unfenced(cluster, log)
@@ -88,7 +102,8 @@ def test_kill_9_mid_deliberation(cluster, report, clock):
     figures.extra = (
         f"kills={len(victims)}({','.join(f'{v.worker}@{v.agent_id}:{v.epoch}' for v in victims)}) "
         f"dead_deliberations_left_open={len(left_open)}/{len(dead)} worker_lost_lines={lost_lines} "
-        f"completed_not_once={len(not_once)} open_activities={still_open} unfenced_transitions={len(fence)} "
+        f"completed_not_once={len(not_once)} dropped_beside_a_killed_deliberation={len(collateral)} "
+        f"open_activities={still_open} unfenced_transitions={len(fence)} "
         f"states={','.join(f'{a}:{s}' for a, (s, _) in sorted(states.items()))}"
     )
     report(figures.line("8 kill-9-mid-deliberation", clock()))
