@@ -37,8 +37,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.exceptions import APIException
 
 from markus.agents import permissions
-from markus.agents.auth import Caller, user_for_token, visible_agents
-from markus.agents.models import Agent, hash_token
+from markus.agents.auth import Caller, agent_for_token, user_for_token, visible_agents
+from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 from markus.core.waits import WAITS
@@ -71,7 +71,7 @@ def caller_for_authorization(header: str | None) -> Caller | None:
     if not raw or scheme.lower() not in ("bearer", "token"):
         return None
     if scheme.lower() == "bearer":
-        agent = Agent.objects.select_related("team").filter(token_hash=hash_token(raw)).first()
+        agent = agent_for_token(raw)
         if agent is not None:
             return Caller(AnonymousUser(), agent)
     token = user_for_token(raw)

@@ -9,11 +9,18 @@ from typing import TYPE_CHECKING
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import RequestDataTooBig
-from rest_framework import authentication, exceptions
+from rest_framework import exceptions
 from rest_framework.request import Request
 
-from markus.agents.auth import Caller, UserTokenAuthentication, acting_agent, user_for_token
-from markus.agents.models import Agent, UserToken, hash_token
+from markus.agents.auth import (
+    AgentTokenAuthentication,
+    Caller,
+    UserTokenAuthentication,
+    acting_agent,
+    agent_for_token,
+    user_for_token,
+)
+from markus.agents.models import Agent, UserToken
 from markus.core.limits import BodyTooLarge
 
 if TYPE_CHECKING:
@@ -22,31 +29,17 @@ if TYPE_CHECKING:
 SCHEME = "bearer"  # the name of the card's security scheme
 
 
-class BearerAuthentication(authentication.BaseAuthentication):
+class BearerAuthentication(AgentTokenAuthentication):
     """A bearer token: an agent's, else a user's API token."""
 
-    keyword = "Bearer"
-
-    def authenticate(self, request: Request) -> tuple[User | AnonymousUser, Agent | UserToken] | None:
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
-            return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Invalid bearer header.")
-        try:
-            raw = header[1].decode()
-        except UnicodeError as exc:
-            raise exceptions.AuthenticationFailed("Invalid bearer token.") from exc
-        agent = Agent.objects.filter(token_hash=hash_token(raw)).first()
+    def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | UserToken]:
+        agent = agent_for_token(raw)
         if agent is not None:
             return (AnonymousUser(), agent)
         token = user_for_token(raw)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token: neither an agent's nor a user's.")
         return (token.user, token)
-
-    def authenticate_header(self, request: Request) -> str:
-        return self.keyword
 
 
 AUTHENTICATION = [BearerAuthentication, UserTokenAuthentication]

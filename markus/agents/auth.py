@@ -42,7 +42,7 @@ AnyRequest: TypeAlias = HttpRequest | Caller
 class AgentTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request: Request) -> tuple[AnonymousUser, Agent] | None:
+    def authenticate(self, request: Request) -> tuple[User | AnonymousUser, Agent | UserToken] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
@@ -52,7 +52,11 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeError as exc:
             raise exceptions.AuthenticationFailed("Invalid bearer token.") from exc
-        agent = Agent.objects.filter(token_hash=hash_token(raw)).first()
+        return self.identify(raw)
+
+    def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | UserToken]:
+        """Who a raw bearer token names (here: an agent's token only)."""
+        agent = agent_for_token(raw)
         if agent is None:
             raise exceptions.AuthenticationFailed("Invalid agent token.")
         return (AnonymousUser(), agent)
@@ -70,6 +74,11 @@ class UserTokenAuthentication(authentication.TokenAuthentication):
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         return (token.user, token)
+
+
+def agent_for_token(raw: str) -> Agent | None:
+    """The agent a raw agent token belongs to, if any."""
+    return Agent.objects.filter(token_hash=hash_token(raw)).first()
 
 
 def user_for_token(raw: str) -> UserToken | None:

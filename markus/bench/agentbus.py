@@ -321,6 +321,36 @@ def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool, mcp: bo
     return (after - before) / m, woken
 
 
+def _ratio_figures(
+    what: str, short: str, name: str, measured: tuple[float, float], brpop: tuple[float, float]
+) -> list[Figure]:
+    """A wake-up's p50 and p99 as ratios to BRPOP's of the same rounds."""
+    return [
+        Figure(
+            suite=SUITE,
+            name=f"{what} {label} / BRPOP {label} ({name})",
+            value=value / base,
+            unit="x",
+            baseline=f"BRPOP {label} {base:.3f} ms; {short} {label} {value:.3f} ms",
+            goal=GOAL_RATIO,
+            better="lower",
+        )
+        for label, value, base in (("p50", measured[0], brpop[0]), ("p99", measured[1], brpop[1]))
+    ]
+
+
+def _memory_figure(name: str, per_waiter_bytes: float, baseline: str) -> Figure:
+    return Figure(
+        suite=SUITE,
+        name=name,
+        value=per_waiter_bytes / 1024,
+        unit="KB",
+        baseline=baseline,
+        goal=GOAL_KB_PER_WAITER,
+        better="lower",
+    )
+
+
 def _layer_figures(
     n: int, writer: Agent, watcher: Agent, url: str, m: int, rss: bool, write: Callable[[str], None]
 ) -> list[Figure]:
@@ -337,18 +367,7 @@ def _layer_figures(
     )
     write(f"  wait wake-up, append commit -> answer, {name}: median {median:.3f} ms, p99 {p99:.3f} ms")
     write(f"    ratio wait / BRPOP: median {median / brpop[0]:.1f}x, p99 {p99 / brpop[1]:.1f}x")
-    figures = [
-        Figure(
-            suite=SUITE,
-            name=f"wait wake-up {label} / BRPOP {label} ({name})",
-            value=value / base,
-            unit="x",
-            baseline=f"BRPOP {label} {base:.3f} ms; wait {label} {value:.3f} ms",
-            goal=GOAL_RATIO,
-            better="lower",
-        )
-        for label, value, base in (("p50", median, brpop[0]), ("p99", p99, brpop[1]))
-    ]
+    figures = _ratio_figures("wait wake-up", "wait", name, (median, p99), brpop)
     figures += _mcp_figures(n, writer, watcher, url, m, name, write)
     # RSS only in the first round: later ones reuse the memory earlier ones freed.
     rss_each, woken = measure_idle(m, writer, watcher, traced=False) if rss else (float("nan"), m)
@@ -359,14 +378,10 @@ def _layer_figures(
         f"{rss_text}; one append woke {woken} and {woken_too} of {m}"
     )
     figures.append(
-        Figure(
-            suite=SUITE,
-            name=f"memory per idle waiter, tracemalloc ({m} parked, {name})",
-            value=traced / 1024,
-            unit="KB",
-            baseline=f"{rss_text}; {woken_too} of {m} woken by one append",
-            goal=GOAL_KB_PER_WAITER,
-            better="lower",
+        _memory_figure(
+            f"memory per idle waiter, tracemalloc ({m} parked, {name})",
+            traced,
+            f"{rss_text}; {woken_too} of {m} woken by one append",
         )
     )
     return figures
@@ -392,29 +407,14 @@ def _mcp_figures(
         f"p99 {p99:.3f} ms; BRPOP in the same rounds median {brpop[0]:.3f} ms: "
         f"{median / brpop[0]:.1f}x, p99 {p99 / brpop[1]:.1f}x"
     )
-    figures = [
-        Figure(
-            suite=SUITE,
-            name=f"MCP inbox_wait wake-up {label} / BRPOP {label} ({name})",
-            value=value / base,
-            unit="x",
-            baseline=f"BRPOP {label} {base:.3f} ms; MCP wait {label} {value:.3f} ms",
-            goal=GOAL_RATIO,
-            better="lower",
-        )
-        for label, value, base in (("p50", median, brpop[0]), ("p99", p99, brpop[1]))
-    ]
+    figures = _ratio_figures("MCP inbox_wait wake-up", "MCP wait", name, (median, p99), brpop)
     traced, woken = measure_idle(m, writer, watcher, traced=True, mcp=True)
     write(f"  {m} parked MCP inbox_wait calls, {name}: {traced / 1024:.1f} KB each traced; one append woke {woken}")
     figures.append(
-        Figure(
-            suite=SUITE,
-            name=f"memory per parked MCP inbox_wait, tracemalloc ({m} parked, {name})",
-            value=traced / 1024,
-            unit="KB",
-            baseline=f"{woken} of {m} woken by one append; no thread per wait",
-            goal=GOAL_KB_PER_WAITER,
-            better="lower",
+        _memory_figure(
+            f"memory per parked MCP inbox_wait, tracemalloc ({m} parked, {name})",
+            traced,
+            f"{woken} of {m} woken by one append; no thread per wait",
         )
     )
     return figures

@@ -19,6 +19,16 @@ from django.contrib.auth.models import User
 from django.db.models import Q
 from django.utils import timezone
 
+from attention.scenarios import (
+    A2A,
+    CHAT,
+    COMMENT_RESPONSE,
+    MENTION_RESPONSE,
+    REQUIREMENT_ACTION,
+    REVIEW,
+    SESSION_RESPONSE,
+    TASK_EXECUTION,
+)
 from attention.toolbox import Tool, ToolContext, ToolError
 from mailbox.models import MailboxItem
 from markus.agents import permissions
@@ -34,16 +44,7 @@ SEPARATOR = "__"
 # The scenarios that work (people and colleagues wait on them): not the rhythm's own
 # (check-ins, reports, dreams, reminders) nor triage.
 WORKING_SCENARIOS = frozenset(
-    {
-        "chat",
-        "task_execution",
-        "review",
-        "comment_response",
-        "requirement_action",
-        "a2a",
-        "session_response",
-        "mention_response",
-    }
+    {CHAT, TASK_EXECUTION, REVIEW, COMMENT_RESPONSE, REQUIREMENT_ACTION, A2A, SESSION_RESPONSE, MENTION_RESPONSE}
 )
 # A listing older than this is read again from the server on the next use.
 LISTING_SECONDS = 600

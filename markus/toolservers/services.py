@@ -77,7 +77,7 @@ def server_update(server: ToolServer, body: dict[str, Any]) -> ToolServer:
     if "name" in body and body["name"] != server.name:
         raise MarkusError("name cannot change (agents and policies name the server); register a new one")
     _apply(server, body)
-    check_transport({"transport": server.transport, **server.__dict__})
+    check_transport({f: getattr(server, f) for f in ("transport", "command", "args", "env", "url", "headers")})
     server.updated_at = timezone.now()
     if "enabled" in body:
         server.state = ServerState.UNKNOWN if server.enabled else ServerState.DISABLED
