@@ -7,8 +7,10 @@ from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView
 from markus.ops import health, metrics
 from markus.web import pages
+from markus.web import views as web_views
 
 urlpatterns = [
+    path("favicon.ico", web_views.favicon, name="favicon"),
     path("healthz", health.healthz, name="healthz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("admin/dashboard/", include("markus.console.urls")),

@@ -29,10 +29,12 @@ from mailbox.representation import PLACEHOLDER
 from mailbox.selectors import queue_depth, timeline_queryset
 from markus.agents import permissions
 from markus.agents.models import Agent
+from markus.console import services as console
 from markus.llm.base import get_provider
-from markus.reports import reminders
+from markus.reports import clock, reminders
 from markus.reports import services as reports
 from markus.reports.models import DailyReport
+from markus.reports.rendering import render_markdown
 
 PAGE_SIZE = 30
 OFFLINE_BRAIN = "offline"
@@ -179,7 +181,8 @@ def present(item: MailboxItem, reader: permissions.Reader = permissions.PUBLIC) 
         entry["activity"]["tokensShort"] = _short(entry["activity"]["totalTokens"])
     entry["waited"] = duration(item.queued_at, item.started_at)  # queued → started
     entry["took"] = duration(item.started_at, item.completed_at)  # started → completed
-    entry["retryable"] = item.status in (Status.COMPLETED, Status.DROPPED, Status.DEFERRED)
+    entry["retryable"] = not retry_refusal(item, entry["activity"])
+    entry["retryConfirm"] = retry_confirmation(item)
     entry["droppable"] = item.status in (Status.QUEUED, Status.DEFERRED)
     return entry
 
@@ -223,13 +226,16 @@ class ControlRefused(Exception):
 
 
 def may_control(user: Any, agent: Agent) -> bool:
-    """Whether the mind view offers its controls (pause, resume, wake, retry, drop,
-    cancel a reminder): the ``control`` right of ``markus.agents.permissions``."""
+    """Whether the mind view offers its controls (pause, resume, wake, heartbeat, retry,
+    drop, cancel a reminder): the ``control`` right of ``markus.agents.permissions``."""
     return permissions.user_may(user, permissions.Right.CONTROL, agent)
 
 
-def control_agent(agent: Agent, action: str) -> str:
-    """pause / resume / wake through the services the API and the console use."""
+def control_agent(agent: Agent, action: str, user: Any) -> str:
+    """pause / resume / wake / heartbeat through the services the API and the console
+    use (a heartbeat: the admin's "Run a heartbeat now", in ``user``'s name)."""
+    if action == "heartbeat":
+        return heartbeat_now(agent, user)
     if action == "pause":
         attention.agent_pause(agent)
         return f"{agent.name} paused: the turn in flight stops at its next check."
@@ -242,9 +248,83 @@ def control_agent(agent: Agent, action: str) -> str:
     return f"{agent.name} woken."
 
 
+RETRYABLE = "only a failed, dropped or deferred item can be retried"
+
+
+def _failed(activity: Mapping[str, Any] | None) -> bool:
+    """Whether the latest attempt at an item ended and failed (``timeline_entry``'s
+    activity shape: ``endedAt``, ``success``)."""
+    return activity is not None and activity.get("endedAt") is not None and not activity.get("success")
+
+
+def latest_activity(item: MailboxItem) -> dict[str, Any] | None:
+    """The item's latest activity as ``timeline_entry`` shows it (the latest started)."""
+    row = (
+        AgentActivity.objects.filter(mailbox_item_id=item.id)
+        .order_by("-started_at", "-id")
+        .values("success", "ended_at")
+        .first()
+    )
+    return None if row is None else {"success": row["success"], "endedAt": row["ended_at"]}
+
+
+def retry_refusal(item: MailboxItem, activity: Mapping[str, Any] | None) -> str:
+    """Why the mind view does not retry ``item`` ("" when it may), ``activity`` being
+    its latest (``latest_activity``). Narrower than ``attention.operator``'s rules:
+    those re-queue a copy of any finished item, so a retry of an answered chat has the
+    agent answer it again. Here a completed item is retried only when its last attempt
+    failed; a dropped one gets a fresh copy, a deferred one resurfaces (unless parked
+    for an approval); queued, processing and merged items are in hand already."""
+    status = item.status
+    if status == Status.DROPPED:
+        return ""
+    if status == Status.COMPLETED:
+        if _failed(activity):
+            return ""
+        return f"{item.id} completed: it was handled, and a retry would have the agent do it again; {RETRYABLE}"
+    if status == Status.DEFERRED:
+        if item.marks.get("waitingForApproval") is True:
+            return f"{item.id} waits for approval {item.marks.get('approvalId')}; answer it instead of retrying"
+        return ""
+    if status == Status.MERGED:
+        return f"{item.id} was merged into {item.merged_into_id}; retry that item instead"
+    return f"{item.id} is {status}; nothing to retry"
+
+
+def retry_confirmation(item: MailboxItem) -> str:
+    """What the Retry button asks before it posts."""
+    if item.status == Status.DEFERRED:
+        return "Retry now? The item is queued again at once, ahead of its deferral."
+    return "Retry? A fresh copy of this item is queued and the agent handles it again."
+
+
+def heartbeat_now(agent: Agent, user: Any) -> str:
+    """One heartbeat item now (``console_heartbeat``); an external agent has none."""
+    try:
+        item = console.console_heartbeat(agent=agent, operator=user)
+    except console.ConsoleError as exc:
+        raise ControlRefused(str(exc)) from exc
+    if item.status == Status.MERGED:
+        return f"Heartbeat for {agent.name}: one was queued already ({item.merged_into_id}); {item.id} merged into it."
+    return f"Heartbeat queued for {agent.name} ({item.id})."
+
+
 def retry_item(item: MailboxItem, user: Any) -> str:
-    """The operator's retry (``attention.operator``): a deferred item resurfaces in
-    place; a completed or dropped one gets a fresh queued copy."""
+    """The operator's retry (``attention.operator``), where ``retry_refusal`` allows it:
+    a deferred item resurfaces in place; a failed or dropped one gets a fresh queued
+    copy. Anything else is refused (409) before the operator's service is asked."""
+    refusal = retry_refusal(item, latest_activity(item))
+    if refusal:
+        raise ControlRefused(refusal)
+    if item.status != Status.DEFERRED:  # one retry in hand at a time (a second click)
+        pending = (
+            MailboxItem.objects.filter(agent_id=item.agent_id, metadata__retryOf=item.id)
+            .filter(status__in=(Status.QUEUED, Status.PROCESSING, Status.DEFERRED))
+            .values_list("id", flat=True)
+            .first()
+        )
+        if pending is not None:
+            raise ControlRefused(f"{item.id} was retried already as {pending}, which is not finished yet")
     try:
         result = operator.retry_item(item_id=item.id, operator=user)
     except operator.OperatorError as exc:
@@ -285,28 +365,32 @@ def reports_context(agent_id: str, *, message: str = "", message_error: bool = F
         "reminders": pending,
         "reminders_pending": total,
         "reminders_more": total - len(pending),
-        "reports": [reports.serialize_report(r) for r in rows],
+        "reports": [{**reports.serialize_report(r), "html": render_markdown(r.content)} for r in rows],
         "reminder_message": message,
         "reminder_error": message_error,
     }
 
 
-def report_page(agent_id: str, day: str) -> dict[str, Any]:
-    """One daily report in full, with the dates of the one before and after it (404 for
-    a date without a report or not a date)."""
+def report_page(agent: Agent, day: str) -> dict[str, Any]:
+    """One daily report in full (its markdown as sanitised HTML), with the dates of the
+    one before and after it (404 for a date without a report or not a date). Its date
+    is the agent's local date, so its times are shown in the agent's zone too (``zone``,
+    named on the page), not in the server's."""
     try:
         when = reports.parse_day(day)
     except reports.ReportError as exc:
         raise Http404(str(exc)) from exc
-    rows = DailyReport.objects.filter(agent_id=agent_id)
+    rows = DailyReport.objects.filter(agent_id=agent.id)
     report = rows.filter(date=when).first()
     if report is None:
-        raise Http404(f"No report of {agent_id} for {when.isoformat()}.")
+        raise Http404(f"No report of {agent.id} for {when.isoformat()}.")
     earlier = rows.filter(date__lt=when).order_by("-date").values_list("date", flat=True).first()
     later = rows.filter(date__gt=when).order_by("date").values_list("date", flat=True).first()
     revised = report.updated_at if (report.updated_at - report.created_at).total_seconds() >= 60 else None
     return {
         "report": report,
+        "html": render_markdown(report.content),
+        "zone": clock.agent_zone(agent).key,
         "day": when.isoformat(),
         "revised": revised,
         "earlier": earlier.isoformat() if earlier else "",

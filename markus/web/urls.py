@@ -8,7 +8,9 @@ urlpatterns = [
     path("agents/<str:agent_id>/mind/", views.mind_view, name="mind"),
     path("agents/<str:agent_id>/mind/timeline/", views.mind_timeline, name="mind-timeline"),
     re_path(
-        r"^agents/(?P<agent_id>[^/]+)/mind/(?P<action>pause|resume|wake)/$", views.mind_control, name="mind-control"
+        r"^agents/(?P<agent_id>[^/]+)/mind/(?P<action>pause|resume|wake|heartbeat)/$",
+        views.mind_control,
+        name="mind-control",
     ),
     re_path(
         r"^agents/(?P<agent_id>[^/]+)/mind/items/(?P<item_id>[^/]+)/(?P<action>retry|drop)/$",

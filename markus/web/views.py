@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
@@ -19,6 +20,15 @@ from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 
 from . import mind
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, which browsers ask for on any page (and the admin's and the API
+    docs' pages link nowhere else): the SVG icon ``base.html`` links."""
+    response = HttpResponseRedirect(static("web/favicon.svg"))
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 def _offset(request: HttpRequest) -> int:
@@ -130,10 +140,10 @@ def _answer(
 @require_POST
 @login_required
 def mind_control(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
-    """POST pause / resume / wake."""
+    """POST pause / resume / wake / heartbeat."""
     agent = permissions.require(request, "page:mind-control", agent_id)
     try:
-        message = mind.control_agent(agent, action)
+        message = mind.control_agent(agent, action, request.user)
     except mind.ControlRefused as exc:
         return _answer(request, agent, str(exc), status=409)
     agent.refresh_from_db()
@@ -188,4 +198,4 @@ def agent_report(request: HttpRequest, agent_id: str, day: str) -> HttpResponse:
     """One daily report of an agent, in full (where its ``agent_report`` notification
     leads); 404 for a date without one, like for an agent the reader may not see."""
     agent = permissions.require(request, "page:agent-report", agent_id)
-    return render(request, "mind/report.html", {"agent": agent, **mind.report_page(agent.id, day)})
+    return render(request, "mind/report.html", {"agent": agent, **mind.report_page(agent, day)})

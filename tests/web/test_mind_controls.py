@@ -183,7 +183,8 @@ def test_items_show_their_durations_and_controls(alice, agent):
     html = signed_in(alice).get(f"/agents/{agent.id}/mind/").content.decode()
     assert "waited 2.5s" in html
     assert "took 1m 03s" in html
-    assert f"/agents/{agent.id}/mind/items/{item.id}/retry/" in html
+    # A completed chat is not retryable (tests/web/test_mind_retry_rules.py).
+    assert f"/agents/{agent.id}/mind/items/{item.id}/retry/" not in html
 
 
 def test_filters_are_reflected_in_the_url(alice, agent):
