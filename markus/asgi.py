@@ -33,7 +33,7 @@ from django.urls import path  # noqa: E402
 
 from agentbus import mcp_door  # noqa: E402
 from markus.core.limits import BoundedBody, install_daphne_guard  # noqa: E402
-from markus.web.consumers import MindConsumer  # noqa: E402
+from markus.web.consumers import MindConsumer, WorkConsumer  # noqa: E402
 from notifications.consumers import (  # noqa: E402
     AgentEventsConsumer,
     NotificationsConsumer,
@@ -45,6 +45,7 @@ websocket_urlpatterns = [
     path("ws/agents/<str:agent_id>/", AgentEventsConsumer.as_asgi()),
     path("ws/agents/<str:agent_id>/mind/", MindConsumer.as_asgi()),
     path("ws/notifications/", NotificationsConsumer.as_asgi()),
+    path("ws/work/", WorkConsumer.as_asgi()),
 ]
 
 install_daphne_guard()

@@ -47,6 +47,12 @@ def user_group(user_id: int | str) -> str:
     return f"user.{user_id}"
 
 
+# The work pages' group: task and requirement changes, agents created and removed. Its
+# events carry ids only; ``/ws/work/`` forwards each to the sockets whose caller may
+# see what it names, and the pages read the rows again through their own views.
+WORK_GROUP = "work"
+
+
 def json_datetime(value: datetime | None) -> str | None:
     """A datetime as ``DjangoJSONEncoder`` writes it (milliseconds, ``Z`` for UTC)."""
     if value is None:

@@ -13,11 +13,19 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
-from markus.core.channel_layer import frame_for
-from notifications.consumers import AgentEventsConsumer
+from markus.core.actors import Actor
+from markus.core.channel_layer import event_of, frame_for
+from markus.core.events import WORK_GROUP
+from notifications.consumers import (
+    REFUSED_UNAUTHENTICATED,
+    AgentEventsConsumer,
+    EventStreamConsumer,
+    _token_of,
+)
 
 from .live import DELTA, MindStream
 from .mind import MindFilters, may_control
+from .work_live import work_event_for
 
 
 class MindConsumer(AgentEventsConsumer):
@@ -46,3 +54,37 @@ class MindConsumer(AgentEventsConsumer):
             html = await database_sync_to_async(self.stream.apply)(event)
         if html:
             await self.send(text_data=html)
+
+
+class WorkConsumer(EventStreamConsumer):
+    """``/ws/work/``: the work pages' socket. The ``WORK_GROUP`` events (a task's or a
+    requirement's status or comment; an agent created or removed) as JSON frames, each
+    only to a caller who may see what it names (one query per event and socket); the
+    pages then read what changed through their own views. A person (session or user
+    token) or an agent's own token; anybody else is refused with 4401 and a reason."""
+
+    subscribed = False
+
+    async def connect(self) -> None:
+        acting, user = self.scope.get("agent"), self.scope.get("user")
+        if acting is None and (user is None or not user.is_authenticated):
+            await self.refuse(REFUSED_UNAUTHENTICATED, "invalid token" if _token_of(self.scope) else "not signed in")
+            return
+        self.actor = Actor.for_agent(acting) if acting is not None else Actor.for_user(user)
+        await self.channel_layer.group_add(WORK_GROUP, self.channel_name)
+        self.subscribed = True
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        self.closed = True
+        if self.subscribed:
+            await self.channel_layer.group_discard(WORK_GROUP, self.channel_name)
+
+    async def markus_event(self, message: dict[str, Any]) -> None:
+        event = event_of(message)
+        shown = await database_sync_to_async(work_event_for)(self.actor, self.scope.get("user"), event)
+        if shown is not None:
+            await self.send(text_data=json.dumps(shown))
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """One way; whatever a client sends is ignored."""

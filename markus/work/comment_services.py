@@ -34,7 +34,7 @@ from markus.core.actors import Actor
 from notifications.registry import NotificationType
 from notifications.services import notify_user
 
-from . import notices
+from . import history, notices
 from .errors import WorkError, WorkNotFound
 from .inputs import clean_text
 from .models import Requirement, RequirementComment, Task, TaskComment, TaskState
@@ -270,6 +270,7 @@ def task_comment_create(
         streak=agent_streak(TaskComment.objects.filter(task=task)),
         session_reply_to=task.assignee_id if _finished_by_assignee(task, actor) else None,
     )
+    history.comment_posted("task", task.id, comment.id)
     return comment
 
 
@@ -308,4 +309,5 @@ def requirement_comment_create(
         candidates=_candidates(actor, [agent_id], requirement.team_id),
         streak=agent_streak(RequirementComment.objects.filter(requirement=requirement)),
     )
+    history.comment_posted("requirement", requirement.id, comment.id)
     return comment

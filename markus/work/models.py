@@ -137,3 +137,30 @@ class RequirementComment(CommentBase):
     class Meta:
         db_table = "requirement_comments"
         indexes = [models.Index(fields=["requirement", "created_at"], name="idx_req_comments_req")]
+
+
+class StatusChange(models.Model):
+    """One transition of a task or a requirement: from, to, who (a person, an agent or
+    the system), when, and the note or reason given. Written in the transition's own
+    transaction (``history.record``); the work pages and ``…/history`` read it."""
+
+    class Entity(models.TextChoices):
+        TASK = "task", "task"
+        REQUIREMENT = "requirement", "requirement"
+
+    entity = models.CharField(max_length=16, choices=Entity.choices)
+    entity_id = models.CharField(max_length=64)
+    from_status = models.CharField(max_length=16, blank=True, default="")  # "" when it was filed
+    to_status = models.CharField(max_length=16)
+    actor_kind = models.CharField(max_length=8)  # user | agent | system
+    actor_id = models.CharField(max_length=64)
+    actor_name = models.CharField(max_length=150)
+    note = models.TextField(blank=True, default="")
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "work_status_changes"
+        indexes = [models.Index(fields=["entity", "entity_id", "at"], name="idx_status_changes_entity")]
+
+    def __str__(self) -> str:
+        return f"{self.entity} {self.entity_id}: {self.from_status or '∅'} → {self.to_status}"

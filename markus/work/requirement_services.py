@@ -100,6 +100,7 @@ def requirement_create(
             team_id=agent.team_id,
             metadata=metadata,
         )
+        _filed(requirement, actor)
         owner = _owner_user(requirement)
         if owner is not None:
             notify_user(
@@ -125,6 +126,7 @@ def requirement_create(
         team_id=agent.team_id if agent else None,
         metadata=metadata,
     )
+    _filed(requirement, actor)
     if agent is not None:
         notices.send_requirement_update(
             agent.id,
@@ -140,6 +142,18 @@ def requirement_create(
             ).strip(),
         )
     return requirement
+
+
+def _filed(requirement: Requirement, actor: Actor) -> None:
+    """Filing is the first event of a requirement's life (from nothing to its status)."""
+    requirement_status_changed.send(
+        sender=Requirement,
+        requirement=requirement,
+        from_status=None,
+        to_status=requirement.status,
+        actor=actor,
+        note="",
+    )
 
 
 def _lock(requirement_id: str) -> Requirement:
@@ -184,7 +198,12 @@ def requirement_transition(*, requirement_id: str, to_status: str, actor: Actor,
     requirement.save(update_fields=["status", "updated_at"])
     _side_effects(requirement, actor, from_status, reason)
     requirement_status_changed.send(
-        sender=Requirement, requirement=requirement, from_status=from_status, to_status=to_status, actor=actor
+        sender=Requirement,
+        requirement=requirement,
+        from_status=from_status,
+        to_status=to_status,
+        actor=actor,
+        note=reason,
     )
     return requirement
 

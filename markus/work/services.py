@@ -154,7 +154,7 @@ def task_create(
     )
     task.depends_on.set(dependency_ids)  # type: ignore[arg-type]  # django-stubs: pks are ints; Task ids are str
     # Filing a task is the first event of its lifecycle (from nothing to pending).
-    task_status_changed.send(sender=Task, task=task, from_status=None, to_status=task.status, actor=actor)
+    task_status_changed.send(sender=Task, task=task, from_status=None, to_status=task.status, actor=actor, note="")
     waiting = unmet_dependencies(task)
     if start and assignee is not None and not waiting:
         _apply(task, TaskState.IN_PROGRESS, actor)
@@ -309,7 +309,9 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
         _unblock_dependents(task)
         if task.requirement_id:
             requirement_tasks_settled(requirement_id=task.requirement_id)
-    task_status_changed.send(sender=Task, task=task, from_status=from_status, to_status=to_status, actor=actor)
+    task_status_changed.send(
+        sender=Task, task=task, from_status=from_status, to_status=to_status, actor=actor, note=note
+    )
 
 
 def _drop_open_items(task: Task, agent_id: str | None, *, reason: str, execution: bool) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-# kwargs: task, from_status, to_status, actor (markus.core.actors.Actor)
+# kwargs: task, from_status, to_status, actor (markus.core.actors.Actor), note
 task_status_changed = Signal()
-# kwargs: requirement, from_status, to_status, actor
+# kwargs: requirement, from_status, to_status, actor, note
 requirement_status_changed = Signal()
