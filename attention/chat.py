@@ -156,19 +156,43 @@ def visible_session(caller: AnyRequest, agent: Agent, session_id: str) -> ChatSe
 MAX_CURSOR = 20  # digits of a message id
 
 
-def session_messages(session: ChatSession, *, limit: int, before: str | None) -> dict[str, Any]:
-    """One page of the session's messages, newest first, and the cursor of the next
-    (older) page: keyset on ``(created_at, id)``, the order of the session's index."""
-    rows = ChatMessage.objects.filter(session=session).order_by("-created_at", "-id")
+def _anchor(session: ChatSession, cursor: str, name: str) -> tuple[datetime, int]:
+    """The ``(created_at, id)`` of the message a cursor names, or a 400 naming ``name``."""
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > MAX_CURSOR:
+        raise MarkusError(f"{name} must be the id of a message of this session (a nextCursor)")
+    anchor: list[tuple[datetime, int]] = list(
+        ChatMessage.objects.filter(session=session, id=int(cursor)).values_list("created_at", "id")[:1]
+    )
+    if not anchor:
+        raise MarkusError(f"{name}: no message {cursor} in this session")
+    return anchor[0]
+
+
+def conversation(session: ChatSession) -> QuerySet[ChatMessage]:
+    """What a person reads as the conversation: the session's messages without the
+    activity-log lines the loop writes into the main session (the mind view has those)."""
+    # Not ``exclude(metadata__activityLog=True)``: on SQLite that also leaves out every
+    # message without the key (NOT of a NULL comparison).
+    rows = ChatMessage.objects.filter(session=session)
+    return rows.filter(Q(metadata__activityLog__isnull=True) | Q(metadata__activityLog=False))
+
+
+def recent_conversation(agent_id: str, limit: int = 6) -> list[dict[str, Any]]:
+    """The last messages of the agent's main session, oldest first (the mind view's chat
+    box): the conversation everybody who sees the agent may read."""
+    rows = conversation(main_session(agent_id)).order_by("-created_at", "-id")[:limit]
+    return [serialize_message(m) for m in reversed(list(rows))]
+
+
+def session_messages(
+    session: ChatSession, *, limit: int, before: str | None, rows: QuerySet[ChatMessage] | None = None
+) -> dict[str, Any]:
+    """One page of the session's messages (``rows``: of these), newest first, and the
+    cursor of the next (older) page: keyset on ``(created_at, id)``, the order of the
+    session's index."""
+    rows = (ChatMessage.objects.filter(session=session) if rows is None else rows).order_by("-created_at", "-id")
     if before is not None:
-        if not (before.isascii() and before.isdigit()) or len(before) > MAX_CURSOR:
-            raise MarkusError("before must be the id of a message of this session (a nextCursor)")
-        anchor: list[tuple[datetime, int]] = list(
-            ChatMessage.objects.filter(session=session, id=int(before)).values_list("created_at", "id")[:1]
-        )
-        if not anchor:
-            raise MarkusError(f"before: no message {before} in this session")
-        at, mid = anchor[0]
+        at, mid = _anchor(session, before, "before")
         rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, id__lt=mid))
     page = list(rows[: limit + 1])
     more = len(page) > limit
@@ -178,6 +202,13 @@ def session_messages(session: ChatSession, *, limit: int, before: str | None) ->
         "messages": [serialize_message(m) for m in page],
         "nextCursor": str(page[-1].pk) if more else None,
     }
+
+
+def messages_after(rows: QuerySet[ChatMessage], session: ChatSession, after: str, *, limit: int) -> list[ChatMessage]:
+    """The messages after the one ``after`` names, oldest first (a page catching up)."""
+    at, mid = _anchor(session, after, "after")
+    newer = rows.filter(Q(created_at__gt=at) | Q(created_at=at, id__gt=mid)).order_by("created_at", "id")
+    return list(newer[:limit])
 
 
 # ---------------------------------------------------------------------------- chat

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView
 from markus.ops import health, metrics
-from markus.web import pages
+from markus.web import pages, work_pages
 from markus.web import views as web_views
 
 urlpatterns = [
@@ -40,7 +40,7 @@ urlpatterns = [
     path("notifications/<str:notification_id>/open/", pages.notification_open, name="notification-open"),
     path("agents/", pages.agents_page, name="agents"),
     # Notification links say ``/work?task=…``: with and without the slash.
-    re_path(r"^work/?$", pages.work_page, name="work"),
+    re_path(r"^work/?$", work_pages.work_page, name="work"),
 ]
 
 handler404 = "markus.web.pages.page_not_found"

@@ -180,13 +180,28 @@ OPERATIONS: dict[str, Operation] = {
     "page:mind-timeline": _op(S, "the mind view's timeline pages"),
     "page:mind-activity-logs": _op(S, "an activity's logs"),
     "page:agent-report": _op(S, "a daily report"),
-    "page:mind-control": _op(C, "pause, resume, wake from the mind view"),
+    "page:mind-control": _op(C, "pause, resume, wake, run a heartbeat from the mind view"),
     "page:mind-item-control": _op(C, "retry or drop an item from the mind view"),
     "page:mind-reminder-cancel": _op(C, "cancel a reminder from the mind view"),
+    "page:chat": _op(T, "the chat page: its sessions (private ones: their person's), the history, new messages"),
+    "page:chat-messages": _op(S, "a session's messages on the chat page (earlier ones, new ones)"),
+    "page:chat-session-new": _op(T, "open a chat session from the chat page"),
+    # the work pages: the work API's rules (tasks and requirements the caller may see)
+    "page:work-task-new": _op(Right.USER, "file a task from /work (as tasks_create)"),
+    "page:work-task-move": _op(Right.USER, "move a task the caller may see (as tasks_transition_create)"),
+    "page:work-task-comment": _op(Right.USER, "comment on a task the caller may see, with mentions and replies"),
+    "page:work-requirement-new": _op(Right.USER, "file a requirement from /work (as requirements_create)"),
+    "page:work-requirement-step": _op(
+        Right.USER, "approve, reject, complete, cancel a requirement (as requirements_step)"
+    ),
+    "page:work-requirement-comment": _op(Right.USER, "comment on a requirement the caller may see"),
+    "page:approvals": _op(Right.USER, "the caller's approvals to answer, and the last ones answered"),
+    "page:approval-answer": _op(Right.USER, "answer one of the caller's approvals (as approvals_respond_create)"),
     # ---- sockets (by route)
     "ws:ws/agents/<str:agent_id>/": _op(S, "the agent's live events (private content: its person's)"),
     "ws:ws/agents/<str:agent_id>/mind/": _op(S, "the mind view's live HTML"),
     "ws:ws/notifications/": _op(Right.USER, "the caller's notifications"),
+    "ws:ws/work/": _op(Right.SIGNED_IN, "the work pages' live events (tasks, requirements, agents the caller may see)"),
     # ---- the console
     "console": _op(Right.STAFF, "the Django admin and its dashboard"),
 }

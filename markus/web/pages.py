@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -23,13 +24,8 @@ from mailbox.models import MailboxItem
 from mailbox.registry import Status, descriptor
 from markus.agents.auth import visible_agents
 from markus.core.actors import Actor
-from markus.work.models import RequirementState, TaskState
+from markus.work.models import TaskState
 from markus.work.selectors import (
-    access_requirement,
-    access_task,
-    requirement_comments,
-    requirements_visible_to,
-    task_comments,
     tasks_visible_to,
 )
 from notifications.links import is_local_path
@@ -98,19 +94,27 @@ def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 def notification_link(n: UserNotification) -> str:
-    """Where a notification leads: its target path, if it is one on this site; else an
-    agent's daily report (``agentId`` and ``reportDate``, as an ``agent_report`` names
-    it) or its mind view (``agentId``)."""
+    """Where a notification leads: its target path, if it is one on this site; else the
+    approvals page at its question (``metadata.approvalId``); else an agent's daily
+    report (``agentId`` and ``reportDate``, as an ``agent_report`` names it), its chat
+    page at the session (an ``open_chat``) or its mind view (``agentId``)."""
     target = n.action_target if isinstance(n.action_target, dict) else {}
     path = target.get("path")
     if is_local_path(path):
         return path
+    approval_id = (n.metadata or {}).get("approvalId")
+    if isinstance(approval_id, str) and approval_id:  # a question to answer: where it is answered
+        return f"{reverse('approvals')}#approval-{approval_id}"
     agent_id, day = target.get("agentId"), target.get("reportDate")
     if not isinstance(agent_id, str) or not agent_id:
         return ""
     try:
         if isinstance(day, str) and day:
             return reverse("agent-report", args=[agent_id, day])
+        if n.action_type == "open_chat":  # the conversation it belongs to
+            session = target.get("sessionId")
+            chat = reverse("chat", args=[agent_id])
+            return f"{chat}?session={quote(session)}" if isinstance(session, str) and session else chat
         return reverse("mind", args=[agent_id])
     except NoReverseMatch:  # not an id or a date the pages route
         return ""
@@ -216,35 +220,6 @@ def notifications_read_all(request: HttpRequest) -> HttpResponse:
 @login_required
 def agents_page(request: HttpRequest) -> HttpResponse:
     return render(request, "agents.html", {"agents": agent_rows(request), "nav": "agents"})
-
-
-@require_GET
-@login_required
-def work_page(request: HttpRequest) -> HttpResponse:
-    """Tasks and requirements; ``?task=<id>`` or ``?requirement=<id>`` opens one with
-    its comments (one the user may not see answers 404, like a missing one)."""
-    actor = Actor.for_user(_user(request))
-    context: dict[str, Any] = {"nav": "work"}
-    task_id = request.GET.get("task")
-    requirement_id = request.GET.get("requirement")
-    if task_id:
-        task = access_task(actor, task_id)
-        context.update(task=task, comments=task_comments(task))
-    elif requirement_id:
-        requirement = access_requirement(actor, requirement_id)
-        context.update(
-            requirement=requirement,
-            comments=requirement_comments(requirement),
-            requirement_tasks=list(tasks_visible_to(actor).filter(requirement=requirement).order_by("created_at")),
-        )
-    else:
-        context.update(
-            tasks=list(tasks_visible_to(actor).select_related("assignee").order_by("-updated_at", "-id")[:WORK_ROWS]),
-            requirements=list(requirements_visible_to(actor).order_by("-updated_at", "-id")[:WORK_ROWS]),
-            task_states=TaskState.choices,
-            requirement_states=RequirementState.choices,
-        )
-    return render(request, "work.html", context)
 
 
 # ---------------------------------------------------------------------------- errors

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import views
+from . import chat_pages, views, work_pages
 
 urlpatterns = [
     path("agents/<str:agent_id>/mind/", views.mind_view, name="mind"),
@@ -30,4 +30,25 @@ urlpatterns = [
         views.mind_activity_logs,
         name="mind-activity-logs",
     ),
+    # The work pages (``/work`` itself is routed beside home: notification links say ``/work?task=…``).
+    path("work/tasks/new/", work_pages.task_new, name="work-task-new"),
+    path("work/tasks/<str:task_id>/move/", work_pages.task_move, name="work-task-move"),
+    path("work/tasks/<str:task_id>/comments/", work_pages.task_comment, name="work-task-comment"),
+    path("work/requirements/new/", work_pages.requirement_new, name="work-requirement-new"),
+    re_path(
+        r"^work/requirements/(?P<requirement_id>[^/]+)/(?P<step>approve|reject|complete|cancel)/$",
+        work_pages.requirement_step,
+        name="work-requirement-step",
+    ),
+    path(
+        "work/requirements/<str:requirement_id>/comments/",
+        work_pages.requirement_comment,
+        name="work-requirement-comment",
+    ),
+    path("approvals/", work_pages.approvals_page, name="approvals"),
+    path("approvals/<str:approval_id>/answer/", work_pages.approval_answer, name="approval-answer"),
+    # An agent's chat page: its sessions, the history, new messages live.
+    path("agents/<str:agent_id>/chat/", chat_pages.chat_page, name="chat"),
+    path("agents/<str:agent_id>/chat/messages/", chat_pages.chat_messages, name="chat-messages"),
+    path("agents/<str:agent_id>/chat/sessions/new/", chat_pages.chat_session_new, name="chat-session-new"),
 ]

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
+from attention.chat import recent_conversation
 from attention.selectors import timeline_items
 from mailbox.models import MailboxItem
 from markus.agents import permissions
@@ -53,6 +54,7 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
             **mind.timeline_page(agent.id, filters, reader=reader),
             **mind.reports_context(agent.id),
             "agent_id": agent.id,
+            "chat_recent": recent_conversation(agent.id),
         },
     )
 

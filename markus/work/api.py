@@ -110,6 +110,38 @@ def check_reviewer_user(actor: Actor, user_id: int | None, assignee_id: str | No
         raise WorkError(f"reviewerUserId: no such user {user_id!r} (a human reviewer must see the assignee)")
 
 
+def file_task(actor: Actor, body: dict[str, Any]) -> Task:
+    """File a task from a validated ``TaskCreateInput`` body, as every door does (the
+    API, the work page): what the actor may reference, then the service."""
+    watchers = body["metadata"].get("watchers")
+    check_agent_refs(
+        actor,
+        assigneeId=body["assigneeId"],
+        reviewerId=body["reviewerId"],
+        **{"metadata.watchers": watchers if isinstance(watchers, list) else None},
+    )
+    check_reviewer_user(actor, body["reviewerUserId"], body["assigneeId"])
+    visible = selectors.tasks_visible_to(actor)
+    for dependency in body["dependsOn"]:
+        if not visible.filter(id=dependency).exists():
+            raise WorkError(f"dependsOn: no such task {dependency!r}")
+    if body["requirementId"] and not selectors.requirements_visible_to(actor).filter(id=body["requirementId"]).exists():
+        raise WorkError(f"requirementId: no such requirement {body['requirementId']!r}")
+    task = services.task_create(
+        actor=actor,
+        title=body["title"],
+        description=body["description"],
+        assignee_id=body["assigneeId"],
+        reviewer_agent_id=body["reviewerId"],
+        reviewer_user_id=body["reviewerUserId"],
+        depends_on=body["dependsOn"],
+        requirement_id=body["requirementId"],
+        metadata=body["metadata"],
+        start=body["start"],
+    )
+    return task
+
+
 class TaskListView(APIView):
     @extend_schema(
         operation_id="tasks_list",
@@ -146,37 +178,7 @@ class TaskListView(APIView):
         operation_id="tasks_create", request=TaskCreateInput, responses={201: TaskDetailOut, **errors(400, 401, 413)}
     )
     def post(self, request: Request) -> Response:
-        actor = actor_for_request(request)
-        body = valid(TaskCreateInput, request)
-        watchers = body["metadata"].get("watchers")
-        check_agent_refs(
-            actor,
-            assigneeId=body["assigneeId"],
-            reviewerId=body["reviewerId"],
-            **{"metadata.watchers": watchers if isinstance(watchers, list) else None},
-        )
-        check_reviewer_user(actor, body["reviewerUserId"], body["assigneeId"])
-        visible = selectors.tasks_visible_to(actor)
-        for dependency in body["dependsOn"]:
-            if not visible.filter(id=dependency).exists():
-                raise WorkError(f"dependsOn: no such task {dependency!r}")
-        if (
-            body["requirementId"]
-            and not selectors.requirements_visible_to(actor).filter(id=body["requirementId"]).exists()
-        ):
-            raise WorkError(f"requirementId: no such requirement {body['requirementId']!r}")
-        task = services.task_create(
-            actor=actor,
-            title=body["title"],
-            description=body["description"],
-            assignee_id=body["assigneeId"],
-            reviewer_agent_id=body["reviewerId"],
-            reviewer_user_id=body["reviewerUserId"],
-            depends_on=body["dependsOn"],
-            requirement_id=body["requirementId"],
-            metadata=body["metadata"],
-            start=body["start"],
-        )
+        task = file_task(actor_for_request(request), valid(TaskCreateInput, request))
         task.refresh_from_db()
         return Response(task_detail(task), status=status.HTTP_201_CREATED)
 

@@ -3,6 +3,8 @@ proposes (pending); a user creates (in progress) and decides (approve / reject).
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -10,13 +12,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markus.agents.auth import actor_for_request
+from markus.core.actors import Actor
 from markus.core.api import int_param
 from markus.core.schema import errors
 
 from . import selectors, services
 from .api import PAGING_PARAMETERS, CommentInput, check_agent_refs, own_activity_id, valid
 from .errors import WorkError
-from .models import RequirementState
+from .models import Requirement, RequirementState
 from .requirement_services import RequirementStep
 from .serializers import RequirementCommentOut, RequirementCommentsOut, RequirementListOut, RequirementOut
 
@@ -36,6 +39,21 @@ class ResubmitInput(serializers.Serializer):
     title = serializers.CharField(required=False, allow_null=True, max_length=300, default=None)
     description = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=100_000, default=None
+    )
+
+
+def file_requirement(actor: Actor, body: dict[str, Any]) -> Requirement:
+    """File a requirement from a validated ``RequirementCreateInput`` body, as every
+    door does (the API, the work page)."""
+    if actor.is_agent and body["agentId"] not in (None, actor.id):
+        raise WorkError("an agent proposes requirements for itself: leave agentId out")
+    check_agent_refs(actor, agentId=body["agentId"])
+    return services.requirement_create(
+        actor=actor,
+        title=body["title"],
+        description=body["description"],
+        agent_id=body["agentId"],
+        metadata=body["metadata"],
     )
 
 
@@ -73,18 +91,7 @@ class RequirementListView(APIView):
         responses={201: RequirementOut, **errors(400, 401, 413)},
     )
     def post(self, request: Request) -> Response:
-        actor = actor_for_request(request)
-        body = valid(RequirementCreateInput, request)
-        if actor.is_agent and body["agentId"] not in (None, actor.id):
-            raise WorkError("an agent proposes requirements for itself: leave agentId out")
-        check_agent_refs(actor, agentId=body["agentId"])
-        requirement = services.requirement_create(
-            actor=actor,
-            title=body["title"],
-            description=body["description"],
-            agent_id=body["agentId"],
-            metadata=body["metadata"],
-        )
+        requirement = file_requirement(actor_for_request(request), valid(RequirementCreateInput, request))
         return Response(selectors.requirement_data(requirement), status=status.HTTP_201_CREATED)
 
 

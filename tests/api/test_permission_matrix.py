@@ -173,6 +173,9 @@ PAGES = [
     ("page:mind-control", "POST", "/agents/{agent_id}/mind/pause/"),
     ("page:mind-item-control", "POST", "/agents/{agent_id}/mind/items/{item_id}/drop/"),
     ("page:mind-reminder-cancel", "POST", "/agents/{agent_id}/mind/reminders/{item_id}/cancel/"),
+    ("page:chat", "GET", "/agents/{agent_id}/chat/"),
+    ("page:chat-messages", "GET", "/agents/{agent_id}/chat/messages/"),
+    ("page:chat-session-new", "POST", "/agents/{agent_id}/chat/sessions/new/"),
 ]
 
 

@@ -1,0 +1,353 @@
+"""The work pages that act: ``/work`` (tasks and requirements, filed from the page), a
+task or a requirement (its transitions, comments with mentions and replies, status
+history, the caller's pending approval on it), and ``/approvals/`` (the caller's
+questions to answer).
+
+Every write goes through the function the API's view calls (``file_task``,
+``file_requirement``, ``task_transition``, the comment and requirement services,
+``approval_respond``), under the same rules: what a caller may see or reference is
+decided there. A form post that succeeds redirects (post/redirect/get); one that the
+rules refuse renders the page again with the refusal and the status the API answers
+(400, 403, 409), the form's input kept. CSRF: Django's middleware on every post."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from rest_framework import serializers
+
+from markus.core.actors import Actor
+from markus.core.errors import MarkusError
+from markus.work import services
+from markus.work.api import TaskCreateInput, file_task
+from markus.work.history import history_data, history_of
+from markus.work.models import Requirement, RequirementState, StatusChange, Task, TaskState
+from markus.work.requirements_api import RequirementCreateInput, file_requirement
+from markus.work.selectors import (
+    access_requirement,
+    access_task,
+    agents_assignable_by,
+    requirement_comments,
+    requirements_visible_to,
+    task_comments,
+    tasks_visible_to,
+)
+from markus.work.states import REQUIREMENT_TRANSITIONS, TASK_TRANSITIONS
+from notifications.models import Approval
+from notifications.selectors import approvals_for
+from notifications.services import approval_respond
+
+WORK_ROWS = 100
+APPROVALS_SHOWN = 50
+ANSWERED_SHOWN = 20
+CHOICE_ROWS = 200  # the most agents, tasks or requirements a form's select offers
+# The requirement steps a page offers, by the state they lead to.
+REQUIREMENT_STEPS = {
+    RequirementState.IN_PROGRESS: "approve",
+    RequirementState.REJECTED: "reject",
+    RequirementState.COMPLETED: "complete",
+    RequirementState.CANCELLED: "cancel",
+}
+STEP_FUNCTIONS = {
+    "approve": services.requirement_approve,
+    "reject": services.requirement_reject,
+    "complete": services.requirement_complete,
+    "cancel": services.requirement_cancel,
+}
+
+
+def _user(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)  # behind login_required
+    return user
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.for_user(_user(request))
+
+
+def _errors(serializer: serializers.Serializer) -> str:
+    """A serializer's errors as one line a person reads: ``field: message; …``."""
+    parts = []
+    for field, messages in serializer.errors.items():
+        text = " ".join(str(m) for m in (messages if isinstance(messages, list) else [messages]))
+        parts.append(f"{field}: {text}")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------- reads
+
+
+def _task_form_choices(actor: Actor) -> dict[str, Any]:
+    return {
+        "assignable": list(agents_assignable_by(actor).order_by("name", "id")[:CHOICE_ROWS]),
+        "open_tasks": list(
+            tasks_visible_to(actor)
+            .exclude(status__in=[TaskState.ARCHIVED, TaskState.CANCELLED, TaskState.REJECTED])
+            .order_by("-updated_at", "-id")
+            .only("id", "title", "status")[:CHOICE_ROWS]
+        ),
+        "open_requirements": list(
+            requirements_visible_to(actor)
+            .filter(status=RequirementState.IN_PROGRESS)
+            .order_by("-updated_at", "-id")
+            .only("id", "title")[:CHOICE_ROWS]
+        ),
+    }
+
+
+def _list_context(actor: Actor) -> dict[str, Any]:
+    return {
+        "tasks": list(tasks_visible_to(actor).select_related("assignee").order_by("-updated_at", "-id")[:WORK_ROWS]),
+        "requirements": list(requirements_visible_to(actor).order_by("-updated_at", "-id")[:WORK_ROWS]),
+        **_task_form_choices(actor),
+    }
+
+
+def _history(entity: str, entity_id: str) -> list[dict[str, Any]]:
+    return [history_data(c) for c in history_of(entity, entity_id)]
+
+
+def _review_approval(user: User, task: Task) -> Approval | None:
+    """The caller's pending review of the task, if the task waits for it."""
+    approval_id = (task.metadata or {}).get("reviewApprovalId")
+    if not approval_id or task.status != TaskState.REVIEW:
+        return None
+    return Approval.objects.filter(id=approval_id, user=user, status=Approval.State.PENDING).first()
+
+
+def _task_context(request: HttpRequest, task: Task) -> dict[str, Any]:
+    task = Task.objects.select_related("assignee", "reviewer_agent", "reviewer_user", "requirement").get(id=task.id)
+    return {
+        "task": task,
+        "comments": task_comments(task),
+        "history": _history(StatusChange.Entity.TASK, task.id),
+        "transitions": [(s, TaskState(s).label) for s in TaskState.values if s in TASK_TRANSITIONS[task.status]],
+        "dependencies": list(task.depends_on.order_by("created_at", "id").only("id", "title", "status")),
+        "approval": _review_approval(_user(request), task),
+    }
+
+
+def _requirement_context(request: HttpRequest, requirement: Requirement) -> dict[str, Any]:
+    actor = _actor(request)
+    allowed = REQUIREMENT_TRANSITIONS[requirement.status]
+    return {
+        "requirement": requirement,
+        "comments": requirement_comments(requirement),
+        "history": _history(StatusChange.Entity.REQUIREMENT, requirement.id),
+        "steps": [(step, to.label) for to, step in REQUIREMENT_STEPS.items() if to in allowed],
+        "requirement_tasks": list(
+            tasks_visible_to(actor).filter(requirement=requirement).select_related("assignee").order_by("created_at")
+        ),
+    }
+
+
+def _render_work(
+    request: HttpRequest, *, error: str = "", status: int = 200, form: QueryDict | None = None
+) -> HttpResponse:
+    """``/work`` as a GET shows it: the list, or ``?task=`` / ``?requirement=`` one of
+    them (one the caller may not see answers 404, like a missing one). ``error`` and
+    ``form`` (the refused post's input) are shown with it."""
+    actor = _actor(request)
+    context: dict[str, Any] = {"nav": "work", "error": error, "form": form or QueryDict()}
+    task_id, requirement_id = request.GET.get("task"), request.GET.get("requirement")
+    if task_id:
+        context.update(_task_context(request, access_task(actor, task_id)))
+    elif requirement_id:
+        context.update(_requirement_context(request, access_requirement(actor, requirement_id)))
+    else:
+        context.update(_list_context(actor))
+        context.update(task_states=TaskState.choices, requirement_states=RequirementState.choices)
+    return render(request, "work.html", context, status=status)
+
+
+@require_GET
+@login_required
+def work_page(request: HttpRequest) -> HttpResponse:
+    return _render_work(request)
+
+
+def _refused(request: HttpRequest, exc: Exception, page: str) -> HttpResponse:
+    """The page again (``page``: its query, e.g. ``task=<id>``) with the refusal."""
+    status = getattr(exc, "status_code", 400) if isinstance(exc, MarkusError) else 403
+    request.GET = QueryDict(page)
+    return _render_work(request, error=str(exc), status=status, form=request.POST)
+
+
+def _work_url(query: str = "") -> str:
+    return reverse("work") + (f"?{query}" if query else "")
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+@require_POST
+@login_required
+def task_new(request: HttpRequest) -> HttpResponse:
+    """File a task from the page's form: the API's body (``title``, ``description``,
+    ``assigneeId``, ``reviewer`` as ``agent:<id>`` or ``user:<pk>``, ``dependsOn``
+    (several), ``requirementId``, ``start``), through the API's ``file_task``."""
+    post = request.POST
+    reviewer = post.get("reviewer", "")
+    kind, _, ref = reviewer.partition(":")
+    data: dict[str, Any] = {
+        "title": post.get("title", ""),
+        "description": post.get("description", ""),
+        "assigneeId": post.get("assigneeId") or None,
+        "reviewerId": ref if kind == "agent" and ref else None,
+        "reviewerUserId": ref if kind == "user" and ref else None,
+        "dependsOn": [d for d in post.getlist("dependsOn") if d],
+        "requirementId": post.get("requirementId") or None,
+        "start": post.get("start") == "on",
+    }
+    body = TaskCreateInput(data=data)
+    if not body.is_valid():
+        return _refused(request, MarkusError(_errors(body)), "")
+    if reviewer and kind not in ("agent", "user"):
+        return _refused(request, MarkusError(f"reviewer: {reviewer!r} is not an agent or a person"), "")
+    try:
+        task = file_task(_actor(request), body.validated_data)
+    except MarkusError as exc:
+        return _refused(request, exc, "")
+    return redirect(_work_url(f"task={task.id}"))
+
+
+@require_POST
+@login_required
+def requirement_new(request: HttpRequest) -> HttpResponse:
+    data = {
+        "title": request.POST.get("title", ""),
+        "description": request.POST.get("description", ""),
+        "agentId": request.POST.get("agentId") or None,
+    }
+    body = RequirementCreateInput(data=data)
+    if not body.is_valid():
+        return _refused(request, MarkusError(_errors(body)), "")
+    try:
+        requirement = file_requirement(_actor(request), body.validated_data)
+    except MarkusError as exc:
+        return _refused(request, exc, "")
+    return redirect(_work_url(f"requirement={requirement.id}"))
+
+
+@require_POST
+@login_required
+def task_move(request: HttpRequest, task_id: str) -> HttpResponse:
+    """A transition button: ``status`` and an optional ``note``, through
+    ``task_transition`` (a refusal of the state machine or a rule shows its message)."""
+    actor = _actor(request)
+    task = access_task(actor, task_id)
+    try:
+        services.task_transition(
+            task_id=task.id,
+            to_status=request.POST.get("status", ""),
+            actor=actor,
+            note=request.POST.get("note", ""),
+        )
+    except MarkusError as exc:
+        return _refused(request, exc, f"task={task.id}")
+    return redirect(_work_url(f"task={task.id}"))
+
+
+@require_POST
+@login_required
+def task_comment(request: HttpRequest, task_id: str) -> HttpResponse:
+    actor = _actor(request)
+    task = access_task(actor, task_id)
+    try:
+        comment = services.task_comment_create(
+            task_id=task.id,
+            actor=actor,
+            content=request.POST.get("content", ""),
+            reply_to_comment_id=request.POST.get("replyToCommentId") or None,
+        )
+    except MarkusError as exc:
+        return _refused(request, exc, f"task={task.id}")
+    return redirect(_work_url(f"task={task.id}") + f"#comment-{comment.id}")
+
+
+@require_POST
+@login_required
+def requirement_step(request: HttpRequest, requirement_id: str, step: str) -> HttpResponse:
+    actor = _actor(request)
+    requirement = access_requirement(actor, requirement_id)
+    try:
+        STEP_FUNCTIONS[step](requirement_id=requirement.id, actor=actor, reason=request.POST.get("reason", ""))
+    except MarkusError as exc:
+        return _refused(request, exc, f"requirement={requirement.id}")
+    return redirect(_work_url(f"requirement={requirement.id}"))
+
+
+@require_POST
+@login_required
+def requirement_comment(request: HttpRequest, requirement_id: str) -> HttpResponse:
+    actor = _actor(request)
+    requirement = access_requirement(actor, requirement_id)
+    try:
+        comment = services.requirement_comment_create(
+            requirement_id=requirement.id,
+            actor=actor,
+            content=request.POST.get("content", ""),
+            reply_to_comment_id=request.POST.get("replyToCommentId") or None,
+        )
+    except MarkusError as exc:
+        return _refused(request, exc, f"requirement={requirement.id}")
+    return redirect(_work_url(f"requirement={requirement.id}") + f"#comment-{comment.id}")
+
+
+# ---------------------------------------------------------------------------- approvals
+
+
+def _approvals_context(user: User) -> dict[str, Any]:
+    pending = list(approvals_for(user, status=Approval.State.PENDING).select_related("agent")[:APPROVALS_SHOWN])
+    answered = list(
+        approvals_for(user, status=Approval.State.ANSWERED)
+        .select_related("agent")
+        .order_by("-answered_at", "-id")[:ANSWERED_SHOWN]
+    )
+    tasks = dict(
+        Task.objects.filter(metadata__reviewApprovalId__in=[a.id for a in pending]).values_list(
+            "metadata__reviewApprovalId", "id"
+        )
+    )
+    return {
+        "pending": [{"a": a, "taskId": tasks.get(a.id)} for a in pending],
+        "pending_count": approvals_for(user, status=Approval.State.PENDING).count(),
+        "answered": answered,
+        "nav": "approvals",
+    }
+
+
+@require_GET
+@login_required
+def approvals_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "approvals.html", _approvals_context(_user(request)))
+
+
+@require_POST
+@login_required
+def approval_answer(request: HttpRequest, approval_id: str) -> HttpResponse:
+    """Answer one of the caller's approvals: ``selectedOption`` (an option's id, or the
+    free-form ``answer`` where the question allows one) and an optional ``comment``.
+    Back to ``next`` (a path on this site) or the approvals page."""
+    user = _user(request)
+    option = request.POST.get("selectedOption", "")
+    if option == "__freeform__":
+        option = request.POST.get("answer", "").strip()
+    back = request.POST.get("next", "")
+    if not back.startswith("/") or back.startswith("//"):
+        back = reverse("approvals")
+    try:
+        approval_respond(
+            user=user, approval_id=approval_id, selected_option=option, comment=request.POST.get("comment", "")
+        )
+    except MarkusError as exc:
+        context = {**_approvals_context(user), "error": str(exc), "form": request.POST}
+        return render(request, "approvals.html", context, status=exc.status_code)
+    return redirect(back)
