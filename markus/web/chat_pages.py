@@ -26,6 +26,7 @@ from attention.chat import (
     sessions_for,
     visible_session,
 )
+from mailbox.registry import MailboxType
 from markus.agents import permissions
 from markus.agents.models import Agent, ChatSession
 from markus.core.errors import MarkusError
@@ -73,6 +74,7 @@ def chat_page(request: HttpRequest, agent_id: str) -> HttpResponse:
         "session": session,
         "messages": _shown(request, list(reversed(page["messages"]))),
         "next_cursor": page["nextCursor"],
+        "chat_type": MailboxType.HUMAN_CHAT.value,  # the items whose end brings a reply
         "nav": "agents",
     }
     return render(request, "chat/chat.html", context)

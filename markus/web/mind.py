@@ -234,7 +234,7 @@ def may_control(user: Any, agent: Agent) -> bool:
 def control_agent(agent: Agent, action: str, user: Any) -> str:
     """pause / resume / wake / heartbeat through the services the API and the console
     use (a heartbeat: the admin's "Run a heartbeat now", in ``user``'s name)."""
-    if action == "heartbeat":
+    if action == "heartbeat-now":
         return heartbeat_now(agent, user)
     if action == "pause":
         attention.agent_pause(agent)

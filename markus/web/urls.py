@@ -8,7 +8,7 @@ urlpatterns = [
     path("agents/<str:agent_id>/mind/", views.mind_view, name="mind"),
     path("agents/<str:agent_id>/mind/timeline/", views.mind_timeline, name="mind-timeline"),
     re_path(
-        r"^agents/(?P<agent_id>[^/]+)/mind/(?P<action>pause|resume|wake|heartbeat)/$",
+        r"^agents/(?P<agent_id>[^/]+)/mind/(?P<action>pause|resume|wake|heartbeat-now)/$",
         views.mind_control,
         name="mind-control",
     ),

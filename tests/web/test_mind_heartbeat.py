@@ -23,7 +23,7 @@ def signed_in(user) -> Client:
 
 
 def url(agent_id: str) -> str:
-    return f"/agents/{agent_id}/mind/heartbeat/"
+    return f"/agents/{agent_id}/mind/heartbeat-now/"
 
 
 def heartbeats(agent_id: str):

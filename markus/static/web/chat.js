@@ -111,7 +111,7 @@
       try { event = JSON.parse(ev.data); } catch (_) { return; }
       if (!event) return;
       if (event.type === "chat:message" && event.sessionId === main.dataset.session) catchUp();
-      else if (event.type === "agent:mailbox" && event.item && event.item.sourceType === "human_chat" &&
+      else if (event.type === "agent:mailbox" && event.item && event.item.sourceType === main.dataset.chatType &&
                ["completed", "failed", "dropped"].indexOf(event.item.status) >= 0) catchUp();
     };
     ws.onclose = function (ev) {
