@@ -116,14 +116,22 @@ def claim_members(tx: Fence, lead: MailboxItem, scenario: str | None, wanted: li
     return members
 
 
-def record_picks(tx: Fence, lead: MailboxItem, members: list[MailboxItem]) -> None:
+def record_picks(tx: Fence, lead: MailboxItem, members: list[MailboxItem], *, resumed: Iterable[str] = ()) -> None:
+    """The members' decisions: ``resume`` for those ``resumed`` (already in the lead's
+    batch, whose saved session goes on), ``pick`` for the others."""
+    again = set(resumed)
     for item in members:
+        back = item.id in again
         records.record_decision(
             tx,
             item=item,
-            decision_type=DecisionType.PICK,
-            reasoning=f"Batched with {lead.id}: processed together in one session",
-            context={"priority": item.priority, "batchLeadId": lead.id},
+            decision_type=DecisionType.RESUME if back else DecisionType.PICK,
+            reasoning=(
+                f"Resumed with its batch led by {lead.id}: its session goes on where it stopped"
+                if back
+                else f"Batched with {lead.id}: processed together in one session"
+            ),
+            context={"priority": item.priority, "batchLeadId": lead.id, **({"resumed": True} if back else {})},
         )
 
 
@@ -148,9 +156,10 @@ def defer_members(tx: Fence, members: list[MailboxItem], *, until: datetime) -> 
 
 
 def requeue_members(tx: Fence, members: list[MailboxItem]) -> None:
-    """Stopped or paused: back to their places in the queue, marks kept (not an attempt)."""
+    """Stopped or paused: back to their places in the queue, marks kept (not an attempt),
+    their first start kept (they resume with their lead)."""
     for m in members:
-        lifecycle.requeue(m.id, epoch=tx.epoch, fenced=True, refund_attempt=True)
+        lifecycle.requeue(m.id, epoch=tx.epoch, fenced=True, refund_attempt=True, keep_started=True)
 
 
 def park_members(tx: Fence, members: list[MailboxItem], *, approval_id: str) -> None:

@@ -9,6 +9,11 @@ on the agent's group (sent by the loop as a turn produces text); a reply that ar
 without any (a provider that does not stream) is sent as deltas of a few words each
 before ``done``, so a client reads one shape whatever the provider.
 
+A follow-up merged into the chat in hand is answered by that chat's one reply: its
+answer (plain or ``done``) carries the reply with ``mergedInto`` (the item that led the
+merge), and its stream has no deltas of the reply (they stream under the item that led)
+but one line saying it was merged (``MERGED_NOTE``), so the reply is shown once.
+
 The text is at most ``CHAT_TEXT_MAX_CHARS`` (400 past it, nothing stored). The chat
 ``parks`` and takes a wait slot before anything is enqueued (markus.core.waits: 429
 past the caps per caller and per server); a stream gives it back when it ends.
@@ -304,8 +309,15 @@ def word_chunks(text: str, words: int = WORDS_PER_DELTA) -> list[str]:
 
 
 def _is_for(event: dict[str, Any], item_id: str) -> bool:
+    """Is the delta the reply to this item? Its first id is the item the turn works on;
+    the others were merged into it, and their streams do not repeat its reply."""
     ids = event.get("mailboxItemIds") or [event.get("mailboxItemId")]
-    return item_id in ids
+    return bool(ids) and ids[0] == item_id
+
+
+# What the stream of a message merged into another says instead of the reply (which
+# streams under the message that led the merge, and is in its ``done`` all the same).
+MERGED_NOTE = "↳ merged into your earlier message: the reply there answers it too."
 
 
 async def _watch(item_id: str, channel: str, timeout: float) -> AsyncIterator[tuple[str, Any]]:
@@ -350,7 +362,10 @@ def _sse(event: str, data: dict[str, Any]) -> str:
 def _answer(reply: dict[str, Any] | None, item_id: str, session_id: str) -> dict[str, Any]:
     if reply is None:
         return {"reply": None, "mailboxItemId": item_id, "sessionId": session_id, "pending": True}
-    return {"reply": reply["reply"], "mailboxItemId": item_id, "sessionId": reply["sessionId"] or session_id}
+    answer = {"reply": reply["reply"], "mailboxItemId": item_id, "sessionId": reply["sessionId"] or session_id}
+    if reply.get("mergedInto"):
+        answer["mergedInto"] = reply["mergedInto"]  # answered by that item's reply
+    return answer
 
 
 @parks
@@ -410,7 +425,9 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
                         yield _sse("delta", {"text": value})
                         continue
                     answer = _answer(value, item.id, session_id)
-                    if not streamed and answer["reply"]:  # a provider that does not stream
+                    if answer.get("mergedInto"):  # the reply streamed under the message it joined
+                        yield _sse("delta", {"text": MERGED_NOTE})
+                    elif not streamed and answer["reply"]:  # a provider that does not stream
                         for chunk in word_chunks(answer["reply"]):
                             yield _sse("delta", {"text": chunk})
                     yield _sse("done", answer)

@@ -125,7 +125,11 @@ def _apply(tx: Fence, focus: Focus, session: LLMSession, new: MailboxItem, verdi
     context: dict[str, Any] = {"rule": verdict.rule, "currentItemId": item.id, "newItemId": new.id}
     if verdict.decision == DecisionType.MERGE:
         tx.check()
-        if lifecycle.merge_into(new.id, item.id, into_focus=True):
+        target = lifecycle.merge_into(new.id, item.id, into_focus=True)
+        if target is not None:
+            # The focus's item now carries what was merged (as stored): the next turns
+            # are given both (``item_brief``, the brain's view of the item).
+            item.payload, item.priority = target.payload, target.priority
             new.refresh_from_db()
             session.messages.append(merged_message(new))
             session.absorbed_ids = [*session.absorbed_ids, new.id]

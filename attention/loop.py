@@ -278,6 +278,15 @@ def _next(run: Run) -> Begun | None:
     return None
 
 
+def _resumes(chosen: MailboxItem) -> bool:
+    """Does the item have a saved LLM session to go on with? The queue read says so
+    (``has_session``); an item it did not return (a batch's lead) is looked up."""
+    known = getattr(chosen, "has_session", None)
+    if known is not None:
+        return bool(known)
+    return LLMSession.objects.filter(id=f"{SESSION_PREFIX}{chosen.id}").exists()
+
+
 def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) -> Begun:
     """One fenced transaction: the attention state (its UPDATE is the fence check, and
     it checks the agent is still running), the claim, triage's drops and defers, the
@@ -318,15 +327,26 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
         context: dict[str, Any] = {"priority": item.priority, "queueDepth": depth}
         if members:
             context["batch"] = [m.id for m in members]
+        resumed = _resumes(chosen)
+        if resumed:
+            # Its LLM session was saved (a preempt, a pause, an approval, a lost worker):
+            # it goes on where it stopped. The item keeps its first start.
+            context["resumed"] = True
+            if item.started_at is not None:
+                context["firstStartedAt"] = item.started_at.isoformat()
+        if plan is not None:
+            reasoning = plan.pick_reasoning + ("; resumes its saved session" if resumed else "")
+        else:
+            reasoning = "Resumed from queue where it stopped" if resumed else "Idle — picked from queue"
         records.record_decision(
             tx,
             item=item,
-            decision_type=DecisionType.PICK,
-            reasoning=(plan.pick_reasoning if plan is not None else "Idle — picked from queue")
-            + (f", with {len(members)} more as a batch" if members else ""),
+            decision_type=DecisionType.RESUME if resumed else DecisionType.PICK,
+            reasoning=reasoning + (f", with {len(members)} more as a batch" if members else ""),
             context=context,
         )
-        batch.record_picks(tx, item, members)
+        # Members already in the lead's batch go on in its saved session with it.
+        batch.record_picks(tx, item, members, resumed=batch.members_of(chosen) if resumed else ())
         records.emit_state(lease.agent_id, AttentionState.FOCUSED, item, now, depth=depth)
         if scenario is None:
             complete(tx, item, outcome="noted (informational, no LLM)")
@@ -349,7 +369,7 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
             depth=depth,
             last_stop_check=time.monotonic(),  # the fence just found the agent running
         )
-        focus.held.saved = bool(getattr(chosen, "has_session", True))
+        focus.held.saved = resumed
         if members or not (item.source_type in COMMENT_TYPES and item.task_id):
             # (A comment on a task may go into that task's open execution instead; not
             # one that leads a batch.) A brain that answers at once has its activity and

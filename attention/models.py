@@ -28,6 +28,22 @@ class DecisionType(models.TextChoices):
     # item the agent handled inline while it deliberated.
     DELIBERATE = "deliberate"
     INLINE = "inline"
+    # The operator paused (or stopped) the agent while an item was in flight: the item
+    # goes back to the queue with its session; picked again with a saved session, an
+    # item is resumed (after a preempt, a pause, an approval, a lost worker).
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+class ActivityOutcome(models.TextChoices):
+    """How an activity ended when it neither completed nor failed (``success`` says
+    which of those): its run was cancelled (its task left in_progress, or the judge
+    cancelled it) or stopped (the agent paused or stopped mid-turn). Blank otherwise.
+    Neither counts as a failure."""
+
+    NONE = "", "-"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"
 
 
 class AgentAttention(models.Model):
@@ -103,6 +119,8 @@ class AgentActivity(models.Model):
     total_tokens = models.IntegerField(default=0)
     total_tools = models.IntegerField(default=0)
     success = models.BooleanField(default=True)
+    # Set (with success False) when the run was cancelled or stopped, not failed.
+    outcome = models.CharField(max_length=16, choices=ActivityOutcome.choices, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     lease_epoch = models.BigIntegerField(null=True, blank=True)
     # Whose private conversation the activity works on (mailbox.representation's

@@ -231,15 +231,21 @@ def add_usage(tx: Fence, activity: AgentActivity, *, tokens: int = 0, tools: int
     )
 
 
-def end_activity(tx: Fence, activity: AgentActivity, *, success: bool, tokens: int = 0, tools: int = 0) -> None:
-    """Close the activity (with the usage of its last turn, if any: one UPDATE)."""
+def end_activity(
+    tx: Fence, activity: AgentActivity, *, success: bool, tokens: int = 0, tools: int = 0, outcome: str = ""
+) -> None:
+    """Close the activity (with the usage of its last turn, if any: one UPDATE).
+    ``outcome``: ``ActivityOutcome`` of a run that was cancelled or stopped."""
     if activity._state.adding:  # stored as it ends: one INSERT
-        activity.ended_at, activity.success = timezone.now(), success
+        activity.ended_at, activity.success, activity.outcome = timezone.now(), success, outcome
         activity.total_tokens += tokens
         activity.total_tools += tools
         ensure_stored(tx, activity)
         return
     fields: dict[str, Any] = {"ended_at": timezone.now(), "success": success}
+    if outcome:
+        fields["outcome"] = outcome
+        activity.outcome = outcome
     if tokens:
         fields["total_tokens"] = F("total_tokens") + tokens
     if tools:

@@ -148,7 +148,8 @@ def own_content(item: MailboxItem, merged: list[MailboxItem]) -> str:
 
 
 def chat_reply_for(item_id: str) -> dict[str, Any] | None:
-    """The stored reply that answered an item (directly, or through a merge)."""
+    """The stored reply that answered an item (directly, or through a merge: then
+    ``mergedInto`` names the item that led it, whose reply it is)."""
     item = MailboxItem.objects.filter(id=item_id).first()
     seen = set()
     while item is not None and item.status == Status.MERGED and item.merged_into_id and item.id not in seen:
@@ -156,11 +157,12 @@ def chat_reply_for(item_id: str) -> dict[str, Any] | None:
         item = MailboxItem.objects.filter(id=item.merged_into_id).first()
     if item is None:
         return None
+    lead = {"mergedInto": item.id} if item.id != item_id else {}
     for msg in ChatMessage.objects.filter(session__agent_id=item.agent_id, role="assistant").order_by("-id")[:50]:
         if item.id in (msg.metadata or {}).get("mailboxItemIds", []) or item_id in (msg.metadata or {}).get(
             "mailboxItemIds", []
         ):
-            return {"reply": msg.content, "sessionId": msg.session_id, "mailboxItemId": item_id}
+            return {"reply": msg.content, "sessionId": msg.session_id, "mailboxItemId": item_id, **lead}
     if item.status in (Status.DROPPED, Status.COMPLETED):
-        return {"reply": None, "sessionId": None, "mailboxItemId": item_id, "status": item.status}
+        return {"reply": None, "sessionId": None, "mailboxItemId": item_id, "status": item.status, **lead}
     return None

@@ -20,8 +20,19 @@ from .models import AgentActivity, AgentDecision, ToolCallRecord, ToolCallState
 _NOT_IN_TIMELINE = frozenset({"agentId", "payload", "metadata", "marks", "attempts"})
 # Where ``attach_details`` leaves an item's decisions and activity, as timeline rows.
 DETAILS = "timeline_details"
-_ACTIVITY_FIELDS = ("id", "type", "label", "total_tokens", "total_tools", "success", "started_at", "ended_at")
-_ACTIVITY_KEYS = ("id", "type", "label", "totalTokens", "totalTools", "success", "startedAt", "endedAt")
+_ACTIVITY_FIELDS = (
+    "id",
+    "type",
+    "label",
+    "total_tokens",
+    "total_tools",
+    "success",
+    "outcome",
+    "started_at",
+    "ended_at",
+)
+# ``outcome``: "cancelled" or "stopped" for a run that neither completed nor failed, else "".
+_ACTIVITY_KEYS = ("id", "type", "label", "totalTokens", "totalTools", "success", "outcome", "startedAt", "endedAt")
 
 
 def _decision_row(decision_id: str, decision_type: str, reasoning: str, created_at: datetime) -> dict[str, Any]:

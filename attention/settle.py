@@ -13,6 +13,7 @@ from agentbus.services import reply_if_expected
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
+from markus.agents.models import Agent
 from markus.work import liveness
 from notifications.models import Approval
 from notifications.services import approval_granted
@@ -21,7 +22,7 @@ from . import batch, records
 from .focus import Focus, Outcome
 from .lease import Fence, StaleLease, fenced
 from .models import ActivityLogType as L
-from .models import DecisionType, LLMSession
+from .models import ActivityOutcome, DecisionType, LLMSession
 from .replies import answer_given_up, deliver_chat_reply
 from .scenarios import A2A, CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
 from .services import wake_on_commit
@@ -38,12 +39,13 @@ def settle(focus: Focus, outcome: Outcome) -> None:
         _settle(tx, focus, outcome)
 
 
-def _end(tx: Fence, focus: Focus, *, success: bool) -> None:
+def _end(tx: Fence, focus: Focus, *, success: bool, outcome: str = "") -> None:
     """End the focus's activity, with the token usage of its last turn, and write the
-    log lines still pending (the last turn's, the outcome's) in one INSERT."""
+    log lines still pending (the last turn's, the outcome's) in one INSERT. ``outcome``:
+    ``ActivityOutcome`` of a run cancelled or stopped (not a failure)."""
     assert focus.activity is not None
     tokens, tools = focus.turn.take_usage()
-    records.end_activity(tx, focus.activity, success=success, tokens=tokens, tools=tools)
+    records.end_activity(tx, focus.activity, success=success, tokens=tokens, tools=tools, outcome=outcome)
     records.log_many(tx, focus.activity, focus.turn.take_lines())
 
 
@@ -86,16 +88,18 @@ def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
     elif outcome.kind == "cancelled" and focus.batch:
         # Not completed alone: the batch goes back to the queue as separate items and
         # triage decides afresh, with what cancelled it in view.
-        _end(tx, focus, success=False)
+        _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED)
         batch.dissolve(tx, item, focus.batch, failed=False)
         _record_batch(tx, focus, DecisionType.CANCEL, "its batch was cancelled", "re-queued")
         discard_session(item)
     elif outcome.kind == "cancelled":
-        _end(tx, focus, success=False)
+        _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED)
         complete(tx, item, outcome="cancelled")
     elif outcome.kind == "stopped":
-        _end(tx, focus, success=False)
-        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=True)
+        _end(tx, focus, success=False, outcome=ActivityOutcome.STOPPED)
+        record_pause(tx, focus, outcome.detail)
+        # Back to the queue; it keeps its first start and resumes with its session.
+        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=True, keep_started=True)
         batch.requeue_members(tx, focus.batch)  # their batch resumes under its lead
     elif outcome.kind == "retry" and focus.batch:
         # A failed attempt of a batch: every item runs again by itself, from a clean start.
@@ -105,6 +109,27 @@ def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
         discard_session(item)
     elif outcome.kind == "retry":
         _retry(tx, focus, outcome)
+
+
+def record_pause(tx: Fence, focus: Focus, detail: str = "") -> None:
+    """The decision a pause (or a stop) leaves on the item it interrupted, and on the
+    items of its batch."""
+    status = Agent.objects.filter(id=focus.item.agent_id).values_list("status", flat=True).first()
+    how = "stopped" if status == Agent.RunStatus.STOPPED else "paused"
+    session = focus.held.session
+    context: dict[str, object] = {"agentStatus": status, "turn": session.turn_count if session is not None else 0}
+    if detail:
+        context["detail"] = detail
+    records.record_decision(
+        tx,
+        item=focus.item,
+        decision_type=DecisionType.PAUSE,
+        reasoning=f"The agent was {how} mid-run: its turn stopped here",
+        context=context,
+        outcome="re-queued with its session; resumes when the agent runs again",
+    )
+    if focus.batch:
+        _record_batch(tx, focus, DecisionType.PAUSE, f"the agent was {how}", "re-queued")
 
 
 def _record_batch(tx: Fence, focus: Focus, decision: str, why: str, outcome: str) -> None:

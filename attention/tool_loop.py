@@ -87,9 +87,12 @@ def run_tool_loop(focus: Focus) -> Outcome:
         parked = _round(focus, session, tool_ctx, response.tool_calls)
         if parked is not None:
             return parked
+        merged = len(focus.merged_ids)
         verdict = yield_point(focus, session)
         if verdict is not None:
             return verdict
+        if len(focus.merged_ids) != merged:  # a follow-up merged in: the item now carries it
+            ctx.item = item_brief(item)
     return Outcome("retry", detail=f"no final answer after {MAX_TURNS} turns")
 
 

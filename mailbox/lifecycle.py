@@ -250,10 +250,14 @@ def requeue(
     fenced: bool = False,
     refund_attempt: bool = False,
     marks: dict[str, Any] | None = None,
+    keep_started: bool = False,
 ) -> bool:
     """Put an in-flight item back at its place in the queue (its ``queued_at`` is kept);
-    ``marks`` replaces its marks (a crash or a retry counted)."""
-    extra = {} if marks is None else {"marks": marks}
+    ``marks`` replaces its marks (a crash or a retry counted). ``keep_started``: the run
+    goes on later where it stopped (a pause), so the item keeps its first start."""
+    extra: dict[str, Any] = {} if marks is None else {"marks": marks}
+    if not keep_started:
+        extra["started_at"] = None
     return transition(
         item_id,
         from_statuses=[Status.PROCESSING],
@@ -261,7 +265,6 @@ def requeue(
         fenced=fenced,
         refund_attempt=refund_attempt,
         status=Status.QUEUED,
-        started_at=None,
         lease_epoch=None,
         **extra,
     )
@@ -317,13 +320,13 @@ def parked_for(item_id: str, approval_id: str) -> MailboxItem | None:
 
 
 def unpark(item: MailboxItem) -> bool:
-    """Deferred and parked → queued (the approval was answered)."""
+    """Deferred and parked → queued (the approval was answered); it keeps its first
+    start (its run goes on)."""
     return transition(
         item.id,
         from_statuses=[Status.DEFERRED],
         status=Status.QUEUED,
         deferred_until=None,
-        started_at=None,
         lease_epoch=None,
         marks={k: v for k, v in item.marks.items() if k != "waitingForApproval"},
     )
@@ -335,7 +338,9 @@ def unpark(item: MailboxItem) -> bool:
 def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
     """Re-queue deferred items that are due: ``deferred_until`` passed or unset
     (section 22). Items parked for an approval are not due until it is answered; items
-    deferred behind the queue go to its end at their priority."""
+    deferred behind the queue go to its end at their priority. An item that had started
+    (preempted, or a retry waiting out its back-off) keeps its first start: ``claim``
+    sets ``started_at`` only on an item that never started."""
     now = now or timezone.now()
     due = (
         MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED)
@@ -350,7 +355,7 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
         plain = [i for i, meta in rows if not meta.get(BEHIND_QUEUE)]
         if plain:
             count += MailboxItem.objects.filter(id__in=plain, status=Status.DEFERRED).update(
-                status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None
+                status=Status.QUEUED, deferred_until=None, lease_epoch=None
             )
         for item_id, meta in rows:
             if meta.get(BEHIND_QUEUE):
@@ -358,7 +363,6 @@ def resurface_due(agent_id: str, *, now: datetime | None = None) -> int:
                 count += MailboxItem.objects.filter(id=item_id, status=Status.DEFERRED).update(
                     status=Status.QUEUED,
                     deferred_until=None,
-                    started_at=None,
                     lease_epoch=None,
                     queued_at=timezone.now(),
                     marks=rest,
@@ -374,7 +378,7 @@ def resurface_now(item_id: str) -> bool:
         changed = (
             MailboxItem.objects.filter(id=item_id, status=Status.DEFERRED)
             .filter(not_parked())
-            .update(status=Status.QUEUED, deferred_until=None, started_at=None, lease_epoch=None)
+            .update(status=Status.QUEUED, deferred_until=None, lease_epoch=None)
         )
         if changed:
             emit_item(MailboxItem.objects.get(id=item_id))
@@ -408,21 +412,24 @@ def absorb_new(target: MailboxItem, item: MailboxItem) -> None:
 
 
 @transaction.atomic
-def merge_into(item_id: str, target_id: str, *, claimed_epoch: int | None = None, into_focus: bool = False) -> bool:
+def merge_into(
+    item_id: str, target_id: str, *, claimed_epoch: int | None = None, into_focus: bool = False
+) -> MailboxItem | None:
     """Absorb an item into another that is still live (queued, processing or deferred).
     The item must be queued, or, with ``claimed_epoch``, processing under that epoch (a
-    claimed comment injected into a task's open execution). The merge rule decides."""
+    claimed comment injected into a task's open execution). The merge rule decides.
+    Returns the target as stored (its payload now carries the item), or None."""
     items = {i.id: i for i in MailboxItem.objects.select_for_update().filter(id__in=[item_id, target_id])}
     item, target = items.get(item_id), items.get(target_id)
     if item is None or target is None or target.status not in OPEN_STATUSES:
-        return False
+        return None
     claimed = claimed_epoch is not None and item.status == Status.PROCESSING and item.lease_epoch == claimed_epoch
     if item.status != Status.QUEUED and not claimed:
-        return False
+        return None
     if not may_merge(target, item, into_focus=into_focus):
-        return False
+        return None
     absorb(target, item)
-    return True
+    return target
 
 
 # ---------------------------------------------------------------------------- recovery

@@ -131,6 +131,10 @@ class ActivityBrief(serializers.Serializer):
     totalTokens = serializers.IntegerField()
     totalTools = serializers.IntegerField()
     success = serializers.BooleanField()
+    outcome = serializers.CharField(
+        help_text='"cancelled" (its task left in_progress, or it was cancelled by what arrived) or "stopped" '
+        '(the agent was paused or stopped mid-run) for a run that neither completed nor failed; else ""'
+    )
     startedAt = serializers.DateTimeField()
     endedAt = serializers.DateTimeField(allow_null=True)
 

@@ -62,7 +62,9 @@ class Statements:
                 self.converters.append((i, [(fn, col) for fn in found]))
         self.insert = f"INSERT INTO {self.table} ({self.columns}) VALUES ({', '.join(['%s'] * len(FIELDS))})"
         claim_set = (
-            f"UPDATE {self.table} SET {qn('status')} = '{Status.PROCESSING.value}', {qn('started_at')} = %s,"
+            # The first start is kept: a resumed item (preempted, paused, parked) started before.
+            f"UPDATE {self.table} SET {qn('status')} = '{Status.PROCESSING.value}',"
+            f" {qn('started_at')} = COALESCE({qn('started_at')}, %s),"
             f" {qn('lease_epoch')} = %s, {qn('attempts')} = {qn('attempts')} + 1"
         )
         lock = " FOR UPDATE" if conn.vendor == "postgresql" else ""

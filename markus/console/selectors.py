@@ -15,7 +15,7 @@ from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
 from agentbus.selectors import pending_inbox_expression
-from attention.models import AgentActivity, AgentAttention, AttentionState
+from attention.models import ActivityOutcome, AgentActivity, AgentAttention, AttentionState
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent
@@ -95,9 +95,10 @@ def handled_per_hour(now: datetime | None = None, hours: int = 24) -> list[dict[
 
 @dataclass(frozen=True)
 class AgentHealth:
-    """One agent's last ``hours``: failed activities and dropped items, the median
-    wait (queued → started, of items started in the window) and the median processing
-    time (started → completed, of items completed in the window)."""
+    """One agent's last ``hours``: failed activities and dropped items, activities
+    cancelled or stopped by a pause (``interrupted``: not failures), the median wait
+    (queued → started, of items started in the window) and the median processing time
+    (started → completed, of items completed in the window)."""
 
     id: str
     name: str
@@ -107,6 +108,7 @@ class AgentHealth:
     completed: int
     wait_p50: timedelta | None
     processing_p50: timedelta | None
+    interrupted: int = 0
 
     @property
     def failures(self) -> int:
@@ -150,13 +152,18 @@ def agent_health(now: datetime | None = None, hours: int = 24) -> list[AgentHeal
     now = now or timezone.now()
     since = now - timedelta(hours=hours)
     agents = list(Agent.objects.order_by("name", "id").values_list("id", "name"))
-    failed = dict(
-        AgentActivity.objects.filter(success=False, started_at__gte=since, started_at__lte=now)
+    # A run that was cancelled or stopped by a pause did not fail: counted apart.
+    interrupting = Q(outcome__in=[ActivityOutcome.CANCELLED, ActivityOutcome.STOPPED])
+    ended = {
+        agent_id: (failed_n, interrupted_n)
+        for agent_id, failed_n, interrupted_n in AgentActivity.objects.filter(
+            success=False, started_at__gte=since, started_at__lte=now
+        )
         .values("agent_id")
-        .annotate(n=Count("id"))
+        .annotate(failed=Count("id", filter=~interrupting), interrupted=Count("id", filter=interrupting))
         .order_by()
-        .values_list("agent_id", "n")
-    )
+        .values_list("agent_id", "failed", "interrupted")
+    }
     waits: dict[str, list[timedelta]] = defaultdict(list)
     processing: dict[str, list[timedelta]] = defaultdict(list)
     dropped: dict[str, int] = defaultdict(int)
@@ -181,7 +188,8 @@ def agent_health(now: datetime | None = None, hours: int = 24) -> list[AgentHeal
         AgentHealth(
             id=agent_id,
             name=name,
-            failed_activities=failed.get(agent_id, 0),
+            failed_activities=ended.get(agent_id, (0, 0))[0],
+            interrupted=ended.get(agent_id, (0, 0))[1],
             dropped=dropped[agent_id],
             started=len(waits[agent_id]),
             completed=len(processing[agent_id]),

@@ -61,11 +61,27 @@ CANCEL_WORDS = re.compile(r"\b(cancel|abort|stop|don't|do not|never mind|scrap)\
 PAUSE_WORDS = re.compile(r"\b(hold off|wait|pause|later|not now|postpone)\b|暂停", re.I)
 
 
-def _last_user_text(messages: list[dict[str, Any]]) -> str:
-    for m in reversed(messages):
-        if m.get("role") == "user":
-            return str(m.get("content") or "")
-    return ""
+def _unanswered_user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """What the person said since the agent last answered (an assistant message with
+    text and no tool call): the chat's message and the follow-ups merged into it."""
+    start = 0
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") == "assistant" and not m.get("tool_calls") and str(m.get("content") or "").strip():
+            start = i + 1
+            break
+    return [str(m.get("content") or "") for m in messages[start:] if m.get("role") == "user"]
+
+
+def _quoted(texts: list[str]) -> str:
+    """“a”, “b” and “c”."""
+    quoted = [f"“{t.strip()[:500]}”" for t in texts]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+# Tools that read what a person's next message may change (how many items wait): a
+# follow-up merged in after such a read makes the brain read again before it answers.
+FRESH_READS = frozenset({"check_mailbox"})
 
 
 def _since_last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -255,11 +271,13 @@ def _chat_notes(results: dict[str, str]) -> str:
     return " ".join(notes)
 
 
-def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[str, str], user_text: str) -> str:
+def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[str, str], user_texts: list[str]) -> str:
     if scenario in FINALS:
         return FINALS[scenario](item, agent, results)
     if scenario == "chat":
-        reply = f"Hello, this is {agent} ({LABEL}). I read your message: “{user_text.strip()[:500]}”."
+        said = [t for t in user_texts if t.strip()] or [""]
+        which = "message" if len(said) == 1 else "messages"
+        reply = f"Hello, this is {agent} ({LABEL}). I read your {which}: {_quoted(said)}."
         if "check_mailbox" in results:
             depth = json.loads(results["check_mailbox"] or "{}").get("queueDepth", 0)
             reply += f" I have {depth} item(s) waiting in my mailbox."
@@ -292,11 +310,13 @@ class OfflineProvider(Provider):
         # A session reply resumes the task's session: only what happened since the
         # person's comment counts as done in this run.
         results = _called(_since_last_user(messages) if context.scenario == SESSION_RESPONSE else messages)
+        # In a chat, a read made before the person's latest message is read again.
+        fresh = _called(_since_last_user(messages)) if context.scenario == "chat" else results
         steps = _plan(context.scenario, context.item, context.agent_name)
         if context.scenario == "chat":
             steps += _tool_steps(str(context.item.get("content") or ""), tools)
         for name, args in steps:
-            if name in offered and name not in results:
+            if name in offered and name not in (fresh if name in FRESH_READS else results):
                 n = sum(1 for m in messages if m.get("role") == "assistant")
                 _think(think, context)
                 return LLMResponse(
@@ -304,7 +324,9 @@ class OfflineProvider(Provider):
                     tool_calls=[ToolCall(id=f"off_{n}", name=name, arguments=args)],
                     usage=Usage(prompt_tokens=_tokens(system, messages), completion_tokens=8),
                 )
-        text = _final_text(context.scenario, context.item, context.agent_name, results, _last_user_text(messages))
+        text = _final_text(
+            context.scenario, context.item, context.agent_name, results, _unanswered_user_texts(messages)
+        )
         chunks = word_chunks(text)
         for chunk in chunks:  # streamed in word chunks to whoever listens, over the think time
             _think(think / max(1, len(chunks)), context)

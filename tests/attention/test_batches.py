@@ -231,9 +231,9 @@ def test_a_batch_preempted_by_a_chat_is_deferred_together_then_resumed_together(
     resumed = provider.calls[2]["messages"]
     assert all(f"content of {s}" in resumed[0]["content"] for s in ("alpha", "beta", "gamma"))
     assert resumed[1]["tool_calls"][0]["function"]["name"] == "update_working_memory"
-    assert decisions(c) == ["pick", "preempt", "pick"]
-    assert decisions(a) == ["pick", "preempt", "pick"] and decisions(b) == ["pick", "preempt", "pick"]
-    assert AgentDecision.objects.filter(mailbox_item_id=c.id, decision_type="pick").last().context["batch"] == [
+    assert decisions(c) == ["pick", "preempt", "resume"]
+    assert decisions(a) == ["pick", "preempt", "resume"] and decisions(b) == ["pick", "preempt", "resume"]
+    assert AgentDecision.objects.filter(mailbox_item_id=c.id, decision_type="resume").last().context["batch"] == [
         a.id,
         b.id,
     ]
@@ -296,7 +296,7 @@ def test_a_batch_paused_mid_turn_is_requeued_together_and_resumes_as_a_batch(age
     resumed = provider.calls[-1]["messages"]
     assert all(f"content of {s}" in resumed[0]["content"] for s in ("alpha", "beta", "gamma"))
     assert resumed[1]["tool_calls"][0]["function"]["name"] == "check_mailbox"
-    assert decisions(b) == ["pick", "pick"]
+    assert decisions(b) == ["pick", "pause", "resume"]
     check_never_alone([a, b, c])
 
 

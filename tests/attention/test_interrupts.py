@@ -50,7 +50,7 @@ def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scr
     )
     wait_for(lambda: status(work.id) == "completed", message="resumed work completed")
     assert status(chat.id) == "completed"
-    assert decisions(work.id) == ["pick", "preempt", "pick"]
+    assert decisions(work.id) == ["pick", "preempt", "resume"]
     assert decisions(chat.id) == ["pick"]
     scenarios = [c["scenario"] for c in provider.calls]
     assert scenarios == ["system_notice", "chat", "system_notice"]

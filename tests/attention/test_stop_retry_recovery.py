@@ -48,7 +48,8 @@ def test_pause_cancels_the_call_in_flight_requeues_the_item_and_resume_finishes_
     assert len(provider.calls) == 2
     assert list(AgentDecision.objects.filter(mailbox_item_id=work.id).values_list("decision_type", flat=True)) == [
         "pick",
-        "pick",
+        "pause",
+        "resume",
     ]
 
 
