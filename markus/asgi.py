@@ -45,7 +45,7 @@ websocket_urlpatterns = [
     path("ws/agents/<str:agent_id>/", AgentEventsConsumer.as_asgi()),
     path("ws/agents/<str:agent_id>/mind/", MindConsumer.as_asgi()),
     path("ws/notifications/", NotificationsConsumer.as_asgi()),
-    path("ws/work/", WorkConsumer.as_asgi()),
+    path("ws/board/", WorkConsumer.as_asgi()),
 ]
 
 install_daphne_guard()

@@ -48,7 +48,7 @@ def user_group(user_id: int | str) -> str:
 
 
 # The work pages' group: task and requirement changes, agents created and removed. Its
-# events carry ids only; ``/ws/work/`` forwards each to the sockets whose caller may
+# events carry ids only; ``/ws/board/`` forwards each to the sockets whose caller may
 # see what it names, and the pages read the rows again through their own views.
 WORK_GROUP = "work"
 

@@ -57,7 +57,7 @@ class MindConsumer(AgentEventsConsumer):
 
 
 class WorkConsumer(EventStreamConsumer):
-    """``/ws/work/``: the work pages' socket. The ``WORK_GROUP`` events (a task's or a
+    """``/ws/board/``: the work pages' socket. The ``WORK_GROUP`` events (a task's or a
     requirement's status or comment; an agent created or removed) as JSON frames, each
     only to a caller who may see what it names (one query per event and socket); the
     pages then read what changed through their own views. A person (session or user

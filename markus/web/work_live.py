@@ -1,4 +1,4 @@
-"""What a ``/ws/work/`` socket forwards: each event of the work group, to a caller who
+"""What a ``/ws/board/`` socket forwards: each event of the work group, to a caller who
 may see what it names (the work selectors' visibility for tasks and requirements, the
 permission table's ``see`` for agents), with ids only."""
 

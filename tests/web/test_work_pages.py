@@ -1,7 +1,7 @@
 """The work pages that act: filing a task or a requirement on /work, moving a task
 with the state machine's refusals shown, comments with mentions and replies, the
 status history, a review answered where its notification leads, the approvals inbox;
-and their live events (``/ws/work/``: only to who may see the task). alice owns ada
+and their live events (``/ws/board/``: only to who may see the task). alice owns ada
 (team Core, bob a member); charlie is an outsider."""
 
 from __future__ import annotations
@@ -177,9 +177,9 @@ def test_work_events_reach_only_those_who_see_the_task(transactional_db, alice, 
     alice_cookie, charlie_cookie = session_cookie(alice), session_cookie(charlie)
 
     async def run():
-        mine, ok = await ws_connect("/ws/work/", cookie=alice_cookie)
-        theirs, ok2 = await ws_connect("/ws/work/", cookie=charlie_cookie)
-        nobody, ok3 = await ws_connect("/ws/work/")
+        mine, ok = await ws_connect("/ws/board/", cookie=alice_cookie)
+        theirs, ok2 = await ws_connect("/ws/board/", cookie=charlie_cookie)
+        nobody, ok3 = await ws_connect("/ws/board/")
         assert ok and ok2 and ok3
         refused = await nobody.receive_output(timeout=2)
         from channels.db import database_sync_to_async

@@ -1,4 +1,4 @@
-/* The work pages' live events: one socket on /ws/work/ per page. Each frame fires an
+/* The work pages' live events: one socket on /ws/board/ per page. Each frame fires an
    event on <body> with the frame as its detail: `markus:task` (a task's status or a
    comment on it: detail.taskId), `markus:requirement` (detail.requirementId) and
    `markus:agents` (an agent created or removed). The page's htmx regions listen for
@@ -16,7 +16,7 @@
   function fire(name, detail) { document.body.dispatchEvent(new CustomEvent(name, { detail: detail || {} })); }
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    var ws = new WebSocket(scheme + location.host + "/ws/work/");
+    var ws = new WebSocket(scheme + location.host + "/ws/board/");
     ws.onopen = function () {
       delay = 1000;
       document.body.dataset.workLive = "on";
