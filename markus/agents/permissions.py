@@ -201,7 +201,7 @@ OPERATIONS: dict[str, Operation] = {
     "ws:ws/agents/<str:agent_id>/": _op(S, "the agent's live events (private content: its person's)"),
     "ws:ws/agents/<str:agent_id>/mind/": _op(S, "the mind view's live HTML"),
     "ws:ws/notifications/": _op(Right.USER, "the caller's notifications"),
-    "ws:ws/board/": _op(Right.SIGNED_IN, "the work pages' live events (tasks, requirements, agents the caller may see)"),
+    "ws:ws/board/": _op(Right.SIGNED_IN, "the work pages' live events (tasks, requirements, agents the caller sees)"),
     # ---- the console
     "console": _op(Right.STAFF, "the Django admin and its dashboard"),
 }
