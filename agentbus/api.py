@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,7 +16,7 @@ from rest_framework.views import APIView
 from markus.agents import permissions
 from markus.agents.auth import acting_agent
 from markus.agents.models import Agent
-from markus.core.api import int_param
+from markus.core.api import int_param, validated_body
 from markus.core.schema import errors
 
 from . import access, selectors, services
@@ -69,20 +67,49 @@ class DrainOut(serializers.Serializer):
     next_cursor = serializers.CharField(help_text="pass as after_cursor to the inbox wait")
 
 
-def _body(request: Request) -> dict[str, Any]:
-    if not isinstance(request.data, dict):
-        raise ParseError("body must be a JSON object")
-    return request.data
+def _any(help_text: str) -> serializers.JSONField:
+    """A field taken as sent: the bus services check its value (their messages are the
+    same for the API, the CLI and the MCP door); the serializer only names the fields."""
+    return serializers.JSONField(required=False, allow_null=True, help_text=help_text)
+
+
+class StreamOpenInput(serializers.Serializer):
+    streamId = _any("letters, digits, '_', '.', ':' and '-', at most 128; default: generated")
+    sender = _any("the agent it is from (an agent token: itself)")
+    recipient = _any("a direct stream's agent")
+    members = _any("a group stream's agent ids")
+    topic = _any("at most 200 characters")
+    replyTo = _any("the stream this one answers")
+
+
+class StreamAppendInput(serializers.Serializer):
+    sender = _any("the agent it is from")
+    payload = _any("a JSON object")
+    topic = _any("at most 200 characters; default: the stream's")
+
+
+class StreamCloseInput(serializers.Serializer):
+    sender = _any("the stream's sender")
+
+
+class DrainInput(serializers.Serializer):
+    peek = _any("true: look without consuming (default false)")
+    limit = _any(f"1..{selectors.MAX_LIMIT}, default {selectors.DEFAULT_LIMIT}")
+
+
+def _body(request: Request, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+    """The body as sent, its fields known (else 400 naming them: ``validated_body``)."""
+    return validated_body(request, serializer_class)
 
 
 class StreamOpenView(APIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request=StreamOpenInput,
         responses={201: StreamOut, **errors(400, 401, 403, 404, 409, 413)},
         description="Open a stream: `{streamId?, sender, recipient?, members?, topic?, replyTo?}`.",
     )
     def post(self, request: Request) -> Response:
-        body = _body(request)
+        body = _body(request, StreamOpenInput)
         sender = access.access_acting_agent(request, body.get("sender"))
         members = body.get("members") or []
         if not isinstance(members, list):
@@ -104,12 +131,12 @@ class StreamOpenView(APIView):
 
 class StreamAppendView(APIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request=StreamAppendInput,
         responses={201: ChunkOut, **errors(400, 401, 403, 404, 409, 413)},
         description="Append `{sender, payload, topic?}`; a closed stream answers 409.",
     )
     def post(self, request: Request, stream_id: str) -> Response:
-        body = _body(request)
+        body = _body(request, StreamAppendInput)
         stream = access.access_stream(request, stream_id)
         sender = access.access_acting_agent(request, body.get("sender"))
         chunk = services.stream_append(
@@ -124,12 +151,12 @@ class StreamAppendView(APIView):
 
 class StreamCloseView(APIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request=StreamCloseInput,
         responses={200: StreamOut, **errors(400, 401, 403, 404, 409, 413)},
         description="Close `{sender}`: only the stream's sender may.",
     )
     def post(self, request: Request, stream_id: str) -> Response:
-        body = _body(request)
+        body = _body(request, StreamCloseInput)
         stream = access.access_stream(request, stream_id)
         sender = access.access_acting_agent(request, body.get("sender"))
         stream = services.stream_close(stream_id=stream.id, sender=sender, actor=access.caller_ref(request))
@@ -167,13 +194,13 @@ class InboxPendingView(APIView):
 
 class InboxDrainView(APIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request=DrainInput,
         responses={200: DrainOut, **errors(400, 401, 403, 404, 413)},
         description="Drain `{peek?, limit?}` → `{messages, next_cursor}`; never closes a stream.",
     )
     def post(self, request: Request, agent_id: str) -> Response:
         agent = _access_inbox(request, "agents_agentbus_drain_create", agent_id)
-        body = _body(request)  # null, a string, an array: 400, nothing drained (an empty body is {})
+        body = _body(request, DrainInput)  # null, a string, an array: 400, nothing drained (an empty body is {})
         peek = body.get("peek", False)
         limit = body.get("limit", selectors.DEFAULT_LIMIT)
         if not isinstance(peek, bool):

@@ -26,7 +26,7 @@ from rest_framework.exceptions import APIException, NotAuthenticated
 
 from markus.agents.auth import Caller, acting_agent
 from markus.agents.models import Agent
-from markus.core.api import api_request, error, error_response
+from markus.core.api import api_request, error, error_response, refuse_unknown_fields
 from markus.core.errors import MarkusError
 from markus.core.input import json_body
 from markus.core.waits import WAITS, parks
@@ -119,6 +119,10 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
     return _json(result)
 
 
+# The fields of a request's body (``request_view``).
+REQUEST_FIELDS = ("sender", "recipient", "payload", "topic", "timeoutSeconds")
+
+
 def _request_parties(body: dict[str, Any], user: User | AnonymousUser, agent: Agent | None) -> tuple[Agent, Agent]:
     shim = Caller(user, agent)
     sender = access.access_acting_agent(shim, body.get("sender"))
@@ -138,6 +142,7 @@ async def request_view(request: HttpRequest) -> JsonResponse:
         body = json_body(request)  # 413 over the limit; 400 for bad JSON, NUL bytes, lone surrogates
         if not isinstance(body, dict):
             raise _Refusal(400, "body must be a JSON object")
+        refuse_unknown_fields(body, REQUEST_FIELDS)
         if not isinstance(body.get("payload"), dict):
             raise _Refusal(400, "payload must be a JSON object")
         raw_timeout = body.get("timeoutSeconds", 30)

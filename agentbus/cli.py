@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import urllib.parse
 from argparse import ArgumentParser
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser, handle_default_options
+from django.db import connections
 from rest_framework.utils.encoders import JSONEncoder
 
 from markus.agents.api import agent_data
 from markus.agents.models import Agent
+from markus.core.api import error_code
 from markus.core.errors import MarkusError
 from markus.toolservers.services import attached_names
 from markus.work.api import task_detail
@@ -41,14 +44,89 @@ def dumps(data: Any) -> str:
     return json.dumps(data, cls=JSONEncoder, ensure_ascii=False)
 
 
+class CliError(CommandError):
+    """A CLI error with a machine ``code`` (and, from a hub, its ``status``, ``detail``
+    and ``fields``): printed on stderr as one JSON object by ``JsonCommand``. Still a
+    CommandError, so ``call_command`` raises it as Django's commands do."""
+
+    def __init__(self, message: str, *, code: str = "error", returncode: int = 1, **extra: Any) -> None:
+        super().__init__(" ".join(str(message).split()), returncode=returncode)
+        self.code = code
+        self.extra = {key: value for key, value in extra.items() if value is not None}
+
+
+def usage_error(message: str) -> CliError:
+    return CliError(message, code="usage", returncode=2)
+
+
+def error_json(exc: CommandError) -> str:
+    """``{"error": <one line>, "code": ..., "status"?, "detail"?, "fields"?}``."""
+    message = " ".join(str(exc).split()) or "error"
+    if isinstance(exc, CliError):
+        return dumps({"error": message, "code": exc.code, **exc.extra})
+    if message.startswith("Error: "):  # the argument parser's own refusals
+        return dumps({"error": message[len("Error: ") :], "code": "usage"})
+    return dumps({"error": message, "code": "error"})
+
+
+class JsonCommand(BaseCommand):
+    """A command whose every error, from the command line, is one JSON object on stderr
+    (``error_json``) with a non-zero exit (2 for bad arguments): a refusal, a hub's
+    answer, an argument the parser refuses. Success output is the command's own.
+    ``call_command`` still raises the CommandError (``--traceback`` too)."""
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        # The parser (and its subparsers) raise CommandError instead of printing usage
+        # text and exiting: run_from_argv prints it as JSON.
+        called = bool(getattr(self, "_called_from_command_line", False))
+        self._called_from_command_line = False
+        try:
+            return super().create_parser(prog_name, subcommand, **kwargs)
+        finally:
+            self._called_from_command_line = called
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        self._called_from_command_line = True
+        try:
+            parser = self.create_parser(argv[0], argv[1])
+            try:
+                options = parser.parse_args(argv[2:])
+            except CliError:
+                raise
+            except CommandError as exc:
+                raise usage_error(str(exc).removeprefix("Error: ")) from None
+            cmd_options = vars(options)
+            args = cmd_options.pop("args", ())
+            handle_default_options(options)
+            self.execute(*args, **cmd_options)
+        except CommandError as exc:
+            if "--traceback" in argv:
+                raise
+            self.stderr.write(error_json(exc), style_func=lambda text: text)
+            sys.exit(exc.returncode)
+        finally:
+            connections.close_all()
+
+
 def parse_payload(raw: str) -> dict[str, Any]:
     try:
         payload = json.loads(raw)
     except ValueError as exc:
-        raise CommandError(f"--payload is not JSON: {exc}") from None
+        raise CliError(f"--payload is not JSON: {exc}", code="invalid") from None
     if not isinstance(payload, dict):
-        raise CommandError("--payload must be a JSON object")
+        raise CliError("--payload must be a JSON object", code="invalid")
     return payload
+
+
+def request_payload(text: str | None, raw: str | None) -> dict[str, Any]:
+    """``request``'s payload: the TEXT argument as ``{"text": TEXT}``, or ``--payload``."""
+    if text is not None and raw is not None:
+        raise usage_error("give the message as TEXT or as --payload JSON, not both")
+    if raw is not None:
+        return parse_payload(raw)
+    if text is None:
+        raise usage_error('request needs the message: TEXT (sent as {"text": TEXT}) or --payload JSON')
+    return {"text": text}
 
 
 def _q(value: str) -> str:
@@ -59,7 +137,7 @@ class LocalBus:
     def _agent(self, agent_id: str) -> Agent:
         agent = Agent.objects.filter(id=agent_id).first()
         if agent is None:
-            raise CommandError(f"no such agent: {agent_id}")
+            raise CliError(f"no such agent: {agent_id}", code="not_found")
         return agent
 
     def wait(self, agent_id: str, *, timeout: float, after_cursor: str | None, limit: int) -> dict[str, Any]:
@@ -128,7 +206,7 @@ class LocalBus:
     def task_show(self, task_id: str) -> dict[str, Any]:
         task = Task.objects.filter(id=task_id).first()
         if task is None:
-            raise CommandError(f"no such task: {task_id}")
+            raise CliError(f"no such task: {task_id}", code="not_found")
         data = task_detail(task)
         data["pending_inbox"] = data.pop("pendingInbox", None)
         return data
@@ -137,17 +215,17 @@ class LocalBus:
 class HubBus:
     def __init__(self, url: str, token: str | None) -> None:
         if not token:
-            raise CommandError("hub mode needs a token: --token or MARKUS_TOKEN")
+            raise usage_error("hub mode needs a token: --token or MARKUS_TOKEN")
         try:
             self.client = HubClient(url, token)
         except HubError as exc:
-            raise CommandError(str(exc)) from None
+            raise hub_error(exc) from None
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             return self.client.call(method, path, **kwargs)
         except HubError as exc:
-            raise CommandError(str(exc)) from None
+            raise hub_error(exc) from None
 
     def wait(self, agent_id: str, *, timeout: float, after_cursor: str | None, limit: int) -> dict[str, Any]:
         return self._call(
@@ -218,9 +296,18 @@ def backend(options: dict[str, Any]) -> LocalBus | HubBus:
     return LocalBus()
 
 
+def hub_error(exc: HubError) -> CliError:
+    returncode = 2 if exc.code == "usage" else 1
+    return CliError(
+        str(exc), code=exc.code, returncode=returncode, status=exc.status, detail=exc.detail, fields=exc.fields
+    )
+
+
 def run(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """Call a backend method; a refusal becomes a one-line CommandError."""
+    """Call a backend method; a refusal becomes a one-line CliError with the API's code
+    (``invalid``, ``not_found``, ``conflict``…) and, for bad input, its ``fields``."""
     try:
         return fn(*args, **kwargs)
     except MarkusError as exc:
-        raise CommandError(" ".join(str(exc).split())) from None
+        fields = getattr(exc, "fields", None)
+        raise CliError(str(exc), code=error_code(exc, exc.status_code), fields=fields) from None

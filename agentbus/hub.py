@@ -11,7 +11,24 @@ from typing import Any
 
 
 class HubError(Exception):
-    """A refusal or a transport failure; the message is one line for the CLI."""
+    """A refusal or a transport failure; the message is one line for the CLI. A hub's
+    answer keeps its HTTP ``status`` and its body's ``code``, ``detail`` and ``fields``;
+    a hub that cannot be reached is ``code: unreachable``, a bad hub URL ``usage``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "error",
+        status: int | None = None,
+        detail: str | None = None,
+        fields: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.detail = detail
+        self.fields = fields
 
 
 def authorization(token: str) -> str:
@@ -27,7 +44,7 @@ class HubClient:
     def __init__(self, base_url: str, token: str | None, *, timeout: float = 30.0) -> None:
         parsed = urllib.parse.urlparse(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise HubError(f"hub URL must be http(s)://host[:port], got {base_url!r}")
+            raise HubError(f"hub URL must be http(s)://host[:port], got {base_url!r}", code="usage")
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -56,19 +73,29 @@ class HubClient:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
-            raise HubError(f"{exc.code} {_detail(exc)}") from None
+            raise _refusal(exc) from None
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise HubError(f"cannot reach the hub at {self.base_url}: {reason}") from None
+            raise HubError(f"cannot reach the hub at {self.base_url}: {reason}", code="unreachable") from None
         except ValueError:
-            raise HubError(f"the hub at {self.base_url} answered something that is not JSON") from None
+            raise HubError(
+                f"the hub at {self.base_url} answered something that is not JSON", code="bad_answer"
+            ) from None
 
 
-def _detail(exc: urllib.error.HTTPError) -> str:
+def _refusal(exc: urllib.error.HTTPError) -> HubError:
+    """The hub's error answer (``{"detail", "code", "fields"?}``) as a HubError."""
     try:
         data = json.loads(exc.read() or b"{}")
     except ValueError:
-        return exc.reason or "error"
+        data = None
     if isinstance(data, dict) and data.get("detail"):
-        return " ".join(str(data["detail"]).split())
-    return " ".join(json.dumps(data).split()) if data else (exc.reason or "error")
+        detail = " ".join(str(data["detail"]).split())
+    elif data:
+        detail = " ".join(json.dumps(data).split())
+    else:
+        detail = str(exc.reason or "error")
+    body = data if isinstance(data, dict) else {}
+    given = body.get("code")
+    code = given if isinstance(given, str) and given else f"http_{exc.code}"
+    return HubError(f"{exc.code} {detail}", code=code, status=exc.code, detail=detail, fields=body.get("fields"))

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from mailbox.registry import MailboxType
@@ -163,6 +164,35 @@ def _next_position() -> int:
     raise RuntimeError("agentbus: could not take an inbox position")
 
 
+def _consume_for_mailbox(agent_ids: list[str], have_cursor: set[str], position: int) -> None:
+    """Move the consumer cursors of internal agents past the chunk at ``position``, in
+    the append's transaction: their mailbox took it (an agent's message as an
+    ``a2a_message``; the operator's records, such as task lifecycle, reach them as the
+    work notices), so their bus inbox must not count it as waiting. Never moves a
+    cursor back. Runs after the position is taken (the clock's row lock orders the
+    appends, so two of them never race here); a concurrent ``drain`` or ack of the same
+    agent loses its compare-and-set and retries from the moved cursor."""
+    if not agent_ids:
+        return
+    now = timezone.now()
+    missing = [a for a in agent_ids if a not in have_cursor]
+    if missing:
+        ConsumerCursor.objects.bulk_create(
+            [
+                ConsumerCursor(
+                    agent_id=a, topic=INBOX_TOPIC, cursor=encode_cursor(a, position), position=position, updated_at=now
+                )
+                for a in missing
+            ],
+            ignore_conflicts=True,  # created meanwhile (a drain): the update below moves it
+        )
+    ConsumerCursor.objects.filter(agent_id__in=agent_ids, topic=INBOX_TOPIC, position__lt=position).update(
+        position=position,
+        cursor=Case(*[When(agent_id=a, then=Value(encode_cursor(a, position))) for a in agent_ids]),
+        updated_at=now,
+    )
+
+
 def _may_append(stream: Stream, sender: Agent | None) -> bool:
     if stream.is_group:
         return sender is not None and StreamMember.objects.filter(stream=stream, agent_id=sender.id).exists()
@@ -176,12 +206,18 @@ def _message_text(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, sort_keys=True)
 
 
+def _internal(audience: list[str]) -> list[str]:
+    """The agents of ``audience`` the attention loop runs (not external harnesses)."""
+    if not audience:
+        return []
+    return sorted(Agent.objects.filter(id__in=audience, kind=Agent.Kind.INTERNAL).values_list("id", flat=True))
+
+
 def _enqueue_for_attention(
-    stream: Stream, sender: Agent, sequence: int, payload: dict[str, Any], audience: list[str]
+    stream: Stream, sender: Agent, sequence: int, payload: dict[str, Any], internal: list[str]
 ) -> None:
     """ARCHITECTURE decision 7: an agent the attention loop runs hears the bus through
     its mailbox; the channel key is the stream, so a burst coalesces."""
-    internal = Agent.objects.filter(id__in=audience, kind=Agent.Kind.INTERNAL).values_list("id", flat=True)
     text = _message_text(payload)
     first_line = (text.strip().splitlines() or [""])[0]
     who = sender.name
@@ -191,7 +227,7 @@ def _enqueue_for_attention(
         who = f"{sender.name} in group {name!r}"
         extra.update(groupId=stream.id, groupName=name)
     summary = f"{who}: {first_line[:120]}" if first_line else f"Message from {who}"
-    for agent_id in sorted(internal):
+    for agent_id in internal:
         mailbox_enqueue(
             agent_id=agent_id,
             source_type=MailboxType.A2A_MESSAGE,
@@ -216,7 +252,8 @@ def stream_append(
     1. Lock the stream row (serialises the stream's sequence; a close waits for us).
     2. Write everything else: sequence, mailbox items for internal recipients, audit.
     3. Take the inbox position last and insert the chunk, so the clock's row lock is
-       held only for the insert and the commit.
+       held only for the insert, the internal recipients' cursors (moved past the
+       chunk: their mailbox took it, ``_consume_for_mailbox``) and the commit.
     """
     if not isinstance(payload, dict):
         raise BusError("payload must be a JSON object")
@@ -234,8 +271,14 @@ def stream_append(
     sequence = stream.last_sequence + 1
     Stream.objects.filter(id=stream.id).update(last_sequence=sequence)
     audience = [a for a in selectors.stream_audience(stream) if sender is None or a != sender.id]
-    if sender is not None and audience:
-        _enqueue_for_attention(stream, sender, sequence, payload, audience)
+    internal = _internal(audience)
+    if sender is not None and internal:
+        _enqueue_for_attention(stream, sender, sequence, payload, internal)
+    have_cursor = (
+        set(ConsumerCursor.objects.filter(agent_id__in=internal, topic=INBOX_TOPIC).values_list("agent_id", flat=True))
+        if internal
+        else set()
+    )
     audit(
         action=AuditAction.APPEND,
         actor=_actor(actor, sender),
@@ -254,6 +297,7 @@ def stream_append(
         position=position,
         created_at=timezone.now(),
     )
+    _consume_for_mailbox(internal, have_cursor, position)
     wake_inboxes_on_commit(audience, position=position, message=selectors.chunk_data(chunk))
     return chunk
 

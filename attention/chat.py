@@ -49,7 +49,7 @@ from markus.agents import permissions
 from markus.agents.auth import AnyRequest, Caller, acting_agent
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
-from markus.core.api import error, error_response, first_error
+from markus.core.api import error, error_response, first_error, unknown_fields
 from markus.core.channel_layer import event_of
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group
@@ -280,6 +280,9 @@ def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
     if not isinstance(body, dict):
         return _error("body must be a JSON object", 400, "invalid")
     serializer = ChatIn(data=body)
+    refusal = unknown_fields(body, serializer.fields)
+    if refusal is not None:
+        return error_response(refusal)
     if not serializer.is_valid():
         return error(first_error(serializer.errors), 400, "invalid", fields=serializer.errors)
     data: dict[str, Any] = serializer.validated_data

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markus.agents.auth import IsUser, signed_in_user
-from markus.core.api import int_param
+from markus.core.api import int_param, validated_body
 from markus.core.schema import errors
 
 from . import selectors, services
@@ -99,12 +99,11 @@ class ApprovalRespondInput(serializers.Serializer):
 class ApprovalRespondView(UserAPIView):
     @extend_schema(request=ApprovalRespondInput, responses={200: ApprovalOut, **errors(400, 401, 403, 404, 409, 413)})
     def post(self, request: Request, approval_id: str) -> Response:
-        body = ApprovalRespondInput(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = validated_body(request, ApprovalRespondInput)
         approval = services.approval_respond(
             user=signed_in_user(request),
             approval_id=approval_id,
-            selected_option=body.validated_data["selectedOption"],
-            comment=body.validated_data["comment"],
+            selected_option=body["selectedOption"],
+            comment=body["comment"],
         )
         return Response(services.serialize_approval(approval), status=status.HTTP_200_OK)

@@ -92,7 +92,46 @@ async def refuse_socket(receive: Receive, send: Send, code: int, reason: str) ->
 
 
 def origin_validated(app: ASGIApp) -> BrowserOriginValidator:
+    """The socket routes behind the origin check; the server is made to send close
+    reasons (``install_close_reasons``)."""
+    install_close_reasons()
     return BrowserOriginValidator(app, settings.ALLOWED_HOSTS)
+
+
+# A close frame's reason is at most 123 bytes of UTF-8 (RFC 6455 5.5: 125 with the code).
+MAX_CLOSE_REASON_BYTES = 123
+
+
+def close_reason(reason: str) -> str:
+    """``reason`` cut to what a close frame can carry, on a character boundary."""
+    return reason.encode()[:MAX_CLOSE_REASON_BYTES].decode(errors="ignore")
+
+
+def install_close_reasons() -> None:
+    """Make daphne send the ``reason`` of a ``websocket.close``: daphne (4.2) writes the
+    close frame with the code only, so every refusal reached the client with an empty
+    reason, although the consumers (and Channels' ``close(code, reason)``) give one.
+    Idempotent; patches ``daphne.ws_protocol.WebSocketProtocol`` (the class daphne's
+    server builds every socket from) when daphne is installed."""
+    try:
+        from daphne import ws_protocol
+    except ImportError:  # another ASGI server: it reads the reason itself
+        return
+    protocol: Any = ws_protocol.WebSocketProtocol
+    if getattr(protocol, "markus_close_reasons", False):
+        return
+    handle_reply = protocol.handle_reply
+
+    def handle_reply_with_reason(self: Any, message: dict[str, Any]) -> None:
+        reason = message.get("reason") if message.get("type") == "websocket.close" else None
+        if not reason or self.state == self.STATE_CONNECTING:  # a close before accept is an HTTP 403
+            handle_reply(self, message)
+            return
+        code = message.get("code")
+        self.sendClose(code=1000 if code is None else int(code), reason=close_reason(str(reason)))
+
+    protocol.handle_reply = handle_reply_with_reason
+    protocol.markus_close_reasons = True
 
 
 @database_sync_to_async

@@ -135,11 +135,6 @@ class AgentPatchInput(serializers.Serializer):
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                f"unknown field {unknown[0]!r}: an agent's {', '.join(self.fields)} can be changed"
-            )
         if not attrs:
             raise serializers.ValidationError(f"nothing to change: send any of {', '.join(self.fields)}")
         for key in ("name", "role"):

@@ -7,7 +7,7 @@ message as ``detail``). The parsers that refuse NUL bytes and lone surrogates ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -24,7 +24,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from markus.core.errors import MarkusError
+from markus.core.errors import NON_FIELD, MarkusError, fields_for
 from markus.core.limits import BodyTooLarge, too_large
 
 # The ``code`` of a MarkusError by its status (a subclass may set its own ``code``).
@@ -73,7 +73,7 @@ def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | N
         extra = getattr(exc, "extra", None)
         if isinstance(extra, Mapping):
             body |= dict(extra)
-        return exc.status_code, body, {}
+        return exc.status_code, with_fields(exc.status_code, body, getattr(exc, "fields", None)), {}
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
@@ -91,8 +91,24 @@ def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | N
         fields = {str(name): value for name, value in detail.items()}
         return exc.status_code, {"detail": summary(fields), "code": "invalid", "fields": fields}, headers
     if isinstance(detail, list | tuple):
-        return exc.status_code, {"detail": " ".join(_messages(detail)) or "invalid input", "code": "invalid"}, headers
-    return exc.status_code, {"detail": str(detail), "code": error_code(exc, exc.status_code)}, headers
+        messages = _messages(detail)
+        body = {"detail": " ".join(messages) or "invalid input", "code": "invalid"}
+        listed: dict[str, list[str]] = {}
+        for message in messages:
+            for name, found in fields_for(message).items():
+                listed.setdefault(name, []).extend(found)
+        return exc.status_code, with_fields(exc.status_code, body, listed or None), headers
+    body = {"detail": str(detail), "code": error_code(exc, exc.status_code)}
+    return exc.status_code, with_fields(exc.status_code, body), headers
+
+
+def with_fields(status_code: int, body: dict[str, Any], fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The one rule of bad input: a 400 always carries ``fields``, the field(s) at fault
+    and their messages: ``fields`` when the refusal named them, else the field its
+    message names (``markus.core.errors.fields_for``), else ``non_field_errors``."""
+    if status_code != 400 or "fields" in body:
+        return body
+    return {**body, "fields": dict(fields) if fields else fields_for(str(body.get("detail") or "invalid input"))}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -119,8 +135,8 @@ def error_response(exc: Exception) -> JsonResponse:
 
 
 def error(detail: str, status_code: int, code: str, **extra: Any) -> JsonResponse:
-    """An error answer of a plain view, in the API's shape."""
-    return JsonResponse({"detail": detail, "code": code, **extra}, status=status_code)
+    """An error answer of a plain view, in the API's shape (a 400 with ``fields``)."""
+    return JsonResponse(with_fields(status_code, {"detail": detail, "code": code, **extra}), status=status_code)
 
 
 def api_request(request: HttpRequest) -> Request:
@@ -199,18 +215,55 @@ def first_error(errors: Any) -> str:
     return first_error(values[0]) if values else "invalid input"
 
 
+def unknown_fields(data: Mapping[str, Any], accepted: Iterable[str]) -> MarkusError | None:
+    """The refusal of a body with fields the endpoint does not know (400 naming each
+    and listing the accepted ones), or None. Every JSON write of the API goes through
+    here (``validated_body``; the plain views call it with their own list), so a
+    misspelt field (``assignee`` for ``assigneeId``) is never dropped in silence."""
+    known = list(accepted)
+    unknown = [str(name) for name in data if name not in known]
+    if not unknown:
+        return None
+    listed = ", ".join(known) if known else "none (send an empty body)"
+    quoted = ", ".join(repr(name) for name in unknown)
+    noun = "field" if len(unknown) == 1 else "fields"
+    message = f"unknown {noun} {quoted}; accepted fields: {listed}"
+    return MarkusError(message, fields={name: [f"unknown field; accepted fields: {listed}"] for name in unknown})
+
+
+def refuse_unknown_fields(data: Mapping[str, Any], accepted: Iterable[str]) -> None:
+    """Raise ``unknown_fields``' refusal, if any."""
+    refusal = unknown_fields(data, accepted)
+    if refusal is not None:
+        raise refusal
+
+
+def _named_first_error(errors: Mapping[str, Any]) -> str:
+    """The first message of a serializer's errors, naming its field unless the message
+    already does (``teamId: no such team``; ``priority must be …`` as it is)."""
+    for name, value in errors.items():
+        message = first_error(value)
+        if name in (NON_FIELD, api_settings.NON_FIELD_ERRORS_KEY) or str(name) in message:
+            return message
+        return f"{name}: {message}"
+    return "invalid input"
+
+
 def validated_body(request: Request, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
     """The request body validated by ``serializer_class`` (which sees the request in its
-    context). Bad input answers 400 with one message as ``detail``: "body must be a JSON
-    object", or the serializer's first error, so an input serializer states its messages
-    in full and declares its fields in the order they are checked."""
+    context). Bad input answers 400 with one message as ``detail`` and every field at
+    fault in ``fields``: "body must be a JSON object", a field the serializer does not
+    declare (``unknown_fields``: nested serializers decide for themselves), or the
+    serializer's first error, so an input serializer states its messages in full and
+    declares its fields in the order they are checked."""
     data: Any = request.data
     if isinstance(data, QueryDict):
         data = data.dict()  # a form body: one value per key, read like JSON
     if not isinstance(data, dict):
         raise MarkusError("body must be a JSON object")
     serializer = serializer_class(data=data, context={"request": request})
+    refuse_unknown_fields(data, serializer.fields)
     if not serializer.is_valid():
-        raise MarkusError(first_error(serializer.errors))
+        raise MarkusError(_named_first_error(serializer.errors), fields=serializer.errors)
     validated: dict[str, Any] = serializer.validated_data
     return validated

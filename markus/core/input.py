@@ -174,20 +174,21 @@ def refusal(request: HttpRequest) -> JsonResponse | None:
     """The 400 for a NUL byte or a lone surrogate in the path or the query, or None."""
     reason = bad_character(request.path)
     if reason:
-        return _bad_request(f"path: {reason}")
+        return _bad_request(f"path: {reason}", "path")
     for name, values in request.GET.lists():
         reason = bad_character(name)
         if reason:
-            return _bad_request(f'query: {reason} (in the parameter name "{_shown(name)}")')
+            return _bad_request(f'query: {reason} (in the parameter name "{_shown(name)}")', "query")
         for value in values:
             reason = bad_character(value)
             if reason:
-                return _bad_request(f"query parameter {name}: {reason}")
+                return _bad_request(f"query parameter {name}: {reason}", name)
     return None
 
 
-def _bad_request(detail: str) -> JsonResponse:
-    return JsonResponse({"detail": detail, "code": "parse_error"}, status=400)
+def _bad_request(detail: str, field: str) -> JsonResponse:
+    """The 400 in the API's shape, ``fields`` naming where (the rule of ``markus.core.api``)."""
+    return JsonResponse({"detail": detail, "code": "parse_error", "fields": {field: [detail]}}, status=400)
 
 
 @sync_and_async_middleware

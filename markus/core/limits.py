@@ -127,7 +127,15 @@ class BoundedBody:
             try:
                 length = int(lengths[0])
             except ValueError:
-                await _answer(send, 400, {"detail": "Content-Length is not a number.", "code": "parse_error"})
+                await _answer(
+                    send,
+                    400,
+                    {
+                        "detail": "Content-Length is not a number.",
+                        "code": "parse_error",
+                        "fields": {"Content-Length": ["Content-Length is not a number."]},
+                    },
+                )
                 return
             if length > limit:
                 await _answer(send, 413, too_large(limit))

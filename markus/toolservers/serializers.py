@@ -123,11 +123,6 @@ class ToolServerInput(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                f"unknown field {unknown[0]!r}: a tool server has {', '.join(self.fields)}"
-            )
         if self.partial and not attrs:
             raise serializers.ValidationError(f"nothing to change: send any of {', '.join(self.fields)}")
         return attrs

@@ -109,7 +109,7 @@ def test_a_question_and_its_answer_travel_on_the_bus_and_through_both_mailboxes(
     # An answer expects no answer: two agents do not answer each other's answers for ever.
     assert not selectors.reply_expected(reply.id, "ada")
     # The same records are the bus: Ada's inbox holds the reply.
-    assert [m["payload"]["text"] for m in selectors.inbox_read("ada")["messages"]] == ["Green since 10:02."]
+    assert [m["payload"]["text"] for m in selectors.inbox_read_from("ada", 0)["messages"]] == ["Green since 10:02."]
 
 
 def test_a_request_from_a_harness_returns_the_agents_reply(eve, ada, settings):
@@ -155,7 +155,7 @@ def test_a_group_of_three_exchanges_messages_and_each_sees_the_others_names(ada,
     heard = {
         agent.id: [
             (m["sender"], m["payload"]["senderName"], m["payload"]["text"])
-            for m in selectors.inbox_read(agent.id)["messages"]
+            for m in selectors.inbox_read_from(agent.id, 0)["messages"]
         ]
         for agent in (ada, bea, cy)
     }
@@ -270,4 +270,4 @@ def test_the_loops_backstop_answers_once_and_only_what_waits_for_an_answer(ada, 
     to_eve = ok(ctx(ada), "agent_send_message", to="eve", text="hi eve")["streamId"]
     assert services.reply_if_expected(responder=bea.agent, stream_id=to_eve, text="not mine") is None
     assert services.reply_if_expected(responder=bea.agent, stream_id="stm_missing", text="x") is None
-    assert [m["payload"]["text"] for m in selectors.inbox_read("ada")["messages"]] == ["Tomorrow"]
+    assert [m["payload"]["text"] for m in selectors.inbox_read_from("ada", 0)["messages"]] == ["Tomorrow"]

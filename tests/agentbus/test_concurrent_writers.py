@@ -153,7 +153,7 @@ def test_a_later_append_cannot_commit_before_an_earlier_uncommitted_one(alice, t
         a_has_position.wait(5)
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
-            result = selectors.inbox_read("watcher")
+            result = selectors.inbox_read_from("watcher", 0)
             observations.append([m["payload"]["text"] for m in result["messages"]])
             time.sleep(0.01)
 

@@ -173,7 +173,7 @@ def test_operator_messages_are_not_enqueued_as_agent_messages(ada):
     with transaction.atomic():
         write(audience=["ada"])
     outbox.outbox_relay()
-    assert len(selectors.inbox_read("ada")["messages"]) == 1
+    assert len(selectors.inbox_read_from("ada", 0)["messages"]) == 1
     assert not MailboxItem.objects.exists()
 
 

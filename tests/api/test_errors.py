@@ -115,7 +115,11 @@ def test_the_async_views_answer_bad_input_in_the_same_shape(path, auth, agent, a
     assert answer.json()["code"] == "parse_error"
     answer = client.generic("POST", path, "[1]", content_type="application/json", **headers)
     assert answer.status_code == 400
-    assert answer.json() == {"detail": "body must be a JSON object", "code": "invalid"}
+    assert answer.json() == {
+        "detail": "body must be a JSON object",
+        "code": "invalid",
+        "fields": {"body": ["body must be a JSON object"]},
+    }
 
 
 def test_an_illegal_task_transition_lists_the_allowed_targets(agent, alice):

@@ -1,7 +1,8 @@
 """``python manage.py agentbus wait|pending|drain|open|append|close|request``.
 
 One JSON object on stdout; exit 0 on success (a ``wait`` that times out included,
-with ``timed_out: true``), non-zero with a one-line error on stderr. Every subcommand
+with ``timed_out: true``); an error is one JSON object on stderr (``{"error", "code",
+...}``, see ``agentbus.cli.JsonCommand``) with a non-zero exit. Every subcommand
 works on the local database and, with ``--hub URL`` (or MARKUS_HUB_URL) and
 ``--token`` (or MARKUS_TOKEN), against a remote server.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from agentbus import cli
 from agentbus.selectors import DEFAULT_LIMIT, MAX_LIMIT
@@ -31,7 +32,7 @@ def _seconds(raw: str) -> float:
     return value
 
 
-class Command(BaseCommand):
+class Command(cli.JsonCommand):
     help = "The AgentBus from the command line: inbox (wait, pending, drain) and streams."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -70,7 +71,8 @@ class Command(BaseCommand):
         p = add("request", "open, append, wait for the reply and its close")
         p.add_argument("sender")
         p.add_argument("recipient")
-        p.add_argument("--payload", required=True)
+        p.add_argument("text", nargs="?", default=None, help='the message, sent as {"text": TEXT}')
+        p.add_argument("--payload", default=None, help="the message as a JSON object (instead of TEXT)")
         p.add_argument("--topic", default=None)
         p.add_argument("--timeout-seconds", type=_seconds, default=30.0)
 
@@ -113,7 +115,7 @@ class Command(BaseCommand):
                 bus.request,
                 options["sender"],
                 options["recipient"],
-                payload=cli.parse_payload(options["payload"]),
+                payload=cli.request_payload(options["text"], options["payload"]),
                 topic=options["topic"],
                 timeout=options["timeout_seconds"],
             )

@@ -7,7 +7,8 @@ Locally it serves the tools of ``agentbus.mcp_door`` as the agent named (trusted
 ``manage.py agentbus``: whoever runs it on this machine may act as that agent). Against a
 hub it relays every request to the hub's ``/mcp/`` with the token: the hub decides who
 the caller is and what it may do, exactly as for a client that speaks HTTP to it. Nothing
-but the protocol is written to standard output."""
+but the protocol is written to standard output; an error before serving is one JSON
+object on stderr, as for ``manage.py agentbus``."""
 
 from __future__ import annotations
 
@@ -16,14 +17,15 @@ from typing import Any
 
 import anyio
 from django.contrib.auth.models import AnonymousUser
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
+from agentbus.cli import CliError, JsonCommand, usage_error
 from agentbus.mcp_door import build
 from markus.agents.auth import Caller
 from markus.agents.models import Agent
 
 
-class Command(BaseCommand):
+class Command(JsonCommand):
     help = "Serve the MCP door over stdio: as a local agent (--agent) or relayed to a hub (--hub, --token)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,14 +36,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, agent: str | None, hub: str | None, token: str | None, **options: Any) -> None:
         if hub:
             if not token:
-                raise CommandError("--hub needs --token")
+                raise usage_error("--hub needs --token")
             anyio.run(relay, hub.rstrip("/") + "/mcp/", token)
             return
         if not agent:
-            raise CommandError("name the agent (--agent ID), or a hub (--hub URL --token TOKEN)")
+            raise usage_error("name the agent (--agent ID), or a hub (--hub URL --token TOKEN)")
         found = Agent.objects.select_related("team").filter(id=agent).first()
         if found is None:
-            raise CommandError(f"no such agent: {agent}")
+            raise CliError(f"no such agent: {agent}", code="not_found")
         caller = Caller(AnonymousUser(), found)
 
         async def identify(ctx: object) -> Caller:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from agentbus import cli
 
 
-class Command(BaseCommand):
+class Command(cli.JsonCommand):
     help = "Show a task, with what waits in its owner's AgentBus inbox."
 
     def add_arguments(self, parser: CommandParser) -> None:
