@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -149,6 +150,39 @@ def schemas_for(scenario: str) -> list[dict[str, Any]]:
     return [t.schema() for t in builtin_for(scenario).values()]
 
 
+def _whole(value: Any, schema: dict[str, Any], where: str) -> Any:
+    """An integer argument as the LLM meant it: a decimal (``1.7``) rounded to the
+    nearest whole number (halves up, ``2.5`` → 3), then checked against the schema's
+    ``minimum`` / ``maximum``. Anything that is not a finite number is left for the type
+    check to refuse."""
+    if isinstance(value, float) and math.isfinite(value):
+        value = math.floor(value + 0.5)
+    if isinstance(value, int) and not isinstance(value, bool):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = f"from {low} to {high}" if low is not None and high is not None else None
+            span = span or (f"at least {low}" if low is not None else f"at most {high}")
+            raise ToolError(f"{where} must be an integer {span} (got {value})")
+    return value
+
+
+def _round_integers(value: Any, schema: dict[str, Any], where: str) -> Any:
+    """``value`` with every integer of ``schema`` in it rounded (``_whole``): the
+    arguments themselves, the items of an array, the properties of an object."""
+    kind = schema.get("type")
+    if kind == "integer":
+        return _whole(value, schema, where)
+    if kind == "array" and isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_round_integers(v, schema["items"], f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        props = schema["properties"]
+        return {
+            k: _round_integers(v, props[k], f"{where}.{k}" if where else k) if isinstance(props.get(k), dict) else v
+            for k, v in value.items()
+        }
+    return value
+
+
 def _check_args(t: Tool, args: dict[str, Any]) -> None:
     props = t.parameters.get("properties", {})
     for required in t.parameters.get("required", []):
@@ -191,6 +225,10 @@ def arguments_of(t: Tool, args: Any) -> dict[str, Any]:
     try:
         check_data(args, "arguments")  # a NUL or a lone surrogate: the LLM is told, nothing is stored
     except MarkusError as exc:
+        raise ToolError(f"{t.name}: {exc}") from None
+    try:
+        args = _round_integers(args, t.parameters, "")
+    except ToolError as exc:
         raise ToolError(f"{t.name}: {exc}") from None
     _check_args(t, args)
     return args

@@ -120,7 +120,10 @@ def drop_mailbox_item(ctx: ToolContext, args: dict) -> dict:
     "Change a queued item's priority (0 critical .. 4 background).",
     {
         "type": "object",
-        "properties": {"item_id": {"type": "string"}, "priority": {"type": "integer"}},
+        "properties": {
+            "item_id": {"type": "string"},
+            "priority": {"type": "integer", "minimum": 0, "maximum": 4, "description": "0 critical .. 4 background"},
+        },
         "required": ["item_id", "priority"],
     },
     scenarios={DELIBERATION},

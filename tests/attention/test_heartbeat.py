@@ -382,7 +382,7 @@ def test_the_tool_clamps_what_is_out_of_range(agent, minutes, stored, clamped):
     assert fresh(agent).heartbeat_interval_minutes == stored
 
 
-@pytest.mark.parametrize("minutes", ["60", True, 1.5, None])
+@pytest.mark.parametrize("minutes", ["60", True, None])
 def test_the_tool_refuses_what_is_not_a_whole_number_of_minutes(agent, minutes):
     ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario=CHAT)
     ok, result = execute_tool(ctx, "set_heartbeat_interval", {"minutes": minutes})
