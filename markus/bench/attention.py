@@ -23,6 +23,12 @@ Steps:
 4. Latency: M times, enqueue one item (the wake-up sent on commit) and wait for it;
    latency is started_at - queued_at of the stored row.
 5. Baseline: bare SQL enqueue + claim + complete of N rows.
+6. A standard burst through a real provider path, with the defaults (deliberation on):
+   the ``openai`` provider against a local model stub (``model_stub``) that counts its
+   calls by kind. ``BURSTS`` times, four system events arrive at once
+   (``BURST_PRIORITIES``: one of priority 1 over lower ones) and one run of the loop in
+   this thread takes them; items per second, and LLM calls per item (all, and those
+   that only choose: deliberations and mini triages).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,13 +50,14 @@ from django.utils import timezone
 from attention import loop, services
 from attention.models import AgentAttention
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import MailboxType, Priority, Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 from markus.core.ids import new_id
 
 from .mailbox import bare_dequeue, bare_enqueue, quiet_wakeups
+from .model_stub import ModelStub
 from .report import Figure
 
 if TYPE_CHECKING:
@@ -60,14 +68,49 @@ DEFAULT_N = 200
 STATEMENT_ITEMS = 20
 LATENCY_SAMPLES = 40
 WARMUP = 5
+BURSTS = 25
+# A standard burst: a priority-1 item over lower ones, arriving at once.
+BURST_PRIORITIES = (Priority.HIGH, Priority.NORMAL, Priority.LOW, Priority.LOW)
 
 
-def _enqueue(agent_id: str, i: int) -> MailboxItem:
+def _enqueue(agent_id: str, i: int, priority: int | None = None) -> MailboxItem:
     return mailbox_enqueue(
         agent_id=agent_id,
         source_type=MailboxType.SYSTEM_EVENT,
         payload={"summary": f"bench {i}", "content": f"bench content {i}"},
+        priority=priority,
     )
+
+
+def _bursts(bursts: int) -> tuple[float, int, Counter[str]]:
+    """Step 6: ``bursts`` standard bursts through the openai SDK against the model stub,
+    each taken by one run of the loop in this thread. Returns items/s, items, and the
+    stub's calls by kind."""
+    agent, _ = agent_create(name="bench-burst", agent_id=new_id("bench"))
+    old = dict(settings.MARKUS)
+    items = 0
+    try:
+        with ModelStub() as stub:
+            settings.MARKUS.update(
+                LLM_PROVIDER="openai", LLM_BASE_URL=stub.url, LLM_API_KEY="sk-bench", LLM_MODEL="bench-stub"
+            )
+            t0 = time.perf_counter()
+            for b in range(bursts):
+                with quiet_wakeups():
+                    for priority in BURST_PRIORITIES:
+                        _enqueue(agent.id, items, int(priority))
+                        items += 1
+                result = loop.run_attention(agent.id, budget=len(BURST_PRIORITIES))
+                if result.processed != len(BURST_PRIORITIES):
+                    raise RuntimeError(f"burst {b}: the run processed {result.processed} items ({result.status})")
+            rate = items / (time.perf_counter() - t0)
+            calls = Counter(stub.calls)
+    finally:
+        settings.MARKUS.clear()
+        settings.MARKUS.update(old)
+        Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.STOPPED)
+        agent.delete()
+    return rate, items, calls
 
 
 def _wait_all_done(agent_id: str, n: int, timeout: float = 600) -> None:
@@ -225,8 +268,14 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         settings.MARKUS.clear()
         settings.MARKUS.update(old)
         agent.delete()
+    # 6. a standard burst through the openai SDK, the defaults (after the worker stopped)
+    bursts = max(1, n // 8) if options.get("n") else BURSTS
+    burst_rate, burst_items, calls = _bursts(bursts)
     ratio = loop_rate / bare_rate
     deliberating_ratio = deliberating_rate / bare_rate
+    burst_ratio = burst_rate / bare_rate
+    llm_per_item = sum(calls.values()) / burst_items
+    choosing_per_item = (calls["deliberation"] + calls["triage"]) / burst_items
     p50, p99 = statistics.median(latencies), _percentile(latencies, 0.99)
     stdout.write(f"  loop throughput       {loop_rate:10.1f} items/s\n")
     stdout.write(f"  bare claim+complete   {bare_rate:10.1f} items/s   (baseline, same run)\n")
@@ -240,6 +289,12 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         f"{deliberating_per_item:.1f} statements per item (a deliberation before each item of a backlog)\n"
     )
     stdout.write(f"  enqueue-to-start ms   median {p50:.1f}   p99 {p99:.1f}   (n={len(latencies)})\n")
+    stdout.write(
+        f"  burst via openai SDK  {burst_rate:10.1f} items/s, ratio {burst_ratio:.3f}, "
+        f"{llm_per_item:.2f} LLM calls per item ({calls['deliberation']} deliberations, "
+        f"{calls['triage']} mini triages, {calls['item']} item runs for {burst_items} items in "
+        f"{bursts} bursts of priorities {'/'.join(str(int(p)) for p in BURST_PRIORITIES)})\n"
+    )
     return [
         Figure(
             SUITE,
@@ -272,6 +327,31 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             deliberating_per_item,
             "",
             baseline=f"one run of {STATEMENT_ITEMS} items, the defaults (a deliberation, an LLM session, per item)",
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "loop throughput / bare, standard burst via openai SDK",
+            burst_ratio,
+            "x",
+            baseline=f"loop {burst_rate:.0f}/s, the defaults, {bursts} bursts of priorities "
+            f"{'/'.join(str(int(p)) for p in BURST_PRIORITIES)} against a local model stub",
+        ),
+        Figure(
+            SUITE,
+            "LLM calls per item, standard burst",
+            llm_per_item,
+            "",
+            baseline=f"{calls['deliberation']} deliberations + {calls['triage']} mini triages + "
+            f"{calls['item']} item runs for {burst_items} items (one call each)",
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "choosing LLM calls per item, standard burst",
+            choosing_per_item,
+            "",
+            baseline="deliberations and mini triages only (tier 0 makes none)",
             better="lower",
         ),
         Figure(
