@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -123,13 +124,24 @@ def _review_approval(user: User, task: Task) -> Approval | None:
 
 
 def _task_context(request: HttpRequest, task: Task) -> dict[str, Any]:
+    """A task's page. Its dependencies and its requirement are named only where the
+    caller may see them (a teammate may see a task that waits for one of the owner's
+    private tasks): the others are counted, never titled."""
+    actor = _actor(request)
     task = Task.objects.select_related("assignee", "reviewer_agent", "reviewer_user", "requirement").get(id=task.id)
+    seen = Exists(tasks_visible_to(actor).filter(id=OuterRef("id")))
+    dependencies = list(task.depends_on.annotate(seen=seen).order_by("created_at", "id").only("id", "title", "status"))
+    requirement = task.requirement
+    if requirement is not None and not requirements_visible_to(actor).filter(id=requirement.id).exists():
+        requirement = None
     return {
         "task": task,
+        "task_requirement": requirement,
         "comments": task_comments(task),
         "history": _history(StatusChange.Entity.TASK, task.id),
         "transitions": [(s, TaskState(s).label) for s in TaskState.values if s in TASK_TRANSITIONS[task.status]],
-        "dependencies": list(task.depends_on.order_by("created_at", "id").only("id", "title", "status")),
+        "dependencies": [d for d in dependencies if d.seen],
+        "hidden_dependencies": sum(1 for d in dependencies if not d.seen),
         "approval": _review_approval(_user(request), task),
     }
 
