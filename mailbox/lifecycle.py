@@ -118,6 +118,17 @@ def insert_queued(
     return item
 
 
+def insert_discarded(item: MailboxItem, *, reason: str) -> None:
+    """Store a new item that is not worth a call (a heartbeat while one is open) as
+    dropped from the start, with its reason, and emit its event."""
+    now = timezone.now()
+    item.status = Status.DROPPED
+    item.completed_at = now
+    item.drop_reason = reason[:300]
+    item.save(force_insert=True)
+    emit_item(item)
+
+
 # ---------------------------------------------------------------------------- the transition
 
 

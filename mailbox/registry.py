@@ -87,7 +87,9 @@ class MailboxTypeDescriptor:
     invokes_llm: bool
     # Enqueue-time dedup group key (section 14): a dotted path into the payload.
     dedup_key: str | None = None
-    # At most one queued item of this type per agent: a new one joins the queued one.
+    # At most one open item of this type per agent (heartbeat collapse): a new one is
+    # discarded while one is queued (nothing appended to it) and dropped as a duplicate
+    # while one is being processed, the reason recorded on it.
     one_queued: bool = False
     # A periodic check-in (from beat): a newer one of its type supersedes it in triage.
     periodic: bool = False

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from markus import telemetry
 from markus.core.errors import MarkusError
 
 from . import lifecycle
@@ -127,6 +128,7 @@ def mailbox_enqueue(
     )
     if priority is None:
         priority = default_priority(source_type, metadata)
+    marks = telemetry.stamp(marks)  # the trace it is enqueued in, for its processing
     key = dedup_key(source_type, payload)
     if key is None:
         item = lifecycle.insert_queued(
@@ -165,7 +167,15 @@ def _enqueue_in_group(
     # Without the lock, two enqueues that both find no queued item of the group
     # would both insert one (20 threads left up to 12 queued rows on PostgreSQL).
     mailbox_lock_group(agent_id, source_type, key)
-    target = _find_absorber(item, key)
+    collapsing = descriptor(source_type).one_queued and not is_strict(item)
+    if collapsing:
+        reason = _collapse_onto(item)
+        if reason is not None:
+            lifecycle.insert_discarded(item, reason=reason)
+            log.info("mailbox: %s discarded (%s)", item.id, reason)
+            return item
+    # (After a collapse check no queued item may absorb the new one: none is open.)
+    target = None if collapsing else _find_absorber(item, key)
     if target is not None:
         # The target row is locked; it is still queued, so no worker holds it.
         lifecycle.absorb_new(target, item)
@@ -197,6 +207,27 @@ def mailbox_lock_group(agent_id: str, source_type: str, key: str) -> None:
     group = int.from_bytes(digest, "big", signed=True)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_SPACE, group])
+
+
+def _collapse_onto(item: MailboxItem) -> str | None:
+    """Heartbeat collapse (upstream's rule, for a type with ``one_queued``): while one
+    of the type is queued a new one is discarded, nothing appended to the queued one;
+    while one is being processed a new one is its duplicate. The reason to record, or
+    None when no such item is open. The caller holds the group's lock."""
+    open_ = (
+        MailboxItem.objects.filter(
+            agent_id=item.agent_id, source_type=item.source_type, status__in=[Status.QUEUED, Status.PROCESSING]
+        )
+        .order_by("queued_at", "id")
+        .values_list("id", "status", "payload")
+    )
+    for other_id, status, payload in open_[:5]:
+        if is_strict(MailboxItem(source_type=item.source_type, payload=payload)):
+            continue  # an execution trigger keeps its own identity; it is not a check-in
+        if status == Status.QUEUED:
+            return f"heartbeat collapse: {other_id} is queued already; this one was discarded"
+        return f"heartbeat collapse: a duplicate of {other_id}, which is being processed"
+    return None
 
 
 def _find_absorber(item: MailboxItem, key: str) -> MailboxItem | None:

@@ -304,8 +304,8 @@ def heartbeat_now(agent: Agent, user: Any) -> str:
         item = console.console_heartbeat(agent=agent, operator=user)
     except console.ConsoleError as exc:
         raise ControlRefused(str(exc)) from exc
-    if item.status == Status.MERGED:
-        return f"Heartbeat for {agent.name}: one was queued already ({item.merged_into_id}); {item.id} merged into it."
+    if item.status == Status.DROPPED:  # heartbeat collapse: one is open already
+        return f"Heartbeat for {agent.name}: not queued ({item.drop_reason})."
     return f"Heartbeat queued for {agent.name} ({item.id})."
 
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 CHANGELIST = "admin:mailbox_mailboxitem_changelist"
 
 
-def enqueue(agent, source_type=T.HEARTBEAT, summary="Beat", **payload):
+def enqueue(agent, source_type=T.SYSTEM_EVENT, summary="Beat", **payload):  # (heartbeats collapse)
     return mailbox_enqueue(
         agent_id=agent.id, source_type=source_type, payload={"summary": summary, "content": summary, **payload}
     )

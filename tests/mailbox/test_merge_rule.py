@@ -1,7 +1,7 @@
 """Issue 9, the merge rule: strict-state items (a human's chat, an execution trigger,
 every review request, an action-required requirement update) keep their identity and
 are never merged across types, at enqueue or in consolidation; group messages keep
-who said what; two heartbeats never queue side by side."""
+who said what; two heartbeats never queue side by side (the second is discarded)."""
 
 from __future__ import annotations
 
@@ -145,14 +145,14 @@ def test_coalesced_group_messages_keep_each_senders_name_next_to_their_text(agen
 # ---------------------------------------------------------------------------- symptom 8
 
 
-def test_a_second_heartbeat_is_merged_into_the_queued_one(agent, enqueue):
+def test_a_second_heartbeat_is_discarded_not_merged_into_the_queued_one(agent, enqueue):
     first = enqueue(
         T.HEARTBEAT, summary="Heartbeat check-in", content="Heartbeat check-in", metadata={"senderRole": "system"}
     )
     second = enqueue(
         T.HEARTBEAT, summary="Heartbeat check-in", content="Heartbeat check-in", metadata={"senderRole": "system"}
     )
-    assert second.status == Status.MERGED and second.merged_into_id == first.id
+    assert second.status == Status.DROPPED and second.merged_into_id is None and first.id in second.drop_reason
     assert MailboxItem.objects.filter(agent=agent, source_type=T.HEARTBEAT, status=Status.QUEUED).count() == 1
 
 
@@ -160,4 +160,4 @@ def test_many_heartbeats_leave_exactly_one_queued(agent, enqueue):
     for _ in range(4):
         enqueue(T.HEARTBEAT, summary="Heartbeat check-in", content="Heartbeat check-in")
     assert MailboxItem.objects.filter(agent=agent, source_type=T.HEARTBEAT, status=Status.QUEUED).count() == 1
-    assert MailboxItem.objects.filter(agent=agent, source_type=T.HEARTBEAT, status=Status.MERGED).count() == 3
+    assert MailboxItem.objects.filter(agent=agent, source_type=T.HEARTBEAT, status=Status.DROPPED).count() == 3
