@@ -30,69 +30,8 @@
   tick();
   window.setInterval(tick, 1000);
 
-  // The chat box: POST with Accept: text/event-stream, the reply streamed as it comes.
+  // The chat box (web/chat_stream.js): the reply streamed as it comes; the last five
+  // pairs stay (a follow-up in the same chat merges into the one in hand).
   var form = document.getElementById("chat");
-  if (!form) return;
-  var box = document.getElementById("chat-reply");
-  var text = document.getElementById("chat-text");
-  text.addEventListener("keydown", function (e) {
-    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
-  });
-  form.addEventListener("submit", async function (e) {
-    e.preventDefault();
-    var message = text.value.trim();
-    if (!message) return;
-    // Each message gets its own reply line; sending again while a reply streams is
-    // allowed (a follow-up in the same chat merges into the one in hand).
-    box.hidden = false;
-    var pair = document.createElement("div");
-    pair.className = "chat-pair streaming";
-    var you = document.createElement("p"); you.className = "chat-you"; you.textContent = message;
-    var reply = document.createElement("p"); reply.className = "chat-answer";
-    pair.append(you, reply);
-    box.append(pair);
-    while (box.children.length > 5) box.firstElementChild.remove();
-    text.value = "";
-    try {
-      var response = await fetch(form.dataset.url, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": form.dataset.csrf },
-        body: JSON.stringify({ text: message }),
-      });
-      if (!response.ok || !response.body) {
-        var body = await response.text();
-        var detail = body;
-        try { detail = JSON.parse(body).detail || body; } catch (_) { /* not JSON */ }
-        throw new Error(response.status + " " + detail);
-      }
-      var reader = response.body.getReader(), decoder = new TextDecoder(), buffer = "";
-      for (;;) {
-        var chunk = await reader.read();
-        if (chunk.done) break;
-        buffer += decoder.decode(chunk.value, { stream: true });
-        var events = buffer.split("\n\n");
-        buffer = events.pop();
-        events.forEach(function (raw) {
-          var name = "", data = "";
-          raw.split("\n").forEach(function (line) {
-            if (line.startsWith("event: ")) name = line.slice(7);
-            else if (line.startsWith("data: ")) data += line.slice(6);
-          });
-          if (!data) return;
-          var payload = JSON.parse(data);
-          if (name === "delta") reply.textContent += payload.text;
-          else if (name === "done") {
-            if (payload.reply && !reply.textContent) reply.textContent = payload.reply;
-            if (payload.reply === null) reply.textContent += " (no reply yet: it will appear in the timeline)";
-            pair.className = "chat-pair done";
-          }
-        });
-      }
-      pair.className = "chat-pair done";
-    } catch (err) {
-      pair.className = "chat-pair failed";
-      reply.textContent = "Not sent: " + err.message;
-    }
-  });
+  if (form) window.MarkusChat.attach(form, { keep: 5, later: "in the timeline" });
 })();

@@ -1,8 +1,8 @@
-/* The chat page. Sending: POST to the chat endpoint with Accept: text/event-stream, the
-   reply streamed into a pending pair; when it is done the stored messages are read
-   (`after` the last one shown) and the pair gives way to them. Live: the agent's socket
-   (/ws/agents/<id>/); a `chat:message` (a notify_user message) or a finished chat item
-   reads what is new in this session the same way. A refusal (4401, 4403, 4404) is
+/* The chat page. Sending: web/chat_stream.js (the reply streamed into a pending pair);
+   when it is done the stored messages are read (`after` the last one shown) and the
+   pair gives way to them. Live: the agent's socket (/ws/agents/<id>/); a
+   `chat:message` (a notify_user message) or a finished chat item reads what is new in
+   this session the same way. A refusal (4401, 4403, 4404) is
    final; any other close reconnects with a growing delay and catches up. */
 (function () {
   "use strict";
@@ -11,7 +11,6 @@
   if (!main || !form) return;
   var list = document.getElementById("messages");
   var box = document.getElementById("chat-reply");
-  var text = document.getElementById("chat-text");
   var live = document.getElementById("chat-live");
   var reading = null, again = false;
 
@@ -42,63 +41,17 @@
     return reading;
   }
 
-  text.addEventListener("keydown", function (e) {
-    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
-  });
-  form.addEventListener("submit", async function (e) {
-    e.preventDefault();
-    var message = text.value.trim();
-    if (!message) return;
-    box.hidden = false;
-    var pair = document.createElement("div");
-    pair.className = "chat-pair streaming";
-    var you = document.createElement("p"); you.className = "chat-you"; you.textContent = message;
-    var reply = document.createElement("p"); reply.className = "chat-answer";
-    pair.append(you, reply);
-    box.append(pair);
-    text.value = "";
-    var body = { text: message };
-    if (form.dataset.session) body.sessionId = form.dataset.session;
-    try {
-      var response = await fetch(form.dataset.url, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": form.dataset.csrf },
-        body: JSON.stringify(body),
-      });
-      if (!response.ok || !response.body) {
-        var raw = await response.text(), detail = raw;
-        try { detail = JSON.parse(raw).detail || raw; } catch (_) { /* not JSON */ }
-        throw new Error(response.status + " " + detail);
-      }
-      var reader = response.body.getReader(), decoder = new TextDecoder(), buffer = "", done = false;
-      for (;;) {
-        var chunk = await reader.read();
-        if (chunk.done) break;
-        buffer += decoder.decode(chunk.value, { stream: true });
-        var events = buffer.split("\n\n");
-        buffer = events.pop();
-        events.forEach(function (rawEvent) {
-          var name = "", data = "";
-          rawEvent.split("\n").forEach(function (line) {
-            if (line.startsWith("event: ")) name = line.slice(7);
-            else if (line.startsWith("data: ")) data += line.slice(6);
-          });
-          if (!data) return;
-          var payload = JSON.parse(data);
-          if (name === "delta") reply.textContent += payload.text;
-          else if (name === "done") {
-            done = true;
-            if (payload.reply === null) reply.textContent += " (no reply yet: it will appear here when it is written)";
-          }
-        });
-      }
-      pair.className = "chat-pair done";
-      if (done) { await catchUp(); pair.remove(); if (!box.children.length) box.hidden = true; }
-    } catch (err) {
-      pair.className = "chat-pair failed";
-      reply.textContent = "Not sent: " + err.message;
-    }
+  window.MarkusChat.attach(form, {
+    body: function (message) {
+      return form.dataset.session ? { text: message, sessionId: form.dataset.session } : { text: message };
+    },
+    later: "here when it is written",
+    // The stored messages replace the pair (read `after` the last one shown).
+    done: async function (pair) {
+      await catchUp();
+      pair.remove();
+      if (!box.children.length) box.hidden = true;
+    },
   });
 
   var delay = 1000;

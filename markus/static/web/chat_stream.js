@@ -1,0 +1,98 @@
+/* A chat message sent from a page and its reply streamed: the chat page and the mind
+   view's chat box share it.
+
+   MarkusChat.stream(url, csrf, body, onEvent): POST `body` as JSON with Accept:
+   text/event-stream (session cookie and CSRF, like every form) and call
+   onEvent(name, payload) for each server-sent event as it arrives (`delta` {text},
+   then `done` {reply, mailboxItemId, sessionId}). A refusal rejects with
+   "<status> <detail>" (the error's `detail`, or its text).
+
+   MarkusChat.attach(form, options): a chat form (data-url, data-csrf; its textarea
+   `text` and its `.chat-reply` box). Enter sends, Shift+Enter is a new line; each
+   message gets a pair in the box (the message, the reply streamed into it), and
+   sending again while a reply streams is allowed. Options: `body(text)` (the request
+   body, default {text}), `keep` (the most pairs the box shows), `later` (where a reply
+   that is not written yet will appear), `done(pair, payload)` (after a stream that
+   ended with `done`; may return a promise). */
+window.MarkusChat = (function () {
+  "use strict";
+
+  // One event's lines ("event: name", "data: ..."): its name and its JSON payload.
+  function parse(raw) {
+    var name = "", data = "";
+    raw.split("\n").forEach(function (line) {
+      if (line.startsWith("event: ")) name = line.slice(7);
+      else if (line.startsWith("data: ")) data += line.slice(6);
+    });
+    return data ? { name: name, payload: JSON.parse(data) } : null;
+  }
+
+  async function stream(url, csrf, body, onEvent) {
+    var response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": csrf },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok || !response.body) {
+      var raw = await response.text(), detail = raw;
+      try { detail = JSON.parse(raw).detail || raw; } catch (_) { /* not JSON */ }
+      throw new Error(response.status + " " + detail);
+    }
+    var reader = response.body.getReader(), decoder = new TextDecoder(), buffer = "";
+    for (;;) {
+      var chunk = await reader.read();
+      if (chunk.done) break;
+      buffer += decoder.decode(chunk.value, { stream: true });
+      var events = buffer.split("\n\n");
+      buffer = events.pop();  // an event cut in two waits for its end
+      events.forEach(function (raw) {
+        var event = parse(raw);
+        if (event) onEvent(event.name, event.payload);
+      });
+    }
+  }
+
+  function attach(form, options) {
+    options = options || {};
+    var text = form.querySelector("textarea[name=text]");
+    var box = form.querySelector(".chat-reply");
+    text.addEventListener("keydown", function (e) {
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
+    });
+    form.addEventListener("submit", async function (e) {
+      e.preventDefault();
+      var message = text.value.trim();
+      if (!message) return;
+      box.hidden = false;
+      var pair = document.createElement("div");
+      pair.className = "chat-pair streaming";
+      var you = document.createElement("p"); you.className = "chat-you"; you.textContent = message;
+      var reply = document.createElement("p"); reply.className = "chat-answer";
+      pair.append(you, reply);
+      box.append(pair);
+      while (options.keep && box.children.length > options.keep) box.firstElementChild.remove();
+      text.value = "";
+      var finished = null;
+      try {
+        var body = options.body ? options.body(message) : { text: message };
+        await stream(form.dataset.url, form.dataset.csrf, body, function (name, payload) {
+          if (name === "delta") reply.textContent += payload.text;
+          else if (name === "done") {
+            finished = payload;
+            if (payload.reply && !reply.textContent) reply.textContent = payload.reply;
+            if (payload.reply === null) reply.textContent += " (no reply yet: it will appear " + (options.later || "later") + ")";
+            pair.className = "chat-pair done";
+          }
+        });
+        pair.className = "chat-pair done";
+        if (finished && options.done) await options.done(pair, finished);
+      } catch (err) {
+        pair.className = "chat-pair failed";
+        reply.textContent = "Not sent: " + err.message;
+      }
+    });
+  }
+
+  return { stream: stream, attach: attach };
+})();
