@@ -35,7 +35,8 @@ def test_a_message_sent_on_the_chat_page_streams_its_reply_then_stays_after_a_re
     page.wait_for_selector(".msg-assistant >> text=Is the release ready?", timeout=TIMEOUT)
     page.wait_for_selector("#chat-reply", state="hidden", timeout=TIMEOUT)
     assert page.locator("#chat-reply .chat-pair").count() == 0
-    stored = list(ChatMessage.objects.filter(session=session).order_by("created_at", "id").values_list("role", flat=True))
+    rows = ChatMessage.objects.filter(session=session).order_by("created_at", "id")
+    stored = list(rows.values_list("role", flat=True))
     assert stored[:1] == ["user"] and "assistant" in stored
     shown = page.locator("#messages li.msg").count()
     page.reload()
