@@ -42,6 +42,7 @@ from mailbox import lifecycle
 from mailbox.merge import is_protected, is_strict, protection_reason
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
+from markus import telemetry
 from markus.agents.memory import age_label
 from markus.agents.models import Agent
 from markus.llm.base import CallContext, LLMCancelled, Provider, ToolCall, get_provider
@@ -374,6 +375,7 @@ class _Before:
     focus_started_at: datetime | None
 
 
+@telemetry.planned("deliberation")
 def deliberate(
     run: Run, queue: list[MailboxItem], depth: int, provider: Provider, *, since: datetime | None = None
 ) -> Plan | Aborted | None:
@@ -516,6 +518,7 @@ def _tool_round(d: _Deliberation, ctx: ToolContext, calls: list[ToolCall]) -> li
     results = []
     for call in calls:
         d.tools += 1
+        ctx.call_id = call.id
         d.note(L.TOOL_START, call.name, {"arguments": call.arguments, "callId": call.id})
         if call.name not in DELIBERATION_ALLOWED_TOOLS:
             ok, result = False, json.dumps({"error": f"{call.name} is not available while you deliberate"})

@@ -13,6 +13,7 @@ from mailbox import lifecycle
 from mailbox.merge import may_merge
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
+from markus import telemetry
 from markus.llm.base import CallContext, get_provider
 from markus.work.execution import execution_cancelled
 
@@ -105,11 +106,10 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
     if not provider.judges:
         return verdict
     try:
-        word = provider.judge(
-            current=item_brief(weighed(focus)),
-            new=item_brief(new),
-            context=CallContext(scenario="judge", agent_name=focus.agent.name),
-        )
+        context = CallContext(scenario="judge", agent_name=focus.agent.name)
+        with telemetry.chat_span(provider, system="", messages=[], context=context) as call:
+            word = provider.judge(current=item_brief(weighed(focus)), new=item_brief(new), context=context)
+            call.judged(word, getattr(context, "usage", None))
     except Exception:
         log.exception("interrupt judge failed; continuing")
         return verdict

@@ -192,6 +192,7 @@ def _call(r: Round, call: ToolCall) -> tuple[bool, str] | None:
     """The call's result, or None when it waits for a person's approval."""
     r.ctx.effects = {}
     r.ctx.call_key = r.key()
+    r.ctx.call_id = call.id
     found = r.recorded.get(r.position)
     if found is not None and found.state == ToolCallState.DONE:
         return _replay(r, call, found)

@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
+from markus import telemetry
 from markus.agents.models import Agent, ChatSession
 from markus.llm.base import CallContext, LLMResponse, Provider
 
@@ -491,13 +492,15 @@ def leased_complete(
     the call is in flight (a provider that answers at once needs none), and proven again
     after it. Raises StaleLease when it was lost meanwhile (``during`` says what the
     call was for)."""
-    if provider.local:
-        response = provider.complete(system=system, messages=messages, tools=tools, context=context)
-        lost = False
-    else:
-        with LeaseKeeper(lease) as keeper:
+    with telemetry.chat_span(provider, system=system, messages=messages, context=context) as call:
+        if provider.local:
             response = provider.complete(system=system, messages=messages, tools=tools, context=context)
-        lost = keeper.lost
+            lost = False
+        else:
+            with LeaseKeeper(lease) as keeper:
+                response = provider.complete(system=system, messages=messages, tools=tools, context=context)
+            lost = keeper.lost
+        call.answered(response)
     if lost or not lease_renew_if_due(lease):
         raise StaleLease(f"lost the lease of {lease.agent_id} during {during}")
     return response

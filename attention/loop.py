@@ -40,6 +40,7 @@ from mailbox import services as mailbox
 from mailbox.merge import entity_key, is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, Status, descriptor
+from markus import telemetry
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
 
@@ -260,6 +261,7 @@ def _next(run: Run) -> Begun | None:
             if not view.items:
                 return None
         head = view.items[0]
+        telemetry.focus(head)  # the item span starts here, in the trace the head was enqueued in
         # triage: tier 0, 2 or the mini triage
         plan = choose(run, head, view.items, view.depth, read_at=view.read_at)
         if isinstance(plan, Aborted):
@@ -408,18 +410,21 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
             if result.processed >= budget:
                 result.status = "budget"
                 break
-            try:
-                begun = _next(run)
-            except AgentNotRunning:
-                result.status = "stopped"
-                break
-            if begun is None:
-                break
-            batched = [m.id for m in begun.focus.batch] if begun.focus is not None else []
-            result.processed += 1 + len(batched)  # every item of a batch counts
-            result.items += [begun.item.id, *batched]
-            if begun.focus is not None:
-                process_item(begun.focus)
+            # One invoke_agent span per item (markus.telemetry): triage and the item's run.
+            with telemetry.item_step(agent_id, take.agent_name, provider=get_provider):
+                try:
+                    begun = _next(run)
+                except AgentNotRunning:
+                    result.status = "stopped"
+                    break
+                if begun is None:
+                    break
+                batched = [m.id for m in begun.focus.batch] if begun.focus is not None else []
+                telemetry.focus(begun.item, batch=batched)
+                result.processed += 1 + len(batched)  # every item of a batch counts
+                result.items += [begun.item.id, *batched]
+                if begun.focus is not None:
+                    process_item(begun.focus)
     except StaleLease as exc:
         log.warning("attention: %s", exc)
         result.status = "stale"

@@ -11,6 +11,7 @@ import logging
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, MailboxType, Status
+from markus import telemetry
 from markus.llm.base import LLMCancelled
 
 from . import heartbeat, records
@@ -51,6 +52,7 @@ def process_item(focus: Focus) -> None:
         assert focus.activity is not None
         focus.turn.note(records.LogLine(L.ERROR, f"{exc.__class__.__name__}: {exc}"))
         outcome = Outcome("retry", detail=f"provider error: {exc.__class__.__name__}")
+    telemetry.outcome(outcome.kind, outcome.detail)
     settle(focus, outcome)
 
 

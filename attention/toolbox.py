@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
+from markus import telemetry
 from markus.core.errors import MarkusError
 from markus.core.input import check_data
 
@@ -44,6 +45,8 @@ class ToolContext:
     # whose effect leaves the database carries it to that effect, so that a second
     # attempt of the same call finds the first (``Tool.idempotent``).
     call_key: str = ""
+    # The LLM's id of the call being made (its tool_call id), for the call's trace span.
+    call_id: str = ""
     # What this item is offered (``tools_for``), read once when the item begins; None:
     # the built-in tools of ``scenario``.
     offered: dict[str, Tool] | None = None
@@ -235,7 +238,15 @@ def arguments_of(t: Tool, args: Any) -> dict[str, Any]:
 
 
 def execute_tool(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
-    """Run a tool; returns (ok, result text). Errors become readable results, never raise."""
+    """Run a tool; returns (ok, result text). Errors become readable results, never raise.
+    Each call is an ``execute_tool`` span when traces are on (markus.telemetry)."""
+    with telemetry.tool_span(name, ctx.call_id, args) as span:
+        ok, text = _execute(ctx, name, args)
+        span.result(ok, text)
+    return ok, text
+
+
+def _execute(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
     t = offered(ctx, name)
     if t is None:
         return False, json.dumps({"error": f"unknown tool {name!r} in this context"})

@@ -39,6 +39,7 @@ from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status, descriptor
 from mailbox.representation import PLACEHOLDER
+from markus import telemetry
 from markus.agents import memory as working_memory
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
@@ -175,6 +176,7 @@ def _stale_beyond(agent_id: str, seen: set[str], now: datetime) -> list[MailboxI
     return [r for r in rows if is_stale(r, now)][:STALE_OFFERED]
 
 
+@telemetry.planned("mini_triage")
 def triage(
     lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str, *, depth: int | None = None
 ) -> Plan | None:
@@ -245,6 +247,7 @@ def _ask(
             return parse_answer(response.text)
         for call in response.tool_calls:
             if call.name in TRIAGE_ALLOWED_TOOLS:
+                tool_ctx.call_id = call.id
                 _, result = execute_tool(tool_ctx, call.name, call.arguments)
             else:
                 result = json.dumps({"error": f"{call.name} is not available in triage (read-only tools only)"})

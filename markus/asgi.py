@@ -23,6 +23,10 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "markus.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
+from markus import telemetry  # noqa: E402
+
+telemetry.setup()  # OTEL_* asks for traces: before Django builds its middleware chain
+
 from markus.core.waits import ParkingASGIHandler  # noqa: E402
 
 django_asgi_app = ParkingASGIHandler()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from kombu.transport import redis as kombu_redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "markus.settings")
@@ -47,3 +47,13 @@ class RedisTransport(kombu_redis.Transport):
 app = Celery("markus")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+@signals.worker_process_init.connect
+def _traces(**kwargs: Any) -> None:
+    """Traces in a worker process when OTEL_* asks for them (markus.telemetry): the
+    worker's own (any pool) and each prefork child (which inherits its parent's)."""
+    from markus import telemetry
+
+    telemetry.setup()
