@@ -24,3 +24,14 @@ class AgentbusConfig(AppConfig):
         from .lifecycle import on_task_status_changed
 
         task_status_changed.connect(on_task_status_changed, dispatch_uid="agentbus.task_lifecycle")
+
+        # The team's group channel: made with the team, its running agents its members.
+        from django.db.models.signals import post_delete, post_save
+
+        from markus.agents.models import Agent, Team
+
+        from . import team_channel
+
+        post_save.connect(team_channel.on_team_saved, sender=Team, dispatch_uid="agentbus.team_channel")
+        post_delete.connect(team_channel.on_team_deleted, sender=Team, dispatch_uid="agentbus.team_channel_gone")
+        post_save.connect(team_channel.on_agent_saved, sender=Agent, dispatch_uid="agentbus.team_channel_member")

@@ -44,6 +44,7 @@ from .wakeup import wake_inboxes_on_commit
 
 STREAM_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 OPERATOR_STREAM_PREFIX = "outbox."  # the outbox relay's stream ids; nobody else may take them
+TEAM_CHANNEL_PREFIX = "group:"  # the teams' group channels (agentbus.team_channel)
 # Stream ids are one namespace: a taken id answers this (409) whoever holds it, naming
 # neither the id nor its stream, so it tells nothing about streams the caller may not see.
 STREAM_ID_NOT_AVAILABLE = "streamId not available: choose another (or leave it out for a generated one)"
@@ -104,6 +105,8 @@ def stream_open(
         raise BusError("streamId must not be made only of dots")
     if stream_id is not None and sender is not None and stream_id.startswith(OPERATOR_STREAM_PREFIX):
         raise BusError(f"stream ids starting with {OPERATOR_STREAM_PREFIX!r} are reserved")
+    if stream_id is not None and stream_id.startswith(TEAM_CHANNEL_PREFIX):
+        raise BusError(f"stream ids starting with {TEAM_CHANNEL_PREFIX!r} are the teams' channels")
     if (recipient is None) == (not members):
         raise BusError("give either a recipient (a direct stream) or members (a group stream)")
     if recipient is not None and sender is not None and recipient.id == sender.id:

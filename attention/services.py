@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agentbus.team_channel import team_channel_sync_agent
 from mailbox import services as mailbox
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
@@ -52,6 +53,7 @@ def _set_status(agent: Agent, status: str) -> None:
     with transaction.atomic():
         Agent.objects.filter(id=agent.id).update(status=status)
         AgentAttention.objects.filter(agent_id=agent.id).update(cancel_requested=status != Agent.RunStatus.RUNNING)
+        team_channel_sync_agent(agent.id)  # the UPDATE sends no signal: a running agent is a member
         send_event_on_commit(agent_group(agent.id), "agent:status", {"agentId": agent.id, "status": status})
 
 

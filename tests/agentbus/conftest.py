@@ -165,3 +165,12 @@ def redis_layer(settings, long_poll, monkeypatch):
         }
     }
     yield url
+
+
+def conversations():
+    """The streams a test opened: every stream but the teams' own channels, which each
+    team has from the start (``agentbus.team_channel``)."""
+    from agentbus.models import Stream
+    from agentbus.team_channel import TEAM_CHANNEL_PREFIX
+
+    return Stream.objects.exclude(id__startswith=TEAM_CHANNEL_PREFIX)

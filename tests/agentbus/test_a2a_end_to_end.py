@@ -23,7 +23,7 @@ from markus.agents.services import agent_create
 from markus.llm.base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, set_provider_override
 from tests.attention.conftest import celery_worker, wait_for, wake_on_enqueue  # noqa: F401 (fixtures)
 
-from .conftest import make_persona
+from .conftest import conversations, make_persona
 
 MODULE = "markus.tools.a2a_tools"
 Brain = Callable[[list[dict[str, Any]], CallContext], LLMResponse]
@@ -169,6 +169,6 @@ def test_a_group_of_three_exchanges_messages_and_each_sees_the_others_names(cele
     wait_for(everyone_heard_everyone, timeout=90, message="each agent read the other two by name")
     assert provider.saw("Bea", "Ada in group 'release'") and provider.saw("Cy", "Ada in group 'release'")
     assert provider.saw("Ada", "Fine by me") and provider.saw("Ada", "One more hour")
-    group = Stream.objects.get(is_group=True)
+    group = conversations().get(is_group=True)  # not the team's own channel
     senders = set(group.chunks.values_list("sender_id", flat=True))
     assert senders == {"ada", "bea", "cy"} and group.closed_at is None

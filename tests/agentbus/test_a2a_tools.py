@@ -20,7 +20,7 @@ from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
 from markus.work.models import Task
 
-from .conftest import make_persona
+from .conftest import conversations, make_persona
 
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 MODULE = "markus.tools.a2a_tools"
@@ -143,7 +143,8 @@ def test_a_group_of_three_exchanges_messages_and_each_sees_the_others_names(ada,
     assert {m["name"] for m in group["members"]} == {"Ada", "Bea", "Cy"} and group["name"] == "release"
     for agent in (ada, bea, cy):
         listed = ok(ctx(agent), "agent_list_group_chats")["groups"]
-        assert [g["groupId"] for g in listed] == [group["groupId"]]
+        # Newest first: the new group, then the team's own channel (agentbus.team_channel).
+        assert [g["groupId"] for g in listed] == [group["groupId"], f"group:{agent.agent.team_id}"]
     ok(ctx(ada), "agent_send_group_message", group_id=group["groupId"], text="freeze at noon")
     for agent in (bea, cy):
         item = next_item(agent)
@@ -180,7 +181,7 @@ def test_bad_input_is_an_error_the_llm_can_act_on(ada, bea, zed, charlie):
     assert "at least one colleague" in error(ctx(ada), "agent_create_group_chat", name="g", members=[])
     assert "needs a name" in error(ctx(ada), "agent_create_group_chat", name=" ", members=["bea"])
     assert "no group chat 'stm_x'" in error(ctx(ada), "agent_send_group_message", group_id="stm_x", text="hi")
-    assert not Stream.objects.exists() and not MailboxItem.objects.exists()
+    assert not conversations().exists() and not MailboxItem.objects.exists()
 
 
 def test_agent_reply_without_a_bus_item_says_what_to_do_instead(ada, bea, alice):
@@ -193,7 +194,7 @@ def test_agent_reply_without_a_bus_item_says_what_to_do_instead(ada, bea, alice)
     )
     message = error(ctx(ada, item=chat, scenario="chat"), "agent_reply", text="hi")
     assert "did not come from the bus" in message and "agent_send_message" in message
-    assert not Stream.objects.exists()
+    assert not conversations().exists()
 
 
 def test_agent_reply_asks_which_conversation_when_several_were_merged(ada, bea, cy):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from agentbus.models import AuditEvent, Stream
+from agentbus.models import AuditEvent
 from tests.conftest import client_for
 
-from .conftest import say
+from .conftest import conversations, say
 
 
 def session_client(user) -> APIClient:
@@ -63,12 +63,12 @@ def test_an_agent_token_acts_only_as_its_agent(eve, max_):
 def test_an_agent_cannot_address_an_agent_outside_its_team_and_owner(eve, zed):
     response = eve.client().post("/api/agentbus/streams", {"sender": "eve", "recipient": "zed"}, format="json")
     assert response.status_code == 404
-    assert not Stream.objects.exists()
+    assert not conversations().exists()
 
 
 def test_a_stream_of_others_answers_404(eve, max_, ada, zed):
     say(max_, ada, "private")
-    stream_id = Stream.objects.get().id
+    stream_id = conversations().get().id
     for client in (eve.client(), zed.client()):
         assert client.get(f"/api/agentbus/streams/{stream_id}/events").status_code == 404
         assert (
@@ -82,7 +82,7 @@ def test_a_stream_of_others_answers_404(eve, max_, ada, zed):
 
 def test_the_recipient_may_not_close_or_append_to_a_direct_stream(eve, max_):
     say(eve, max_, "hi")
-    stream_id = Stream.objects.get().id
+    stream_id = conversations().get().id
     client = max_.client()
     assert client.post(f"/api/agentbus/streams/{stream_id}/close", {"sender": "max"}, format="json").status_code == 403
     assert (

@@ -16,6 +16,8 @@ from agentbus.models import OPERATOR_ID, OutboxRecord, OutboxStatus, Stream
 from agentbus.schemas import TASK_LIFECYCLE_V1, task_topics
 from markus.work.models import TaskState
 
+from .conftest import conversations
+
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
 
@@ -79,7 +81,7 @@ def test_a_rolled_back_transaction_writes_nothing(eve, django_capture_on_commit_
         with pytest.raises(RuntimeError), transaction.atomic():
             write()
             raise RuntimeError("the transition failed")
-    assert callbacks == [] and not OutboxRecord.objects.exists() and not Stream.objects.exists()
+    assert callbacks == [] and not OutboxRecord.objects.exists() and not conversations().exists()
 
 
 def test_a_committed_transaction_publishes_exactly_one_record(eve, max_, django_capture_on_commit_callbacks):
@@ -181,7 +183,7 @@ def test_an_operator_stream_cannot_be_appended_to_by_an_agent(eve):
     with transaction.atomic():
         write()
     outbox.outbox_relay()
-    stream = Stream.objects.get()
+    stream = conversations().get()
     with pytest.raises(ForbiddenError):
         services.stream_append(stream_id=stream.id, sender=eve.agent, payload={})
 

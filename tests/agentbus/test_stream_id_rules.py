@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentbus.models import Stream
+from .conftest import conversations
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +21,7 @@ def test_a_bad_stream_id_is_400_naming_the_rule(eve, max_, stream_id):
     response = open_stream(eve, stream_id)
     assert response.status_code == 400
     assert "streamId" in response.json()["detail"]
-    assert not Stream.objects.exists()
+    assert not conversations().exists()
 
 
 def test_an_id_of_only_dots_says_so(eve, max_):
@@ -31,4 +31,4 @@ def test_an_id_of_only_dots_says_so(eve, max_):
 @pytest.mark.parametrize("stream_id", ["a.b", ".hidden", "v1..2", "team:review-1"])
 def test_ids_with_dots_among_other_characters_are_taken(eve, max_, stream_id):
     assert open_stream(eve, stream_id).status_code == 201
-    assert Stream.objects.get().id == stream_id
+    assert conversations().get().id == stream_id

@@ -16,9 +16,10 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.test import AsyncClient
 
 from agentbus import wakeup
-from agentbus.models import Stream
 from mailbox.models import MailboxItem
 from markus.agents.services import user_token_create
+
+from .conftest import conversations
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,7 +123,7 @@ def test_a_bus_request_past_the_cap_answers_429_and_opens_no_stream(caps, eve, m
         return refused
 
     assert_throttled(async_to_sync(scenario)(), 1, "per caller")
-    assert not Stream.objects.exists()
+    assert not conversations().exists()
 
 
 def test_a_streamed_chat_past_the_cap_answers_429_and_stores_nothing(caps, settings, monkeypatch, alice, ada):
