@@ -197,6 +197,10 @@ OPERATIONS: dict[str, Operation] = {
     "page:work-requirement-comment": _op(Right.USER, "comment on a requirement the caller may see"),
     "page:approvals": _op(Right.USER, "the caller's approvals to answer, and the last ones answered"),
     "page:approval-answer": _op(Right.USER, "answer one of the caller's approvals (as approvals_respond_create)"),
+    # the teams' group channels: a team its owner, its members and staff see (others: 404)
+    "page:teams": _op(Right.USER, "the teams the caller may see, each with its channel"),
+    "page:team-channel": _op(Right.USER, "read a team's group channel (group:<teamId>) and its running members"),
+    "page:team-channel-messages": _op(Right.USER, "earlier messages of a team's channel (Load earlier)"),
     # ---- sockets (by route)
     "ws:ws/agents/<str:agent_id>/": _op(S, "the agent's live events (private content: its person's)"),
     "ws:ws/agents/<str:agent_id>/mind/": _op(S, "the mind view's live HTML"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import chat_pages, views, work_pages
+from . import chat_pages, team_pages, views, work_pages
 
 urlpatterns = [
     path("agents/<str:agent_id>/mind/", views.mind_view, name="mind"),
@@ -51,4 +51,8 @@ urlpatterns = [
     path("agents/<str:agent_id>/chat/", chat_pages.chat_page, name="chat"),
     path("agents/<str:agent_id>/chat/messages/", chat_pages.chat_messages, name="chat-messages"),
     path("agents/<str:agent_id>/chat/sessions/new/", chat_pages.chat_session_new, name="chat-session-new"),
+    # The teams and their group channels (``group:<teamId>``): read by the team's people.
+    path("teams/", team_pages.teams_page, name="teams"),
+    path("teams/<str:team_id>/channel/", team_pages.team_channel_page, name="team-channel"),
+    path("teams/<str:team_id>/channel/messages/", team_pages.team_channel_messages, name="team-channel-messages"),
 ]
