@@ -59,12 +59,69 @@ _COMMENT_PROTOCOL = (
     "Several comments may be bundled, separated by ---: answer them in one consolidated reply, using "
     "reply_to_comment_id for the most important one."
 )
+# Seed section 13.3: which human-facing tool fits which need, in the prompt of every
+# scenario that may reach a person (``human_guidance``). Each line names only tools the
+# scenario is offered (tests/attention/test_prompt_guidance.py holds the two together).
+_TELL = (
+    "- A status report, a progress update, an FYI alert or a finding for a person: notify_user (it appears "
+    "in their chat with you and rings their bell; they may reply there). A task you finished: notify_user "
+    "with related_task_id."
+)
+_ASK = (
+    "- A person must approve or reject something: request_user_approval (its default options are Approve and "
+    "Reject). They must choose between approaches: request_user_approval with your own options (id, label, "
+    "description). You need their own words: request_user_approval with allow_freeform true. The item waits "
+    "for the answer and you go on with other work; the answer comes back to this work."
+)
+_ASK_IN_CHAT = (
+    "- The person is in the chat with you: ask them what you need to know in your answer (a decision, a "
+    "choice, their own words) instead of a separate request."
+)
+_DISCUSS = (
+    "- To discuss something with a person interactively: mention them (@name) in a task_comment or "
+    "requirement_comment on the task or requirement it is about."
+)
+_RECALL = (
+    "- To review what you did before (an execution's details, what a notification you sent was about): "
+    "recall_activity (lists your activities; with an activity id, its logs)."
+)
+#: The scenarios whose prompt gets the guidance; those that also offer request_user_approval.
+HUMAN_GUIDANCE_SCENARIOS = frozenset(
+    {
+        CHAT,
+        TASK_EXECUTION,
+        REVIEW,
+        COMMENT_RESPONSE,
+        REQUIREMENT_ACTION,
+        A2A,
+        SESSION_RESPONSE,
+        MENTION_RESPONSE,
+        SYSTEM_NOTICE,
+        CHECK_IN,
+        REMINDER_DUE,
+        DELIBERATION,
+    }
+)
+ASKING_SCENARIOS = frozenset({TASK_EXECUTION, REVIEW, COMMENT_RESPONSE, REQUIREMENT_ACTION, A2A})
+
+
+def human_guidance(scenario: str) -> list[str]:
+    """The prompt's ``## Talking to people`` lines for ``scenario`` (none for the
+    scenarios that do not reach a person: triage, the dream cycle, the daily report)."""
+    if scenario not in HUMAN_GUIDANCE_SCENARIOS:
+        return []
+    ask = [_ASK] if scenario in ASKING_SCENARIOS else [_ASK_IN_CHAT] if scenario == CHAT else []
+    return ["## Talking to people", _TELL, *ask, _DISCUSS, _RECALL]
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
         Scenario(
             CHAT,
-            "A person is talking to you. Answer them directly and helpfully.",
+            "A person is talking to you. Answer them directly and helpfully. When they reply to a "
+            "notification you sent (their message says which task or requirement it was about), look that up "
+            "first (task_get, requirement_get, recall_activity) and answer with what it says.",
             preemptable=False,
             needs_marker=False,
             done="answered",
@@ -243,6 +300,7 @@ def system_prompt(
     ]
     if memory is None:
         memory = working_memory.read(agent.id)
+    lines += human_guidance(scenario)
     lines += working_memory.prompt_lines(memory)
     lines += longterm_lines(agent, item, scenario) if longterm is None else longterm
     if queue is None:
