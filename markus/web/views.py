@@ -114,6 +114,14 @@ def mind_activity_logs(request: HttpRequest, agent_id: str, activity_id: str) ->
 # ------------------------------------------------------------------- the control room
 
 
+def _without_htmx(agent: Agent, message: str, status: int) -> HttpResponse:
+    """A control posted by a plain form: back to the mind view, or a refusal as its
+    status with the message."""
+    if status != 200:
+        return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+    return redirect("mind", agent.id)
+
+
 def _answer(
     request: HttpRequest, agent: Agent, message: str, *, status: int = 200, header: bool = True
 ) -> HttpResponse:
@@ -121,9 +129,7 @@ def _answer(
     controls, out of band); otherwise back to the mind view (a refusal answers its
     status with the message)."""
     if request.headers.get("HX-Request") != "true":
-        if status != 200:
-            return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
-        return redirect("mind", agent.id)
+        return _without_htmx(agent, message, status)
     context = {
         **mind.header_context(agent.id, live=True, can_control=True, reader=permissions.reader(request)),
         "message": message,
@@ -182,9 +188,7 @@ def mind_reminder_cancel(request: HttpRequest, agent_id: str, item_id: str) -> H
     except MarkusError as exc:
         raise Http404(str(exc)) from exc
     if request.headers.get("HX-Request") != "true":
-        if status != 200:
-            return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
-        return redirect("mind", agent.id)
+        return _without_htmx(agent, message, status)
     context = {
         "agent": agent,
         "agent_id": agent.id,

@@ -12,6 +12,8 @@ rules refuse renders the page again with the refusal and the status the API answ
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -196,7 +198,34 @@ def _work_url(query: str = "") -> str:
     return reverse("work") + (f"?{query}" if query else "")
 
 
+def _done(
+    request: HttpRequest, page: str, write: Callable[..., Any], *, anchor: str = "", to: str = ""
+) -> HttpResponse:
+    """One of the pages' writes, ``write(actor=<the caller>)``, then back to the page
+    (``page``: its query, e.g. ``task=<id>``; ``anchor``: ``comment`` for
+    ``#comment-<id>`` of what the write made) or on to the page of what it made (``to``:
+    ``task`` or ``requirement``); a refusal shows the page again with it."""
+    try:
+        made = write(actor=_actor(request))
+    except MarkusError as exc:
+        return _refused(request, exc, page)
+    if to:
+        return redirect(_work_url(f"{to}={made.id}"))
+    return redirect(_work_url(page) + (f"#{anchor}-{made.id}" if anchor else ""))
+
+
 # ---------------------------------------------------------------------------- writes
+
+
+def _file(
+    request: HttpRequest, body: serializers.Serializer, file: Callable[[Actor, Any], Any], kind: str
+) -> HttpResponse:
+    """A new-task or new-requirement form, checked as the API's body and filed through
+    the API's own function: on to its page (``?<kind>=<id>``), or ``/work`` again with
+    the refusal and the input kept."""
+    if not body.is_valid():
+        return _refused(request, MarkusError(_errors(body)), "")
+    return _done(request, "", lambda actor: file(actor, body.validated_data), to=kind)
 
 
 @require_POST
@@ -218,16 +247,9 @@ def task_new(request: HttpRequest) -> HttpResponse:
         "requirementId": post.get("requirementId") or None,
         "start": post.get("start") == "on",
     }
-    body = TaskCreateInput(data=data)
-    if not body.is_valid():
-        return _refused(request, MarkusError(_errors(body)), "")
     if reviewer and kind not in ("agent", "user"):
         return _refused(request, MarkusError(f"reviewer: {reviewer!r} is not an agent or a person"), "")
-    try:
-        task = file_task(_actor(request), body.validated_data)
-    except MarkusError as exc:
-        return _refused(request, exc, "")
-    return redirect(_work_url(f"task={task.id}"))
+    return _file(request, TaskCreateInput(data=data), file_task, "task")
 
 
 @require_POST
@@ -238,14 +260,7 @@ def requirement_new(request: HttpRequest) -> HttpResponse:
         "description": request.POST.get("description", ""),
         "agentId": request.POST.get("agentId") or None,
     }
-    body = RequirementCreateInput(data=data)
-    if not body.is_valid():
-        return _refused(request, MarkusError(_errors(body)), "")
-    try:
-        requirement = file_requirement(_actor(request), body.validated_data)
-    except MarkusError as exc:
-        return _refused(request, exc, "")
-    return redirect(_work_url(f"requirement={requirement.id}"))
+    return _file(request, RequirementCreateInput(data=data), file_requirement, "requirement")
 
 
 @require_POST
@@ -267,50 +282,35 @@ def task_move(request: HttpRequest, task_id: str) -> HttpResponse:
     return redirect(_work_url(f"task={task.id}"))
 
 
+def _comment(request: HttpRequest, page: str, create: Callable[..., Any]) -> HttpResponse:
+    """A comment from the form (``content``, ``replyToCommentId``) through ``create``,
+    the API's comment service bound to the task or the requirement of ``page``."""
+    post = request.POST
+    write = partial(create, content=post.get("content", ""), reply_to_comment_id=post.get("replyToCommentId") or None)
+    return _done(request, page, write, anchor="comment")
+
+
 @require_POST
 @login_required
 def task_comment(request: HttpRequest, task_id: str) -> HttpResponse:
-    actor = _actor(request)
-    task = access_task(actor, task_id)
-    try:
-        comment = services.task_comment_create(
-            task_id=task.id,
-            actor=actor,
-            content=request.POST.get("content", ""),
-            reply_to_comment_id=request.POST.get("replyToCommentId") or None,
-        )
-    except MarkusError as exc:
-        return _refused(request, exc, f"task={task.id}")
-    return redirect(_work_url(f"task={task.id}") + f"#comment-{comment.id}")
+    task = access_task(_actor(request), task_id)
+    return _comment(request, f"task={task.id}", partial(services.task_comment_create, task_id=task.id))
 
 
 @require_POST
 @login_required
 def requirement_step(request: HttpRequest, requirement_id: str, step: str) -> HttpResponse:
-    actor = _actor(request)
-    requirement = access_requirement(actor, requirement_id)
-    try:
-        STEP_FUNCTIONS[step](requirement_id=requirement.id, actor=actor, reason=request.POST.get("reason", ""))
-    except MarkusError as exc:
-        return _refused(request, exc, f"requirement={requirement.id}")
-    return redirect(_work_url(f"requirement={requirement.id}"))
+    requirement = access_requirement(_actor(request), requirement_id)
+    take = partial(STEP_FUNCTIONS[step], requirement_id=requirement.id, reason=request.POST.get("reason", ""))
+    return _done(request, f"requirement={requirement.id}", take)
 
 
 @require_POST
 @login_required
 def requirement_comment(request: HttpRequest, requirement_id: str) -> HttpResponse:
-    actor = _actor(request)
-    requirement = access_requirement(actor, requirement_id)
-    try:
-        comment = services.requirement_comment_create(
-            requirement_id=requirement.id,
-            actor=actor,
-            content=request.POST.get("content", ""),
-            reply_to_comment_id=request.POST.get("replyToCommentId") or None,
-        )
-    except MarkusError as exc:
-        return _refused(request, exc, f"requirement={requirement.id}")
-    return redirect(_work_url(f"requirement={requirement.id}") + f"#comment-{comment.id}")
+    requirement = access_requirement(_actor(request), requirement_id)
+    create = partial(services.requirement_comment_create, requirement_id=requirement.id)
+    return _comment(request, f"requirement={requirement.id}", create)
 
 
 # ---------------------------------------------------------------------------- approvals
