@@ -90,7 +90,9 @@ def _from_message(message: Message) -> LLMResponse:
         for b in message.content
         if b.type == "tool_use"
     ]
-    return LLMResponse(text=text, tool_calls=calls, usage=_usage(message.usage))
+    return LLMResponse(
+        text=text, tool_calls=calls, usage=_usage(message.usage), finish_reason=message.stop_reason or ""
+    )
 
 
 def _arguments(raw: str) -> dict[str, Any]:
@@ -108,6 +110,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     text: list[str] = []
     blocks: dict[int, dict[str, Any]] = {}
     prompt = completion = 0
+    reason = ""
     for event in stream:
         watch.check()
         kind = event.type
@@ -129,6 +132,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             elif delta.type == "input_json_delta" and event.index in blocks:
                 blocks[event.index]["json"] += delta.partial_json
         elif kind == "message_delta" and event.usage is not None:
+            reason = getattr(event.delta, "stop_reason", None) or reason
             usage = _usage(event.usage)  # cumulative; input counts only if the server repeats them
             prompt = max(prompt, usage.prompt_tokens)
             completion = max(completion, usage.completion_tokens)
@@ -139,6 +143,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             ToolCall(id=b["id"], name=b["name"], arguments=_arguments(b["json"])) for _, b in sorted(blocks.items())
         ],
         usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
+        finish_reason=reason,
     )
 
 

@@ -69,6 +69,9 @@ class LLMResponse:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    #: Why the model stopped, as the provider said it (``stop``, ``tool_calls``,
+    #: ``end_turn`` ...); "" when it did not (the offline and scripted brains).
+    finish_reason: str = ""
 
     def __post_init__(self) -> None:
         self.text = storable(self.text)

@@ -46,7 +46,8 @@ def _from_completion(response: ChatCompletion) -> LLMResponse:
         fn: Any = getattr(c, "function", None)  # a custom (non-function) tool call has none
         if fn is not None:
             calls.append(ToolCall(id=c.id, name=fn.name, arguments=_arguments(fn.arguments)))
-    return LLMResponse(text=choice.content or "", tool_calls=calls, usage=_usage(response.usage))
+    reason = response.choices[0].finish_reason or ""
+    return LLMResponse(text=choice.content or "", tool_calls=calls, usage=_usage(response.usage), finish_reason=reason)
 
 
 def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMResponse:
@@ -55,11 +56,13 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     text: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     usage = Usage()
+    reason = ""
     for chunk in stream:
         watch.check()
         if chunk.usage is not None:
             usage = _usage(chunk.usage)
         for choice in chunk.choices:
+            reason = choice.finish_reason or reason
             delta = choice.delta
             if delta.content:
                 text.append(delta.content)
@@ -79,6 +82,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             for i, c in sorted(calls.items())
         ],
         usage=usage,
+        finish_reason=reason,
     )
 
 
