@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from mailbox import lifecycle
 from mailbox import services as mailbox
+from mailbox.expiry import expire_stale, is_expired
 from mailbox.merge import entity_key, is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, Status, descriptor
@@ -51,6 +52,7 @@ from .interrupts import execution_revoked
 from .lease import (
     SESSION_LOST,
     AgentNotRunning,
+    Fence,
     Lease,
     StaleLease,
     abandoned_leases,
@@ -247,6 +249,9 @@ def _next(run: Run) -> Begun | None:
         if view.due_deferred:
             lifecycle.resurface_due(lease.agent_id)
             view = read_queue(lease.agent_id)
+        if any(is_expired(i, view.read_at) for i in view.items):  # (no query when none is)
+            _expire(lease)
+            continue
         if not view.items:
             return None
         wait = _window_left(view.items[0])
@@ -454,6 +459,19 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
     return result
 
 
+def _expire(lease: Lease) -> None:
+    """Drop the queued items that waited longer than their type's expiry
+    (``mailbox.expiry``), each with its reason and a drop decision."""
+    with fenced(lease) as tx:
+        for item in expire_stale(lease.agent_id):
+            _record_expired(tx, item)
+
+
+def _record_expired(tx: Fence, item: MailboxItem) -> None:
+    item.refresh_from_db(fields=["status", "drop_reason", "completed_at"])
+    records.record_decision(tx, item=item, decision_type=DecisionType.DROP, reasoning=item.drop_reason)
+
+
 def _next_due_in(agent_id: str) -> float | None:
     """Seconds until this agent has work again (one statement): 0 if something is
     queued or due now, else until the soonest deferred item (not parked) comes due."""
@@ -482,6 +500,8 @@ def _recover(lease: Lease) -> None:
         batched = batch.recover(lease.agent_id)
         report = mailbox.mailbox_recover(lease.agent_id)
         report.requeued[:0] = batched
+        for item in MailboxItem.objects.filter(id__in=report.expired).order_by("queued_at", "id"):
+            _record_expired(tx, item)
         closed = records.close_lost_activities(tx, requeued=report.requeued, dropped=report.dropped)
         for item in MailboxItem.objects.filter(id__in=report.dropped).order_by("queued_at", "id"):
             crashes = int(item.marks.get("crashes", 0)) + 1

@@ -452,6 +452,7 @@ class RecoveryReport:
     dropped: list[str] = field(default_factory=list)
     heartbeats_collapsed: list[str] = field(default_factory=list)
     comments_merged: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)  # queued longer than their type's expiry
 
 
 def is_awaited(item: MailboxItem) -> bool:

@@ -8,6 +8,7 @@ No mailbox type literal may appear anywhere else (tests/test_registry_literals.p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import IntEnum, StrEnum
 
 
@@ -76,6 +77,11 @@ STATUS_COLOURS: dict[Status, str] = {
 }
 
 
+# Upstream drops queued items older than 3 days at recovery; the default here too.
+EXPIRES_AFTER = timedelta(days=3)
+NEVER = None
+
+
 @dataclass(frozen=True)
 class MailboxTypeDescriptor:
     label: str
@@ -93,31 +99,67 @@ class MailboxTypeDescriptor:
     one_queued: bool = False
     # A periodic check-in (from beat): a newer one of its type supersedes it in triage.
     periodic: bool = False
+    # A queued item older than this is not worth a call any more: dropped with its
+    # reason at recovery and when the loop reads the queue (``mailbox.expiry``). None:
+    # never. Whatever somebody waits for never expires, whatever its type: a person's
+    # item, an execution trigger, a review request, an item that asks for action.
+    expires_after: timedelta | None = EXPIRES_AFTER
 
 
 T = MailboxType
 _D = MailboxTypeDescriptor
 MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
     T.SYSTEM_EVENT: _D("System Event", Priority.HIGH, Category.SYSTEM, "⚙", ActivityType.INTERNAL, True, True),
-    T.HUMAN_CHAT: _D("Chat", Priority.CRITICAL, Category.INTERACTION, "💬", ActivityType.CHAT, True, True),
-    T.TASK_COMMENT: _D("Task Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "taskId"),
-    T.MENTION: _D("Mention", Priority.HIGH, Category.INTERACTION, "@", ActivityType.CHAT, True, True),
+    T.HUMAN_CHAT: _D(
+        "Chat", Priority.CRITICAL, Category.INTERACTION, "💬", ActivityType.CHAT, True, True, expires_after=NEVER
+    ),
+    T.TASK_COMMENT: _D(
+        "Task Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "taskId", expires_after=NEVER
+    ),
+    T.MENTION: _D(
+        "Mention", Priority.HIGH, Category.INTERACTION, "@", ActivityType.CHAT, True, True, expires_after=NEVER
+    ),
     T.SESSION_REPLY: _D(
-        "Session Reply", Priority.HIGH, Category.TASK, "↩", ActivityType.RESPOND_IN_SESSION, True, True
+        "Session Reply",
+        Priority.HIGH,
+        Category.TASK,
+        "↩",
+        ActivityType.RESPOND_IN_SESSION,
+        True,
+        True,
+        expires_after=NEVER,
     ),
     T.TASK_STATUS_UPDATE: _D("Task Status", Priority.HIGH, Category.TASK, "📋", None, True, False),
     T.A2A_MESSAGE: _D(
         "Agent Message", Priority.NORMAL, Category.INTERACTION, "🔗", ActivityType.A2A, True, True, "extra.channelKey"
     ),
-    T.REVIEW_REQUEST: _D("Review Request", Priority.HIGH, Category.TASK, "👀", ActivityType.CHAT, True, True),
+    T.REVIEW_REQUEST: _D(
+        "Review Request", Priority.HIGH, Category.TASK, "👀", ActivityType.CHAT, True, True, expires_after=NEVER
+    ),
     T.REQUIREMENT_COMMENT: _D(
-        "Requirement Comment", Priority.NORMAL, Category.TASK, "💬", None, False, False, "requirementId"
+        "Requirement Comment",
+        Priority.NORMAL,
+        Category.TASK,
+        "💬",
+        None,
+        False,
+        False,
+        "requirementId",
+        expires_after=NEVER,
     ),
     T.REQUIREMENT_UPDATE: _D(
         "Requirement Update", Priority.HIGH, Category.NOTIFICATION, "📝", ActivityType.INTERNAL, True, False
     ),
     T.DAILY_REPORT: _D(
-        "Daily Report", Priority.NORMAL, Category.SYSTEM, "📊", ActivityType.INTERNAL, True, True, periodic=True
+        "Daily Report",
+        Priority.NORMAL,
+        Category.SYSTEM,
+        "📊",
+        ActivityType.INTERNAL,
+        True,
+        True,
+        periodic=True,
+        expires_after=timedelta(days=1),  # the next day's report covers it
     ),
     T.HEARTBEAT: _D(
         "Heartbeat",
@@ -129,6 +171,7 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
         True,
         one_queued=True,
         periodic=True,
+        expires_after=timedelta(days=1),  # its interval is at most a day: a newer one comes
     ),
     T.MEMORY_CONSOLIDATION: _D(
         "Memory Consolidation",
@@ -140,7 +183,9 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
         True,
         periodic=True,
     ),
-    T.REMINDER: _D("Reminder", Priority.NORMAL, Category.SYSTEM, "⏰", ActivityType.INTERNAL, True, True),
+    T.REMINDER: _D(
+        "Reminder", Priority.NORMAL, Category.SYSTEM, "⏰", ActivityType.INTERNAL, True, True, expires_after=NEVER
+    ),
 }
 
 # Types whose items a human may write; such an item is a user interaction when its

@@ -22,6 +22,7 @@ from markus import telemetry
 from markus.core.errors import MarkusError
 
 from . import lifecycle
+from .expiry import expire_stale
 from .lifecycle import MAX_HUMAN_ATTEMPTS, OPEN_STATUSES, emit_item, not_parked, queued
 from .merge import dedup_key, entity_key, is_protected, is_strict, may_merge, protection_reason
 from .models import MailboxItem
@@ -375,12 +376,15 @@ def mailbox_recover(agent_id: str) -> RecoveryReport:
     1. Stale ``processing`` items: what somebody waits for (a human's chat or comment,
        an execution trigger, a review request, a reminder) is re-queued, and dropped with a
        recorded reason only after MAX_RECOVERY_ATTEMPTS; anything else is dropped.
-    2. The queue is deduplicated: heartbeats collapse to the newest, comments on one
+    2. Stale queued items expire (``mailbox.expiry``): an item that waited longer than
+       its type's expiry is dropped with its reason; never what somebody waits for.
+    3. The queue is deduplicated: heartbeats collapse to the newest, comments on one
        task (or requirement) merge, the survivor keeping the highest priority.
     """
     report = RecoveryReport()
     with transaction.atomic():
         lifecycle.recover_in_flight(agent_id, report)
+        report.expired = [i.id for i in expire_stale(agent_id)]
         _dedupe_queue(agent_id, report)
     return report
 
