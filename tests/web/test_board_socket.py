@@ -145,3 +145,23 @@ def test_a_socket_without_a_caller_is_refused_with_a_reason(transactional_db):
     closed, closed_bad = async_to_sync(go)()
     assert (closed["code"], closed["reason"]) == (4401, "not signed in")
     assert (closed_bad["code"], closed_bad["reason"]) == (4401, "invalid token")
+
+
+def test_a_teammate_who_leaves_the_team_gets_nothing_more_on_an_open_socket(alice, bob, team, agent):
+    actor = Actor.for_user(alice)
+    task = task_create(actor=actor, title="Team notes", assignee_id=agent.id)
+    cookie = session_cookie(bob)
+    move = database_sync_to_async(task_transition)
+
+    async def go():
+        socket = await board(cookie=cookie)
+        await move(task_id=task.id, to_status="blocked", actor=actor)
+        first = await socket.receive_json_from(timeout=3)
+        await database_sync_to_async(team.members.remove)(bob)
+        await move(task_id=task.id, to_status="in_progress", actor=actor)
+        rest = await frames(socket)
+        await socket.disconnect()
+        return first, rest
+
+    first, rest = async_to_sync(go)()
+    assert first["status"] == "blocked" and rest == []

@@ -205,3 +205,15 @@ def test_an_outsider_gets_404_on_every_chat_door_of_the_agent(charlie, agent):
     assert page.post(f"/agents/{agent.id}/chat/sessions/new/", {"title": "x"}).status_code == 404
     assert page.get("/agents/nobody/chat/").status_code == 404
     assert not ChatSession.objects.filter(title="x").exists()
+
+
+def test_a_teammates_own_session_is_private_from_the_agents_owner_too(alice, bob, agent):
+    signed_in(bob).post(f"/agents/{agent.id}/chat/sessions/new/", {"title": "Bob private"})
+    session = ChatSession.objects.get(title="Bob private")
+    ChatMessage.objects.create(session=session, role="user", content="between me and ada", metadata={})
+    owner = signed_in(alice)
+    assert "Bob private" not in owner.get(f"/agents/{agent.id}/chat/").content.decode()
+    assert owner.get(f"/agents/{agent.id}/chat/?session={session.id}").status_code == 404
+    assert owner.get(f"/agents/{agent.id}/chat/messages/?session={session.id}").status_code == 404
+    mine = signed_in(bob).get(f"/agents/{agent.id}/chat/?session={session.id}").content.decode()
+    assert "between me and ada" in mine
