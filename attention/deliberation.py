@@ -1,9 +1,11 @@
 """Tier 2 of triage (seed section 21): the agent deliberates as itself.
 
-When ``MARKUS["TRIAGE_BACKLOG_THRESHOLD"]`` items are queued (the head included) and the
-head is not a human's, the loop does not simply take the head: the agent gets its full
-system prompt (identity, working memory) and the queue (at most ``PROMPT_QUEUE_LIMIT``
-items, each with its id and age) in the ``deliberation`` scenario, with only
+When ``MARKUS["TRIAGE_BACKLOG_THRESHOLD"]`` items tie for the head (the head included,
+``triage.triage_due``) and the head is not a human's, the loop does not simply take the
+head: the agent gets its full system prompt (identity, working memory) and the items
+that contend for its attention (``triage.contenders``: the head, its rivals of the same
+priority, stale informational items; at most ``PROMPT_QUEUE_LIMIT``, each with its id
+and age; the less urgent items only counted) in the ``deliberation`` scenario, with only
 ``DELIBERATION_ALLOWED_TOOLS`` (read-only tools, inline communication, the mailbox and
 working-memory tools). It may handle simple items inline, and ends by calling
 ``complete_deliberation``: the item (or a batch) to process, items to defer or drop,
@@ -38,7 +40,6 @@ from typing import Any, Final
 from django.conf import settings
 from django.utils import timezone
 
-from mailbox import lifecycle
 from mailbox.merge import is_protected, is_strict, protection_reason
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
@@ -56,7 +57,7 @@ from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
 from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, item_brief, scenario_for, system_prompt
 from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
-from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, triage, triage_model
+from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, contenders, triage, triage_due, triage_model
 
 log = logging.getLogger(__name__)
 
@@ -127,27 +128,23 @@ ABORTED: Final = Aborted()
 # ---------------------------------------------------------------------------- which tier
 
 
-def backlog_reached(head: MailboxItem, depth: int) -> bool:
-    """Triage is due: enough items are queued and the head is not a human's."""
-    if head.is_user_interaction or not settings.MARKUS["TRIAGE"]:
-        return False
-    return depth >= max(2, int(settings.MARKUS["TRIAGE_BACKLOG_THRESHOLD"]))
-
-
 def choose(
     run: Run, head: MailboxItem, queue: list[MailboxItem], depth: int, *, read_at: datetime | None = None
 ) -> Plan | Aborted | None:
-    """Triage before the loop begins an item: None (tier 0: process the head), a Plan
-    (tier 2, or the mini triage when deliberation is off or failed), or ABORTED (a
-    human's chat came in: read the queue again). ``read_at``: when the loop read
-    ``queue`` (a chat queued since then, and not listed, aborts the deliberation)."""
-    if not backlog_reached(head, depth):
+    """Triage before the loop begins an item: None (tier 0: process the head, no LLM
+    call, when the head is a human's or no rival ties with it: ``triage.triage_due``), a
+    Plan (tier 2 over the contenders, or the mini triage when deliberation is off or
+    failed), or ABORTED (a human's chat came in: read the queue again). ``queue``: the
+    loop's read, the head first, ``depth`` queued in all; ``read_at``: when the loop read
+    it (a chat queued since then, and not listed, aborts the deliberation)."""
+    if not triage_due(head, queue, depth):
         return None
     agent = run.the_agent()
     if settings.MARKUS["DELIBERATION"]:
         provider = get_provider(model=triage_model(depth))
         if getattr(provider, "deliberates", True):
-            outcome = deliberate(run, queue, depth, provider, since=read_at)
+            weighed = contenders(head, queue, depth=depth, limit=PROMPT_QUEUE_LIMIT)
+            outcome = deliberate(run, weighed, depth, provider, since=read_at)
             if outcome is not None:
                 return outcome
     return triage(run.lease, head, queue, agent.name, depth=depth)
@@ -336,34 +333,50 @@ def deliberation_brief(item: MailboxItem) -> dict[str, Any]:
 
 
 def _listing(items: list[MailboxItem], depth: int) -> str:
+    """The deliberation's first message: the items that tie for first place, then the
+    stale ones offered, then how many less urgent items wait their turn."""
     now = timezone.now()
+    head = items[0]
+    tied = [i for i in items if i.priority == head.priority]
+    stale = [i for i in items if i.priority != head.priority]
     lines = [
-        f"[DELIBERATION MODE] {depth} item(s) wait in your mailbox, in the order you would take them"
-        + (f" (the first {len(items)} listed)" if depth > len(items) else "")
-        + ":"
+        f"[DELIBERATION MODE] {depth} item(s) wait in your mailbox. These {len(tied)} tie for first "
+        f"(priority {head.priority}), in the order you would take them:"
     ]
-    for item in items:
-        about = f" (task {item.task_id})" if item.task_id else ""
-        about += f" (requirement {item.requirement_id})" if item.requirement_id else ""
-        sender = (item.metadata or {}).get("senderName")
-        line = (
-            f"- {item.id} [priority {item.priority}] {item.source_type}{about}: {item.summary or item.label}"
-            f" — queued {age_label(item.queued_at, now)}"
+    lines += [_line(item, now) for item in tied]
+    if stale:
+        lines.append("Also waiting, stale (informational, queued over 4 h ago; drop what is moot):")
+        lines += [_line(item, now) for item in stale]
+    rest = depth - len(items)
+    if rest > 0:
+        lines.append(
+            f"- … and {rest} more: less urgent ones (or more of these) wait their turn "
+            f"(check_mailbox with offset {len(tied)} lists them)"
+            if len(items) >= PROMPT_QUEUE_LIMIT  # a full listing: more of these may wait
+            else f"{rest} less urgent item(s) wait their turn after these (check_mailbox lists them)."
         )
-        if sender:
-            line += f", from {sender}"
-        if is_protected(item):
-            line += f" — protected ({protection_reason(item)})"
-        elif scenario_for(item) is None:
-            line += " — informational"
-        content = (item.content or "").strip()
-        if content and content != item.summary:
-            line += "\n    " + content[:300].replace("\n", " ")
-        lines.append(line)
-    if depth > len(items):
-        lines.append(f"- … and {depth - len(items)} more (check_mailbox with offset {len(items)} lists them)")
     lines.append("Decide, then call complete_deliberation.")
     return "\n".join(lines)
+
+
+def _line(item: MailboxItem, now: datetime) -> str:
+    about = f" (task {item.task_id})" if item.task_id else ""
+    about += f" (requirement {item.requirement_id})" if item.requirement_id else ""
+    sender = (item.metadata or {}).get("senderName")
+    line = (
+        f"- {item.id} [priority {item.priority}] {item.source_type}{about}: {item.summary or item.label}"
+        f" — queued {age_label(item.queued_at, now)}"
+    )
+    if sender:
+        line += f", from {sender}"
+    if is_protected(item):
+        line += f" — protected ({protection_reason(item)})"
+    elif scenario_for(item) is None:
+        line += " — informational"
+    content = (item.content or "").strip()
+    if content and content != item.summary:
+        line += "\n    " + content[:300].replace("\n", " ")
+    return line
 
 
 @dataclass
@@ -380,9 +393,10 @@ def deliberate(
     run: Run, queue: list[MailboxItem], depth: int, provider: Provider, *, since: datetime | None = None
 ) -> Plan | Aborted | None:
     """Run the deliberation; a checked Plan, ABORTED (a human's chat came in), or None
-    (it failed: the caller falls back to the mini triage). ``queue``: the loop's read of
-    the queue (``depth`` items in all), made at ``since``; a longer queue is read up to
-    the listing limit. A human's chat queued since that read and not listed aborts it.
+    (it failed: the caller falls back to the mini triage). ``queue``: the items it
+    weighs, the head first (``triage.contenders`` of the loop's read made at ``since``;
+    ``depth`` items are queued in all). A human's chat queued since that read and not
+    listed aborts it.
 
     A brain that answers at once (``provider.local``) deliberates in no time anyone
     could watch: its attention state is not switched to deciding (so it has nothing to
@@ -392,13 +406,10 @@ def deliberate(
     agent = run.the_agent()
     began = timezone.now()
     since = min(since or began, began)
-    if len(queue) >= min(depth, PROMPT_QUEUE_LIMIT):
-        items = queue[:PROMPT_QUEUE_LIMIT]
-    else:
-        items = list(lifecycle.queued(lease.agent_id)[:PROMPT_QUEUE_LIMIT])
+    items = queue[:PROMPT_QUEUE_LIMIT]
     if len(items) < 2:
         return None
-    head = items[0]  # the queue as read now
+    head = items[0]
     listed = {i.id for i in items}
     model = triage_model(depth) or ""
     d = _begin(run, items, depth, watched=not provider.local, began=began)

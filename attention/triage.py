@@ -1,16 +1,20 @@
-"""Triage before processing (seed section 21): the plan, the mini triage, applying it.
+"""Triage before processing (seed section 21): which tier, the plan, the mini triage,
+applying it.
 
-1. Tier 0: the head is a user interaction (they always go first), fewer than
-   ``MARKUS["TRIAGE_BACKLOG_THRESHOLD"]`` items are queued, or the brain cannot
-   triage: process the head.
-2. Tier 2 (``attention.deliberation``): the agent deliberates as itself over its queue.
-3. The mini triage (``triage``), when deliberation is off or failed: the candidates are
-   the head, the items of its priority and informational items waiting longer than
-   ``STALE_AFTER`` (offered as stale); with no other candidate it is tier 0. The brain
-   may call read-only tools (``TRIAGE_ALLOWED_TOOLS``) for up to
-   ``TRIAGE_MAX_TOOL_ITERATIONS`` rounds, then answers JSON
-   ``{processItemId, deferItemIds, dropItemIds, reasoning}``; a malformed answer
-   processes the head.
+1. Tier 0 (``triage_due`` is false): the head is a user interaction (they always go
+   first), or the priorities clearly separate it from the rest: fewer than
+   ``MARKUS["TRIAGE_BACKLOG_THRESHOLD"]`` items tie for the head, the head included
+   (``rivals``: the queued items of the head's priority; the queue is in dequeue order,
+   so every other item is less urgent). The head is processed, no LLM call.
+2. Tier 2 (``attention.deliberation``): the agent deliberates as itself over the
+   ``contenders``: the head, its rivals, and informational items waiting longer than
+   ``STALE_AFTER`` (offered as stale, to be dropped). The less urgent items wait their
+   turn and are only counted.
+3. The mini triage (``triage``), when deliberation is off or failed, over the same
+   contenders (at most ``MAX_CANDIDATES``). The brain may call read-only tools
+   (``TRIAGE_ALLOWED_TOOLS``) for up to ``TRIAGE_MAX_TOOL_ITERATIONS`` rounds, then
+   answers JSON ``{processItemId, deferItemIds, dropItemIds, reasoning}``; a malformed
+   answer processes the head.
 4. Either answer is checked before it is applied: only candidates count, the chosen item
    is never deferred or dropped, and neither is a protected item (a human's chat or
    comment, an execution trigger, a review request, a direct mention). Nothing is
@@ -177,21 +181,64 @@ def _stale_beyond(agent_id: str, seen: set[str], now: datetime) -> list[MailboxI
 
 
 @telemetry.planned("mini_triage")
+# ---------------------------------------------------------------------------- which tier
+
+
+def rivals(head: MailboxItem, queue: list[MailboxItem]) -> list[MailboxItem]:
+    """The items that tie with the head (the seed's "overlapping priorities"): the
+    queued items of its priority, in dequeue order. ``queue`` is in dequeue order, the
+    head first: every other item is of a less urgent priority, which clearly separates
+    it from the head."""
+    return [q for q in queue if q.id != head.id and q.priority == head.priority]
+
+
+def _read_ends_among_rivals(head: MailboxItem, queue: list[MailboxItem], depth: int | None, tied: int) -> bool:
+    """The loop's read of the queue stopped before the queue's end, on an item that
+    ties with the head: more rivals may wait behind it."""
+    return depth is not None and len(queue) < depth and tied + 1 == len(queue)
+
+
+def triage_due(head: MailboxItem, queue: list[MailboxItem], depth: int | None = None) -> bool:
+    """Tier 1 or 2 is due (else tier 0: the head at once, no LLM call): triage is on,
+    the head is not a human's, and at least ``TRIAGE_BACKLOG_THRESHOLD`` items tie for
+    the head, the head included. ``queue``: the loop's read (the head first), ``depth``
+    items queued in all; they are counted only when the read ends among the ties and the
+    threshold is above it."""
+    if head.is_user_interaction or not settings.MARKUS["TRIAGE"]:
+        return False
+    threshold = max(2, int(settings.MARKUS["TRIAGE_BACKLOG_THRESHOLD"]))
+    tied = len(rivals(head, queue))
+    if tied + 1 < threshold and _read_ends_among_rivals(head, queue, depth, tied):
+        tied = lifecycle.queued(head.agent_id).filter(priority=head.priority).count() - 1
+    return tied + 1 >= threshold
+
+
+def contenders(head: MailboxItem, queue: list[MailboxItem], *, depth: int | None, limit: int) -> list[MailboxItem]:
+    """What a triage weighs, at most ``limit`` items: the head, its rivals (read further
+    when the loop's read ends among them), then up to ``STALE_OFFERED`` informational
+    items waiting longer than ``STALE_AFTER`` (offered as stale, to be dropped)."""
+    now = timezone.now()
+    tied = rivals(head, queue)
+    more = len(queue) < depth if depth is not None else len(queue) >= MAX_CANDIDATES
+    if _read_ends_among_rivals(head, queue, depth, len(tied)) and len(queue) < limit:
+        tied = [q for q in lifecycle.queued(head.agent_id).filter(priority=head.priority)[:limit] if q.id != head.id]
+    stale = [q for q in queue if q.priority != head.priority and is_stale(q, now)]
+    if more:  # the loop's read stopped short: stale items may wait behind it
+        stale += _stale_beyond(head.agent_id, {q.id for q in [*queue, *tied]}, now)
+    stale = stale[:STALE_OFFERED]
+    return [head, *tied[: limit - 1 - len(stale)], *stale]
+
+
 def triage(
     lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str, *, depth: int | None = None
 ) -> Plan | None:
-    """The mini triage (None: process the head). ``queue``: the queued items in dequeue
-    order, the head first, none claimed yet; the provider is asked outside any
-    transaction."""
-    if head.is_user_interaction or not settings.MARKUS["TRIAGE"]:
+    """The mini triage over the ``contenders`` (None: process the head). ``queue``: the
+    queued items in dequeue order, the head first, none claimed yet; the provider is
+    asked outside any transaction."""
+    if not triage_due(head, queue, depth):
         return None
     now = timezone.now()
-    rivals = [q for q in queue if q.id != head.id and q.priority == head.priority]
-    stale = [q for q in queue if q.id != head.id and q.priority != head.priority and is_stale(q, now)]
-    if len(queue) >= MAX_CANDIDATES:  # the loop read a full page: stale items may wait behind it
-        stale += _stale_beyond(head.agent_id, {q.id for q in queue}, now)
-    stale = stale[:STALE_OFFERED]
-    candidates = [head, *rivals[: MAX_CANDIDATES - 1 - len(stale)], *stale]
+    candidates = contenders(head, queue, depth=depth, limit=MAX_CANDIDATES)
     if len(candidates) < 2:
         return None
     provider = get_provider(model=triage_model(depth))

@@ -51,7 +51,13 @@ def test_a_question_the_deliberation_drops_or_answers_inline_gets_a_reply(pair, 
     ada, bea = pair
     stream_id = ask(bea)
     question = MailboxItem.objects.get(agent=ada, source_type=MailboxType.A2A_MESSAGE)
-    mailbox_enqueue(agent_id="ada", source_type=MailboxType.SYSTEM_EVENT, payload={"summary": "build green"})
+    # Of the question's priority: a rival to deliberate over (a more urgent head goes at once).
+    mailbox_enqueue(
+        agent_id="ada",
+        source_type=MailboxType.SYSTEM_EVENT,
+        priority=question.priority,
+        payload={"summary": "build green"},
+    )
 
     def decide(cands):
         other = next(c["id"] for c in cands if c["id"] != question.id)

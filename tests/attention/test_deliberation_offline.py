@@ -43,16 +43,17 @@ def offline():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_burst_of_mixed_items_ends_in_the_expected_decisions(agent, offline, alice):
-    """Two comments on one task, a status update on it, a heartbeat, an agent message
-    (asking to hold off) and a chat: the chat first, the task items consolidated into
-    one and processed next (the status update made it urgent), the agent message
-    deferred as asked, then the heartbeat."""
+    """Two comments on one task, a status update on it, a heartbeat, an urgent agent
+    message (asking to hold off) and a chat: the chat first (tier 0), the task items
+    consolidated into one (the status update made it urgent) and deliberated with the
+    agent message that ties with it (the heartbeat is less urgent, tier 0 leaves it out),
+    the agent message deferred as asked, the task processed, then the heartbeat."""
     task = {"taskId": "tsk_burst"}
     first = enqueue(agent, T.TASK_COMMENT, "comment one", payload=task, senderRole="agent", senderName="Bob")
     second = enqueue(agent, T.TASK_COMMENT, "comment two", payload=task, senderRole="agent", senderName="Cy")
     update = enqueue(agent, T.TASK_STATUS_UPDATE, "status: blocked", payload=task)
     beat = enqueue(agent, T.HEARTBEAT, "heartbeat")
-    message = enqueue(agent, T.A2A_MESSAGE, "about the demo: no rush, hold off until tomorrow", senderName="Dee")
+    message = enqueue(agent, T.A2A_MESSAGE, "about the demo: no rush, hold off until tomorrow", 1, senderName="Dee")
     chat = enqueue(agent, T.HUMAN_CHAT, "how is it going?", senderId="1", senderRole="user")
 
     loop.run_attention(agent.id)
@@ -76,14 +77,18 @@ def test_a_burst_of_mixed_items_ends_in_the_expected_decisions(agent, offline, a
     client = Client()
     client.force_login(alice)
     html = client.get(f"/agents/{agent.id}/mind/").content.decode()
-    assert '<span class="badge decision-deliberate">deliberate</span> Deliberation: 3 items waiting' in html
+    assert (
+        '<span class="badge decision-deliberate">deliberate</span> Deliberation: 2 items waiting' in html
+    )  # the two it weighed
     assert '<span class="badge decision-defer">defer</span> Deliberation: the sender asked to hold off' in html
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_offline_deliberation_drops_superseded_and_stale_items_and_follows_a_cancel(agent, offline):
-    old_beat = enqueue(agent, T.DAILY_REPORT, "old report", 3, minutes_ago=30)
-    enqueue(agent, T.DAILY_REPORT, "new report", 3, minutes_ago=1)
+    # The reports tie with the deploy and the cancel (else tier 0 takes the head without
+    # deliberating); the stale status update of a lower priority is offered all the same.
+    old_beat = enqueue(agent, T.DAILY_REPORT, "old report", 2, minutes_ago=30)
+    enqueue(agent, T.DAILY_REPORT, "new report", 2, minutes_ago=1)
     stale = enqueue(agent, T.TASK_STATUS_UPDATE, "status: in review", 3, minutes_ago=5 * 60, payload={"taskId": "t9"})
     work = enqueue(agent, T.SYSTEM_EVENT, "deploy window", 2, minutes_ago=20)
     cancel = enqueue(

@@ -147,6 +147,7 @@ def test_stale_informational_items_are_offered_to_the_mini_triage(agent, provide
     settings.MARKUS = {**settings.MARKUS, "DELIBERATION": False}
     provider(OfflineProvider())
     enqueue(agent, T.SYSTEM_EVENT, "work", 2, minutes_ago=1)
+    enqueue(agent, T.SYSTEM_EVENT, "more work", 2, minutes_ago=0.5)  # a rival: else tier 0, no triage
     old = enqueue(agent, T.TASK_STATUS_UPDATE, "status: done long ago", 3, minutes_ago=5 * 60)
     fresh = enqueue(agent, T.TASK_STATUS_UPDATE, "status: just now", 3, minutes_ago=1)
     loop.run_attention(agent.id, budget=1)

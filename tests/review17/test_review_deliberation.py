@@ -259,6 +259,7 @@ def test_the_mini_triage_offers_a_stale_informational_item_behind_ten_others(age
     item behind them is never offered as a stale candidate."""
     monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
     enqueue(agent, "urgent", 1, minutes_ago=1)
+    enqueue(agent, "urgent too", 1, minutes_ago=0.5)  # a rival: a head alone in its priority goes at once
     for i in range(10):
         enqueue(agent, f"work {i}", 2, minutes_ago=2)
     stale = enqueue(agent, "status: in review", 3, minutes_ago=5 * 60, kind=T.TASK_STATUS_UPDATE)

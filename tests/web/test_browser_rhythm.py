@@ -144,13 +144,18 @@ def test_a_reminder_from_a_chat_is_listed_live_and_the_owner_cancels_it(
 def test_a_deliberations_choices_show_with_their_reasoning(daphne_server, browser, alice, agent, offline, test_output):
     errors: list[str] = []
     page = open_mind(browser, daphne_server.url, agent, errors)
-    beat = mailbox_enqueue(agent_id=agent.id, source_type=MailboxType.HEARTBEAT, payload={"summary": "heartbeat"})
+    # One priority for all three: they tie, so the agent deliberates (a head more urgent
+    # than the rest would go at once, tier 0).
+    beat = mailbox_enqueue(
+        agent_id=agent.id, source_type=MailboxType.HEARTBEAT, priority=2, payload={"summary": "heartbeat"}
+    )
     deploy = mailbox_enqueue(
-        agent_id=agent.id, source_type=MailboxType.SYSTEM_EVENT, payload={"summary": "deploy window opens"}
+        agent_id=agent.id, source_type=MailboxType.SYSTEM_EVENT, priority=2, payload={"summary": "deploy window opens"}
     )
     message = mailbox_enqueue(
         agent_id=agent.id,
         source_type=MailboxType.A2A_MESSAGE,
+        priority=2,
         payload={"summary": "about the demo: no rush, hold off until tomorrow"},
         metadata={"senderName": "Dee"},
     )
