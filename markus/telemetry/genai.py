@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -133,13 +133,16 @@ class _Step:
 _step: ContextVar[_Step | None] = ContextVar("markus_telemetry_step", default=None)
 
 
-@contextmanager
-def item_step(agent_id: str, agent_name: str, *, provider: Callable[[], Any]) -> Iterator[None]:
+def item_step(agent_id: str, agent_name: str, *, provider: Callable[[], Any]) -> AbstractContextManager[Any]:
     """One step of the loop: at most one ``invoke_agent`` span, started by ``focus``.
     ``provider``: returns the provider the step calls (asked only while traces are on)."""
     if state.tracer is None:
-        yield
-        return
+        return _OFF
+    return _item_step(agent_id, agent_name, provider)
+
+
+@contextmanager
+def _item_step(agent_id: str, agent_name: str, provider: Callable[[], Any]) -> Iterator[None]:
     step = _Step(agent_id=agent_id, agent_name=agent_name, provider=provider_name(str(provider().name)))
     token = _step.set(step)
     try:
@@ -247,7 +250,6 @@ class _Call:
                 self.span.set_attribute("gen_ai.usage.cache_read.input_tokens", int(cached))
 
 
-@contextmanager
 def chat_span(
     provider: Any,
     *,
@@ -255,12 +257,18 @@ def chat_span(
     messages: list[dict[str, Any]],
     context: Any,
     operation: str = "chat",
-) -> Iterator[_Call]:
+) -> AbstractContextManager[Any]:
     """One LLM call through ``provider`` (its ``name`` and ``model``, or the call's
     ``context.model``). Yields a ``_Call``: ``answered(response)`` records the usage."""
     if state.tracer is None:
-        yield _Call(None)
-        return
+        return _OFF
+    return _chat_span(provider, system, messages, context, operation)
+
+
+@contextmanager
+def _chat_span(
+    provider: Any, system: str, messages: list[dict[str, Any]], context: Any, operation: str
+) -> Iterator[_Call]:
     from opentelemetry import trace
 
     model = str(getattr(context, "model", "") or getattr(provider, "model", "") or getattr(provider, "name", ""))
@@ -308,12 +316,15 @@ class _ToolRun:
             self.span.set_status(Status(StatusCode.ERROR, _error_of(text)))
 
 
-@contextmanager
-def tool_span(name: str, call_id: str, arguments: Any) -> Iterator[_ToolRun]:
+def tool_span(name: str, call_id: str, arguments: Any) -> AbstractContextManager[Any]:
     """One tool call; ``result(ok, text)`` records how it ended."""
     if state.tracer is None:
-        yield _ToolRun(None)
-        return
+        return _OFF
+    return _tool_span(name, call_id, arguments)
+
+
+@contextmanager
+def _tool_span(name: str, call_id: str, arguments: Any) -> Iterator[_ToolRun]:
     from opentelemetry import trace
 
     attributes: dict[str, Any] = {
@@ -335,6 +346,29 @@ def tool_span(name: str, call_id: str, arguments: Any) -> Iterator[_ToolRun]:
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+class _Off:
+    """What the span helpers hand out while traces are off: one shared object whose
+    block and recorders do nothing (no generator, no allocation per call)."""
+
+    def __enter__(self) -> _Off:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def answered(self, response: Any) -> None:
+        pass
+
+    def judged(self, word: str, usage: Any) -> None:
+        pass
+
+    def result(self, ok: bool, text: str) -> None:
+        pass
+
+
+_OFF = _Off()
 
 
 def _fail(span: Any, exc: BaseException) -> None:
