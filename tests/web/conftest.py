@@ -12,6 +12,7 @@ from django.test import Client
 
 from mailbox.registry import MailboxType
 from mailbox.services import mailbox_enqueue
+from markus.agents.services import agent_create
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +41,19 @@ def enqueue_chat(agent_id: str, summary: str, **kw):
     return mailbox_enqueue(
         agent_id=agent_id, source_type=MailboxType.HUMAN_CHAT, payload={"summary": summary, "content": summary}, **kw
     )
+
+
+def signed_in(user) -> Client:
+    """A test client with ``user``'s session."""
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def solo(alice):
+    """alice's agent outside the team: bob (a teammate on her other agents) does not see it."""
+    return agent_create(name="Solo", owner=alice, agent_id="solo")[0]
 
 
 @pytest.fixture

@@ -26,11 +26,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def solo(alice):
-    return agent_create(name="Solo", owner=alice, agent_id="solo")[0]
-
-
 async def board(cookie: bytes | None = None, path: str = "/ws/board/"):
     communicator, connected = await ws_connect(path, cookie=cookie)
     assert connected

@@ -16,12 +16,14 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from markus.agents.models import ChatMessage, ChatSession
-from markus.agents.services import agent_create, main_session
+from markus.agents.services import main_session
 from markus.core.actors import Actor
 from markus.work.comment_services import requirement_comment_create, task_comment_create
 from markus.work.requirement_services import requirement_create
 from markus.work.services import task_create, task_transition
 from notifications.services import approval_create, approval_respond
+
+from .conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -33,17 +35,6 @@ def queries(client: Client, path: str) -> int:
         response = client.get(path)
     assert response.status_code == 200, (path, response.status_code)
     return len(ctx.captured_queries)
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def solo(alice):
-    return agent_create(name="Solo", owner=alice, agent_id="solo")[0]
 
 
 class Work:

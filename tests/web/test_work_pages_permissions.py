@@ -8,10 +8,9 @@ the person it asks; what a caller may not see is a 404 and never shows on a page
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from markus.agents.models import ChatMessage, ChatSession
-from markus.agents.services import agent_create, main_session
+from markus.agents.services import main_session
 from markus.core.actors import Actor
 from markus.work.models import Requirement, StatusChange, Task, TaskComment, TaskState
 from markus.work.requirement_services import requirement_create
@@ -20,19 +19,9 @@ from notifications.models import Approval
 from notifications.services import approval_create
 from tests.conftest import client_for
 
+from .conftest import signed_in
+
 pytestmark = pytest.mark.django_db
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def solo(alice):
-    """alice's agent outside the team: bob does not see it."""
-    return agent_create(name="Solo", owner=alice, agent_id="solo")[0]
 
 
 @pytest.fixture
