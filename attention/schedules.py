@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_TICK_MINUTES = 5
 DREAM_CYCLE_HOURS = 4
 DAILY_REPORT_TICK_MINUTES = 15
+RETENTION_TICK_HOURS = 1  # markus.retention: each run's batches are small when it runs often
 
 SECONDS, MINUTES, HOURS = "seconds", "minutes", "hours"  # IntervalSchedule periods
 
@@ -103,6 +104,13 @@ def entries() -> list[Entry]:
             Every(DAILY_REPORT_TICK_MINUTES, MINUTES),
             "Checks which manager agents are due to write today's report (after 20:00 in their time zone).",
             earlier=(("attention.daily_report_all", Crontab("0", "18", day_of_week="1-5")),),
+        ),
+        Entry(
+            "retention.prune",
+            "retention.prune",
+            Every(RETENTION_TICK_HOURS, HOURS),
+            "Prunes what the retention policy (MARKUS['RETENTION']) lets go, in short batches; "
+            "each run is recorded (Retention > Prune runs).",
         ),
     ]
 

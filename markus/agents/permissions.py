@@ -132,6 +132,7 @@ OPERATIONS: dict[str, Operation] = {
     "tool:approve_call": _op(C, "approve a call of one of its ask tools (the approval goes to such a person)"),
     "agents_reports": _op(S, "list daily reports"),
     "agents_report": _op(S, "read a daily report"),
+    "agents_usage": _op(S, "read its LLM usage per day and model, and what its budgets say"),
     "agents_agentbus_inbox": _op(S, "wait on the bus inbox (the agent itself acknowledges)"),
     "agents_agentbus_pending_retrieve": _op(S, "count the bus inbox"),
     "agents_agentbus_drain_create": _op(S, "drain the bus inbox (peek for others; consume: the agent itself)"),
@@ -156,7 +157,8 @@ OPERATIONS: dict[str, Operation] = {
     "tasks_comments_retrieve": _op(Right.SIGNED_IN, "read a task's comments"),
     "tasks_comments_create": _op(Right.SIGNED_IN, "comment on a task the caller may see"),
     "tasks_retry_create": _op(Right.SIGNED_IN, "retry a task the caller may see"),
-    "tasks_transition_create": _op(Right.SIGNED_IN, "move a task the caller may see"),
+    "tasks_transition_create": _op(Right.SIGNED_IN, "move a task the caller may see (cascade: its waiting dependents)"),
+    "tasks_history": _op(Right.SIGNED_IN, "read a task's status history"),
     "requirements_list": _op(Right.SIGNED_IN, "list the requirements the caller may see"),
     "requirements_create": _op(Right.SIGNED_IN, "file a requirement"),
     "requirements_retrieve": _op(Right.SIGNED_IN, "read a requirement the caller may see"),
@@ -164,11 +166,17 @@ OPERATIONS: dict[str, Operation] = {
     "requirements_comments_retrieve": _op(Right.SIGNED_IN, "read a requirement's comments"),
     "requirements_comments_create": _op(Right.SIGNED_IN, "comment on a requirement"),
     "requirements_resubmit_create": _op(Right.SIGNED_IN, "resubmit a requirement"),
+    "requirements_history": _op(Right.SIGNED_IN, "read a requirement's status history"),
+    "teams_list": _op(Right.SIGNED_IN, "list the teams the caller owns or belongs to (an agent: its own)"),
+    "teams_retrieve": _op(Right.SIGNED_IN, "read a team the caller owns or belongs to"),
+    "teams_partial_update": _op(Right.USER, "change a team's settings (agentTaskApproval): its owner and staff"),
     "notifications_list": _op(Right.USER, "the caller's notifications"),
     "notifications_read_create": _op(Right.USER, "mark one of the caller's notifications read"),
     "notifications_mark_all_read_create": _op(Right.USER, "mark all the caller's notifications read"),
     "approvals_list": _op(Right.USER, "the approvals the caller may answer"),
     "approvals_respond_create": _op(Right.USER, "answer an approval addressed to the caller"),
+    # a team's usage (markus.usage): seen by its owner, its members and staff (others: 404)
+    "teams_usage": _op(Right.USER, "read a team's LLM usage per day and model (its owner, members, staff)"),
     # ---- tool servers (MCP): registered by staff; attached to an agent by who controls it
     "tool_servers_list": _op(Right.STAFF, "list the tool servers"),
     "tool_servers_create": _op(Right.STAFF, "register a tool server (stdio ones run as the worker's user)"),
@@ -208,6 +216,9 @@ OPERATIONS: dict[str, Operation] = {
     "ws:ws/board/": _op(Right.SIGNED_IN, "the work pages' live events (tasks, requirements, agents the caller sees)"),
     # ---- the console
     "console": _op(Right.STAFF, "the Django admin and its dashboard"),
+    "console:retention": _op(
+        Right.STAFF, "the prune runs (admin, read-only) and the dashboard's last prune; `manage.py prune` is local"
+    ),
 }
 
 # Which item types a caller may post through a door, by the right it needs on the

@@ -10,6 +10,8 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from markus.retention import selectors as retention
+
 from . import selectors
 from .charts import bar_chart
 
@@ -31,6 +33,7 @@ def dashboard(request: HttpRequest) -> TemplateResponse:
         "refresh_seconds": REFRESH_SECONDS,
         "depth_chart": bar_chart("Queue depth per agent", depths, label_every=1),
         "hourly_chart": bar_chart("Items handled per hour (last 24 h)", hourly, label_every=3),
+        "last_prune": retention.last_run(),
     }
     # htmx's poll asks for the body alone (the page's own ``#console-dashboard``).
     partial = request.headers.get("HX-Request") == "true"

@@ -13,6 +13,8 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from markus.usage.price_table import DEFAULT_PRICES
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
 
@@ -87,6 +89,8 @@ INSTALLED_APPS = [
     "markus.reports",
     "markus.toolservers",
     "markus.a2a",
+    "markus.retention",
+    "markus.usage",
     "markus",
 ]
 
@@ -336,6 +340,27 @@ MARKUS = {
     "DREAM_INTERVAL_HOURS": env.float("MARKUS_DREAM_INTERVAL_HOURS", default=24.0),
     "DREAM_BUSY_INTERVAL_HOURS": env.float("MARKUS_DREAM_BUSY_INTERVAL_HOURS", default=6.0),
     "DREAM_MAX_CONCURRENT": env.int("MARKUS_DREAM_MAX_CONCURRENT", default=3),
+    # Usage and budgets (markus.usage): USD per million tokens by model name or prefix
+    # ({"input", "output", "cachedInput"}), the defaults with MARKUS_PRICES (JSON of the
+    # same shape) over them; past BUDGET_NEAR_SHARE of a budget heartbeats and dreams
+    # are skipped.
+    "PRICES": {**DEFAULT_PRICES, **env.json("MARKUS_PRICES", default={})},
+    "BUDGET_NEAR_SHARE": env.float("MARKUS_BUDGET_NEAR_SHARE", default=0.9),
+    # Retention (markus.retention; beat hourly and `manage.py prune [--dry-run]`): finished
+    # mailbox items with their decisions, activities, logs, tool calls and sessions after
+    # ITEMS_DAYS; item-less activities and ended LLM sessions after their own days; bus
+    # chunks every recipient's cursor has passed and relayed outbox rows after 7 days;
+    # audit rows after 90. 0 keeps a kind for ever. Each delete takes BATCH_SIZE rows.
+    "RETENTION": {
+        "ENABLED": env.bool("MARKUS_RETENTION_ENABLED", default=True),
+        "ITEMS_DAYS": env.float("MARKUS_RETENTION_ITEMS_DAYS", default=30.0),
+        "ACTIVITIES_DAYS": env.float("MARKUS_RETENTION_ACTIVITIES_DAYS", default=30.0),
+        "SESSIONS_DAYS": env.float("MARKUS_RETENTION_SESSIONS_DAYS", default=30.0),
+        "CHUNKS_DAYS": env.float("MARKUS_RETENTION_CHUNKS_DAYS", default=7.0),
+        "OUTBOX_DAYS": env.float("MARKUS_RETENTION_OUTBOX_DAYS", default=7.0),
+        "AUDIT_DAYS": env.float("MARKUS_RETENTION_AUDIT_DAYS", default=90.0),
+        "BATCH_SIZE": env.int("MARKUS_RETENTION_BATCH_SIZE", default=1000),
+    },
 }
 
 # Every 5xx is logged with its traceback, in every mode (ARCHITECTURE decision 12). The

@@ -1,0 +1,1 @@
+"""Retention: what the system may forget, when, and a record of each prune."""
