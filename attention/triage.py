@@ -180,7 +180,6 @@ def _stale_beyond(agent_id: str, seen: set[str], now: datetime) -> list[MailboxI
     return [r for r in rows if is_stale(r, now)][:STALE_OFFERED]
 
 
-@telemetry.planned("mini_triage")
 # ---------------------------------------------------------------------------- which tier
 
 
@@ -229,6 +228,7 @@ def contenders(head: MailboxItem, queue: list[MailboxItem], *, depth: int | None
     return [head, *tied[: limit - 1 - len(stale)], *stale]
 
 
+@telemetry.planned("mini_triage")
 def triage(
     lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str, *, depth: int | None = None
 ) -> Plan | None:
