@@ -15,9 +15,10 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus import telemetry
 from markus.llm.base import CallContext, get_provider
+from markus.usage.budgets import BudgetExhausted
 from markus.work.execution import execution_cancelled
 
-from . import records
+from . import metering, records
 from .focus import Focus, Outcome
 from .heuristics import Verdict, heuristic_decision
 from .lease import Fence, StaleLease, fenced, lease_renew_if_due
@@ -105,11 +106,18 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
     provider = get_provider()
     if not provider.judges:
         return verdict
+    context = CallContext(scenario="judge", agent_name=focus.agent.name)
+    metered = not provider.local  # the offline brain judges by rules: no tokens to count
     try:
-        context = CallContext(scenario="judge", agent_name=focus.agent.name)
+        if metered:
+            metering.before_call(focus.lease, context)
         with telemetry.chat_span(provider, system="", messages=[], context=context) as call:
             word = provider.judge(current=item_brief(weighed(focus)), new=item_brief(new), context=context)
-            call.judged(word, getattr(context, "usage", None))
+            call.judged(word, context.usage)
+        if metered:
+            metering.after_call(focus.lease, provider, context, context.usage)
+    except BudgetExhausted:
+        return verdict  # no judge beyond the budget: the heuristics' word stands
     except Exception:
         log.exception("interrupt judge failed; continuing")
         return verdict

@@ -44,8 +44,9 @@ from mailbox.registry import COMMENT_TYPES, Status, descriptor
 from markus import telemetry
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
+from markus.usage import budgets
 
-from . import batch, records
+from . import batch, metering, records
 from .deliberation import Aborted, choose
 from .focus import Focus, Run
 from .interrupts import execution_revoked
@@ -82,7 +83,7 @@ LOCKED_RETRY_S = 1.0
 
 @dataclass
 class RunResult:
-    status: str  # inactive | busy | done | budget | stopped | stale
+    status: str  # inactive | busy | done | budget | stopped | stale | blocked (a spending budget used up)
     processed: int = 0
     run_again_in: float | None = None  # seconds; None: no follow-up needed
     items: list[str] = field(default_factory=list)
@@ -267,13 +268,24 @@ def _next(run: Run) -> Begun | None:
                 return None
         head = view.items[0]
         telemetry.focus(head)  # the item span starts here, in the trace the head was enqueued in
+        gate = metering.gate(lease)
+        if gate.blocked is not None:  # no LLM work: only what needs none, the rest waits queued
+            free = next((i for i in view.items if not _needs_llm(i)), None)
+            if free is None:
+                budgets.tell_owner(gate.blocked)
+                raise budgets.BudgetExhausted(gate.blocked)
+            try:
+                return _begin(run, free, view, None, skip=gate.blocked.reason)
+            except _Gone:
+                continue
         # triage: tier 0, 2 or the mini triage
         plan = choose(run, head, view.items, view.depth, read_at=view.read_at)
         if isinstance(plan, Aborted):
             continue  # a human's chat came in while the agent deliberated: it goes first
         chosen = plan.chosen if plan is not None else head
+        near = gate.near
         try:
-            return _begin(run, chosen, view, plan)
+            return _begin(run, chosen, view, plan, skip=near.reason if near is not None else None)
         except _Gone:
             if plan is not None:
                 plan.discard(lease)  # not applied: its own records still count (a deliberation's tokens)
@@ -294,12 +306,20 @@ def _resumes(chosen: MailboxItem) -> bool:
     return LLMSession.objects.filter(id=f"{SESSION_PREFIX}{chosen.id}").exists()
 
 
-def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) -> Begun:
+def _needs_llm(item: MailboxItem) -> bool:
+    """Would the item's run call the LLM even with a budget used up? Informational
+    items do not, and heartbeats and dreams are skipped then (``metering.SKIPPED_FIRST``)."""
+    scenario = scenario_for(item)
+    return scenario is not None and scenario not in metering.SKIPPED_FIRST
+
+
+def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *, skip: str | None = None) -> Begun:
     """One fenced transaction: the attention state (its UPDATE is the fence check, and
     it checks the agent is still running), the claim, triage's drops and defers, the
     claim of the batch processed with it (``batch``: the plan's, or the one the item
     already belongs to), the pick decisions, and either the item's end (nothing to run)
-    or its activity."""
+    or its activity. ``skip``: why a heartbeat or a dream is completed as skipped (a
+    budget near or at its limit)."""
     lease = run.lease
     chosen, wanted = batch.resolve(
         chosen,
@@ -360,6 +380,9 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None) ->
             return Begun(item, None)
         if revoked:
             complete(tx, item, outcome="skipped: the task is no longer in progress")
+            return Begun(item, None)
+        if skip is not None and scenario in metering.SKIPPED_FIRST:
+            complete(tx, item, outcome=f"skipped: {skip}")
             return Begun(item, None)
         focus = Focus(
             lease=lease,
@@ -422,6 +445,11 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
                 except AgentNotRunning:
                     result.status = "stopped"
                     break
+                except budgets.BudgetExhausted:
+                    # The items wait queued: raising the budget wakes the agent, and the sweep
+                    # kicks it at every beat, so the next period finds them.
+                    result.status = "blocked"
+                    break
                 if begun is None:
                     break
                 batched = [m.id for m in begun.focus.batch] if begun.focus is not None else []
@@ -446,6 +474,7 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
         return result
     finally:
         records.forget_run(lease)
+        _flush_usage(lease)
         if result.status != "stale":
             _finish(lease, depth=0 if result.status == "done" else None)
     # A run that found our lease (or its row locked) answered busy and counts on us to
@@ -470,6 +499,14 @@ def _expire(lease: Lease) -> None:
 def _record_expired(tx: Fence, item: MailboxItem) -> None:
     item.refresh_from_db(fields=["status", "drop_reason", "completed_at"])
     records.record_decision(tx, item=item, decision_type=DecisionType.DROP, reasoning=item.drop_reason)
+
+
+def _flush_usage(lease: Lease) -> None:
+    """What the run spent and has not written yet (``metering``): written as it ends."""
+    try:
+        metering.flush(lease)
+    except SESSION_LOST as exc:
+        log.warning("attention: usage of %s not written (%s: %s)", lease.agent_id, type(exc).__name__, exc)
 
 
 def _next_due_in(agent_id: str) -> float | None:

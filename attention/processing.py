@@ -13,6 +13,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, MailboxType, Status
 from markus import telemetry
 from markus.llm.base import LLMCancelled
+from markus.usage.budgets import BudgetExhausted
 
 from . import heartbeat, records
 from .focus import Focus, Outcome
@@ -45,6 +46,8 @@ def process_item(focus: Focus) -> None:
         outcome = run_tool_loop(focus)
     except LLMCancelled:
         outcome = Outcome("stopped", detail="the agent was stopped or paused mid-call")
+    except BudgetExhausted as exc:  # back to the queue with its session: it waits for the budget
+        outcome = Outcome("stopped", detail=f"budget: {exc}")
     except StaleLease:
         raise
     except Exception as exc:  # a provider failure: retry like a missing marker

@@ -30,6 +30,7 @@ urlpatterns = [
     path("", include("markus.reports.urls")),
     path("", include("markus.toolservers.urls")),
     path("", include("markus.a2a.urls")),
+    path("", include("markus.usage.urls")),
     path("", include("markus.web.urls")),
     path("", pages.home, name="home"),
     path("home/agents/", pages.home_agents, name="home-agents"),

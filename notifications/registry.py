@@ -16,6 +16,7 @@ class NotificationType(StrEnum):
     REQUIREMENT_DECISION = "requirement_decision"
     AGENT_REPORT = "agent_report"
     COMMENT_MENTION = "comment_mention"
+    BUDGET_EXHAUSTED = "budget_exhausted"
     SYSTEM = "system"
 
 
@@ -41,6 +42,8 @@ USER_NOTIFICATION_TYPE_REGISTRY: dict[NotificationType, NotificationTypeDescript
     N.AGENT_REPORT: _D("Agent Report", "📊", "normal", "none", "agent"),
     # Someone @mentioned the user in a task or requirement comment (issue 13).
     N.COMMENT_MENTION: _D("Mention", "@", "high", "navigate", "task"),
+    # An agent's or a team's budget is used up: its agents take no LLM work (markus.usage).
+    N.BUDGET_EXHAUSTED: _D("Budget Exhausted", "💸", "high", "navigate", "agent"),
     N.SYSTEM: _D("System", "⚙️", "normal", "none", "system"),
 }
 PRIORITIES = ("low", "normal", "high", "urgent")

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from agentbus.selectors import pending_count, pending_counts
 from attention.heartbeat import rhythm, rhythm_update
+from attention.services import wake
 from markus.agents import permissions
 from markus.agents.auth import IsUser, signed_in_user, visible_agents
 from markus.agents.models import Agent
@@ -23,6 +24,7 @@ from markus.agents.services import agent_create
 from markus.core.api import validated_body
 from markus.core.schema import errors
 from markus.toolservers import services as toolservers
+from markus.usage import services as usage
 
 if TYPE_CHECKING:
     from rest_framework.permissions import _SupportsHasPermission  # the stubs' type of a permission
@@ -133,7 +135,9 @@ class AgentDetailView(APIView):
             "`timezone` (IANA name) and the active hours `heartbeatActiveStart` / `heartbeatActiveEnd` "
             "(hours 0-23 in that time zone, both or neither; outside them no heartbeat runs), or the same as "
             '`activeHours` `{"start": 8, "end": 20}` (null: all day). A new interval '
-            "wakes the agent to it: the next heartbeat comes one interval after the last."
+            "wakes the agent to it: the next heartbeat comes one interval after the last. "
+            '`budget` `{"dailyTokens": N, "monthlyCost": X}` sets its spending limits (null: none; see '
+            "`GET /api/agents/{id}/usage`); the answer then carries `budget`, and the agent is woken."
         ),
     )
     def patch(self, request: Request, agent_id: str) -> Response:
@@ -144,10 +148,17 @@ class AgentDetailView(APIView):
             body["heartbeatActiveStart"], body["heartbeatActiveEnd"] = hours["start"], hours["end"]
         named = {key: body.pop(key) for key in ("name", "role") if key in body}
         servers = body.pop("toolServers", None)
+        limits = body.pop("budget", None)
         with transaction.atomic():
             if named:
                 Agent.objects.filter(id=agent.id).update(**named)
             if servers is not None:
                 toolservers.attach(agent, servers)
+            if limits is not None:  # a raised budget lets it work again: wake it
+                budget = usage.budget_set(agent=agent, limits=limits)
+                transaction.on_commit(lambda: wake(agent.id))
             agent, _ = rhythm_update(agent.id, **{_PATCHABLE[key]: value for key, value in body.items()})
-        return Response({**agent_data(agent), "pendingInbox": pending_count(agent.id)})
+        out = {**agent_data(agent), "pendingInbox": pending_count(agent.id)}
+        if limits is not None:
+            out["budget"] = usage.budget_data(budget)
+        return Response(out)

@@ -9,6 +9,7 @@ from rest_framework.fields import empty
 from rest_framework.request import Request
 
 from markus.core.api import StrictIntegerField, StringField
+from markus.usage.serializers import BudgetInput
 
 from .models import HEARTBEAT_MAX_MINUTES, HEARTBEAT_MIN_MINUTES, Agent, Team
 
@@ -112,6 +113,10 @@ class AgentPatchInput(serializers.Serializer):
         required=False,
         max_length=20,
         help_text="the names of the tool servers (MCP) attached to it, all of them (its team's are added)",
+    )
+    budget = BudgetInput(
+        required=False,
+        help_text='its spending limits, {"dailyTokens": N, "monthlyCost": X} (either or both; null: no limit)',
     )
 
     heartbeatIntervalMinutes = StrictIntegerField(

@@ -80,7 +80,11 @@ def _usage(usage: Any) -> Usage:
         getattr(usage, key, 0) or 0
         for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
-    return Usage(prompt_tokens=prompt, completion_tokens=getattr(usage, "output_tokens", 0) or 0)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=getattr(usage, "output_tokens", 0) or 0,
+        cached=getattr(usage, "cache_read_input_tokens", 0) or 0,
+    )
 
 
 def _from_message(message: Message) -> LLMResponse:
@@ -109,14 +113,14 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     message_delta (output usage), message_stop."""
     text: list[str] = []
     blocks: dict[int, dict[str, Any]] = {}
-    prompt = completion = 0
+    prompt = completion = cached = 0
     reason = ""
     for event in stream:
         watch.check()
         kind = event.type
         if kind == "message_start":
             usage = _usage(event.message.usage)
-            prompt, completion = usage.prompt_tokens, usage.completion_tokens
+            prompt, completion, cached = usage.prompt_tokens, usage.completion_tokens, usage.cached
         elif kind == "content_block_start":
             block = event.content_block
             if block.type == "tool_use":
@@ -136,13 +140,14 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             usage = _usage(event.usage)  # cumulative; input counts only if the server repeats them
             prompt = max(prompt, usage.prompt_tokens)
             completion = max(completion, usage.completion_tokens)
+            cached = max(cached, usage.cached)
     watch.check()
     return LLMResponse(
         text="".join(text),
         tool_calls=[
             ToolCall(id=b["id"], name=b["name"], arguments=_arguments(b["json"])) for _, b in sorted(blocks.items())
         ],
-        usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
+        usage=Usage(prompt_tokens=prompt, completion_tokens=completion, cached=cached),
         finish_reason=reason,
     )
 
@@ -182,10 +187,12 @@ class AnthropicProvider(Provider):
             lambda stream, watch: _from_stream(stream, watch, context),
         )
 
-    def _ask(self, prompt: str, max_tokens: int) -> str:
+    def _ask(self, prompt: str, max_tokens: int, context: CallContext | None = None) -> str:
         message = self.client.messages.create(
             model=self.model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
         )
+        if context is not None:
+            context.usage = _usage(message.usage)
         return "".join(b.text for b in message.content if b.type == "text")
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
@@ -194,5 +201,5 @@ class AnthropicProvider(Provider):
             "Answer with exactly one word: continue, preempt, cancel, merge or defer.\n\n"
             f"Current work: {json.dumps(current)[:2000]}\n\nNew message: {json.dumps(new)[:2000]}"
         )
-        word = self._ask(prompt, 5).strip().lower().split()
+        word = self._ask(prompt, 5, context).strip().lower().split()
         return word[0].strip(".,!") if word else "continue"

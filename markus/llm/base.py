@@ -56,8 +56,12 @@ class ToolCall:
 
 @dataclass
 class Usage:
+    """A call's tokens. ``prompt_tokens`` counts all input, ``cached`` the part of it
+    the provider read from its prompt cache (priced apart: ``markus.usage.prices``)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached: int = 0
 
     @property
     def total(self) -> int:
@@ -101,7 +105,9 @@ class CallContext:
     provider may still stream (the network ones do, to be cancellable).
 
     ``model``: the model this call was given (``get_provider(model=...)``), "" for the
-    configured one; for the record and the tests, the provider is already built for it."""
+    configured one; for the record and the tests, the provider is already built for it.
+
+    ``usage``: set by a provider's ``judge`` (which answers one word) to what it spent."""
 
     scenario: str = ""
     agent_name: str = ""
@@ -109,6 +115,8 @@ class CallContext:
     cancelled: Callable[[], bool] = lambda: False
     on_delta: Callable[[str], None] | None = None
     model: str = ""
+    #: What a ``judge`` call spent, set by the provider (``judge`` answers a word only).
+    usage: Usage | None = None
 
     def emit(self, text: str) -> None:
         if text and self.on_delta is not None:

@@ -33,9 +33,14 @@ def _arguments(raw: str | None) -> dict[str, Any]:
 
 
 def _usage(usage: Any) -> Usage:
+    """The SDK's usage; the cached part of the prompt is ``prompt_tokens_details.cached_tokens``
+    (a dict when the body was read whole with ``construct``)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", 0)
     return Usage(
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        cached=cached or 0,
     )
 
 
@@ -126,6 +131,7 @@ class OpenAIProvider(Provider):
         response = self.client.chat.completions.create(
             model=self.model, messages=[{"role": "user", "content": prompt}], max_tokens=3
         )
+        context.usage = _usage(response.usage)
         word = (response.choices[0].message.content or "").strip().lower().split()
         return word[0].strip(".,!") if word else "continue"
 

@@ -22,7 +22,7 @@ from .wire import Wire, words
 USAGE = {"prompt_tokens": 21, "completion_tokens": 7, "total_tokens": 28}
 
 
-def _sse_chunks(body: dict[str, Any], reply: dict[str, Any]) -> list[dict[str, Any]]:
+def _sse_chunks(body: dict[str, Any], reply: dict[str, Any], usage: dict[str, Any] = USAGE) -> list[dict[str, Any]]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
             "id": "chatcmpl-stub",
@@ -42,17 +42,24 @@ def _sse_chunks(body: dict[str, Any], reply: dict[str, Any]) -> list[dict[str, A
             chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
     chunks.append(chunk({}, "tool_calls" if reply.get("tool_calls") else "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
-        chunks.append({**chunk({}), "choices": [], "usage": USAGE})
+        chunks.append({**chunk({}), "choices": [], "usage": usage})
     return chunks
 
 
 class StubOpenAI:
     """``replies`` in turn; or ``chooser``: the request body in, the reply out (a model
-    that picks its tool from those offered)."""
+    that picks its tool from those offered). ``usage``: what every answer reports used
+    (``USAGE``; with ``prompt_tokens_details.cached_tokens`` for a prompt cache's hits)."""
 
-    def __init__(self, replies: list[dict], chooser: Callable[[dict[str, Any]], dict] | None = None):
+    def __init__(
+        self,
+        replies: list[dict],
+        chooser: Callable[[dict[str, Any]], dict] | None = None,
+        usage: dict[str, Any] | None = None,
+    ):
         self.replies = list(replies)
         self.chooser = chooser
+        self.usage = usage or USAGE
         self.requests: list[dict] = []
         self.wire = Wire()
         stub = self
@@ -79,7 +86,7 @@ class StubOpenAI:
                 self.send_header("Cache-Control", "no-cache")
                 self.end_headers()
                 stub.wire.streaming.set()
-                frames = [f"data: {json.dumps(c)}\n\n".encode() for c in _sse_chunks(body, reply)]
+                frames = [f"data: {json.dumps(c)}\n\n".encode() for c in _sse_chunks(body, reply, stub.usage)]
                 frames.append(b"data: [DONE]\n\n")
                 for n, frame in enumerate(frames):
                     if n and not stub.wire.wait(self, reply.get("chunk_delay", 0.0)):
@@ -114,7 +121,7 @@ class StubOpenAI:
                                 "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
                             }
                         ],
-                        "usage": USAGE,
+                        "usage": stub.usage,
                     }
                 ).encode()
                 self.send_response(200)

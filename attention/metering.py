@@ -1,0 +1,73 @@
+"""Before and after every LLM call of the loop (``lease.leased_complete``, the judge):
+the budgets' check and the usage record (``markus.usage``). Heartbeats and dreams are
+refused first, from the budgets' near share on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from markus.llm.base import CallContext, Provider, Usage
+from markus.usage import budgets
+from markus.usage.services import Call, model_of, record_calls
+
+from .scenarios import CHECK_IN, DREAM_CYCLE
+
+if TYPE_CHECKING:
+    from .lease import Lease
+
+SKIPPED_FIRST = frozenset({CHECK_IN, DREAM_CYCLE})
+# A run of the loop (one lease epoch) that found no budget for its agent, neither the
+# agent's nor its team's, reads them no more: a budget set meanwhile counts from the
+# next run (a run ends after MARKUS["RUN_BUDGET_ITEMS"] items); an existing budget is
+# read before every call. Keyed by agent: the run's lease (its owner token is new at
+# every take).
+_unbudgeted: dict[str, tuple[str, int]] = {}
+
+
+def gate(lease: Lease) -> budgets.Gate:
+    """The budgets before the loop begins an item."""
+    if _unbudgeted.get(lease.agent_id) == (lease.owner, lease.epoch):
+        return budgets.Gate()
+    read = budgets.gate(lease.agent_id)
+    if read.limits:
+        _unbudgeted.pop(lease.agent_id, None)
+    else:
+        _unbudgeted[lease.agent_id] = (lease.owner, lease.epoch)
+    return read
+
+
+def before_call(lease: Lease, context: CallContext) -> None:
+    """Raises ``BudgetExhausted`` when a budget refuses the call."""
+    if _unbudgeted.get(lease.agent_id) == (lease.owner, lease.epoch):
+        return
+    budgets.check_call(lease.agent_id, skippable=context.scenario in SKIPPED_FIRST)
+
+
+# What a run that reads no budgets spent, written at the end of the run (or every
+# FLUSH_AT calls) in one statement; with a budget every call is written at once (the
+# next check counts it).
+FLUSH_AT = 16
+_pending: dict[str, list[Call]] = {}
+
+
+def after_call(lease: Lease, provider: Provider, context: CallContext, usage: Usage | None) -> None:
+    item_id = context.item.get("id") if isinstance(context.item, dict) else None
+    call = Call(
+        agent_id=lease.agent_id,
+        model=model_of(provider, context.model),
+        scenario=context.scenario,
+        usage=usage or Usage(),
+        mailbox_item_id=item_id if isinstance(item_id, str) else "",
+    )
+    if _unbudgeted.get(lease.agent_id) != (lease.owner, lease.epoch):
+        record_calls([*_pending.pop(lease.agent_id, []), call])
+        return
+    pending = _pending.setdefault(lease.agent_id, [])
+    pending.append(call)
+    if len(pending) >= FLUSH_AT:
+        flush(lease)
+
+
+def flush(lease: Lease) -> None:
+    """Write what the run spent and has not written yet (the loop calls it as a run ends)."""
+    record_calls(_pending.pop(lease.agent_id, []))

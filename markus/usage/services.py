@@ -1,0 +1,101 @@
+"""The writes of usage and budgets: ``record_call`` after every LLM call, ``budget_set``
+from the API and the admin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from markus.agents.models import Agent, Team
+from markus.llm.base import Provider, Usage
+
+from .models import Budget, LLMCall
+from .prices import cost_of
+
+
+def model_of(provider: Provider, requested: str = "") -> str:
+    """The model a call went to: the one it asked for, the provider's configured one, or
+    (the offline brain, the scripted one) the provider's name."""
+    return requested or str(getattr(provider, "model", "") or provider.name)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One LLM call to record (``record_calls``)."""
+
+    agent_id: str
+    model: str
+    scenario: str
+    usage: Usage
+    mailbox_item_id: str = ""
+    at: datetime = field(default_factory=timezone.now)
+
+
+_COLUMNS = ["agent_id", "team_id", "model", "scenario", "input_tokens", "output_tokens", "cached_tokens"]
+_COLUMNS += ["cost", "mailbox_item_id", "created_at"]
+
+
+def record_calls(calls: list[Call]) -> None:
+    """One row per LLM call, its team the agent's at this moment, its cost from the
+    prices, all in one INSERT … SELECT (each agent's team read in the same statement)."""
+    if not calls:
+        return
+    meta, qn, ops = LLMCall._meta, connection.ops.quote_name, connection.ops
+    selects, params = [], []
+    for call in calls:
+        usage = call.usage
+        values: list[Any] = [
+            call.model[:200],
+            call.scenario[:64] or "unknown",
+            max(0, usage.prompt_tokens),
+            max(0, usage.completion_tokens),
+            max(0, usage.cached),
+            ops.adapt_decimalfield_value(cost_of(call.model, usage), 14, 6),
+            call.mailbox_item_id[:64],
+            ops.adapt_datetimefield_value(call.at),
+        ]
+        selects.append(
+            f"SELECT id, team_id, {', '.join(['%s'] * len(values))} FROM {qn(Agent._meta.db_table)} WHERE id = %s"
+        )
+        params += [*values, call.agent_id]
+    sql = f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(c) for c in _COLUMNS)}) {' UNION ALL '.join(selects)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def record_call(*, agent_id: str, model: str, scenario: str, usage: Usage | None, mailbox_item_id: str = "") -> None:
+    record_calls([Call(agent_id, model, scenario, usage or Usage(), mailbox_item_id)])
+
+
+def _decimal(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(str(value))
+
+
+@transaction.atomic
+def budget_set(*, agent: Agent | None = None, team: Team | None = None, limits: dict[str, Any]) -> Budget:
+    """Set the limits sent (``dailyTokens``, ``monthlyCost``; null: no limit) of the
+    agent's or the team's budget; the others stay. A budget raised above what is used
+    lets the agents work again: the caller wakes them (``wake_after``)."""
+    assert (agent is None) != (team is None)
+    budget, _ = Budget.objects.select_for_update().get_or_create(agent=agent, team=team)
+    if "dailyTokens" in limits:
+        budget.daily_tokens = limits["dailyTokens"]
+    if "monthlyCost" in limits:
+        budget.monthly_cost = _decimal(limits["monthlyCost"])
+    budget.updated_at = timezone.now()
+    budget.save(update_fields=["daily_tokens", "monthly_cost", "updated_at"])
+    return budget
+
+
+def budget_data(budget: Budget | None) -> dict[str, Any]:
+    if budget is None:
+        return {"dailyTokens": None, "monthlyCost": None}
+    return {
+        "dailyTokens": budget.daily_tokens,
+        "monthlyCost": float(budget.monthly_cost) if budget.monthly_cost is not None else None,
+    }
