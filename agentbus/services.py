@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Value, When
+from django.dispatch import Signal
 from django.utils import timezone
 
 from mailbox.registry import MailboxType
@@ -42,6 +43,9 @@ from .models import (
 )
 from .wakeup import wake_inboxes_on_commit
 
+# Sent inside the close's transaction when a reply stream (one with ``reply_to``) closes;
+# the attention loop resumes the item that waits for it. kwargs: stream.
+reply_closed = Signal()
 STREAM_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 OPERATOR_STREAM_PREFIX = "outbox."  # the outbox relay's stream ids; nobody else may take them
 TEAM_CHANNEL_PREFIX = "group:"  # the teams' group channels (agentbus.team_channel)
@@ -325,6 +329,9 @@ def stream_close(*, stream_id: str, sender: Agent | None, actor: str = "") -> St
         )
         # A request waits on its reply stream's close: wake the audience.
         wake_inboxes_on_commit(selectors.stream_audience(stream))
+        if stream.reply_to:
+            # An agent that asked and keeps its place (``await_reply``) resumes with it.
+            reply_closed.send(sender=Stream, stream=stream)
     return stream
 
 

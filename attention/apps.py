@@ -21,14 +21,21 @@ class AttentionConfig(AppConfig):
 
         from django.db.models.signals import post_migrate
 
+        from agentbus.services import reply_closed
+
         from . import tasks  # noqa: F401  registers the Celery tasks in every process (wake finds them by name)
+        from .conversations import on_reply_closed, reply_waits_timed_out
         from .heartbeat import wake_sleepers_now
         from .loop import tidy_after_dead_workers
         from .services import sweep_hooks
 
+        # An agent that asked a colleague and keeps its place resumes when the reply closes.
+        reply_closed.connect(on_reply_closed, dispatch_uid="attention.reply_closed")
+
         # A paused or stopped agent's dead run is tidied by the sweep (no run takes its
-        # lease); a deep sleeper with new work goes back to its normal rhythm.
-        for hook in (tidy_after_dead_workers, wake_sleepers_now):
+        # lease); a deep sleeper with new work goes back to its normal rhythm; a wait for
+        # a colleague's reply that ran out resumes with a timeout note.
+        for hook in (tidy_after_dead_workers, wake_sleepers_now, reply_waits_timed_out):
             if hook not in sweep_hooks:
                 sweep_hooks.append(hook)
         from .schedules import on_post_migrate

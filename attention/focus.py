@@ -152,7 +152,8 @@ class Focus:
 @dataclass
 class Outcome:
     """How a run of an item ended. ``kind``: completed | preempted | cancelled |
-    stopped | retry | parked."""
+    stopped | retry | parked (for an approval) | awaiting_reply (for a colleague's
+    reply, ``detail`` the tool's effect as JSON)."""
 
     kind: str
     text: str = ""

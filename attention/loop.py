@@ -47,6 +47,7 @@ from markus.llm.base import get_provider
 from markus.usage import budgets
 
 from . import batch, metering, records
+from .conversations import reply_waits_timed_out
 from .deliberation import Aborted, choose
 from .focus import Focus, Run
 from .interrupts import execution_revoked
@@ -539,6 +540,7 @@ def _recover(lease: Lease) -> None:
         report.requeued[:0] = batched
         for item in MailboxItem.objects.filter(id__in=report.expired).order_by("queued_at", "id"):
             _record_expired(tx, item)
+        reply_waits_timed_out(lease.agent_id)  # a wait for a colleague's reply that ran out
         closed = records.close_lost_activities(tx, requeued=report.requeued, dropped=report.dropped)
         for item in MailboxItem.objects.filter(id__in=report.dropped).order_by("queued_at", "id"):
             crashes = int(item.marks.get("crashes", 0)) + 1

@@ -217,6 +217,8 @@ NON_PREEMPTABLE = frozenset(name for name, s in SCENARIOS.items() if not s.preem
 _BY_TYPE: dict[MailboxType, str] = {
     T.HUMAN_CHAT: CHAT,
     T.A2A_MESSAGE: A2A,
+    # (Recorded merged into the item that asked; one found queued is an agent's answer.)
+    T.CALLBACK_RESULT: A2A,
     T.REVIEW_REQUEST: REVIEW,
     T.TASK_COMMENT: COMMENT_RESPONSE,
     T.REQUIREMENT_COMMENT: COMMENT_RESPONSE,

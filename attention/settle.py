@@ -18,7 +18,7 @@ from markus.work import liveness
 from notifications.models import Approval
 from notifications.services import approval_granted
 
-from . import batch, records
+from . import batch, conversations, records
 from .focus import Focus, Outcome
 from .lease import Fence, StaleLease, fenced
 from .models import ActivityLogType as L
@@ -85,6 +85,12 @@ def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
     elif outcome.kind == "parked":
         _end(tx, focus, success=True)
         park(tx, item, approval_id=outcome.detail, batch_members=focus.batch)
+    elif outcome.kind == conversations.AWAITING:
+        _end(tx, focus, success=True)
+        effect = json.loads(outcome.detail)
+        conversations.park(tx, item, effect, batch=focus.batch)
+        asked = (effect.get("to") or {}).get("name") or "a colleague"
+        records.inject_main_session(tx, item=item, outcome=f"waiting for a reply from {asked}")
     elif outcome.kind == "cancelled" and focus.batch:
         # Not completed alone: the batch goes back to the queue as separate items and
         # triage decides afresh, with what cancelled it in view.

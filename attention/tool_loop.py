@@ -8,11 +8,14 @@ that round from the journal before it asks the LLM again."""
 
 from __future__ import annotations
 
+import json
+
 from django.utils import timezone
 
 from markus.llm.base import COMPLETION_MARKER, CallContext, MarkerFilter, ToolCall, get_provider
 
 from . import records
+from .conversations import AWAITING
 from .focus import Focus, Outcome
 from .interrupts import yield_point
 from .journal import flush_turn, pending_calls, run_round
@@ -111,6 +114,8 @@ def _round(
     done = run_round(focus, session, tool_ctx, calls, at=at, first=first)
     if done.effects.get("parked_approval"):
         return Outcome("parked", detail=done.effects["parked_approval"])
+    if done.effects.get(AWAITING):  # asked a colleague and keeps its place (attention.conversations)
+        return Outcome(AWAITING, detail=json.dumps(done.effects[AWAITING]))
     return None
 
 

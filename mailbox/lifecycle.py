@@ -34,7 +34,7 @@ from markus.core.ids import mailbox_id
 
 from .merge import fold, may_merge
 from .models import MailboxItem
-from .registry import MailboxType, Status
+from .registry import MailboxType, Status, descriptor
 from .representation import event_item, redacted
 from .statements import ATTNAMES, DEFAULTED, FIELD, Statements, statements
 
@@ -59,9 +59,17 @@ def emit_item(item: MailboxItem) -> None:
 
 
 def not_parked() -> Q:
-    """Items not parked for an approval, as a SQL condition. (``exclude(marks__
-    waitingForApproval=True)`` would also drop rows without the key: NOT NULL is NULL.)"""
-    return Q(marks__waitingForApproval__isnull=True) | Q(marks__waitingForApproval=False)
+    """Items not parked (for an approval, or for a colleague's reply), as a SQL
+    condition. (``exclude(marks__waitingForApproval=True)`` would also drop rows without
+    the key: NOT NULL is NULL.)"""
+    return (Q(marks__waitingForApproval__isnull=True) | Q(marks__waitingForApproval=False)) & (
+        Q(marks__waitingForReply__isnull=True) | Q(marks__waitingForReply=False)
+    )
+
+
+def waiting_for_reply() -> Q:
+    """Items parked until a colleague's reply (or its timeout, ``deferred_until``)."""
+    return Q(marks__waitingForReply=True)
 
 
 def parked() -> Q:
@@ -320,6 +328,82 @@ def park(item: MailboxItem, *, epoch: int, approval_id: str) -> bool:
         deferred_until=None,
         marks={**item.marks, "waitingForApproval": True, "approvalId": approval_id},
     )
+
+
+def park_for_reply(
+    item: MailboxItem, *, epoch: int, stream_id: str, until: datetime, about: dict[str, Any] | None = None
+) -> bool:
+    """Processing → deferred, waiting for the reply to the bus stream ``stream_id``: not
+    due until ``unpark_reply`` re-queues it, when the reply stream closes or ``until``
+    passes (the sweep's and recovery's check). ``about``: more marks (who was asked)."""
+    return transition(
+        item.id,
+        from_statuses=[Status.PROCESSING],
+        epoch=epoch,
+        fenced=True,
+        status=Status.DEFERRED,
+        deferred_until=until,
+        marks={**item.marks, **(about or {}), "waitingForReply": True, "replyStream": stream_id},
+    )
+
+
+def parked_for_reply(agent_id: str, stream_id: str) -> list[MailboxItem]:
+    """The agent's items parked for the reply to ``stream_id`` (an item, and the items
+    of its batch with it), locked."""
+    return list(
+        MailboxItem.objects.select_for_update()
+        .filter(agent_id=agent_id, status=Status.DEFERRED, marks__replyStream=stream_id)
+        .filter(waiting_for_reply())
+        .order_by("queued_at", "id")
+    )
+
+
+def unpark_reply(item: MailboxItem) -> bool:
+    """Deferred and waiting for a reply → queued (the reply came, or its time is up);
+    it keeps its first start and the stream it asked on (``replyStream``)."""
+    return transition(
+        item.id,
+        from_statuses=[Status.DEFERRED],
+        status=Status.QUEUED,
+        deferred_until=None,
+        lease_epoch=None,
+        marks={k: v for k, v in item.marks.items() if k != "waitingForReply"},
+    )
+
+
+def insert_delivered(
+    target: MailboxItem, *, source_type: str, payload: dict[str, Any], metadata: dict[str, Any]
+) -> MailboxItem:
+    """Record an item delivered straight into ``target``'s session (a reply its run
+    waited for): stored merged into it, nothing folded into its text."""
+    item = MailboxItem(
+        agent_id=target.agent_id,
+        source_type=source_type,
+        priority=int(descriptor(source_type).default_priority),
+        payload=payload,
+        metadata=metadata,
+        status=Status.MERGED,
+        merged_into=target,
+        completed_at=timezone.now(),
+    )
+    item.save(force_insert=True)
+    emit_item(item)
+    return item
+
+
+def deliver_queued(item_ids: list[str], target: MailboxItem) -> int:
+    """Queued items whose content went into ``target``'s session (the reply's own agent
+    messages) → merged into it, their text not folded in again."""
+    n = 0
+    for item_id in item_ids:
+        n += transition(
+            item_id,
+            from_statuses=[Status.QUEUED],
+            status=Status.MERGED,
+            merged_into_id=target.id,
+            completed_at=timezone.now(),
+        )
+    return n
 
 
 def parked_for(item_id: str, approval_id: str) -> MailboxItem | None:

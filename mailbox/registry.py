@@ -29,6 +29,9 @@ class MailboxType(StrEnum):
     # An item the agent put in its own future (``schedule_reminder``): stored deferred
     # until its time, then processed once like any other item.
     REMINDER = "reminder"
+    # The answer to a question an agent asked and waits for (``agent_send_message`` with
+    # ``await_reply``): recorded merged into the asking item, whose session it resumes.
+    CALLBACK_RESULT = "callback_result"
 
 
 class Category(StrEnum):
@@ -185,6 +188,9 @@ MAILBOX_TYPE_REGISTRY: dict[MailboxType, MailboxTypeDescriptor] = {
     ),
     T.REMINDER: _D(
         "Reminder", Priority.NORMAL, Category.SYSTEM, "⏰", ActivityType.INTERNAL, True, True, expires_after=NEVER
+    ),
+    T.CALLBACK_RESULT: _D(
+        "Callback Result", Priority.HIGH, Category.SYSTEM, "↪", ActivityType.A2A, True, True, "extra.channelKey"
     ),
 }
 

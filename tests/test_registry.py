@@ -24,8 +24,8 @@ def test_import_mailbox_is_ours_not_the_stdlib_one():
     assert sys.modules["mailbox"] is mailbox
 
 
-def test_registry_has_the_fourteen_types_with_every_descriptor_field():
-    assert len(MAILBOX_TYPE_REGISTRY) == 14
+def test_registry_has_the_fifteen_types_with_every_descriptor_field():
+    assert len(MAILBOX_TYPE_REGISTRY) == 15  # the seed's thirteen, reminder and callback_result
     for d in MAILBOX_TYPE_REGISTRY.values():
         assert d.label and d.icon and d.category in Category
         assert 0 <= d.default_priority <= 4

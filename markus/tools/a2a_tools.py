@@ -21,6 +21,7 @@ from agentbus import services as bus
 from agentbus.access import reachable_agents_for
 from agentbus.errors import BusError
 from agentbus.models import Stream
+from attention import conversations
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Priority
@@ -113,21 +114,86 @@ def agent_list_colleagues(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
 @tool(
     "agent_send_message",
     "Send a colleague (by id or name) a message on the agent bus. Returns at once with the stream id; "
-    "their answer comes later as an agent message in your mailbox.",
-    {"type": "object", "properties": {"to": S, "text": S, "topic": S}, "required": ["to", "text"]},
+    "their answer comes later as an agent message in your mailbox. stream_id continues a conversation "
+    "(the stream id a earlier message returned, or the one of a message you are answering), so a "
+    "follow-up stays one thread. await_reply=true asks and keeps your place: your work pauses (no "
+    "worker waits) and goes on when they reply, the reply as this tool's result, or after "
+    f"timeout_minutes (default {conversations.DEFAULT_TIMEOUT_MINUTES}) with a note that none came. "
+    "Not while a person waits for your chat answer. wait_for_reply is deprecated and ignored.",
+    {
+        "type": "object",
+        "properties": {
+            "to": S,
+            "text": S,
+            "topic": S,
+            "stream_id": {**S, "description": "continue this conversation (a stream id)"},
+            "await_reply": {"type": "boolean", "description": "pause until they reply (or the timeout)"},
+            "timeout_minutes": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": conversations.MAX_TIMEOUT_MINUTES,
+                "description": f"with await_reply: how long to wait (default {conversations.DEFAULT_TIMEOUT_MINUTES})",
+            },
+            "wait_for_reply": {"type": "boolean", "description": "deprecated, ignored: use await_reply"},
+        },
+        "required": ["to", "text"],
+    },
     scenarios=A2A_SCENARIOS,
 )
 def agent_send_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     me = _me(ctx)
     text = _text(args)
     recipient = _colleague(me, args["to"])
+    stream_id = args.get("stream_id")
+    if stream_id is not None and (not isinstance(stream_id, str) or not stream_id.strip()):
+        raise ToolError("stream_id must be the id of a conversation you are in")
+    awaiting = bool(args.get("await_reply"))
+    if awaiting:
+        _check_may_wait(ctx)
     try:
         chunk = bus.send_agent_message(
-            sender=me, recipient=recipient, text=text, topic=args.get("topic"), actor=_actor(me)
+            sender=me,
+            recipient=recipient,
+            text=text,
+            stream_id=stream_id,
+            topic=args.get("topic"),
+            actor=_actor(me),
         )
     except BusError as exc:
-        raise ToolError(str(exc)) from exc
-    return {"streamId": chunk.stream_id, "to": _who(recipient), "sequence": chunk.sequence, "note": NO_WAIT}
+        where = f"stream {stream_id!r}: " if stream_id is not None else ""
+        raise ToolError(f"{where}{exc} (a conversation of yours with {recipient.name})") from exc
+    result: dict[str, Any] = {"streamId": chunk.stream_id, "to": _who(recipient), "sequence": chunk.sequence}
+    if awaiting:
+        if chunk.stream.is_group:
+            raise ToolError("await_reply waits for one colleague's reply: not in a group conversation")
+        minutes = args.get("timeout_minutes") or conversations.DEFAULT_TIMEOUT_MINUTES
+        until = conversations.deadline(minutes)
+        ctx.effects[conversations.AWAITING] = {
+            "streamId": chunk.stream_id,
+            "until": until.isoformat(),
+            "to": _who(recipient),
+            "minutes": minutes,
+        }
+        result.update(status=conversations.WAITING, waitsUntil=until.isoformat())
+        result["note"] = f"Waiting for {recipient.name}'s reply (at most {minutes} minutes): your work pauses here."
+    else:
+        result["note"] = NO_WAIT
+    if "wait_for_reply" in args:
+        result["note"] += " (wait_for_reply is deprecated and ignored: use await_reply to wait.)"
+    return result
+
+
+# Where a run may pause for a colleague: not where a person waits for the answer (a chat,
+# a mention), nor in a deliberation (it has no session of its own to resume).
+NO_WAIT_SCENARIOS = {"chat", "mention_response", "deliberation"}
+
+
+def _check_may_wait(ctx: ToolContext) -> None:
+    if not ctx.mailbox_item_id or ctx.scenario in NO_WAIT_SCENARIOS:
+        raise ToolError(
+            "await_reply is not available here (a person waits for your answer, or there is no work to pause): "
+            "send without it; the reply arrives in your mailbox"
+        )
 
 
 def _item_streams(ctx: ToolContext) -> list[tuple[str, str]]:
