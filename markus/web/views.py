@@ -21,6 +21,7 @@ from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 
 from . import mind
+from .activity_log import activity_log_lines
 
 
 @require_GET
@@ -55,6 +56,7 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
             **mind.reports_context(agent.id),
             "agent_id": agent.id,
             "chat_recent": recent_conversation(agent.id),
+            "activity_log": activity_log_lines(agent.id),
         },
     )
 
