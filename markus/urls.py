@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView
+from markus.agents.teams_api import TeamDetailView, TeamListView
 from markus.ops import health, metrics
 from markus.web import pages, work_pages
 from markus.web import views as web_views
@@ -22,6 +23,8 @@ urlpatterns = [
     path("api/agents/", AgentListView.as_view()),
     path("api/agents/<str:agent_id>/", AgentDetailView.as_view()),
     path("api/agents/<str:agent_id>/mailbox", MailboxView.as_view()),
+    path("api/teams/", TeamListView.as_view()),
+    path("api/teams/<str:team_id>/", TeamDetailView.as_view()),
     path("", include("attention.urls")),
     path("", include("markus.memory.urls")),
     path("", include("markus.work.urls")),

@@ -57,10 +57,16 @@ class UserToken(models.Model):
 
 
 class Team(models.Model):
+    """A team of people and agents. ``agent_task_approval``: a task one of its agents
+    files (for itself or a teammate) waits ``pending`` until a person approves it."""
+
     id = models.CharField(primary_key=True, max_length=64, default=ids.team_id)
     name = models.CharField(max_length=200)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_teams")
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
+    agent_task_approval = models.BooleanField(
+        default=True, help_text="Tasks an agent files wait for a person's approval before they start."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

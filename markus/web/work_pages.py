@@ -28,7 +28,7 @@ from rest_framework import serializers
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 from markus.work import services
-from markus.work.api import TaskCreateInput, file_task
+from markus.work.api import TaskCreateInput, file_task, move_task
 from markus.work.history import history_data, history_of
 from markus.work.models import Requirement, RequirementState, StatusChange, Task, TaskState
 from markus.work.requirements_api import RequirementCreateInput, file_requirement
@@ -40,6 +40,7 @@ from markus.work.selectors import (
     requirements_visible_to,
     task_comments,
     tasks_visible_to,
+    waiting_dependents_count,
 )
 from markus.work.states import REQUIREMENT_TRANSITIONS, TASK_TRANSITIONS
 from notifications.models import Approval
@@ -118,9 +119,15 @@ def _history(entity: str, entity_id: str) -> list[dict[str, Any]]:
 
 
 def _review_approval(user: User, task: Task) -> Approval | None:
-    """The caller's pending review of the task, if the task waits for it."""
-    approval_id = (task.metadata or {}).get("reviewApprovalId")
-    if not approval_id or task.status != TaskState.REVIEW:
+    """The caller's pending question on the task: the approval of its filing (a task an
+    agent filed), or its review, if the task waits for it."""
+    if task.filing_approval_id:
+        approval_id: str | None = task.filing_approval_id
+    else:
+        approval_id = (task.metadata or {}).get("reviewApprovalId")
+        if task.status != TaskState.REVIEW:
+            return None
+    if not approval_id:
         return None
     return Approval.objects.filter(id=approval_id, user=user, status=Approval.State.PENDING).first()
 
@@ -145,6 +152,9 @@ def _task_context(request: HttpRequest, task: Task) -> dict[str, Any]:
         "dependencies": [d for d in dependencies if d.seen],
         "hidden_dependencies": sum(1 for d in dependencies if not d.seen),
         "approval": _review_approval(_user(request), task),
+        "filing_approval": task.filing_approval_id is not None,
+        "dependents": waiting_dependents_count(task),
+        "transition_values": list(TASK_TRANSITIONS[task.status]),
     }
 
 
@@ -271,11 +281,12 @@ def task_move(request: HttpRequest, task_id: str) -> HttpResponse:
     actor = _actor(request)
     task = access_task(actor, task_id)
     try:
-        services.task_transition(
-            task_id=task.id,
+        move_task(
+            actor,
+            task,
             to_status=request.POST.get("status", ""),
-            actor=actor,
             note=request.POST.get("note", ""),
+            cascade=request.POST.get("cascade") == "on",  # the page shows the choice: unticked, it cancels alone
         )
     except MarkusError as exc:
         return _refused(request, exc, f"task={task.id}")
@@ -323,11 +334,11 @@ def _approvals_context(user: User) -> dict[str, Any]:
         .select_related("agent")
         .order_by("-answered_at", "-id")[:ANSWERED_SHOWN]
     )
+    asked = [a.id for a in pending]
     tasks = dict(
-        Task.objects.filter(metadata__reviewApprovalId__in=[a.id for a in pending]).values_list(
-            "metadata__reviewApprovalId", "id"
-        )
+        Task.objects.filter(metadata__reviewApprovalId__in=asked).values_list("metadata__reviewApprovalId", "id")
     )
+    tasks.update(Task.objects.filter(filing_approval_id__in=asked).values_list("filing_approval_id", "id"))
     return {
         "pending": [{"a": a, "taskId": tasks.get(a.id)} for a in pending],
         "pending_count": approvals_for(user, status=Approval.State.PENDING).count(),

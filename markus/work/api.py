@@ -26,9 +26,9 @@ from markus.core.api import int_param, validated_body
 from markus.core.schema import errors
 
 from . import selectors, services
-from .errors import WorkError
+from .errors import DependentsWaiting, WorkError
 from .models import Task, TaskState
-from .serializers import TaskCommentOut, TaskCommentsOut, TaskDetailOut, TaskListOut
+from .serializers import TaskCommentOut, TaskCommentsOut, TaskDetailOut, TaskListOut, TaskTransitionOut
 
 PAGING_PARAMETERS = [
     OpenApiParameter("limit", int, description="1..500, default 50"),
@@ -63,6 +63,13 @@ class NoteInput(serializers.Serializer):
 
 class TransitionInput(NoteInput):
     status = serializers.ChoiceField(choices=TaskState.values)
+    cascade = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="with cancelled: true cancels the tasks waiting on it too, false only this one; "
+        "left out while tasks wait on it: 409 dependents_waiting",
+    )
 
 
 class CommentInput(serializers.Serializer):
@@ -188,14 +195,30 @@ class TaskDetailView(APIView):
         return Response(task_detail(selectors.access_task(actor_for_request(request), task_id)))
 
 
+def move_task(actor: Actor, task: Task, *, to_status: str, note: str, cascade: bool | None) -> tuple[Task, list[str]]:
+    """Move a task as every door does (the API, the work page); a cancel while tasks
+    wait on it needs ``cascade`` decided (else 409 ``dependents_waiting``, which says
+    how many and which). Returns the task moved and the ids cancelled with it."""
+    cascaded: list[str] = []
+    if to_status == TaskState.CANCELLED:
+        would = selectors.waiting_dependents(task.id)
+        if would and cascade is None:
+            raise DependentsWaiting(task.id, dependents=selectors.waiting_dependents_count(task), would_cancel=would)
+        cascaded = would if cascade else []
+    moved = services.task_transition(
+        task_id=task.id, to_status=to_status, actor=actor, note=note, cascade=bool(cascade)
+    )
+    return moved, cascaded
+
+
 class TaskTransitionView(APIView):
-    @extend_schema(request=TransitionInput, responses={200: TaskDetailOut, **errors(400, 401, 404, 409, 413)})
+    @extend_schema(request=TransitionInput, responses={200: TaskTransitionOut, **errors(400, 401, 404, 409, 413)})
     def post(self, request: Request, task_id: str) -> Response:
         actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(TransitionInput, request)
-        task = services.task_transition(task_id=task.id, to_status=body["status"], actor=actor, note=body["note"])
-        return Response(task_detail(task))
+        moved, cascaded = move_task(actor, task, to_status=body["status"], note=body["note"], cascade=body["cascade"])
+        return Response({**task_detail(moved), "cascaded": cascaded})
 
 
 class TaskRetryView(APIView):

@@ -33,3 +33,22 @@ class WorkNotFound(MarkusError):
     """A task, requirement or comment that does not exist (404)."""
 
     status_code = 404
+
+
+class DependentsWaiting(IllegalTransition):
+    """A cancel while tasks wait on the task, without saying what becomes of them
+    (409): ``dependents`` (the direct ones, as the task counts them), ``wouldCancel``
+    (every task ``cascade: true`` cancels) and the two answers ``allowed``."""
+
+    code = "dependents_waiting"
+
+    def __init__(self, task_id: str, *, dependents: int, would_cancel: list[str]) -> None:
+        super().__init__(
+            f"task {task_id} has {len(would_cancel)} task(s) waiting on it: send cascade true to cancel them "
+            "too, or cascade false to cancel only this one"
+        )
+        self.extra = {
+            "dependents": dependents,
+            "wouldCancel": would_cancel,
+            "allowed": [{"cascade": True}, {"cascade": False}],
+        }

@@ -82,3 +82,15 @@ def history_data(change: StatusChange) -> dict[str, Any]:
         "note": change.note,
         "at": change.at,
     }
+
+
+def history_row(change: StatusChange) -> dict[str, Any]:
+    """One row of ``GET …/history``: the entity, from, to, who, when and the note."""
+    return {
+        "entity": {"kind": change.entity, "id": change.entity_id},
+        "from": change.from_status or None,
+        "to": change.to_status,
+        "who": {"kind": change.actor_kind, "id": change.actor_id, "name": change.actor_name},
+        "at": change.at,
+        "note": change.note,
+    }

@@ -41,6 +41,8 @@ class Requirement(models.Model):
     created_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     team = models.ForeignKey("agents.Team", null=True, blank=True, on_delete=models.SET_NULL)
     metadata = models.JSONField(default=dict, blank=True)
+    # The reason given when it was last rejected ("" if none); cleared when resubmitted.
+    rejected_reason = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -64,6 +66,9 @@ class Task(models.Model):
       (what was done, where to look); shown to the reviewer and in the approval.
     - ``metadata.watchers``: agent ids that also receive the task's comments;
       ``metadata.reviewApprovalId``: the pending approval of a human reviewer.
+    - ``filing_approval``: while set, the task an agent filed waits ``pending`` for a
+      person's approval (``Team.agent_task_approval``, ``markus.work.filing``); cleared
+      when it is answered or withdrawn.
     """
 
     id = models.CharField(primary_key=True, max_length=64, default=ids.task_id)
@@ -91,6 +96,9 @@ class Task(models.Model):
     execution_round = models.PositiveIntegerField(default=0)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    filing_approval = models.ForeignKey(
+        "notifications.Approval", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -177,12 +177,17 @@ def _check_permission(requirement: Requirement, to_status: str, actor: Actor) ->
 @transaction.atomic
 def requirement_transition(*, requirement_id: str, to_status: str, actor: Actor, reason: str = "") -> Requirement:
     """Move a requirement to ``to_status``; IllegalTransition (409) if the state
-    machine forbids it, WorkPermissionError (403) if the actor may not."""
+    machine forbids it, WorkPermissionError (403) if the actor may not. A move to the
+    status it already has is a no-op (nothing recorded, nobody told), as upstream.
+    Rejecting keeps the reason (``rejected_reason``); going back to pending clears it."""
     if to_status not in R.values:
         raise WorkError(f"unknown status {to_status!r}; expected one of: {', '.join(R.values)}")
     reason = clean_text(reason, "reason", max_length=10_000)
     requirement = _lock(requirement_id)
     from_status = requirement.status
+    if to_status == from_status:
+        _check_permission(requirement, to_status, actor)
+        return requirement
     if not requirement_transition_allowed(from_status, to_status):
         allowed = [s for s in R.values if requirement_transition_allowed(from_status, s)]
         raise IllegalTransition(
@@ -195,7 +200,11 @@ def requirement_transition(*, requirement_id: str, to_status: str, actor: Actor,
         _check_pending_quota(requirement.created_by_agent_id, exclude=requirement.id)
     requirement.status = to_status
     requirement.updated_at = timezone.now()
-    requirement.save(update_fields=["status", "updated_at"])
+    if to_status == R.REJECTED:
+        requirement.rejected_reason = reason
+    elif to_status == R.PENDING:
+        requirement.rejected_reason = ""
+    requirement.save(update_fields=["status", "updated_at", "rejected_reason"])
     _side_effects(requirement, actor, from_status, reason)
     requirement_status_changed.send(
         sender=Requirement,

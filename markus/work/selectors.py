@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
 from markus.agents.auth import agents_seen_by
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 
-from .models import CommentBase, Requirement, RequirementComment, Task, TaskComment
+from .models import CommentBase, Requirement, RequirementComment, Task, TaskComment, TaskState
 from .states import dependency_satisfied
 
 REPLY_SNIPPET = 200
+# A dependent in one of these states waits on its dependencies (a cascade cancels it).
+WAITING_STATES = (TaskState.PENDING, TaskState.BLOCKED)
 
 
 # ---------------------------------------------------------------------------- visibility
@@ -72,8 +74,32 @@ def requirements_visible_to(actor: Actor) -> QuerySet[Requirement]:
 
 
 def with_dependencies(rows: QuerySet[Task]) -> QuerySet[Task]:
-    """Rows whose ``dependsOn`` costs one query for the whole page (only the ids)."""
-    return rows.prefetch_related(Prefetch("depends_on", queryset=Task.objects.only("id")))
+    """Rows whose ``dependsOn`` costs one query for the whole page (only the ids), and
+    whose ``dependents`` count comes with the rows."""
+    waiting = Count("dependents", filter=Q(dependents__status__in=WAITING_STATES), distinct=True)
+    return rows.prefetch_related(Prefetch("depends_on", queryset=Task.objects.only("id"))).annotate(
+        waiting_dependents=waiting
+    )
+
+
+def waiting_dependents_count(task: Task) -> int:
+    """How many tasks wait on ``task`` directly (pending or blocked, depending on it)."""
+    annotated = getattr(task, "waiting_dependents", None)
+    if isinstance(annotated, int):
+        return annotated
+    return Task.objects.filter(depends_on=task, status__in=WAITING_STATES).count()
+
+
+def waiting_dependents(task_id: str) -> list[str]:
+    """Every task a cascade cancellation of ``task_id`` cancels: those waiting on it,
+    and those waiting on them (pending or blocked), sorted by id."""
+    found: set[str] = set()
+    frontier = [task_id]
+    while frontier:
+        rows = Task.objects.filter(depends_on__in=frontier, status__in=WAITING_STATES).values_list("id", flat=True)
+        frontier = [r for r in set(rows) if r not in found and r != task_id]
+        found.update(frontier)
+    return sorted(found)
 
 
 def access_task(actor: Actor, task_id: str) -> Task:
@@ -139,6 +165,8 @@ def task_data(task: Task) -> dict[str, Any]:
         "teamId": task.team_id,
         # ``all()``, not ``values_list``: a list page prefetches the dependencies.
         "dependsOn": sorted(d.id for d in task.depends_on.all()),
+        "dependents": waiting_dependents_count(task),
+        "awaitingApproval": task.filing_approval_id is not None,
         "metadata": task.metadata or {},
         "executionRound": task.execution_round,
         "cancelRequestedAt": task.cancel_requested_at,
@@ -159,6 +187,7 @@ def requirement_data(requirement: Requirement) -> dict[str, Any]:
         "agentId": requirement_agent_id(requirement),
         "teamId": requirement.team_id,
         "taskIds": sorted(requirement.tasks.values_list("id", flat=True)),
+        "rejectedReason": requirement.rejected_reason or None,
         "metadata": requirement.metadata or {},
         "createdAt": requirement.created_at,
         "updatedAt": requirement.updated_at,

@@ -25,6 +25,12 @@ class TaskOut(serializers.Serializer):
     requirementId = serializers.CharField(allow_null=True)
     teamId = serializers.CharField(allow_null=True)
     dependsOn = serializers.ListField(child=serializers.CharField(), help_text="task ids, sorted")
+    dependents = serializers.IntegerField(
+        help_text="tasks waiting on this one (pending or blocked): a cancel asks whether to cancel them too"
+    )
+    awaitingApproval = serializers.BooleanField(
+        help_text="filed by an agent, it waits pending for a person's approval (its team's agentTaskApproval)"
+    )
     metadata = serializers.DictField()
     executionRound = serializers.IntegerField()
     cancelRequestedAt = serializers.DateTimeField(allow_null=True)
@@ -36,6 +42,12 @@ class TaskOut(serializers.Serializer):
 class TaskDetailOut(TaskOut):
     pendingInbox = serializers.IntegerField(
         allow_null=True, help_text="messages waiting in the assignee's AgentBus inbox (null without an assignee)"
+    )
+
+
+class TaskTransitionOut(TaskDetailOut):
+    cascaded = serializers.ListField(
+        child=serializers.CharField(), help_text="the dependents cancelled with it (cascade: true), sorted"
     )
 
 
@@ -54,6 +66,9 @@ class RequirementOut(serializers.Serializer):
     agentId = serializers.CharField(allow_null=True, help_text="the agent in charge")
     teamId = serializers.CharField(allow_null=True)
     taskIds = serializers.ListField(child=serializers.CharField(), help_text="task ids, sorted")
+    rejectedReason = serializers.CharField(
+        allow_null=True, help_text="the reason given when it was last rejected (null: none; cleared on resubmit)"
+    )
     metadata = serializers.DictField()
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
@@ -92,3 +107,31 @@ class TaskCommentsOut(serializers.Serializer):
 
 class RequirementCommentsOut(serializers.Serializer):
     comments = RequirementCommentOut(many=True)
+
+
+class HistoryEntityOut(serializers.Serializer):
+    kind = serializers.CharField(help_text="task or requirement")
+    id = serializers.CharField()
+
+
+class HistoryActorOut(serializers.Serializer):
+    kind = serializers.CharField(help_text="user (a person), agent or system")
+    id = serializers.CharField(help_text="a user's pk, an agent's id, or system")
+    name = serializers.CharField()
+
+
+class StatusChangeOut(serializers.Serializer):
+    entity = HistoryEntityOut()
+    # ``from`` is a Python keyword: the field is declared under it below.
+    to = serializers.CharField()
+    who = HistoryActorOut()
+    at = serializers.DateTimeField()
+    note = serializers.CharField(allow_blank=True, help_text="the note or reason given (a rejection's reason)")
+
+
+StatusChangeOut._declared_fields["from"] = serializers.CharField(allow_null=True, help_text="null when it was filed")
+
+
+class StatusHistoryOut(serializers.Serializer):
+    history = StatusChangeOut(many=True)
+    totalCount = serializers.IntegerField()

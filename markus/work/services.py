@@ -31,6 +31,7 @@ from notifications.services import approval_cancel, approval_create, notify_user
 from . import notices
 from .comment_services import requirement_comment_create, task_comment_create
 from .errors import IllegalTransition, WorkError, WorkNotFound
+from .filing import filing_approver, request_filing_approval, withdraw_filing_approval
 from .inputs import clean_text
 from .models import Requirement, RequirementState, Task, TaskState
 from .requirement_services import (
@@ -43,7 +44,7 @@ from .requirement_services import (
     requirement_tasks_settled,
     requirement_transition,
 )
-from .selectors import task_reviewer, unmet_dependencies
+from .selectors import WAITING_STATES, task_reviewer, unmet_dependencies, waiting_dependents
 from .signals import task_status_changed
 from .states import (
     RERUNNABLE_TASK_STATES,
@@ -116,6 +117,8 @@ def task_create(
     """Create a task. With ``start`` (the default) and an assignee, it goes straight to
     ``in_progress`` when its dependencies are completed; otherwise it stays ``pending``
     (unblocked later by its last dependency) and the assignee is told it was assigned.
+    A task an agent files waits ``pending`` for a person's approval first, where its
+    team says so (``filing``): the assignee hears of it once it is approved.
     Checks existence and the rules; the caller checks what the actor may reference."""
     title = clean_text(title, "title", max_length=300, required=True)
     description = clean_text(description, "description", max_length=100_000)
@@ -139,7 +142,11 @@ def task_create(
         if requirement.status != RequirementState.IN_PROGRESS:
             raise WorkError(f"requirement {requirement.id} is {requirement.status}; tasks need an approved one")
     dependency_ids = _check_dependencies(depends_on)
-    creator_agent = Agent.objects.filter(id=actor.agent_id).first() if actor.is_agent else None
+    creator_agent = (
+        Agent.objects.select_related("owner", "team__owner").filter(id=actor.agent_id).first()
+        if actor.is_agent
+        else None
+    )
     task = Task.objects.create(
         title=title,
         description=description,
@@ -156,11 +163,14 @@ def task_create(
     # Filing a task is the first event of its lifecycle (from nothing to pending).
     task_status_changed.send(sender=Task, task=task, from_status=None, to_status=task.status, actor=actor, note="")
     waiting = unmet_dependencies(task)
-    if start and assignee is not None and not waiting:
+    approver = filing_approver(creator_agent)
+    if creator_agent is not None and approver is not None:
+        request_filing_approval(task, creator_agent, approver)
+    elif start and assignee is not None and not waiting:
         _apply(task, TaskState.IN_PROGRESS, actor)
     elif assignee is not None and assignee.id != actor.agent_id:
         notices.send_task_assigned(task, actor=actor, waiting_for=waiting)
-    if creator_agent is not None and creator_agent.owner is not None:
+    if creator_agent is not None and creator_agent.owner is not None and creator_agent.owner != approver:
         notify_user(
             user=creator_agent.owner,
             type=NotificationType.TASK_CREATED,
@@ -207,17 +217,27 @@ def _task_path(task: Task) -> dict[str, str]:
 
 
 @transaction.atomic
-def task_transition(*, task_id: str, to_status: str, actor: Actor, note: str = "") -> Task:
+def task_transition(*, task_id: str, to_status: str, actor: Actor, note: str = "", cascade: bool = False) -> Task:
     """Move a task to ``to_status``: the one way a task's status changes.
 
     Raises IllegalTransition (409) for a move the state machine or a rule forbids,
     WorkError (400) for an unknown status, WorkNotFound (404) for a missing task.
     ``note`` (a reason, a reviewer's feedback) is carried into the notifications.
+    ``cascade`` with ``cancelled``: the tasks waiting on it (``waiting_dependents``,
+    also those waiting on them) are cancelled too, each assignee told as for any
+    cancellation, by the same actor.
     """
     if to_status not in TaskState.values:
         raise WorkError(f"unknown status {to_status!r}; expected one of: {', '.join(TaskState.values)}")
     task = _lock(task_id)
-    _apply(task, to_status, actor, note=clean_text(note, "note", max_length=10_000))
+    note = clean_text(note, "note", max_length=10_000)
+    _apply(task, to_status, actor, note=note)
+    if cascade and to_status == TaskState.CANCELLED:
+        because = f"cancelled with {task.id} ({task.title}), which it waits on"
+        for dependent_id in waiting_dependents(task.id):
+            dependent = _lock(dependent_id)
+            if dependent.status in WAITING_STATES:
+                _apply(dependent, TaskState.CANCELLED, actor, note=f"{because}. {note}".strip() if note else because)
     return task
 
 
@@ -231,6 +251,11 @@ def _check_rules(task: Task, to_status: str, actor: Actor) -> None:
         )
     if to_status == TaskState.COMPLETED and actor.is_agent and actor.id == task.assignee_id:
         raise IllegalTransition("a worker cannot complete its own task: submit it for review instead")
+    if task.filing_approval_id and not actor.is_user and to_status in (TaskState.IN_PROGRESS, TaskState.COMPLETED):
+        raise IllegalTransition(
+            f"task {task.id} waits for a person's approval before it starts (approval {task.filing_approval_id})",
+            allowed=[TaskState.REJECTED, TaskState.CANCELLED],
+        )
     if to_status == TaskState.IN_PROGRESS:
         if task.assignee_id is None:
             raise IllegalTransition(f"task {task.id} has no assignee to work on it")
@@ -255,6 +280,7 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     4. Entering a terminal state runs the cascades (dependents, requirement).
     """
     _check_rules(task, to_status, actor)
+    withdraw_filing_approval(task)  # moved on: the question of its filing no longer stands
     from_status = task.status
     now = timezone.now()
     task.status = to_status
@@ -410,6 +436,7 @@ def _unblock_dependents(task: Task) -> None:
             depends_on=task,
             status__in=[TaskState.PENDING, TaskState.BLOCKED],
             assignee__isnull=False,
+            filing_approval__isnull=True,  # waits for a person's approval first
         )
         .order_by("created_at", "id")
     )

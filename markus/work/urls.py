@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import re_path
 
-from . import api, requirements_api
+from . import api, history_api, requirements_api
 
 ID = r"(?P<{}>[^/]+)"
 TASK = ID.format("task_id")
@@ -16,6 +16,7 @@ urlpatterns = [
     re_path(rf"^api/tasks/{TASK}/transition/?$", api.TaskTransitionView.as_view()),
     re_path(rf"^api/tasks/{TASK}/retry/?$", api.TaskRetryView.as_view()),
     re_path(rf"^api/tasks/{TASK}/comments/?$", api.TaskCommentsView.as_view()),
+    re_path(rf"^api/tasks/{TASK}/history/?$", history_api.TaskHistoryView.as_view()),
     re_path(r"^api/requirements/?$", requirements_api.RequirementListView.as_view()),
     re_path(rf"^api/requirements/{REQ}/?$", requirements_api.RequirementDetailView.as_view()),
     re_path(
@@ -24,4 +25,5 @@ urlpatterns = [
     ),
     re_path(rf"^api/requirements/{REQ}/resubmit/?$", requirements_api.RequirementResubmitView.as_view()),
     re_path(rf"^api/requirements/{REQ}/comments/?$", requirements_api.RequirementCommentsView.as_view()),
+    re_path(rf"^api/requirements/{REQ}/history/?$", history_api.RequirementHistoryView.as_view()),
 ]

@@ -135,7 +135,7 @@ def test_an_illegal_task_transition_lists_the_allowed_targets(agent, alice):
 def test_an_illegal_requirement_transition_lists_the_allowed_targets(agent, alice):
     requirement = requirement_create(actor=Actor.for_user(alice), title="Idea")
     assert requirement.status == "in_progress"
-    answer = token_client(alice).post(f"/api/requirements/{requirement.id}/approve", {}, format="json")
+    answer = token_client(alice).post(f"/api/requirements/{requirement.id}/reject", {}, format="json")
     assert answer.status_code == 409
     data = answer.json()
     assert data["code"] == "conflict"

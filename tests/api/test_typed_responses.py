@@ -179,6 +179,7 @@ def world(alice, alice_client, agent, agent_with_token):
     return {
         "name": "typed",
         "agent_id": "ada",
+        "team_id": agent.team_id,
         "task_id": task["id"],
         "requirement_id": requirement["id"],
         "stream_id": stream["streamId"],

@@ -137,7 +137,7 @@ def test_a_requirement_is_filed_and_decided_on_its_page(client, alice, agent):
     rid = response["Location"].split("requirement=")[1]
     page = client.get(response["Location"]).content.decode()
     assert "filed as in_progress" in page and "step-complete" in page
-    refused = client.post(f"/work/requirements/{rid}/approve/")
+    refused = client.post(f"/work/requirements/{rid}/reject/")  # (approving it again is a no-op)
     assert refused.status_code == 409
     client.post(f"/work/requirements/{rid}/cancel/", {"reason": "out of scope"})
     page = client.get(f"/work?requirement={rid}").content.decode()

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
+from markus.agents.models import Team
 from markus.agents.services import agent_create
 from markus.core.actors import Actor
 from markus.work.models import Task
@@ -37,6 +38,13 @@ def cyd(alice, team):
 @pytest.fixture
 def zed_and_token(charlie):
     return agent_create(name="Zed", owner=charlie, agent_id="zed")
+
+
+@pytest.fixture
+def ungated(team):
+    """The team lets its agents' tasks start at once (no approval of what they file)."""
+    Team.objects.filter(id=team.id).update(agent_task_approval=False)
+    return team
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 from attention import loop
 from attention.models import AgentActivity
 from mailbox.registry import ActivityType, MailboxType, Priority
+from markus.agents.models import Team
 from markus.core.actors import Actor
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
@@ -28,7 +29,7 @@ def replies_for(agent):
 
 
 @pytest.fixture
-def worked(ada, bea, cyd):
+def worked(ada, bea, cyd, ungated):
     """Cyd delegated a task to Ada, who has executed it (one execution round); Bea reviews."""
     return task_create(
         actor=Actor.for_agent(cyd), title="Port the parser", assignee_id=ada.id, reviewer_agent_id=bea.id
@@ -130,7 +131,9 @@ def scripted():
 
 
 def _execute_and_complete(scripted, ada, bea, cyd):
-    """Ada executes the task through the loop and submits it; Bea completes it."""
+    """Ada executes the task through the loop and submits it; Bea completes it. (Cyd's
+    team lets its agents' tasks start at once.)"""
+    Team.objects.filter(id=ada.team_id).update(agent_task_approval=False)
     task = task_create(
         actor=Actor.for_agent(cyd),
         title="Port the parser",

@@ -231,7 +231,7 @@ def test_a_human_completing_their_own_task_gets_no_notification_about_it(make_ta
     assert not UserNotification.objects.filter(user=alice).exists()
 
 
-def test_a_delegating_agent_hears_when_its_task_ends_and_its_owner_when_it_was_created(ada, cyd, bea, alice):
+def test_a_delegating_agent_hears_when_its_task_ends_and_its_owner_when_it_was_created(ada, cyd, bea, alice, ungated):
     task = task_create(actor=Actor.for_agent(cyd), title="sub", assignee_id=ada.id, reviewer_agent_id=bea.id)
     assert UserNotification.objects.get(user=alice, type="task_created").metadata["agentId"] == cyd.id
     task_transition(task_id=task.id, to_status=S.FAILED, actor=Actor.for_agent(ada))

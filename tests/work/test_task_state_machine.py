@@ -90,7 +90,7 @@ def test_the_reviewer_cannot_be_the_assignee_at_submission(make_task, as_alice, 
         task_transition(task_id=task.id, to_status=S.REVIEW, actor=as_alice)
 
 
-def test_submitting_for_review_needs_a_reviewer(ada):
+def test_submitting_for_review_needs_a_reviewer(ada, ungated):
     task = task_create(actor=Actor.for_agent(ada), title="solo", assignee_id=ada.id, start=True)
     with pytest.raises(IllegalTransition, match="has no reviewer"):
         task_transition(task_id=task.id, to_status=S.REVIEW, actor=Actor.for_agent(ada))
