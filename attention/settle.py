@@ -126,11 +126,14 @@ def record_pause(tx: Fence, focus: Focus, detail: str = "") -> None:
     context: dict[str, object] = {"agentStatus": status, "turn": session.turn_count if session is not None else 0}
     if detail:
         context["detail"] = detail
+    reasoning = f"The agent was {how} mid-run: its turn stopped here"
+    if detail.startswith("budget: "):  # processing: a budget refused the next LLM call
+        reasoning = f"Stopped mid-run: {detail.removeprefix('budget: ')}"
     records.record_decision(
         tx,
         item=focus.item,
         decision_type=DecisionType.PAUSE,
-        reasoning=f"The agent was {how} mid-run: its turn stopped here",
+        reasoning=reasoning,
         context=context,
         outcome="re-queued with its session; resumes when the agent runs again",
     )

@@ -22,7 +22,7 @@ from markus.usage.services import budget_set
 from notifications.models import UserNotification
 from notifications.registry import NotificationType
 
-from .conftest import PER_CALL, llm_requests, notices, statuses
+from .conftest import MARK, PER_CALL, llm_requests, notices, statuses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -164,3 +164,37 @@ def test_near_the_limit_a_heartbeat_is_skipped_first_and_other_work_goes_on(agen
         assert not LLMCall.objects.filter(scenario="check_in").exists()
         said = ChatMessage.objects.filter(session=main_session(agent.id)).values_list("content", flat=True)
         assert any("skipped: the daily token budget" in line and "240 of 360" in line for line in said), list(said)
+
+
+def test_the_limit_reached_between_two_turns_of_one_item_sends_it_back_to_the_queue_with_its_session(
+    agent, alice, stub, monkeypatch
+):
+    from attention.models import AgentDecision, LLMSession
+
+    def two_turns(body):  # a tool first (any offered one that only reads), then the answer
+        if body["messages"][-1]["role"] == "tool":
+            return {"content": f"done {MARK}"}
+        offered = [t["function"]["name"] for t in body.get("tools") or []]
+        return {"tool_calls": [("memory_search" if "memory_search" in offered else offered[0], {"query": "x"})]}
+
+    stub.chooser = two_turns
+    with time_machine.travel(T0, tick=True):
+        budget_set(agent=agent, limits={"dailyTokens": PER_CALL})
+        [item] = notices(agent, 1)
+
+        result = loop.run_attention(agent.id, budget=10)
+
+        assert result.status == "blocked"
+        assert llm_requests(stub) == 1  # the second turn was never asked
+        assert MailboxItem.objects.get(id=item.id).status == "queued"
+        session = LLMSession.objects.get(mailbox_item_id=item.id)
+        assert session.turn_count == 1  # it resumes where it stopped
+        assert len(exhausted_notices(alice)) == 1
+        pause = AgentDecision.objects.get(mailbox_item_id=item.id, decision_type="pause")
+        assert pause.reasoning.startswith("Stopped mid-run: the daily token budget of the agent ada is used up")
+
+        budget_set(agent=agent, limits={"dailyTokens": 10 * PER_CALL})
+        loop.run_attention(agent.id, budget=10)
+
+        assert MailboxItem.objects.get(id=item.id).status == "completed"
+        assert llm_requests(stub) == 2  # only the second turn: the first was not asked again
