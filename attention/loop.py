@@ -401,9 +401,10 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
             last_stop_check=time.monotonic(),  # the fence just found the agent running
         )
         focus.held.saved = resumed
-        if members or not (item.source_type in COMMENT_TYPES and item.task_id):
-            # (A comment on a task may go into that task's open execution instead; not
-            # one that leads a batch.) A brain that answers at once has its activity and
+        if members or not (item.source_type in COMMENT_TYPES and (item.task_id or item.requirement_id)):
+            # (A comment on a task or a requirement may go into its open work instead,
+            # ``markus.work.comment_routing``; not one that leads a batch.) A brain that
+            # answers at once has its activity and
             # its first lines written with the outcome; for any other the live view shows
             # them from now on.
             focus.activity = records.start_activity(lease, item=item, scenario=scenario, batch=members)

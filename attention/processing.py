@@ -10,10 +10,11 @@ import logging
 
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
-from mailbox.registry import COMMENT_TYPES, MailboxType, Status
+from mailbox.registry import COMMENT_TYPES
 from markus import telemetry
 from markus.llm.base import LLMCancelled
 from markus.usage.budgets import BudgetExhausted
+from markus.work.comment_routing import open_work_for
 
 from . import heartbeat, records
 from .focus import Focus, Outcome
@@ -60,21 +61,12 @@ def process_item(focus: Focus) -> None:
 
 
 def _inject_into_active_task(lease: Lease, item: MailboxItem) -> bool:
-    """A comment on a task whose execution is open (its session saved, the item
-    deferred or queued) goes into that session instead of a new activity."""
-    if not item.task_id:
-        return False
-    execution = (
-        MailboxItem.objects.filter(
-            agent_id=item.agent_id,
-            source_type=MailboxType.TASK_STATUS_UPDATE,
-            payload__taskId=item.task_id,
-            status__in=[Status.QUEUED, Status.DEFERRED],
-        )
-        .order_by("-queued_at")
-        .first()
-    )
-    if execution is None or not execution.triggers_execution:
+    """A comment on work that is open (its session saved, the item deferred or queued):
+    the execution of its task, or for a requirement comment the requirement's action or
+    the execution of one of its tasks (``markus.work.comment_routing``), goes into that
+    session instead of a new activity."""
+    execution = open_work_for(item)
+    if execution is None:
         return False
     with fenced(lease) as tx:
         if not LLMSession.objects.filter(id=session_id(execution)).exists():
@@ -87,7 +79,8 @@ def _inject_into_active_task(lease: Lease, item: MailboxItem) -> bool:
             tx,
             item=item,
             decision_type=DecisionType.MERGE,
-            reasoning="Comment on an active task — injected into its session",
+            reasoning=f"Comment on {'an active task' if item.task_id else 'a requirement being worked on'}"
+            " — injected into its session",
             context={"executionItemId": execution.id},
         )
         records.inject_main_session(tx, item=item, outcome="injected into the running task")
