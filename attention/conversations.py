@@ -54,11 +54,16 @@ def park(tx: Fence, item: MailboxItem, effect: dict[str, Any], *, batch: list[Ma
     tx.check()
     stream_id = str(effect["streamId"])
     until = parse_datetime(str(effect["until"])) or deadline(DEFAULT_TIMEOUT_MINUTES)
-    about = {"replyFrom": effect.get("to") or {}, "replyMinutes": effect.get("minutes")}
+    asked_at = parse_datetime(str(effect.get("askedAt") or "")) or timezone.now()
+    about = {
+        "replyFrom": effect.get("to") or {},
+        "replyMinutes": effect.get("minutes"),
+        "replyAskedAt": asked_at.isoformat(),
+    }
     for one in [item, *(batch or [])]:
         lifecycle.park_for_reply(one, epoch=tx.epoch, stream_id=stream_id, until=until, about=about)
     closed = (
-        Stream.objects.filter(reply_to=stream_id, recipient_id=item.agent_id, closed_at__isnull=False)
+        Stream.objects.filter(reply_to=stream_id, recipient_id=item.agent_id, closed_at__gte=asked_at)
         .order_by("closed_at")
         .first()
     )
@@ -78,7 +83,7 @@ def _replied(reply: Stream) -> None:
     if not waiting:
         return  # nobody waits (no await_reply, or its time ran out): an ordinary agent message
     lead = waiting[0]
-    text = _said(Stream.objects.filter(id=reply.id))
+    text = _said(Stream.objects.filter(id=reply.id), since=_asked_at(lead))
     who = {"id": reply.sender_id, "name": reply.sender.name if reply.sender else reply.sender_id}
     first_line = (text.strip().splitlines() or [""])[0][:120]
     lifecycle.insert_delivered(
@@ -123,7 +128,9 @@ def reply_waits_timed_out(agent_id: str | None = None, *, now: datetime | None =
             name = asked.get("name") or asked.get("id") or "your colleague"
             minutes = waiting[0].marks.get("replyMinutes")
             span = f" within {minutes} minutes" if minutes else ""
-            so_far = _said(Stream.objects.filter(reply_to=stream_id, recipient_id=found_agent))
+            so_far = _said(
+                Stream.objects.filter(reply_to=stream_id, recipient_id=found_agent), since=_asked_at(waiting[0])
+            )
             note = (
                 f"No reply from {name}{span}: the wait is over. Go on without the answer (or ask again); "
                 "a reply that comes later arrives in your mailbox as an agent message."
@@ -138,8 +145,15 @@ def reply_waits_timed_out(agent_id: str | None = None, *, now: datetime | None =
     return resumed
 
 
-def _said(streams: Any) -> str:
+def _asked_at(item: MailboxItem) -> datetime | None:
+    return parse_datetime(str(item.marks.get("replyAskedAt") or ""))
+
+
+def _said(streams: Any, *, since: datetime | None) -> str:
+    """What was said on ``streams`` since the question (an earlier answer is not this one's)."""
     chunks = Chunk.objects.filter(stream__in=streams).order_by("position")
+    if since is not None:
+        chunks = chunks.filter(created_at__gte=since)
     texts = []
     for chunk in chunks:
         payload = chunk.payload if isinstance(chunk.payload, dict) else {}

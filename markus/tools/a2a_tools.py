@@ -173,6 +173,7 @@ def agent_send_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
             "until": until.isoformat(),
             "to": _who(recipient),
             "minutes": minutes,
+            "askedAt": chunk.created_at.isoformat(),  # an earlier answer on the stream is not this one's
         }
         result.update(status=conversations.WAITING, waitsUntil=until.isoformat())
         result["note"] = f"Waiting for {recipient.name}'s reply (at most {minutes} minutes): your work pauses here."

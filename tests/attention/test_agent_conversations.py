@@ -211,3 +211,36 @@ def test_a_reply_after_the_timeout_arrives_as_an_ordinary_agent_message(agent, g
     late = MailboxItem.objects.get(agent=agent, source_type=T.A2A_MESSAGE)
     assert late.status == Status.QUEUED and "late: 42" in late.content
     assert not MailboxItem.objects.filter(agent=agent, source_type=T.CALLBACK_RESULT).exists()
+
+
+def test_continuing_a_stream_received_from_the_colleague_answers_on_the_reply_stream(agent, grace):
+    from agentbus import services as bus
+
+    question = bus.send_agent_message(sender=grace, recipient=agent, text="Which branch?")
+    ok, result = execute_tool(
+        _ctx(agent), "agent_send_message", {"to": "grace", "text": "main", "stream_id": question.stream_id}
+    )
+    assert ok, result
+    reply = Stream.objects.get(id=json.loads(result)["streamId"])
+    assert (reply.reply_to, reply.sender_id, reply.recipient_id) == (question.stream_id, agent.id, grace.id)
+    assert "main" in MailboxItem.objects.get(agent=grace, source_type=T.A2A_MESSAGE).content
+
+
+def test_asking_again_on_an_answered_stream_waits_for_the_new_answer(agent, grace, scripted):
+    from agentbus import services as bus
+
+    provider, asking = _ask_and_park(agent, grace, scripted)
+    stream_id = asking.marks["replyStream"]
+    bus.stream_reply(responder=grace, stream_id=stream_id, payload={"text": "first answer"})
+    assert MailboxItem.objects.get(id=asking.id).status == Status.QUEUED
+    # Resumed, the agent asks a follow-up on the same stream and waits again.
+    follow_up = {"to": "grace", "text": "And 7x8?", "stream_id": stream_id, "await_reply": True}
+    provider.turns.extend([Turn(tool_calls=[("agent_send_message", follow_up)]), Turn(text=f"56 it is {MARK}")])
+    run_attention(agent.id)
+    asking.refresh_from_db()
+    assert asking.status == Status.DEFERRED and asking.marks["waitingForReply"] is True  # not the old answer
+    bus.stream_reply(responder=grace, stream_id=stream_id, payload={"text": "second answer"})
+    run_attention(agent.id)
+    assert MailboxItem.objects.get(id=asking.id).status == Status.COMPLETED
+    answers = [r for r in _tool_results(provider.calls[-1]["messages"]) if r.get("status") == "replied"]
+    assert [a["reply"] for a in answers] == ["first answer", "second answer"]
