@@ -82,13 +82,13 @@ def _enqueue(agent_id: str, i: int, priority: int | None = None) -> MailboxItem:
     )
 
 
-def _bursts(bursts: int) -> tuple[float, int, Counter[str]]:
+def _bursts(bursts: int) -> tuple[float, int, Counter[str], int]:
     """Step 6: ``bursts`` standard bursts through the openai SDK against the model stub,
-    each taken by one run of the loop in this thread. Returns items/s, items, and the
-    stub's calls by kind."""
+    each taken by one run of the loop in this thread. Returns items/s, items, the stub's
+    calls by kind, and the runs' statements (enqueues not counted)."""
     agent, _ = agent_create(name="bench-burst", agent_id=new_id("bench"))
     old = dict(settings.MARKUS)
-    items = 0
+    items = statements = 0
     try:
         with ModelStub() as stub:
             settings.MARKUS.update(
@@ -100,7 +100,9 @@ def _bursts(bursts: int) -> tuple[float, int, Counter[str]]:
                     for priority in BURST_PRIORITIES:
                         _enqueue(agent.id, items, int(priority))
                         items += 1
-                result = loop.run_attention(agent.id, budget=len(BURST_PRIORITIES))
+                with CaptureQueriesContext(connection) as ctx:
+                    result = loop.run_attention(agent.id, budget=len(BURST_PRIORITIES))
+                statements += len(ctx.captured_queries)
                 if result.processed != len(BURST_PRIORITIES):
                     raise RuntimeError(f"burst {b}: the run processed {result.processed} items ({result.status})")
             rate = items / (time.perf_counter() - t0)
@@ -110,7 +112,7 @@ def _bursts(bursts: int) -> tuple[float, int, Counter[str]]:
         settings.MARKUS.update(old)
         Agent.objects.filter(id=agent.id).update(status=Agent.RunStatus.STOPPED)
         agent.delete()
-    return rate, items, calls
+    return rate, items, calls, statements
 
 
 def _wait_all_done(agent_id: str, n: int, timeout: float = 600) -> None:
@@ -270,7 +272,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         agent.delete()
     # 6. a standard burst through the openai SDK, the defaults (after the worker stopped)
     bursts = max(1, n // 8) if options.get("n") else BURSTS
-    burst_rate, burst_items, calls = _bursts(bursts)
+    burst_rate, burst_items, calls, burst_statements = _bursts(bursts)
     ratio = loop_rate / bare_rate
     deliberating_ratio = deliberating_rate / bare_rate
     burst_ratio = burst_rate / bare_rate
@@ -293,7 +295,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         f"  burst via openai SDK  {burst_rate:10.1f} items/s, ratio {burst_ratio:.3f}, "
         f"{llm_per_item:.2f} LLM calls per item ({calls['deliberation']} deliberations, "
         f"{calls['triage']} mini triages, {calls['item']} item runs for {burst_items} items in "
-        f"{bursts} bursts of priorities {'/'.join(str(int(p)) for p in BURST_PRIORITIES)})\n"
+        f"{bursts} bursts of priorities {'/'.join(str(int(p)) for p in BURST_PRIORITIES)}), "
+        f"{burst_statements / burst_items:.1f} statements per item\n"
     )
     return [
         Figure(
@@ -344,6 +347,14 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             "",
             baseline=f"{calls['deliberation']} deliberations + {calls['triage']} mini triages + "
             f"{calls['item']} item runs for {burst_items} items (one call each)",
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "statements per item, standard burst",
+            burst_statements / burst_items,
+            "",
+            baseline=f"the runs of {bursts} bursts, the defaults, openai SDK (enqueues not counted)",
             better="lower",
         ),
         Figure(
