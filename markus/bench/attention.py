@@ -19,7 +19,9 @@ Steps:
    for the detail lines, one run of a single item).
    Steps 2 and 3 run twice: with the deliberation off (tier 0 and 1, the figures with
    goals) and with the defaults, where each item taken from a backlog of two or more is
-   deliberated first (an LLM session of its own; informative figures).
+   deliberated first (an LLM session of its own; informative figures): the N items are
+   of one priority, so each head has rivals (tier 0 would take a head more urgent than
+   the rest at once, as in step 6).
 4. Latency: M times, enqueue one item (the wake-up sent on commit) and wait for it;
    latency is started_at - queued_at of the stored row.
 5. Baseline: bare SQL enqueue + claim + complete of N rows.
@@ -218,7 +220,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         done += WARMUP
         _wait_all_done(agent.id, done, timeout=120)
         # 2. throughput, 3. statements per item (this thread): with the defaults, where
-        # every item taken from a backlog of two or more is deliberated first (tier 2),
+        # every item taken from a backlog of two or more of one priority is deliberated
+        # first (tier 2),
         # and with the deliberation off (tier 0 and the mini triage's tier 1 only).
         measured: dict[bool, tuple[float, int, float]] = {}
         for deliberating in (False, True):
@@ -288,7 +291,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     )
     stdout.write(
         f"  deliberating: loop     {deliberating_rate:10.1f} items/s, ratio {deliberating_ratio:.3f}, "
-        f"{deliberating_per_item:.1f} statements per item (a deliberation before each item of a backlog)\n"
+        f"{deliberating_per_item:.1f} statements per item "
+        "(a deliberation before each item of a backlog of one priority)\n"
     )
     stdout.write(f"  enqueue-to-start ms   median {p50:.1f}   p99 {p99:.1f}   (n={len(latencies)})\n")
     stdout.write(
@@ -322,7 +326,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             "loop throughput / bare, deliberating",
             deliberating_ratio,
             "x",
-            baseline=f"loop {deliberating_rate:.0f}/s, the defaults: every item of a backlog deliberated first",
+            baseline=f"loop {deliberating_rate:.0f}/s, the defaults: "
+            "every item of a backlog of one priority deliberated first",
         ),
         Figure(
             SUITE,
