@@ -276,21 +276,18 @@ def requirement_new(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def task_move(request: HttpRequest, task_id: str) -> HttpResponse:
-    """A transition button: ``status`` and an optional ``note``, through
-    ``task_transition`` (a refusal of the state machine or a rule shows its message)."""
-    actor = _actor(request)
-    task = access_task(actor, task_id)
-    try:
-        move_task(
-            actor,
-            task,
-            to_status=request.POST.get("status", ""),
-            note=request.POST.get("note", ""),
-            cascade=request.POST.get("cascade") == "on",  # the page shows the choice: unticked, it cancels alone
-        )
-    except MarkusError as exc:
-        return _refused(request, exc, f"task={task.id}")
-    return redirect(_work_url(f"task={task.id}"))
+    """A transition button: ``status``, an optional ``note`` and ``cascade``, through
+    the API's ``move_task`` (a refusal of the state machine or a rule shows its message)."""
+    task = access_task(_actor(request), task_id)
+    post = request.POST
+    move = partial(
+        move_task,
+        task=task,
+        to_status=post.get("status", ""),
+        note=post.get("note", ""),
+        cascade=post.get("cascade") == "on",  # the page shows the choice: unticked, it cancels alone
+    )
+    return _done(request, f"task={task.id}", move)
 
 
 def _comment(request: HttpRequest, page: str, create: Callable[..., Any]) -> HttpResponse:
