@@ -27,7 +27,8 @@ from .models import Agent, ChatMessage, ChatSession, Team, UserToken, WorkingMem
 
 @admin.register(Team)
 class TeamAdmin(ConsoleModelAdmin):
-    list_display = ("name", "owner", "created_at", "id")
+    list_display = ("name", "owner", "agent_task_approval", "created_at", "id")
+    list_filter = ("agent_task_approval",)
     search_fields = ("id", "name")
     list_select_related = ("owner",)
     filter_horizontal = ("members",)

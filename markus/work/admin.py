@@ -13,13 +13,16 @@ from django.contrib.admin.options import InlineModelAdmin
 from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from markus.console.modeladmin import ConsoleModelAdmin
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 
 from . import services
-from .models import Requirement, RequirementComment, RequirementState, Task, TaskComment, TaskState
+from .history import history_of
+from .models import Requirement, RequirementComment, RequirementState, StatusChange, Task, TaskComment, TaskState
 from .requirement_services import RequirementStep
 
 if TYPE_CHECKING:  # ModelAdmin is not subscriptable at run time
@@ -59,6 +62,48 @@ class ReadOnlyCommentInline(admin.TabularInline):
         return False
 
 
+def status_history(entity: str, entity_id: str) -> SafeString:
+    """The status history of a task or requirement as a read-only table (oldest first)."""
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{} → {}</td><td>{} {}</td><td>{}</td></tr>",
+        (
+            (
+                c.at.strftime("%Y-%m-%d %H:%M:%S"),
+                c.from_status or "filed",
+                c.to_status,
+                c.actor_kind,
+                c.actor_name,
+                c.note,
+            )
+            for c in history_of(entity, entity_id)
+        ),
+    )
+    if not rows:
+        return format_html("<p>{}</p>", "No changes recorded.")
+    head = "<tr><th>when (UTC)</th><th>from → to</th><th>who</th><th>note or reason</th></tr>"
+    return format_html('<table class="status-history">{}{}</table>', SafeString(head), rows)
+
+
+@admin.register(StatusChange)
+class StatusChangeAdmin(ConsoleModelAdmin):
+    """Every transition of a task or requirement, as recorded in its transaction: read only."""
+
+    list_display = ("at", "entity", "entity_id", "from_status", "to_status", "actor_kind", "actor_name", "note")
+    list_filter = ("entity", "to_status", "actor_kind")
+    search_fields = ("entity_id", "actor_name")
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
 def task_action(to_status: str, label: str) -> TaskAction:
     def action(modeladmin: admin.ModelAdmin[Task], request: HttpRequest, queryset: QuerySet[Task]) -> None:
         _run(
@@ -71,6 +116,19 @@ def task_action(to_status: str, label: str) -> TaskAction:
 
     action.__name__ = f"task_to_{to_status}"
     return admin.action(description=label)(action)
+
+
+@admin.action(description="Cancel with the tasks waiting on it (cascade)")
+def task_cancel_cascade(modeladmin: admin.ModelAdmin[Task], request: HttpRequest, queryset: QuerySet[Task]) -> None:
+    _run(
+        modeladmin,
+        request,
+        queryset,
+        "Cancel with dependents",
+        lambda task_id, actor: services.task_transition(
+            task_id=task_id, to_status=TaskState.CANCELLED, actor=actor, cascade=True
+        ),
+    )
 
 
 @admin.action(description="Retry (fresh execution)")
@@ -179,7 +237,16 @@ class TaskAdmin(ConsoleModelAdmin):
         "requirement",
     )
     filter_horizontal = ("depends_on",)
-    readonly_fields = ("status", "execution_round", "cancel_requested_at", "completed_at", "created_at", "updated_at")
+    readonly_fields = (
+        "status",
+        "filing_approval",
+        "execution_round",
+        "cancel_requested_at",
+        "completed_at",
+        "created_at",
+        "updated_at",
+        "history",
+    )
     inlines = [TaskCommentInline]
     form = TaskChangeForm
     actions = [
@@ -190,9 +257,14 @@ class TaskAdmin(ConsoleModelAdmin):
         task_action(TaskState.FAILED, "Mark failed"),
         task_action(TaskState.REJECTED, "Reject"),
         task_action(TaskState.CANCELLED, "Cancel"),
+        task_cancel_cascade,
         task_action(TaskState.ARCHIVED, "Archive"),
         task_retry,
     ]
+
+    @admin.display(description="status history")
+    def history(self, obj: Task) -> SafeString:
+        return status_history(StatusChange.Entity.TASK, obj.id)
 
     def get_fields(self, request: HttpRequest, obj: Task | None = None) -> list[Any]:
         return list(TASK_ADD_FIELDS) if obj is None else super().get_fields(request, obj)
@@ -233,7 +305,7 @@ class RequirementAdmin(ConsoleModelAdmin):
     search_fields = ("id", "title")
     list_select_related = ("created_by_agent", "created_by_user")
     raw_id_fields = ("created_by_agent", "created_by_user", "team")
-    readonly_fields = ("status", "created_at", "updated_at")
+    readonly_fields = ("status", "rejected_reason", "created_at", "updated_at", "history")
     inlines = [RequirementCommentInline]
     actions = [
         requirement_action(services.requirement_approve, "Approve", RequirementState.IN_PROGRESS),
@@ -241,3 +313,7 @@ class RequirementAdmin(ConsoleModelAdmin):
         requirement_action(services.requirement_complete, "Complete", RequirementState.COMPLETED),
         requirement_action(services.requirement_cancel, "Cancel", RequirementState.CANCELLED),
     ]
+
+    @admin.display(description="status history")
+    def history(self, obj: Requirement) -> SafeString:
+        return status_history(StatusChange.Entity.REQUIREMENT, obj.id)
