@@ -24,6 +24,8 @@ from markus.agents.auth import visible_agents
 from markus.agents.models import Agent, Team
 
 PAGE = 30  # messages the page shows at first, and per "Load earlier"
+CATCH_UP = 100  # the most new messages one poll brings
+POLL_SECONDS = 10  # how often an open page asks for new messages
 
 
 def teams_visible_to(user: User | AnonymousUser) -> QuerySet[Team]:
@@ -50,16 +52,8 @@ def chunk_text(payload: object) -> str:
     return json.dumps(payload, ensure_ascii=False, sort_keys=True)
 
 
-def channel_page_of(stream_id: str, *, before: int | None) -> tuple[list[dict[str, Any]], int | None]:
-    """At most ``PAGE`` messages before sequence ``before`` (the newest without it),
-    oldest first, and the cursor for the page before them (None: this is the start)."""
-    rows = Chunk.objects.filter(stream_id=stream_id).select_related("sender").order_by("-sequence")
-    if before is not None:
-        rows = rows.filter(sequence__lt=before)
-    chunks = list(rows[: PAGE + 1])
-    more = len(chunks) > PAGE
-    chunks = list(reversed(chunks[:PAGE]))
-    messages = [
+def _shown(chunks: list[Chunk]) -> list[dict[str, Any]]:
+    return [
         {
             "sequence": c.sequence,
             "sender": c.sender.name if c.sender else "Markus",
@@ -69,15 +63,32 @@ def channel_page_of(stream_id: str, *, before: int | None) -> tuple[list[dict[st
         }
         for c in chunks
     ]
-    return messages, (chunks[0].sequence if more and chunks else None)
 
 
-def _before(request: HttpRequest) -> int | None:
-    raw = request.GET.get("before")
+def channel_page_of(stream_id: str, *, before: int | None) -> tuple[list[dict[str, Any]], int | None]:
+    """At most ``PAGE`` messages before sequence ``before`` (the newest without it),
+    oldest first, and the cursor for the page before them (None: this is the start)."""
+    rows = Chunk.objects.filter(stream_id=stream_id).select_related("sender").order_by("-sequence")
+    if before is not None:
+        rows = rows.filter(sequence__lt=before)
+    chunks = list(rows[: PAGE + 1])
+    more = len(chunks) > PAGE
+    chunks = list(reversed(chunks[:PAGE]))
+    return _shown(chunks), (chunks[0].sequence if more and chunks else None)
+
+
+def channel_after(stream_id: str, after: int) -> list[dict[str, Any]]:
+    """The messages after sequence ``after``, oldest first (at most ``CATCH_UP``)."""
+    rows = Chunk.objects.filter(stream_id=stream_id, sequence__gt=after).select_related("sender")
+    return _shown(list(rows.order_by("sequence")[:CATCH_UP]))
+
+
+def _sequence(request: HttpRequest, name: str) -> int | None:
+    raw = request.GET.get(name)
     if raw in (None, ""):
         return None
     if not raw.isdigit():
-        raise ValueError("before must be a message's sequence number (a whole number)")
+        raise ValueError(f"{name} must be a message's sequence number (a whole number)")
     return int(raw)
 
 
@@ -104,6 +115,7 @@ def team_channel_page(request: HttpRequest, team_id: str) -> HttpResponse:
     team = access_team(request, team_id)
     stream = Stream.objects.filter(id=team_channel_id(team.id)).first() or team_channel_ensure(team)
     messages, next_cursor = channel_page_of(stream.id, before=None)
+    last = messages[-1]["sequence"] if messages else 0
     member_ids = StreamMember.objects.filter(stream_id=stream.id).values("agent_id")
     members = list(Agent.objects.filter(id__in=member_ids).order_by("name", "id"))
     seen = set(visible_agents(request).filter(id__in=[m.id for m in members]).values_list("id", flat=True))
@@ -112,6 +124,8 @@ def team_channel_page(request: HttpRequest, team_id: str) -> HttpResponse:
         "stream": stream,
         "messages": messages,
         "next_cursor": next_cursor,
+        "after": last,
+        "poll_seconds": POLL_SECONDS,
         "members": [{"agent": m, "visible": m.id in seen} for m in members],
         "nav": "teams",
     }
@@ -121,11 +135,22 @@ def team_channel_page(request: HttpRequest, team_id: str) -> HttpResponse:
 @require_GET
 @login_required
 def team_channel_messages(request: HttpRequest, team_id: str) -> HttpResponse:
-    """``?before=<sequence>``: the page of older messages with the next "Load earlier"."""
+    """``?before=<sequence>``: the page of older messages with the next "Load earlier";
+    ``?after=<sequence>``: the newer ones (the open page asks every ``POLL_SECONDS``),
+    with the next poll."""
     team = access_team(request, team_id)
     try:
-        before = _before(request)
+        before, after = _sequence(request, "before"), _sequence(request, "after")
     except ValueError as exc:
         return HttpResponseBadRequest(str(exc))
+    if after is not None:
+        newer = channel_after(team_channel_id(team.id), after)
+        context = {
+            "team": team,
+            "messages": newer,
+            "after": newer[-1]["sequence"] if newer else after,
+            "poll_seconds": POLL_SECONDS,
+        }
+        return render(request, "teams/_newer.html", context)
     messages, next_cursor = channel_page_of(team_channel_id(team.id), before=before)
     return render(request, "teams/_earlier.html", {"team": team, "messages": messages, "next_cursor": next_cursor})

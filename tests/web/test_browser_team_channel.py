@@ -1,6 +1,7 @@
 """In a real browser: a person goes from the agents' cards to their team's channel,
 reads what the agents said there (the newest last), loads the earlier messages with
-"Load earlier" until the first one, and the page fits a phone in the dark. The agents'
+"Load earlier" until the first one, sees a new one arrive without a reload, and the
+page fits a phone in the dark. The agents'
 side (messages on the channel) is made through the bus, as agent_send_group_message
 makes it. Screenshots in test-output/.
 
@@ -20,9 +21,10 @@ from .test_browser_work_chat import TIMEOUT, signed_in
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_person_opens_the_team_channel_from_an_agent_card_and_loads_earlier_messages(
-    daphne_server, browser, bob, team, agent, test_output
+def test_a_person_opens_the_team_channel_from_an_agent_card_and_loads_earlier_and_newer_messages(
+    daphne_server, browser, bob, team, agent, test_output, monkeypatch
 ):
+    monkeypatch.setattr(team_pages, "POLL_SECONDS", 1)  # the server runs in this process
     base = daphne_server.url
     bea = agent_create(name="Bea", agent_id="bea", team=team, owner=team.owner)[0]
     channel = team_channel_id(team.id)
@@ -45,6 +47,12 @@ def test_a_person_opens_the_team_channel_from_an_agent_card_and_loads_earlier_me
     assert page.locator("#load-earlier").count() == 0  # the first message is there: nothing earlier
     first = page.locator("#messages .msg").first
     assert "Update 0" in first.inner_text() and first.locator("strong").inner_text() == "0"
+    # A message on the channel shows up on the open page by itself, last.
+    page.evaluate("window.__stayed = true")
+    stream_append(stream_id=channel, sender=bea, payload={"text": "Release **tagged**"})
+    page.wait_for_selector(f"#msg-{total + 1} >> text=Release", timeout=TIMEOUT)
+    assert "Release tagged" in page.locator("#messages .msg").last.inner_text()
+    assert page.evaluate("window.__stayed === true")  # no reload
     page.screenshot(path=str(test_output / "team-channel.png"), full_page=True)
     assert errors == []
 

@@ -100,3 +100,18 @@ def test_the_channel_is_linked_from_the_teams_list_the_top_bar_and_the_agent_car
     home = client.get("/").content.decode()
     assert 'href="/teams/"' in home and f'href="/teams/{team.id}/channel/"' in home
     assert f'href="/teams/{team.id}/channel/"' in client.get("/agents/").content.decode()
+
+
+def test_an_open_page_reads_the_newer_messages_after_the_last_one_it_shows(alice, team, agent, bea):
+    say(agent, "first")
+    client = signed_in(alice)
+    page = client.get(f"/teams/{team.id}/channel/").content.decode()
+    assert f'/teams/{team.id}/channel/messages/?after=1"' in page and 'hx-trigger="every 10s"' in page
+    nothing = client.get(f"/teams/{team.id}/channel/messages/?after=1").content.decode()
+    assert "msg-" not in nothing and "?after=1" in nothing  # the next poll asks from the same place
+    say(bea, "second")
+    say(agent, "third")
+    newer = client.get(f"/teams/{team.id}/channel/messages/?after=1").content.decode()
+    assert newer.index("second") < newer.index("third") and "first" not in newer
+    assert "?after=3" in newer
+    assert client.get(f"/teams/{team.id}/channel/messages/?after=-1").status_code == 400
