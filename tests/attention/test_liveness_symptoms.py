@@ -22,7 +22,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
-from markus.agents.models import ChatMessage
+from markus.agents.models import ChatMessage, Team
 from markus.agents.services import agent_create
 from markus.core.actors import Actor
 from markus.llm.base import COMPLETION_MARKER as MARK
@@ -341,6 +341,8 @@ def test_an_execution_that_ends_without_submitting_is_retried_with_back_off(scri
 
 def test_an_execution_whose_submission_fails_is_retried_not_forgotten(scripted, agent, human):
     # The agent filed the task for itself: it has no reviewer, so the submission is refused.
+    # (Its team lets it start at once, without a person's approval of what it files.)
+    Team.objects.filter(id=agent.team_id).update(agent_task_approval=False)
     task = task_create(actor=Actor.for_agent(agent), title="Write the parser", assignee_id=agent.id)
     execution = executions(agent.id, task.id).get()
     provider = scripted(
