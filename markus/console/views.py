@@ -11,6 +11,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from markus.retention import selectors as retention
+from markus.usage import selectors as usage
 
 from . import selectors
 from .charts import bar_chart
@@ -34,6 +35,8 @@ def dashboard(request: HttpRequest) -> TemplateResponse:
         "depth_chart": bar_chart("Queue depth per agent", depths, label_every=1),
         "hourly_chart": bar_chart("Items handled per hour (last 24 h)", hourly, label_every=3),
         "last_prune": retention.last_run(),
+        "usage_today": usage.today_by_agent(now),
+        "budget_rows": usage.budget_rows(now),
     }
     # htmx's poll asks for the body alone (the page's own ``#console-dashboard``).
     partial = request.headers.get("HX-Request") == "true"

@@ -91,7 +91,8 @@ def period_starts(now: datetime | None = None) -> tuple[datetime, datetime]:
     return day, day.replace(day=1)
 
 
-def _limits(budget: Budget, now: datetime) -> list[Limit]:
+def limits_of(budget: Budget, now: datetime) -> list[Limit]:
+    """The budget's limits with what is used of each in its period (one statement)."""
     day, month = period_starts(now)
     scope, scope_id = ("agent", budget.agent_id) if budget.agent_id else ("team", budget.team_id)
     calls = LLMCall.objects.filter(**{f"{scope}_id": scope_id})
@@ -134,18 +135,18 @@ def gate(agent_id: str, *, now: datetime | None = None) -> Gate:
     for budget in budgets_of(agent_id):
         if budget.daily_tokens is None and budget.monthly_cost is None:
             continue
-        limits += _limits(budget, now)
+        limits += limits_of(budget, now)
     return Gate(tuple(limits))
 
 
 def team_gate(team_id: str, *, now: datetime | None = None) -> Gate:
     budget = Budget.objects.filter(team_id=team_id).first()
-    return Gate(tuple(_limits(budget, now or timezone.now()))) if budget is not None else Gate()
+    return Gate(tuple(limits_of(budget, now or timezone.now()))) if budget is not None else Gate()
 
 
 def agent_gate_own(agent_id: str, *, now: datetime | None = None) -> Gate:
     budget = Budget.objects.filter(agent_id=agent_id).first()
-    return Gate(tuple(_limits(budget, now or timezone.now()))) if budget is not None else Gate()
+    return Gate(tuple(limits_of(budget, now or timezone.now()))) if budget is not None else Gate()
 
 
 def check_call(agent_id: str, *, skippable: bool = False) -> None:

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from .budgets import Gate, Limit, period_starts
-from .models import LLMCall
+from .budgets import Gate, Limit, gate, limits_of, period_starts
+from .models import Budget, LLMCall
 
 #: The longest window ``GET …/usage?days=N`` answers.
 MAX_DAYS = 92
@@ -120,3 +120,47 @@ def today_by_agent(now: datetime | None = None) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
+
+
+def budget_rows(now: datetime | None = None) -> list[dict[str, Any]]:
+    """Every budget with its limits' use now, those used up first (the console's panel)."""
+    now = now or timezone.now()
+    rows = []
+    for budget in Budget.objects.select_related("agent", "team").order_by("team_id", "agent_id"):
+        read = Gate(tuple(limits_of(budget, now)))
+        scope = budget.agent or budget.team
+        rows.append(
+            {
+                "scope": "agent" if budget.agent_id else "team",
+                "id": budget.agent_id or budget.team_id,
+                "name": getattr(scope, "name", ""),
+                "limits": [limit_data(limit) for limit in read.limits],
+                "blocked": read.blocked is not None,
+                "reason": (read.blocked or read.near).reason if (read.blocked or read.near) else "",
+            }
+        )
+    return sorted(rows, key=lambda r: not r["blocked"])
+
+
+def agent_panel(agent_id: str, now: datetime | None = None) -> dict[str, Any]:
+    """The mind view's panel: the agent's calls, tokens and cost today and this month, and
+    what its budgets say now (why it takes no LLM work, when it does not)."""
+    now = now or timezone.now()
+    today, month = period_starts(now)
+    used = LLMCall.objects.filter(agent_id=agent_id, created_at__gte=month).aggregate(
+        n_calls=Count("id", filter=Q(created_at__gte=today)),
+        n_tokens=Sum(F("input_tokens") + F("output_tokens"), filter=Q(created_at__gte=today)),
+        n_cached=Sum("cached_tokens", filter=Q(created_at__gte=today)),
+        day_cost=Sum("cost", filter=Q(created_at__gte=today)),
+        month_cost=Sum("cost"),
+    )
+    return {
+        "today": {
+            "calls": used["n_calls"] or 0,
+            "tokens": used["n_tokens"] or 0,
+            "cached": used["n_cached"] or 0,
+            "cost": float(used["day_cost"] or 0),
+        },
+        "month_cost": float(used["month_cost"] or 0),
+        "status": gate_data(gate(agent_id, now=now)),
+    }

@@ -19,6 +19,7 @@ from mailbox.models import MailboxItem
 from markus.agents import permissions
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
+from markus.usage import selectors as usage
 
 from . import mind
 from .activity_log import activity_log_lines
@@ -57,6 +58,7 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
             "agent_id": agent.id,
             "chat_recent": recent_conversation(agent.id),
             "activity_log": activity_log_lines(agent.id),
+            "usage": usage.agent_panel(agent.id),
         },
     )
 
