@@ -26,7 +26,7 @@ def signed_in(client, user):
     return client
 
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.pg]  # row locks: PostgreSQL too
 S = TaskState
 
 

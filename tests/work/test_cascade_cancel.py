@@ -13,7 +13,7 @@ from markus.work.services import task_create, task_transition
 
 from .conftest import infos
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.pg]  # row locks: PostgreSQL too
 S = TaskState
 
 

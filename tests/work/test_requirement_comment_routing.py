@@ -24,7 +24,7 @@ from markus.work.services import requirement_comment_create, requirement_create
 from .conftest import items
 
 MARK = "<<HANDLE_COMPLETE>>"
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]  # the queue: PostgreSQL too
 
 
 @pytest.fixture
