@@ -28,9 +28,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value, Window
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, RowNumber
 
 from agentbus.models import INBOX_TOPIC, AuditEvent, Chunk, ConsumerCursor, OutboxRecord, OutboxStatus, StreamMember
 from attention.models import (
@@ -57,32 +57,32 @@ FINISHED = [s.value for s in Status if s not in OPEN_STATUSES]
 TASK_SCENARIOS = [TASK_EXECUTION, SESSION_RESPONSE]
 
 
-def _newer(field: str) -> Q:
-    """A row after the outer row in (``field``, id) order."""
-    return Q(**{f"{field}__gt": OuterRef(field)}) | Q(**{field: OuterRef(field), "pk__gt": OuterRef("pk")})
-
-
 def open_task_ids() -> QuerySet[Task, Any]:
     return Task.objects.exclude(status__in=TERMINAL_TASK_STATES).values("id")
+
+
+def _newest_per_agent_and_task(rows: QuerySet[Any], task_ref: KeyTextTransform, time: str) -> QuerySet[Any]:
+    """The newest row (by ``time``, then id) of each agent and task: one window over the
+    rows, not a correlated look for a newer one per row (that grew with the square)."""
+    rank = Window(RowNumber(), partition_by=[F("agent_id"), task_ref], order_by=[F(time).desc(), F("pk").desc()])
+    return rows.filter(task_ref__isnull=False).annotate(rank=rank).filter(rank=1)
 
 
 def latest_task_sessions() -> QuerySet[LLMSession]:
     """Per agent and task, the newest session of a task scenario: a session reply on a
     finished task continues it (``attention.session.resumed_messages``)."""
-    sessions = LLMSession.objects.annotate(task_ref=KeyTextTransform("taskId", "mailbox_item__payload")).filter(
-        scenario__in=TASK_SCENARIOS, task_ref__isnull=False
-    )
-    newer = sessions.filter(agent_id=OuterRef("agent_id"), task_ref=OuterRef("task_ref")).filter(_newer("updated_at"))
-    return sessions.exclude(Exists(newer))
+    task_ref = KeyTextTransform("taskId", "mailbox_item__payload")
+    sessions = LLMSession.objects.annotate(task_ref=task_ref).filter(scenario__in=TASK_SCENARIOS)
+    return _newest_per_agent_and_task(sessions, task_ref, "updated_at")
 
 
 def last_executions() -> QuerySet[MailboxItem]:
     """Per agent and task, the newest execution trigger (``comment_services._last_execution``)."""
-    executions = MailboxItem.objects.annotate(task_ref=KeyTextTransform("taskId", "payload")).filter(
-        source_type=MailboxType.TASK_STATUS_UPDATE, payload__extra__triggerExecution=True, task_ref__isnull=False
+    task_ref = KeyTextTransform("taskId", "payload")
+    executions = MailboxItem.objects.annotate(task_ref=task_ref).filter(
+        source_type=MailboxType.TASK_STATUS_UPDATE, payload__extra__triggerExecution=True
     )
-    newer = executions.filter(agent_id=OuterRef("agent_id"), task_ref=OuterRef("task_ref")).filter(_newer("queued_at"))
-    return executions.exclude(Exists(newer))
+    return _newest_per_agent_and_task(executions, task_ref, "queued_at")
 
 
 def items(cutoff: datetime | None) -> QuerySet[MailboxItem]:

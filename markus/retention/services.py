@@ -1,13 +1,15 @@
 """Prune what the policy lets go (``selectors`` says what that is), in batches that keep
 locks short, and record the run (``PruneRun``).
 
-1. Dependents first, the items last: activity logs, activities, decisions, the tool-call
-   journal, LLM sessions, then the items (so no cascade or SET NULL reaches a row the
-   rules keep); then bus chunks, relayed outbox rows, audit rows.
-2. Each batch is at most ``batch_size`` primary keys, read by the table's rule and
-   deleted in its own transaction, the rule applied again inside it: a row that became
-   needed since it was read (a cursor moved back, an item retried) stays.
-3. A dry run counts each table's rule and deletes nothing; both are recorded.
+1. Items by batches of ``batch_size``: the item rule is read once per batch; the batch's
+   activity logs, activities, decisions, tool-call journal and LLM sessions go first
+   (each in batches of at most ``batch_size`` rows), then the items themselves, so no
+   cascade or SET NULL reaches a row the rules keep. The items' delete checks again that
+   they are finished: an item taken back into work meanwhile stays.
+2. Then activities of no item (with their logs), ended sessions, bus chunks, relayed
+   outbox rows and audit rows, each by its own rule, a batch at a time.
+3. Every batch is one short transaction. A dry run counts each table's rule and deletes
+   nothing; both are recorded.
 """
 
 from __future__ import annotations
@@ -32,62 +34,78 @@ from .policy import Policy
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Step:
-    """One table: its model and the queryset of what may go under a policy at a time."""
-
-    model: type[Model]
-    rows: Callable[[Policy, datetime], QuerySet[Any]]
-
-    @property
-    def table(self) -> str:
-        return str(self.model._meta.db_table)
-
-
-def _cut(policy: Policy, now: datetime, days: float) -> datetime | None:
-    return policy.cutoff(days, now)
-
-
-STEPS: tuple[Step, ...] = (
-    Step(
-        AgentActivityLog,
-        lambda p, now: selectors.activity_logs(_cut(p, now, p.items_days), _cut(p, now, p.activities_days)),
+# Per table, what may go under a policy at a time (the dry run counts these).
+RULES: dict[type[Model], Callable[[Policy, datetime], QuerySet[Any]]] = {
+    AgentActivityLog: lambda p, now: selectors.activity_logs(
+        p.cutoff(p.items_days, now), p.cutoff(p.activities_days, now)
     ),
-    Step(
-        AgentActivity,
-        lambda p, now: selectors.activities(_cut(p, now, p.items_days), _cut(p, now, p.activities_days)),
-    ),
-    Step(AgentDecision, lambda p, now: selectors.decisions(_cut(p, now, p.items_days))),
-    Step(ToolCallRecord, lambda p, now: selectors.tool_calls(_cut(p, now, p.items_days))),
-    Step(LLMSession, lambda p, now: selectors.sessions(_cut(p, now, p.items_days), _cut(p, now, p.sessions_days))),
-    Step(MailboxItem, lambda p, now: selectors.items(_cut(p, now, p.items_days))),
-    Step(Chunk, lambda p, now: selectors.chunks(_cut(p, now, p.chunks_days))),
-    Step(OutboxRecord, lambda p, now: selectors.outbox(_cut(p, now, p.outbox_days))),
-    Step(AuditEvent, lambda p, now: selectors.audit(_cut(p, now, p.audit_days))),
-)
-TABLES = tuple(step.table for step in STEPS)
+    AgentActivity: lambda p, now: selectors.activities(p.cutoff(p.items_days, now), p.cutoff(p.activities_days, now)),
+    AgentDecision: lambda p, now: selectors.decisions(p.cutoff(p.items_days, now)),
+    ToolCallRecord: lambda p, now: selectors.tool_calls(p.cutoff(p.items_days, now)),
+    LLMSession: lambda p, now: selectors.sessions(p.cutoff(p.items_days, now), p.cutoff(p.sessions_days, now)),
+    MailboxItem: lambda p, now: selectors.items(p.cutoff(p.items_days, now)),
+    Chunk: lambda p, now: selectors.chunks(p.cutoff(p.chunks_days, now)),
+    OutboxRecord: lambda p, now: selectors.outbox(p.cutoff(p.outbox_days, now)),
+    AuditEvent: lambda p, now: selectors.audit(p.cutoff(p.audit_days, now)),
+}
+TABLES = tuple(str(model._meta.db_table) for model in RULES)
 
 
 @dataclass
 class Outcome:
+    batch_size: int
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
     batches: int = 0
 
+    def delete(self, rows: QuerySet[Any]) -> int:
+        """Delete ``rows`` a batch at a time, each batch its own transaction (the rule
+        applied again inside it); returns how many went."""
+        model, gone = rows.model, 0
+        while True:
+            pks = list(rows.order_by("pk").values_list("pk", flat=True)[: self.batch_size])
+            if not pks:
+                return gone
+            with transaction.atomic():
+                _, per_model = model._default_manager.filter(pk__in=rows.filter(pk__in=pks).values("pk")).delete()
+            done = int(per_model.get(model._meta.label, 0))
+            self.counts[str(model._meta.db_table)] += done
+            self.batches += 1
+            gone += done
+            if len(pks) < self.batch_size:
+                return gone
 
-def _delete_batches(step: Step, policy: Policy, now: datetime, outcome: Outcome) -> None:
-    rows = step.rows(policy, now)
+
+def _prune_activities(outcome: Outcome, activities: QuerySet[AgentActivity]) -> None:
     while True:
-        pks = list(rows.order_by("pk").values_list("pk", flat=True)[: policy.batch_size])
-        if not pks:
+        ids = list(activities.order_by("pk").values_list("pk", flat=True)[: outcome.batch_size])
+        if not ids:
             return
-        with transaction.atomic():
-            still = list(rows.filter(pk__in=pks).values_list("pk", flat=True))
-            _, per_model = step.model._default_manager.filter(pk__in=still).delete()
-        outcome.counts[step.table] += int(per_model.get(step.model._meta.label, 0))
-        outcome.batches += 1
-        if len(pks) < policy.batch_size:
+        outcome.delete(AgentActivityLog.objects.filter(activity_id__in=ids))
+        outcome.delete(AgentActivity.objects.filter(pk__in=ids))
+        if len(ids) < outcome.batch_size:
             return
+
+
+def _prune_items(outcome: Outcome, items: QuerySet[MailboxItem]) -> None:
+    while True:
+        ids = list(items.order_by("pk").values_list("pk", flat=True)[: outcome.batch_size])
+        if not ids:
+            return
+        _prune_activities(outcome, AgentActivity.objects.filter(mailbox_item_id__in=ids))
+        outcome.delete(AgentDecision.objects.filter(mailbox_item_id__in=ids))
+        outcome.delete(ToolCallRecord.objects.filter(mailbox_item_id__in=ids))
+        outcome.delete(LLMSession.objects.filter(mailbox_item_id__in=ids))
+        outcome.delete(MailboxItem.objects.filter(pk__in=ids, status__in=selectors.FINISHED))
+        if len(ids) < outcome.batch_size:
+            return
+
+
+def _prune(policy: Policy, now: datetime, outcome: Outcome) -> None:
+    _prune_items(outcome, RULES[MailboxItem](policy, now))
+    # What is left of these is no item's any more (their items' went in _prune_items).
+    _prune_activities(outcome, RULES[AgentActivity](policy, now))
+    for model in (LLMSession, Chunk, OutboxRecord, AuditEvent):
+        outcome.delete(RULES[model](policy, now))
 
 
 def prune(*, dry_run: bool = False, trigger: str = PruneRun.Trigger.COMMAND, policy: Policy | None = None) -> PruneRun:
@@ -96,13 +114,12 @@ def prune(*, dry_run: bool = False, trigger: str = PruneRun.Trigger.COMMAND, pol
     policy = policy or Policy.from_settings()
     now = timezone.now()
     run = PruneRun.objects.create(started_at=now, trigger=trigger, dry_run=dry_run)
-    outcome = Outcome()
+    outcome = Outcome(batch_size=int(policy.batch_size))
     try:
-        for step in STEPS:
-            if dry_run:
-                outcome.counts[step.table] = step.rows(policy, now).count()
-            else:
-                _delete_batches(step, policy, now, outcome)
+        if dry_run:
+            outcome.counts = {str(model._meta.db_table): rule(policy, now).count() for model, rule in RULES.items()}
+        else:
+            _prune(policy, now, outcome)
     except Exception as exc:
         run.error = f"{type(exc).__name__}: {exc}"
         raise

@@ -65,14 +65,15 @@ def test_a_small_batch_size_deletes_in_several_batches(old_work, settings):
     settings.MARKUS = {**settings.MARKUS, "RETENTION": {**settings.MARKUS["RETENTION"], "BATCH_SIZE": 2}}
     run_prune()
     run = PruneRun.objects.get()
-    # 10 logs in 5 batches, then 5 rows in 3 batches for each of the five other tables.
-    assert run.batches == 5 + 5 * 3
+    # Items go two at a time (2, 2, 1); per such batch its 4 (or 2) logs in two batches (one),
+    # then its activities, decisions, tool calls, sessions and the items, a batch each.
+    assert run.batches == (2 + 5) + (2 + 5) + (1 + 5)
     assert run.counts["mailbox_items"] == 5 and MailboxItem.objects.count() == 0
 
 
 def test_the_batch_size_can_be_given_on_the_command_line(old_work):
     run_prune("--batch-size", "4")
-    assert PruneRun.objects.get().batches == 3 + 5 * 2
+    assert PruneRun.objects.get().batches == (2 + 5) + (1 + 5)  # items 4 and 1: logs 8 (two batches) and 2
 
 
 def test_a_batch_size_below_one_is_refused(old_work):
