@@ -289,10 +289,12 @@ MARKUS = {
     # this many characters: a write forgets the oldest entries first; one entry holds
     # at most a quarter of it (at most 2000).
     "WORKING_MEMORY_MAX_CHARS": env.int("MARKUS_WORKING_MEMORY_MAX_CHARS", default=8000),
-    # Triage starts when this many items are queued (the head included) and the head is
-    # not a human's: a full deliberation (tier 2), or the mini triage when it is off.
+    # Triage starts when this many queued items tie for the head's priority (the head
+    # included) and the head is not a human's: a full deliberation (tier 2), or the mini
+    # triage when it is off. A head more urgent than the rest goes at once (tier 0).
     "TRIAGE_BACKLOG_THRESHOLD": env.int("MARKUS_TRIAGE_BACKLOG_THRESHOLD", default=2),
-    # Tier 2: the agent deliberates as itself over its whole queue (off: the mini triage).
+    # Tier 2: the agent deliberates as itself over the items that tie with the head (off:
+    # the mini triage).
     "DELIBERATION": env.bool("MARKUS_DELIBERATION", default=True),
     # A cheaper model for triage and deliberation ("" = the main model), used while at
     # most TRIAGE_MODEL_MAX_ITEMS items are queued (a longer queue gets the main model).
