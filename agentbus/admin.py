@@ -6,7 +6,8 @@ from django.contrib import admin
 
 from markus.console.modeladmin import ConsoleModelAdmin
 
-from .models import AuditEvent, Chunk, ConsumerCursor, OutboxRecord, Stream
+from .models import AuditEvent, Chunk, ConsumerCursor, OutboxRecord, Stream, StreamMember
+from .team_channel import TEAM_CHANNEL_PREFIX
 
 
 class ChunkInline(admin.TabularInline):
@@ -17,6 +18,20 @@ class ChunkInline(admin.TabularInline):
     can_delete = False
 
 
+class StreamMemberInline(admin.TabularInline):
+    """A group's members (a team's channel: its running agents, kept in step by
+    ``agentbus.team_channel``)."""
+
+    model = StreamMember
+    extra = 0
+    fields = ("agent", "joined_at")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.register(Stream)
 class StreamAdmin(ConsoleModelAdmin):
     list_display = ("id", "sender", "recipient", "is_group", "topic", "last_sequence", "closed_at", "created_at")
@@ -25,7 +40,13 @@ class StreamAdmin(ConsoleModelAdmin):
     list_select_related = ("sender", "recipient")
     raw_id_fields = ("sender", "recipient")
     readonly_fields = ("last_sequence", "created_at")
-    inlines = [ChunkInline]
+    inlines = [StreamMemberInline, ChunkInline]
+
+    def view_on_site(self, obj: Stream) -> str | None:
+        """A team's channel opens on its page."""
+        if obj.id.startswith(TEAM_CHANNEL_PREFIX) and obj.sender_id is None:
+            return f"/teams/{obj.id[len(TEAM_CHANNEL_PREFIX) :]}/channel/"
+        return None
 
 
 @admin.register(ConsumerCursor)

@@ -171,3 +171,19 @@ def test_a_newcomer_does_not_find_the_channel_history_waiting_in_its_bus_inbox(a
     assert [e["payload"]["text"] for e in selectors.stream_events(Stream.objects.get(id=team_channel_id(team.id)))] == [
         "before you came"
     ]
+
+
+def test_the_console_shows_a_team_channel_with_its_members_and_opens_its_page(django_user_model, alice, team):
+    from django.test import Client
+
+    make("ada", team, alice)
+    staff = django_user_model.objects.create_user("op", password="pw", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(staff)
+    listing = client.get("/admin/agentbus/stream/", {"q": "group:"}).content.decode()
+    assert team_channel_id(team.id) in listing
+    change = client.get(f"/admin/agentbus/stream/{team_channel_id(team.id)}/change/")
+    assert change.status_code == 200
+    page = change.content.decode()
+    assert "Ada (ada)" in page  # the members inline
+    assert f'href="/teams/{team.id}/channel/"' in page  # "View on site": the channel's page
