@@ -180,3 +180,31 @@ def test_a_burst_costs_one_deliberation_per_tie_not_one_per_item(agent, model):
 
     assert completed_in_order(agent) == ["urgent", "low 0", "low 1", "low 2"]
     assert calls.calls == Counter({"item": 4, "deliberation": 2})
+
+
+def test_rivals_beyond_the_loops_read_of_ten_are_listed_and_the_less_urgent_counted(agent, model):
+    calls = model()
+    tied = [notice(agent, f"tied {n}", 2, minutes_ago=60 - n) for n in range(12)]
+    low = notice(agent, "low", 3, minutes_ago=90)
+
+    loop.run_attention(agent.id, budget=1)
+
+    listing = calls.listings[0]
+    assert LISTED.findall(listing) == [t.id for t in tied]  # all twelve, though the loop read ten
+    assert low.id not in listing
+    assert "These 12 tie for first (priority 2)" in listing
+    assert "1 less urgent item(s) wait their turn" in listing
+
+
+def test_the_backlog_threshold_counts_the_items_that_tie_with_the_head(agent, model, settings, monkeypatch):
+    monkeypatch.setitem(settings.MARKUS, "TRIAGE_BACKLOG_THRESHOLD", 3)
+    calls = model()
+    notice(agent, "first", 2, minutes_ago=20)
+    notice(agent, "second", 2, minutes_ago=10)
+    for n in range(3):
+        notice(agent, f"low {n}", 3, minutes_ago=30)
+
+    loop.run_attention(agent.id, budget=1)  # two tie, three wait less urgent: under the threshold
+
+    assert calls.calls == Counter({"item": 1})
+    assert completed_in_order(agent) == ["first"]
