@@ -76,7 +76,8 @@ def test_triage_never_drops_or_defers_a_humans_item_and_ignores_unknown_ids(agen
 
 @pytest.mark.django_db(transaction=True)
 def test_tier_zero_skips_triage_when_priorities_are_clearly_separate_or_a_user_waits(agent, provider):
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer={"processItemId": "x"})
+    # A brain that can deliberate (deliberation on, the default) and triage: it is asked neither.
+    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer={"processItemId": "x"}, deliberation=[])
     provider(brain)
     enqueue(agent, T.SYSTEM_EVENT, "urgent", 1)
     enqueue(agent, T.SYSTEM_EVENT, "later", 3)
@@ -84,7 +85,8 @@ def test_tier_zero_skips_triage_when_priorities_are_clearly_separate_or_a_user_w
     enqueue(agent, T.HUMAN_CHAT, "hi", senderId="1", senderRole="user")
     enqueue(agent, T.HUMAN_CHAT, "hello", senderId="2", senderRole="user")
     loop.run_attention(agent.id, budget=1)
-    assert brain.triage_calls == []
+    assert brain.triage_calls == [] and brain.deliberation_calls == []
+    assert picked(agent) == ["urgent", "hi"]
 
 
 @pytest.mark.django_db(transaction=True)
