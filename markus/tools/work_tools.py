@@ -103,14 +103,23 @@ def task_create(ctx: ToolContext, args: dict) -> dict:
 
 @tool(
     "task_update",
-    "Move a task to another status (for example a reviewer completes it, or sends it back with in_progress).",
-    {"type": "object", "properties": {"task_id": S, "status": S, "note": S}, "required": ["task_id", "status"]},
+    "Move a task to another status (for example a reviewer completes it, or sends it back with in_progress). "
+    "With status cancelled, cascade true also cancels the tasks waiting on it (its dependents).",
+    {
+        "type": "object",
+        "properties": {"task_id": S, "status": S, "note": S, "cascade": {"type": "boolean"}},
+        "required": ["task_id", "status"],
+    },
     scenarios=WORK_SCENARIOS,
 )
 def task_update(ctx: ToolContext, args: dict) -> dict:
     _task(ctx, args["task_id"])
     task = services.task_transition(
-        task_id=args["task_id"], to_status=args["status"], actor=_actor(ctx), note=args.get("note") or ""
+        task_id=args["task_id"],
+        to_status=args["status"],
+        actor=_actor(ctx),
+        note=args.get("note") or "",
+        cascade=args.get("cascade") is True,
     )
     return task_data(task)
 

@@ -120,3 +120,13 @@ def test_the_agents_tool_cancels_alone_unless_it_asks_for_the_cascade(chain, ada
     first, second, _ = chain
     task_transition(task_id=first.id, to_status=S.CANCELLED, actor=Actor.for_agent(ada))
     assert status(second) == S.PENDING
+
+
+def test_the_agents_tool_cancels_with_the_cascade_when_asked(chain, ada):
+    from attention.toolbox import ToolContext, execute_tool
+
+    first, second, third = chain
+    ctx = ToolContext(agent_id=ada.id, agent_name=ada.name, scenario="task_execution")
+    ok, text = execute_tool(ctx, "task_update", {"task_id": first.id, "status": "cancelled", "cascade": True})
+    assert ok, text
+    assert (status(second), status(third)) == (S.CANCELLED, S.CANCELLED)
