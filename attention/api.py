@@ -72,6 +72,19 @@ class MindView(APIView):
                     c if reader.sees(c["privateTo"]) else {**c, "arguments": PLACEHOLDER}
                     for c in waiting_calls(agent.id)
                 ],
+                "waitingForReply": [
+                    {
+                        "mailboxItemId": item_id,
+                        "streamId": (marks or {}).get("replyStream"),
+                        "to": (marks or {}).get("replyFrom") or {},
+                        "until": until,
+                    }
+                    for item_id, marks, until in MailboxItem.objects.filter(
+                        lifecycle.waiting_for_reply(), agent_id=agent.id, status=Status.DEFERRED
+                    )
+                    .order_by("deferred_until", "id")
+                    .values_list("id", "marks", "deferred_until")[:50]
+                ],
                 "brain": get_provider().name,
             }
         )

@@ -34,6 +34,13 @@ class WaitingCallOut(serializers.Serializer):
     privateTo = serializers.IntegerField(allow_null=True)
 
 
+class WaitingReplyOut(serializers.Serializer):
+    mailboxItemId = serializers.CharField()
+    streamId = serializers.CharField(help_text="the stream the question was asked on")
+    to = serializers.JSONField(help_text="the colleague asked: {id, name}")
+    until = serializers.DateTimeField(help_text="when the wait times out")
+
+
 class MindOut(serializers.Serializer):
     agentId = serializers.CharField()
     status = serializers.CharField()
@@ -47,6 +54,7 @@ class MindOut(serializers.Serializer):
     workingMemory = WorkingMemoryOut(many=True)
     waitingForApproval = serializers.BooleanField()
     waitingCalls = WaitingCallOut(many=True, help_text="tool calls that wait for a person's approval (ask tools)")
+    waitingForReply = WaitingReplyOut(many=True, help_text="items parked until a colleague's reply (await_reply)")
     brain = serializers.CharField(help_text="the LLM provider in use; 'offline' is the rule-based brain")
 
 

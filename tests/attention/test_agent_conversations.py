@@ -132,7 +132,7 @@ def _ask_and_park(agent, grace, scripted, *more, timeout_minutes=None):
 
 
 @pytest.mark.pg
-def test_an_agent_asks_keeps_its_place_and_resumes_with_the_answer(agent, grace, scripted):
+def test_an_agent_asks_keeps_its_place_and_resumes_with_the_answer(agent, grace, scripted, alice_client):
     provider, asking = _ask_and_park(
         agent,
         grace,
@@ -150,6 +150,8 @@ def test_an_agent_asks_keeps_its_place_and_resumes_with_the_answer(agent, grace,
     assert Stream.objects.get(id=stream_id).recipient_id == grace.id
     assert lifecycle.resurface_due(agent.id) == 0
     assert not MailboxItem.objects.filter(agent=agent, status=Status.QUEUED).exists()
+    (waiting,) = alice_client.get(f"/api/agents/{agent.id}/mind").json()["waitingForReply"]
+    assert (waiting["mailboxItemId"], waiting["streamId"], waiting["to"]["id"]) == (asking.id, stream_id, grace.id)
     # 2. Grace answers: the reply stream closes and Ada's item is queued again.
     run_attention(grace.id)
     asking.refresh_from_db()
@@ -159,6 +161,7 @@ def test_an_agent_asks_keeps_its_place_and_resumes_with_the_answer(agent, grace,
     assert "42" in callback.content and callback.priority == 1
     # The reply's own agent message went into the asking item too: nothing else to do.
     assert not MailboxItem.objects.filter(agent=agent, status=Status.QUEUED).exclude(id=asking.id).exists()
+    assert alice_client.get(f"/api/agents/{agent.id}/mind").json()["waitingForReply"] == []
     # 3. Ada resumes her own session with the answer as the tool's result, and finishes.
     run_attention(agent.id)
     asking.refresh_from_db()
