@@ -18,8 +18,18 @@ from .models import Budget, LLMCall
 
 @admin.register(LLMCall)
 class LLMCallAdmin(ConsoleModelAdmin):
-    list_display = ("created_at", "agent", "team", "model", "scenario", "input_tokens", "cached_tokens")
-    list_display += ("output_tokens", "cost", "mailbox_item_id")
+    list_display = (
+        "created_at",
+        "agent",
+        "team",
+        "model",
+        "scenario",
+        "input_tokens",
+        "cached_tokens",
+        "output_tokens",
+        "cost",
+        "mailbox_item_id",
+    )
     list_filter = ("scenario", "model")
     search_fields = ("agent__id", "agent__name", "mailbox_item_id")
     list_select_related = ("agent", "team")

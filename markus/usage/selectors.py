@@ -128,6 +128,7 @@ def budget_rows(now: datetime | None = None) -> list[dict[str, Any]]:
     rows = []
     for budget in Budget.objects.select_related("agent", "team").order_by("team_id", "agent_id"):
         read = Gate(tuple(limits_of(budget, now)))
+        says = read.blocked or read.near
         scope = budget.agent or budget.team
         rows.append(
             {
@@ -136,7 +137,7 @@ def budget_rows(now: datetime | None = None) -> list[dict[str, Any]]:
                 "name": getattr(scope, "name", ""),
                 "limits": [limit_data(limit) for limit in read.limits],
                 "blocked": read.blocked is not None,
-                "reason": (read.blocked or read.near).reason if (read.blocked or read.near) else "",
+                "reason": says.reason if says is not None else "",
             }
         )
     return sorted(rows, key=lambda r: not r["blocked"])
