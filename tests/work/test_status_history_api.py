@@ -100,3 +100,23 @@ def test_the_history_endpoints_are_in_the_schema(alice_client):
 
 def test_the_history_answers_a_person_who_sees_the_agent(moved, bob):
     assert client_for(bob).get(f"/api/tasks/{moved.id}/history").status_code == 200
+
+
+def test_the_history_costs_the_same_statements_for_3_and_30_changes(alice_client, moved, as_alice):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count() -> tuple[int, int]:
+        with CaptureQueriesContext(connection) as ctx:
+            rows = alice_client.get(f"/api/tasks/{moved.id}/history?limit=100").json()["history"]
+        return len(rows), len(ctx.captured_queries)
+
+    rows_before, few = count()
+    for _ in range(9):  # review → in_progress → blocked → in_progress → review: 4 changes a round
+        task_transition(task_id=moved.id, to_status=TaskState.IN_PROGRESS, actor=as_alice)
+        task_transition(task_id=moved.id, to_status=TaskState.BLOCKED, actor=as_alice)
+        task_transition(task_id=moved.id, to_status=TaskState.IN_PROGRESS, actor=as_alice)
+        task_transition(task_id=moved.id, to_status=TaskState.REVIEW, actor=as_alice)
+    rows_after, many = count()
+    assert (rows_before, rows_after) == (3, 39)
+    assert many == few, f"{few} statements for 3 changes, {many} for 39"
