@@ -17,8 +17,8 @@ from attention.toolbox import TOOLS, ToolContext, execute_tool, schemas_for
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue
-from markus.agents.models import Agent
-from markus.work.models import Task
+from markus.agents.models import Agent, Team
+from markus.work.models import Task, TaskState
 
 from .conftest import conversations, make_persona
 
@@ -220,7 +220,13 @@ def test_delegating_files_a_task_the_delegator_reviews(ada, bea):
     task = Task.objects.get(id=result["taskId"])
     assert (task.assignee_id, task.reviewer_agent_id, task.created_by_agent_id) == ("bea", "ada", "ada")
     assert result["assignee"] == {"id": "bea", "name": "Bea"} and result["reviewer"] == {"id": "ada", "name": "Ada"}
-    assert MailboxItem.objects.filter(agent_id="bea", payload__taskId=task.id).exists()
+    # The team approves what its agents file (agentTaskApproval, on by default): bea hears
+    # of the task only once it is approved; a team that does not ask starts it at once.
+    assert task.status == TaskState.PENDING
+    assert not MailboxItem.objects.filter(agent_id="bea", payload__taskId=task.id).exists()
+    Team.objects.filter(id=ada.agent.team_id).update(agent_task_approval=False)
+    started = ok(ctx(ada, scenario="task_execution"), "agent_delegate_task", to="Bea", title="Write the tests")
+    assert MailboxItem.objects.filter(agent_id="bea", payload__taskId=started["taskId"]).exists()
     assert "that is you" in error(ctx(ada), "agent_delegate_task", to="ada", title="x")
     assert "title must not be empty" in error(ctx(ada), "agent_delegate_task", to="bea", title="")
     assert "no task 'tsk_nope'" in error(ctx(ada), "agent_delegate_task", to="bea", title="x", depends_on=["tsk_nope"])
