@@ -66,7 +66,7 @@ from .lease import (
 from .models import ActivityLogType as L
 from .models import AgentAttention, AttentionState, DecisionType, LLMSession
 from .processing import process_item
-from .replies import answer_given_up
+from .replies import answer_given_up, tell_budget_wait
 from .scenarios import TASK_EXECUTION, scenario_for
 from .session import SESSION_PREFIX
 from .settle import complete
@@ -274,6 +274,8 @@ def _next(run: Run) -> Begun | None:
             free = next((i for i in view.items if not _needs_llm(i)), None)
             if free is None:
                 budgets.tell_owner(gate.blocked)
+                with fenced(lease) as tx:
+                    tell_budget_wait(tx, view.items, gate.blocked.reason, gate.blocked.period)
                 raise budgets.BudgetExhausted(gate.blocked)
             try:
                 return _begin(run, free, view, None, skip=gate.blocked.reason)

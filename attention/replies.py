@@ -14,6 +14,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
 from mailbox.representation import private_to
 from markus.agents.models import Agent, ChatMessage, ChatSession
+from markus.agents.services import agent_message_post
 from markus.core.actors import Actor
 from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import get_provider
@@ -128,6 +129,42 @@ def answer_given_up(tx: Fence, item: MailboxItem, reason: str) -> str | None:
         requirement_comment_create(requirement_id=item.requirement_id, actor=actor, content=_given_up(item, reason))
         return "requirement comment"
     return None
+
+
+def tell_budget_wait(tx: Fence, items: list[MailboxItem], reason: str, period: str) -> int:
+    """Each person whose chat waits behind a used-up budget is told so in their chat
+    session, once per item and budget period (the notice's metadata is the record):
+    the agent takes no LLM work, and nobody waits in silence. The chat itself stays
+    queued and is answered when the budget allows. Returns how many were told."""
+    waiting = [i for i in items if i.source_type == MailboxType.HUMAN_CHAT and (i.metadata or {}).get("senderId")]
+    if not waiting:
+        return 0
+    told = set(
+        ChatMessage.objects.filter(
+            session__agent_id=waiting[0].agent_id,
+            metadata__budgetNotice=True,
+            metadata__budgetPeriod=period,
+            metadata__mailboxItemId__in=[i.id for i in waiting],
+        ).values_list("metadata__mailboxItemId", flat=True)
+    )
+    tx.check()
+    for item in waiting:
+        if item.id in told:
+            continue
+        session = ChatSession.objects.get(id=chat_session_id(item))
+        agent_message_post(
+            session,
+            content=f"I cannot answer yet: {reason}. Your message waits in my queue; "
+            "I answer it as soon as the budget is raised or its next period begins.",
+            metadata={
+                "budgetNotice": True,
+                "budgetPeriod": period,
+                "mailboxItemId": item.id,
+                "mailboxItemIds": [item.id],
+            },
+            user_id=int(item.metadata["senderId"]),
+        )
+    return len(waiting) - len(told)
 
 
 def _given_up(item: MailboxItem, reason: str) -> str:

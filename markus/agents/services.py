@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from markus.core.errors import ConflictError, MarkusError
+from markus.core.events import CHAT_MESSAGE_EVENT, agent_group, send_event_on_commit, user_group
 from markus.core.ids import new_id
 
-from .models import Agent, ChatSession, Team, UserToken, hash_token
+from .models import Agent, ChatMessage, ChatSession, Team, UserToken, hash_token
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # Ids are one namespace across all teams. A taken id answers this, whoever holds it (the
@@ -64,6 +66,28 @@ def agent_create(
 def main_session(agent_id: str) -> ChatSession:
     session, _ = ChatSession.objects.get_or_create(agent_id=agent_id, is_main=True, defaults={"title": "Main session"})
     return session
+
+
+def agent_message_post(session: ChatSession, *, content: str, metadata: dict[str, Any], user_id: int) -> ChatMessage:
+    """A message the agent writes into ``session`` outside a reply (``notify_user``, a
+    budget's notice), announced as ``chat:message`` to the person's sockets and to the
+    agent's mind view, on commit."""
+    message = ChatMessage.objects.create(session=session, role="assistant", content=content, metadata=metadata)
+    ChatSession.objects.filter(id=session.id).update(last_message_at=message.created_at)
+    pushed = {
+        "agentId": session.agent_id,
+        "sessionId": session.id,
+        "message": {
+            "id": message.pk,
+            "role": message.role,
+            "content": message.content,
+            "metadata": message.metadata,
+            "createdAt": message.created_at,
+        },
+    }
+    send_event_on_commit(user_group(user_id), CHAT_MESSAGE_EVENT, pushed)
+    send_event_on_commit(agent_group(session.agent_id), CHAT_MESSAGE_EVENT, pushed)
+    return message
 
 
 def user_token_create(user: User, *, name: str = "", replace: bool = False) -> tuple[UserToken, str]:

@@ -47,6 +47,11 @@ def user_group(user_id: int | str) -> str:
     return f"user.{user_id}"
 
 
+# A message an agent writes into a chat session outside a reply (``notify_user``, a
+# budget's notice): to the person's sockets and the agent's mind view.
+CHAT_MESSAGE_EVENT = "chat:message"
+
+
 # The work pages' group: task and requirement changes, agents created and removed. Its
 # events carry ids only; ``/ws/board/`` forwards each to the sockets whose caller may
 # see what it names, and the pages read the rows again through their own views.

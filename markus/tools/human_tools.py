@@ -11,17 +11,13 @@ from django.contrib.auth.models import User
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
 from markus.agents.auth import user_may_see_agent
-from markus.agents.models import Agent, ChatMessage, ChatSession
-from markus.agents.services import main_session
-from markus.core.events import agent_group, send_event_on_commit, user_group
+from markus.agents.models import Agent
+from markus.agents.services import agent_message_post, main_session
 from notifications.registry import PRIORITIES, NotificationType
 from notifications.services import approval_create
 from notifications.services import notify_user as send_notification
 
 S = {"type": "string"}
-#: A message an agent put in its chat on its own (``notify_user``), pushed to the
-#: person's group and the agent's: ``{agentId, sessionId, message}``.
-CHAT_MESSAGE_EVENT = "chat:message"
 # A chat has a person waiting for the reply; parking it would leave them hanging.
 APPROVAL_SCENARIOS = {"task_execution", "review", "comment_response", "requirement_action", "a2a"}
 
@@ -103,9 +99,8 @@ def notify_user(ctx: ToolContext, args: dict) -> dict:
     requirement_id = _related_id(args, "related_requirement_id")
     user = _target_user(ctx, args.get("target_user_id"))
     session = main_session(ctx.agent_id)
-    message = ChatMessage.objects.create(
-        session=session,
-        role="assistant",
+    message = agent_message_post(
+        session,
         content=f"**{args['title']}**\n\n{args['body']}{notify_context_comment(task_id, requirement_id)}",
         metadata={
             "notifyUser": True,
@@ -114,22 +109,8 @@ def notify_user(ctx: ToolContext, args: dict) -> dict:
             "requirementId": requirement_id,
             "targetUserId": user.pk,
         },
+        user_id=user.pk,
     )
-    ChatSession.objects.filter(id=session.id).update(last_message_at=message.created_at)
-    # Live: the person's sockets (every page they have open) and the agent's mind view.
-    pushed = {
-        "agentId": ctx.agent_id,
-        "sessionId": session.id,
-        "message": {
-            "id": message.pk,
-            "role": message.role,
-            "content": message.content,
-            "metadata": message.metadata,
-            "createdAt": message.created_at,
-        },
-    }
-    send_event_on_commit(user_group(user.pk), CHAT_MESSAGE_EVENT, pushed)
-    send_event_on_commit(agent_group(ctx.agent_id), CHAT_MESSAGE_EVENT, pushed)
     chat_target = {"agentId": ctx.agent_id, "sessionId": session.id, "messageId": message.pk}
     target = {"path": f"/work?task={task_id}", **chat_target} if task_id else chat_target
     n = send_notification(
