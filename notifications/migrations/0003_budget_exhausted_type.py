@@ -4,15 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('notifications', '0002_comment_mention'),
+        ("notifications", "0002_comment_mention"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='usernotification',
-            name='type',
-            field=models.CharField(choices=[('approval_request', 'Approval Request'), ('task_created', 'Task Created'), ('task_completed', 'Task Completed'), ('task_review', 'Task Review'), ('task_failed', 'Task Failed'), ('requirement_created', 'Requirement Proposed'), ('requirement_decision', 'Requirement Decision'), ('agent_report', 'Agent Report'), ('comment_mention', 'Mention'), ('budget_exhausted', 'Budget Exhausted'), ('system', 'System')], max_length=32),
+            model_name="usernotification",
+            name="type",
+            field=models.CharField(
+                choices=[
+                    ("approval_request", "Approval Request"),
+                    ("task_created", "Task Created"),
+                    ("task_completed", "Task Completed"),
+                    ("task_review", "Task Review"),
+                    ("task_failed", "Task Failed"),
+                    ("requirement_created", "Requirement Proposed"),
+                    ("requirement_decision", "Requirement Decision"),
+                    ("agent_report", "Agent Report"),
+                    ("comment_mention", "Mention"),
+                    ("budget_exhausted", "Budget Exhausted"),
+                    ("system", "System"),
+                ],
+                max_length=32,
+            ),
         ),
     ]
