@@ -362,17 +362,19 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         return result
 
     @server.tool()
-    async def task_transition(ctx: Context, task_id: str, status: str, note: str = "") -> dict[str, Any]:
+    async def task_transition(
+        ctx: Context, task_id: str, status: str, note: str = "", cascade: bool | None = None
+    ) -> dict[str, Any]:
         """Move a task to another status (the transitions the task's state allows; a 409's
-        message names them)."""
+        message names them). Cancelling a task that others wait on needs ``cascade``:
+        true cancels them too, false this task alone; without it the refusal names them."""
         caller = await identify(ctx)
 
         def move() -> dict[str, Any]:
             actor = _actor(caller)
             task = work.access_task(actor, task_id)
-            return work.task_data(
-                work_services.task_transition(task_id=task.id, to_status=status, actor=actor, note=note)
-            )
+            moved, cascaded = work_services.task_move(actor, task, to_status=status, note=note, cascade=cascade)
+            return {**work.task_data(moved), "cascaded": cascaded}
 
         result: dict[str, Any] = await _run(move)
         return result

@@ -28,7 +28,7 @@ from rest_framework import serializers
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 from markus.work import services
-from markus.work.api import TaskCreateInput, file_task, move_task
+from markus.work.api import TaskCreateInput, file_task
 from markus.work.history import history_data, history_of
 from markus.work.models import Requirement, RequirementState, StatusChange, Task, TaskState
 from markus.work.requirements_api import RequirementCreateInput, file_requirement
@@ -277,11 +277,11 @@ def requirement_new(request: HttpRequest) -> HttpResponse:
 @login_required
 def task_move(request: HttpRequest, task_id: str) -> HttpResponse:
     """A transition button: ``status``, an optional ``note`` and ``cascade``, through
-    the API's ``move_task`` (a refusal of the state machine or a rule shows its message)."""
+    ``task_move``, as the API does (a refusal of the state machine or a rule shows its message)."""
     task = access_task(_actor(request), task_id)
     post = request.POST
     move = partial(
-        move_task,
+        services.task_move,
         task=task,
         to_status=post.get("status", ""),
         note=post.get("note", ""),

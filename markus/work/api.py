@@ -26,7 +26,7 @@ from markus.core.api import int_param, validated_body
 from markus.core.schema import errors
 
 from . import selectors, services
-from .errors import DependentsWaiting, WorkError
+from .errors import WorkError
 from .models import Task, TaskState
 from .serializers import TaskCommentOut, TaskCommentsOut, TaskDetailOut, TaskListOut, TaskTransitionOut
 
@@ -195,29 +195,15 @@ class TaskDetailView(APIView):
         return Response(task_detail(selectors.access_task(actor_for_request(request), task_id)))
 
 
-def move_task(actor: Actor, task: Task, *, to_status: str, note: str, cascade: bool | None) -> tuple[Task, list[str]]:
-    """Move a task as every door does (the API, the work page); a cancel while tasks
-    wait on it needs ``cascade`` decided (else 409 ``dependents_waiting``, which says
-    how many and which). Returns the task moved and the ids cancelled with it."""
-    cascaded: list[str] = []
-    if to_status == TaskState.CANCELLED:
-        would = selectors.waiting_dependents(task.id)
-        if would and cascade is None:
-            raise DependentsWaiting(task.id, dependents=selectors.waiting_dependents_count(task), would_cancel=would)
-        cascaded = would if cascade else []
-    moved = services.task_transition(
-        task_id=task.id, to_status=to_status, actor=actor, note=note, cascade=bool(cascade)
-    )
-    return moved, cascaded
-
-
 class TaskTransitionView(APIView):
     @extend_schema(request=TransitionInput, responses={200: TaskTransitionOut, **errors(400, 401, 404, 409, 413)})
     def post(self, request: Request, task_id: str) -> Response:
         actor = actor_for_request(request)
         task = selectors.access_task(actor, task_id)
         body = valid(TransitionInput, request)
-        moved, cascaded = move_task(actor, task, to_status=body["status"], note=body["note"], cascade=body["cascade"])
+        moved, cascaded = services.task_move(
+            actor, task, to_status=body["status"], note=body["note"], cascade=body["cascade"]
+        )
         return Response({**task_detail(moved), "cascaded": cascaded})
 
 

@@ -43,9 +43,10 @@ class DependentsWaiting(IllegalTransition):
     code = "dependents_waiting"
 
     def __init__(self, task_id: str, *, dependents: int, would_cancel: list[str]) -> None:
+        named = ", ".join(would_cancel[:10]) + (", …" if len(would_cancel) > 10 else "")
         super().__init__(
-            f"task {task_id} has {len(would_cancel)} task(s) waiting on it: send cascade true to cancel them "
-            "too, or cascade false to cancel only this one"
+            f"task {task_id} has {len(would_cancel)} task(s) waiting on it ({named}): send cascade true to "
+            "cancel them too, or cascade false to cancel only this one"
         )
         self.extra = {
             "dependents": dependents,

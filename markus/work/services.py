@@ -30,7 +30,7 @@ from notifications.services import approval_cancel, approval_create, notify_user
 
 from . import notices
 from .comment_services import requirement_comment_create, task_comment_create
-from .errors import IllegalTransition, WorkError, WorkNotFound
+from .errors import DependentsWaiting, IllegalTransition, WorkError, WorkNotFound
 from .filing import filing_approver, request_filing_approval, withdraw_filing_approval
 from .inputs import clean_text
 from .models import Requirement, RequirementState, Task, TaskState
@@ -44,7 +44,7 @@ from .requirement_services import (
     requirement_tasks_settled,
     requirement_transition,
 )
-from .selectors import WAITING_STATES, task_reviewer, unmet_dependencies, waiting_dependents
+from .selectors import WAITING_STATES, task_reviewer, unmet_dependencies, waiting_dependents, waiting_dependents_count
 from .signals import task_status_changed
 from .states import (
     RERUNNABLE_TASK_STATES,
@@ -239,6 +239,20 @@ def task_transition(*, task_id: str, to_status: str, actor: Actor, note: str = "
             if dependent.status in WAITING_STATES:
                 _apply(dependent, TaskState.CANCELLED, actor, note=f"{because}. {note}".strip() if note else because)
     return task
+
+
+def task_move(actor: Actor, task: Task, *, to_status: str, note: str, cascade: bool | None) -> tuple[Task, list[str]]:
+    """Move a task as every door does (the API, the work page, the MCP door); a cancel while tasks
+    wait on it needs ``cascade`` decided (else 409 ``dependents_waiting``, which says
+    how many and which). Returns the task moved and the ids cancelled with it."""
+    cascaded: list[str] = []
+    if to_status == TaskState.CANCELLED:
+        would = waiting_dependents(task.id)
+        if would and cascade is None:
+            raise DependentsWaiting(task.id, dependents=waiting_dependents_count(task), would_cancel=would)
+        cascaded = would if cascade else []
+    moved = task_transition(task_id=task.id, to_status=to_status, actor=actor, note=note, cascade=bool(cascade))
+    return moved, cascaded
 
 
 def _check_rules(task: Task, to_status: str, actor: Actor) -> None:
