@@ -37,14 +37,21 @@ def filing_approver(creator: Agent | None) -> User | None:
     return creator.owner or (team.owner if team is not None else None)
 
 
-def request_filing_approval(task: Task, creator: Agent, approver: User) -> Approval:
+# A task filed not to start (``start: false``) only waits pending once approved.
+START_WHEN_APPROVED = "startWhenApproved"
+
+
+def request_filing_approval(task: Task, creator: Agent, approver: User, *, start: bool = True) -> Approval:
     """Ask ``approver`` whether the task ``creator`` filed may start; the task keeps
-    the question in ``filing_approval``. Call it in the transaction that files it."""
+    the question in ``filing_approval``. ``start`` false (kept in the task's metadata
+    as ``startWhenApproved``): approving only lets it wait pending, as a task filed not
+    to start does. Call it in the transaction that files it."""
     assignee = task.assignee
     lines = [f"{creator.name} filed task {task.id}" + (f" for {assignee.name}." if assignee else ".")]
     if task.description:
         lines.append(task.description)
-    lines.append("Approve to start it; decline to reject it (your comment is posted on the task).")
+    verb = "start it" if start else "let it wait, pending, to be started later"
+    lines.append(f"Approve to {verb}; decline to reject it (your comment is posted on the task).")
     approval = approval_create(
         user=approver,
         title=f"Approve task: {task.title}",
@@ -56,7 +63,9 @@ def request_filing_approval(task: Task, creator: Agent, approver: User) -> Appro
         metadata={"taskId": task.id},
     )
     task.filing_approval = approval
-    task.save(update_fields=["filing_approval"])
+    if not start:
+        task.metadata = {**task.metadata, START_WHEN_APPROVED: False}
+    task.save(update_fields=["filing_approval", "metadata"])
     return approval
 
 

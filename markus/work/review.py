@@ -9,7 +9,7 @@ from markus.core.actors import Actor
 from notifications.models import Approval
 
 from . import notices
-from .filing import APPROVE, DECLINE
+from .filing import APPROVE, DECLINE, START_WHEN_APPROVED
 from .models import Task, TaskState
 from .selectors import unmet_dependencies
 from .services import task_comment_create, task_transition
@@ -32,8 +32,8 @@ def on_approval_answered(approval: Approval) -> None:
 
 def on_filing_answered(approval: Approval) -> None:
     """Approve → the task starts (``in_progress``, its assignee gets the execution; one
-    still waiting for dependencies stays pending and its assignee is told it was
-    assigned); decline → ``rejected``, the comment posted on the task and carried as the
+    still waiting for dependencies, or filed not to start, stays pending and its
+    assignee is told it was assigned); decline → ``rejected``, the comment posted on the task and carried as the
     note (the filing agent hears it). Other approvals, or a task no longer waiting on
     this one, are ignored."""
     task = Task.objects.select_for_update().filter(filing_approval=approval).first()
@@ -50,7 +50,7 @@ def on_filing_answered(approval: Approval) -> None:
     waiting = unmet_dependencies(task)
     if task.assignee_id is None:
         return
-    if waiting:
+    if waiting or task.metadata.get(START_WHEN_APPROVED) is False:  # filed not to start: it waits pending
         notices.send_task_assigned(task, actor=actor, waiting_for=waiting)
         return
     note = f"approved by {actor.name}" + (f": {approval.comment}" if approval.comment.strip() else "")

@@ -165,7 +165,7 @@ def task_create(
     waiting = unmet_dependencies(task)
     approver = filing_approver(creator_agent)
     if creator_agent is not None and approver is not None:
-        request_filing_approval(task, creator_agent, approver)
+        request_filing_approval(task, creator_agent, approver, start=start)
     elif start and assignee is not None and not waiting:
         _apply(task, TaskState.IN_PROGRESS, actor)
     elif assignee is not None and assignee.id != actor.agent_id:

@@ -154,3 +154,13 @@ def test_the_task_page_answers_the_approval(filed, alice, client):
     )
     assert response.status_code == 302
     assert Task.objects.get(id=filed.id).status == S.IN_PROGRESS
+
+
+def test_approving_a_task_filed_not_to_start_leaves_it_pending_and_tells_the_assignee(ada, cyd, alice):
+    task = task_create(actor=Actor.for_agent(ada), title="Later", assignee_id=cyd.id, start=False)
+    approval_respond(user=alice, approval_id=task.filing_approval_id, selected_option="approve")
+    task.refresh_from_db()
+    assert task.status == S.PENDING and task.filing_approval is None  # approved, not started
+    assert executions(cyd, task) == []
+    [assigned] = infos(cyd, task)  # the assignee hears it is theirs, as for any unstarted task
+    assert "assigned" in assigned.payload["content"].lower()
