@@ -162,7 +162,7 @@ def tell_budget_wait(tx: Fence, items: list[MailboxItem], reason: str, period: s
                 "mailboxItemId": item.id,
                 "mailboxItemIds": [item.id],
             },
-            user_id=int(item.metadata["senderId"]),
+            user_id=int((item.metadata or {})["senderId"]),
         )
     return len(waiting) - len(told)
 
