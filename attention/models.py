@@ -156,7 +156,11 @@ class ActivityLogType(models.TextChoices):
 
 class AgentActivityLog(models.Model):
     id = models.BigAutoField(primary_key=True)
-    activity = models.ForeignKey(AgentActivity, on_delete=models.CASCADE, db_column="activity_id", related_name="logs")
+    # No index of its own: idx_activity_logs_activity (activity_id, seq) serves its lookups
+    # in order; a one-column index beside it is one the PostgreSQL planner prefers, then sorts.
+    activity = models.ForeignKey(
+        AgentActivity, on_delete=models.CASCADE, db_column="activity_id", related_name="logs", db_index=False
+    )
     seq = models.IntegerField()
     type = models.CharField(max_length=16, choices=ActivityLogType.choices)
     content = models.TextField(default="")

@@ -34,18 +34,6 @@ STATUSES = [Status.COMPLETED, Status.QUEUED, Status.DEFERRED, Status.DROPPED, St
 TYPES = [MailboxType.SYSTEM_EVENT, MailboxType.HEARTBEAT, MailboxType.A2A_MESSAGE, MailboxType.TASK_COMMENT]
 
 
-# PostgreSQL has, beside each of these, the one-column index Django makes for the foreign
-# key (mailbox_items.agent_id, agent_activity_logs.activity_id), a prefix of the seed's
-# index: the planner takes it and filters (or sorts) instead. The fix is db_index=False on
-# those foreign keys (a migration of mailbox and attention, which their owners make);
-# strict, so the day it is fixed these tests say so.
-REDUNDANT_FK_INDEX = pytest.mark.xfail(
-    "connection.vendor == 'postgresql'",
-    reason="a redundant foreign-key index (a prefix of the seed's) is chosen on PostgreSQL",
-    strict=True,
-)
-
-
 def plan(qs: QuerySet) -> str:
     sql, params = qs.query.sql_with_params()
     with connection.cursor() as cursor:
@@ -125,7 +113,6 @@ def test_the_timeline_filtered_by_type_uses_the_agent_type_index(busy):
     assert "idx_mailbox_agent_type" in text, text
 
 
-@REDUNDANT_FK_INDEX
 def test_items_of_a_status_are_counted_from_the_agent_status_index(busy):
     qs = MailboxItem.objects.filter(agent_id=busy.id, status=Status.DEFERRED).values("id")
     text = plan(qs)
@@ -158,7 +145,6 @@ def test_an_agents_activities_newest_first_use_the_activities_index(busy):
     assert not sorted_in_memory(text), text
 
 
-@REDUNDANT_FK_INDEX
 def test_an_activitys_logs_in_order_use_the_logs_index_without_a_sort(busy):
     # As GET /api/agents/{id}/activity-logs?activityId= reads them.
     text = plan(AgentActivityLog.objects.filter(activity_id=f"act_mbx_{busy.id}_0009").order_by("seq"))
