@@ -17,7 +17,7 @@ from rest_framework import authentication, exceptions, permissions
 
 from markus.core.actors import Actor
 
-from .models import Agent, UserToken, hash_token
+from .models import Agent, Team, UserToken, hash_token
 
 if TYPE_CHECKING:
     # Not at run time: rest_framework.views imports the authentication classes, this
@@ -125,6 +125,23 @@ def agents_seen_by(user_id: int | None, *, is_staff: bool = False) -> QuerySet[A
     return Agent.objects.filter(
         Q(owner_id=user_id) | Q(team__owner_id=user_id) | Q(team__members__id=user_id)
     ).distinct()
+
+
+def teams_seen_by(user: User | AnonymousUser, *, agent: Agent | None = None) -> QuerySet[Team]:
+    """The one rule of teams: an agent sees its own team; staff see every team; a user
+    the teams they own or belong to (anybody else gets 404, like a missing team)."""
+    if agent is not None:
+        return Team.objects.filter(id=agent.team_id)
+    if not user.is_authenticated:
+        return Team.objects.none()
+    if user.is_staff:
+        return Team.objects.all()
+    return Team.objects.filter(id__in=Team.objects.filter(Q(owner_id=user.pk) | Q(members=user.pk)).values("id"))
+
+
+def controls_team(user: User | AnonymousUser, team: Team) -> bool:
+    """Who may change a team (its settings, its budget): its owner and staff."""
+    return bool(user.is_authenticated and (user.is_staff or team.owner_id == user.pk))
 
 
 def visible_agents(request: AnyRequest) -> QuerySet[Agent]:

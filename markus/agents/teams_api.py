@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -24,7 +24,7 @@ from markus.core.schema import errors
 from markus.usage.api import team_budget_data, team_budget_patch
 from markus.usage.serializers import BudgetInput
 
-from .auth import acting_agent
+from .auth import acting_agent, teams_seen_by
 from .models import Team
 
 
@@ -66,18 +66,12 @@ def team_data(team: Team) -> dict[str, Any]:
     }
 
 
-def teams_seen_by(request: Request) -> QuerySet[Team]:
-    agent = acting_agent(request)
-    if agent is not None:
-        return Team.objects.filter(id=agent.team_id)
-    user = request.user
-    if user.is_staff:
-        return Team.objects.all()
-    return Team.objects.filter(Q(owner_id=user.pk) | Q(members=user.pk)).distinct()
+def visible_teams(request: Request) -> QuerySet[Team]:
+    return teams_seen_by(request.user, agent=acting_agent(request))
 
 
 def access_team(request: Request, team_id: str) -> Team:
-    team = teams_seen_by(request).filter(id=team_id).first()
+    team = visible_teams(request).filter(id=team_id).first()
     if team is None:
         raise Http404("No such team.")
     return team
@@ -86,7 +80,7 @@ def access_team(request: Request, team_id: str) -> Team:
 class TeamListView(APIView):
     @extend_schema(operation_id="teams_list", responses={200: TeamListOut, **errors(401)})
     def get(self, request: Request) -> Response:
-        return Response({"teams": [team_data(t) for t in teams_seen_by(request).order_by("name", "id")]})
+        return Response({"teams": [team_data(t) for t in visible_teams(request).order_by("name", "id")]})
 
 
 class TeamDetailView(APIView):

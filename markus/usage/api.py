@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Q
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import PermissionDenied
@@ -18,7 +16,7 @@ from rest_framework.views import APIView
 
 from attention.services import wake
 from markus.agents import permissions
-from markus.agents.auth import IsUser, signed_in_user
+from markus.agents.auth import IsUser, controls_team, signed_in_user, teams_seen_by
 from markus.agents.models import Team
 from markus.core.api import int_param
 from markus.core.schema import errors
@@ -57,17 +55,12 @@ def access_team(request: Request, team_id: str, operation: str) -> Team:
     """The team for ``operation``: its owner, its members and staff see it (anybody else
     gets 404, like a missing team); changing it is its owner's and staff's (403)."""
     user = signed_in_user(request)
-    seen = Team.objects.all() if user.is_staff else Team.objects.filter(Q(owner=user) | Q(members=user)).distinct()
-    team = seen.filter(id=team_id).first()
+    team = teams_seen_by(user).filter(id=team_id).first()
     if team is None:
         raise Http404("No such team.")
-    if operation == "teams_partial_update" and not _controls(user, team):
+    if operation == "teams_partial_update" and not controls_team(user, team):
         raise PermissionDenied(f"Only the team's owner and staff may {permissions.OPERATIONS[operation].what}.")
     return team
-
-
-def _controls(user: User, team: Team) -> bool:
-    return bool(user.is_staff or team.owner_id == user.pk)
 
 
 def team_budget_data(team: Team) -> dict[str, Any]:

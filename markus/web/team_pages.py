@@ -12,15 +12,14 @@ import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from agentbus.models import Chunk, Stream, StreamMember
 from agentbus.team_channel import team_channel_ensure, team_channel_id
-from markus.agents.auth import visible_agents
+from markus.agents.auth import teams_seen_by, visible_agents
 from markus.agents.models import Agent, Team
 
 PAGE = 30  # messages the page shows at first, and per "Load earlier"
@@ -28,17 +27,8 @@ CATCH_UP = 100  # the most new messages one poll brings
 POLL_SECONDS = 10  # how often an open page asks for new messages
 
 
-def teams_visible_to(user: User | AnonymousUser) -> QuerySet[Team]:
-    if not user.is_authenticated:
-        return Team.objects.none()
-    if user.is_staff:
-        return Team.objects.all()
-    ids = Team.objects.filter(Q(owner=user) | Q(members=user)).values("id")
-    return Team.objects.filter(id__in=ids)
-
-
 def access_team(request: HttpRequest, team_id: str) -> Team:
-    team = teams_visible_to(request.user).filter(id=team_id).first()
+    team = teams_seen_by(request.user).filter(id=team_id).first()
     if team is None:
         raise Http404("No such team.")
     return team
@@ -95,7 +85,7 @@ def _sequence(request: HttpRequest, name: str) -> int | None:
 @require_GET
 @login_required
 def teams_page(request: HttpRequest) -> HttpResponse:
-    teams = teams_visible_to(request.user).annotate(agent_count=Count("agents", distinct=True)).order_by("name", "id")
+    teams = teams_seen_by(request.user).annotate(agent_count=Count("agents", distinct=True)).order_by("name", "id")
     rows = list(teams)
     channels = {team_channel_id(t.id): t for t in rows}
     last = dict(
