@@ -73,13 +73,13 @@ def plan_batch(monkeypatch, lead: MailboxItem, members: list[MailboxItem], **ext
     original = loop._begin
     used: list[int] = []
 
-    def begin(run, chosen, view, plan):
+    def begin(run, chosen, view, plan, **kwargs):
         if not used:
             used.append(1)
             fresh = MailboxItem.objects.get(id=lead.id)
             plan = Plan(chosen=fresh, candidates=[fresh], batch=[m.id for m in members], **extra)
             chosen = fresh
-        return original(run, chosen, view, plan)
+        return original(run, chosen, view, plan, **kwargs)
 
     monkeypatch.setattr(loop, "_begin", begin)
     return used
