@@ -217,13 +217,16 @@ def backlog(agents: list[str]) -> int:
 
 
 def open_work() -> tuple[int, int, int]:
-    """(open items not parked, tasks not finished, outbox rows not relayed)."""
+    """(open items not parked, tasks not finished, outbox rows not relayed). A task an
+    agent filed that waits for a person's approval is parked on that person, like an
+    item parked for an approval: no worker owes it anything."""
     from agentbus.models import OutboxRecord
     from mailbox.models import MailboxItem
     from markus.work.models import Task
 
     items = MailboxItem.objects.filter(status__in=OPEN).count()
-    tasks = Task.objects.filter(status__in=["pending", "in_progress", "review", "blocked"]).count()
+    unfinished = Task.objects.filter(status__in=["pending", "in_progress", "review", "blocked"])
+    tasks = unfinished.exclude(status="pending", filing_approval__isnull=False).count()
     outbox = OutboxRecord.objects.filter(status="pending").count()
     return items, tasks, outbox
 
