@@ -11,6 +11,7 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from markus.agents.services import agent_create
 from markus.core.actors import Actor
@@ -33,7 +34,7 @@ def client(alice) -> Client:
 
 def test_a_task_filed_on_the_work_page_starts_with_its_assignee_and_its_history(client, agent):
     response = client.post(
-        "/work/tasks/new/",
+        reverse("work-task-new"),
         {"title": "Write the notes", "description": "For **1.2**", "assigneeId": agent.id, "start": "on"},
     )
     task = Task.objects.get(title="Write the notes")
@@ -48,12 +49,12 @@ def test_a_task_filed_on_the_work_page_starts_with_its_assignee_and_its_history(
 
 def test_a_refused_task_keeps_the_input_and_says_why(client, agent, charlie):
     zed = agent_create(name="Zed", owner=charlie, agent_id="zed")[0]
-    response = client.post("/work/tasks/new/", {"title": "Sneaky", "assigneeId": zed.id})
+    response = client.post(reverse("work-task-new"), {"title": "Sneaky", "assigneeId": zed.id})
     assert response.status_code == 400
     page = response.content.decode()
     assert "assigneeId: no such agent &#x27;zed&#x27;" in page and 'value="Sneaky"' in page
     assert not Task.objects.filter(title="Sneaky").exists()
-    empty = client.post("/work/tasks/new/", {"title": ""})
+    empty = client.post(reverse("work-task-new"), {"title": ""})
     assert empty.status_code == 400 and "title:" in empty.content.decode()
 
 
@@ -61,10 +62,10 @@ def test_a_transition_the_state_machine_refuses_answers_409_with_the_allowed_one
     task = task_create(actor=Actor.for_user(alice), title="T", assignee_id=agent.id)
     page = client.get(f"/work?task={task.id}").content.decode()
     assert 'name="status" value="review"' in page and 'name="status" value="archived"' not in page
-    refused = client.post(f"/work/tasks/{task.id}/move/", {"status": "archived"})
+    refused = client.post(reverse("work-task-move", args=[task.id]), {"status": "archived"})
     assert refused.status_code == 409
     assert "cannot move from in_progress to archived (allowed: " in refused.content.decode()
-    moved = client.post(f"/work/tasks/{task.id}/move/", {"status": "cancelled", "note": "not needed"})
+    moved = client.post(reverse("work-task-move", args=[task.id]), {"status": "cancelled", "note": "not needed"})
     assert moved.status_code == 302
     task.refresh_from_db()
     assert task.status == TaskState.CANCELLED
@@ -76,18 +77,20 @@ def test_a_task_the_caller_may_not_see_is_404_on_every_work_page(alice, charlie,
     c = Client()
     c.force_login(charlie)
     assert c.get(f"/work?task={task.id}").status_code == 404
-    assert c.post(f"/work/tasks/{task.id}/move/", {"status": "cancelled"}).status_code == 404
-    assert c.post(f"/work/tasks/{task.id}/comments/", {"content": "hi"}).status_code == 404
+    assert c.post(reverse("work-task-move", args=[task.id]), {"status": "cancelled"}).status_code == 404
+    assert c.post(reverse("work-task-comment", args=[task.id]), {"content": "hi"}).status_code == 404
     assert Task.objects.get(id=task.id).status == TaskState.IN_PROGRESS
 
 
 def test_a_comment_with_a_mention_rings_the_mentioned_persons_bell_and_a_reply_quotes(client, alice, bob, agent):
     task = task_create(actor=Actor.for_user(alice), title="T", assignee_id=agent.id)
-    first = client.post(f"/work/tasks/{task.id}/comments/", {"content": "What do you think, @bob?"})
+    first = client.post(reverse("work-task-comment", args=[task.id]), {"content": "What do you think, @bob?"})
     assert first.status_code == 302
     assert UserNotification.objects.filter(user=bob, title__contains="mentioned").exists()
     comment_id = first["Location"].split("#comment-")[1]
-    client.post(f"/work/tasks/{task.id}/comments/", {"content": "Answering myself", "replyToCommentId": comment_id})
+    client.post(
+        reverse("work-task-comment", args=[task.id]), {"content": "Answering myself", "replyToCommentId": comment_id}
+    )
     page = client.get(f"/work?task={task.id}").content.decode()
     assert "↪ alice: What do you think, @bob?" in page
 
@@ -132,14 +135,14 @@ def test_the_approvals_page_answers_options_and_free_form(client, alice, agent):
 
 
 def test_a_requirement_is_filed_and_decided_on_its_page(client, alice, agent):
-    response = client.post("/work/requirements/new/", {"title": "Docs site", "agentId": agent.id})
+    response = client.post(reverse("work-requirement-new"), {"title": "Docs site", "agentId": agent.id})
     assert response.status_code == 302
     rid = response["Location"].split("requirement=")[1]
     page = client.get(response["Location"]).content.decode()
     assert "filed as in_progress" in page and "step-complete" in page
-    refused = client.post(f"/work/requirements/{rid}/reject/")  # (approving it again is a no-op)
+    refused = client.post(reverse("work-requirement-step", args=[rid, "reject"]))  # (approving it again is a no-op)
     assert refused.status_code == 409
-    client.post(f"/work/requirements/{rid}/cancel/", {"reason": "out of scope"})
+    client.post(reverse("work-requirement-step", args=[rid, "cancel"]), {"reason": "out of scope"})
     page = client.get(f"/work?requirement={rid}").content.decode()
     assert "in_progress → cancelled" in page and "out of scope" in page
 
@@ -157,7 +160,7 @@ def test_the_work_pages_read_in_a_fixed_number_of_queries(client, alice, agent):
         last = None
         for i in range(n):
             last = task_create(actor=actor, title=f"T{i}", assignee_id=agent.id, reviewer_user_id=alice.pk)
-            client.post(f"/work/tasks/{last.id}/comments/", {"content": f"c{i}"})
+            client.post(reverse("work-task-comment", args=[last.id]), {"content": f"c{i}"})
             approval_create(user=alice, title=f"Q{i}", agent=agent)
         return last
 
@@ -165,7 +168,7 @@ def test_the_work_pages_read_in_a_fixed_number_of_queries(client, alice, agent):
     small = {p: _count(client, p) for p in ("/work", f"/work?task={task.id}", "/approvals/")}
     grow(8)
     for i in range(6):
-        client.post(f"/work/tasks/{task.id}/comments/", {"content": f"more {i}"})
+        client.post(reverse("work-task-comment", args=[task.id]), {"content": f"more {i}"})
         task_transition(task_id=task.id, to_status="blocked" if i % 2 == 0 else "in_progress", actor=actor)
     large = {p: _count(client, p) for p in small}
     assert large == small

@@ -8,6 +8,7 @@ the person it asks; what a caller may not see is a 404 and never shows on a page
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import main_session
@@ -60,12 +61,14 @@ def test_a_teammate_opens_a_team_task_and_an_outsider_or_a_hidden_task_is_404(bo
 
 def test_a_teammate_moves_and_comments_on_a_team_task_as_the_api_lets_them(bob, team_task):
     bob_page = signed_in(bob)
-    moved = bob_page.post(f"/work/tasks/{team_task.id}/move/", {"status": "blocked", "note": "waiting on legal"})
+    moved = bob_page.post(
+        reverse("work-task-move", args=[team_task.id]), {"status": "blocked", "note": "waiting on legal"}
+    )
     assert moved.status_code == 302 and moved["Location"] == f"/work?task={team_task.id}"
     assert Task.objects.get(id=team_task.id).status == TaskState.BLOCKED
     change = StatusChange.objects.filter(entity_id=team_task.id).latest("at")
     assert (change.to_status, change.actor_name, change.note) == ("blocked", "bob", "waiting on legal")
-    commented = bob_page.post(f"/work/tasks/{team_task.id}/comments/", {"content": "I will chase it"})
+    commented = bob_page.post(reverse("work-task-comment", args=[team_task.id]), {"content": "I will chase it"})
     assert commented.status_code == 302
     comment = TaskComment.objects.get(task_id=team_task.id)
     assert comment.author_user == bob and comment.content == "I will chase it"
@@ -76,8 +79,8 @@ def test_a_teammate_moves_and_comments_on_a_team_task_as_the_api_lets_them(bob, 
 
 def test_an_outsider_neither_moves_nor_comments_on_a_task_and_nothing_changes(charlie, team_task):
     page = signed_in(charlie)
-    assert page.post(f"/work/tasks/{team_task.id}/move/", {"status": "cancelled"}).status_code == 404
-    assert page.post(f"/work/tasks/{team_task.id}/comments/", {"content": "hello"}).status_code == 404
+    assert page.post(reverse("work-task-move", args=[team_task.id]), {"status": "cancelled"}).status_code == 404
+    assert page.post(reverse("work-task-comment", args=[team_task.id]), {"content": "hello"}).status_code == 404
     assert Task.objects.get(id=team_task.id).status == TaskState.IN_PROGRESS
     assert not TaskComment.objects.filter(task_id=team_task.id).exists()
     assert StatusChange.objects.filter(entity_id=team_task.id, actor_name="charlie").count() == 0
@@ -103,15 +106,22 @@ def test_a_teammate_sees_no_title_of_a_dependency_or_requirement_they_may_not_se
 
 
 def test_a_teammate_files_and_decides_requirements_of_the_team_and_an_outsider_gets_404(bob, charlie, agent):
-    filed = signed_in(bob).post("/work/requirements/new/", {"title": "Team wiki", "agentId": agent.id})
+    filed = signed_in(bob).post(reverse("work-requirement-new"), {"title": "Team wiki", "agentId": agent.id})
     assert filed.status_code == 302
     requirement = Requirement.objects.get(title="Team wiki")
     outsider = signed_in(charlie)
     assert outsider.get(f"/work?requirement={requirement.id}").status_code == 404
-    assert outsider.post(f"/work/requirements/{requirement.id}/cancel/").status_code == 404
-    assert outsider.post(f"/work/requirements/{requirement.id}/comments/", {"content": "x"}).status_code == 404
+    assert outsider.post(reverse("work-requirement-step", args=[requirement.id, "cancel"])).status_code == 404
+    assert (
+        outsider.post(reverse("work-requirement-comment", args=[requirement.id]), {"content": "x"}).status_code == 404
+    )
     assert "Team wiki" not in outsider.get("/work").content.decode()
-    assert signed_in(bob).post(f"/work/requirements/{requirement.id}/cancel/", {"reason": "dup"}).status_code == 302
+    assert (
+        signed_in(bob)
+        .post(reverse("work-requirement-step", args=[requirement.id, "cancel"]), {"reason": "dup"})
+        .status_code
+        == 302
+    )
     requirement.refresh_from_db()
     assert requirement.status == "cancelled"
 

@@ -6,6 +6,7 @@ without a decision about them is a 409 that says how many and what may be chosen
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from markus.core.actors import Actor
 from markus.work.models import StatusChange, Task, TaskState
@@ -110,7 +111,7 @@ def test_the_work_page_offers_the_cascade_when_dependents_wait(client, alice, ch
     first = chain[0]
     html = client.get(f"/work?task={first.id}").content.decode()
     assert 'name="cascade"' in html and "1 task waits on it" in html
-    response = client.post(f"/work/tasks/{first.id}/move/", {"status": "cancelled", "cascade": "on"})
+    response = client.post(reverse("work-task-move", args=[first.id]), {"status": "cancelled", "cascade": "on"})
     assert response.status_code == 302
     assert all(status(t) == S.CANCELLED for t in chain)
 

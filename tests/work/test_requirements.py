@@ -58,7 +58,7 @@ def test_legal_requirement_transition_moves_it(proposal, as_alice, from_status, 
     assert Requirement.objects.get(id=proposal.id).status == to_status
 
 
-# The status it already has is a no-op (tests/work/test_requirement_rejection.py).
+# The status it already has is a no-op (test_requirement_rejection.py, beside this file).
 @pytest.mark.parametrize(("from_status", "to_status"), [p for p in PAIRS if p[1] not in LEGAL[p[0]] and p[0] != p[1]])
 def test_illegal_requirement_transition_is_a_conflict(proposal, as_alice, from_status, to_status):
     _in(proposal, from_status)
