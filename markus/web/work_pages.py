@@ -29,7 +29,7 @@ from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 from markus.work import services
 from markus.work.api import TaskCreateInput, file_task
-from markus.work.history import history_data, history_of
+from markus.work.history import history_of, history_row
 from markus.work.models import Requirement, RequirementState, StatusChange, Task, TaskState
 from markus.work.requirements_api import RequirementCreateInput, file_requirement
 from markus.work.selectors import (
@@ -115,7 +115,7 @@ def _list_context(actor: Actor) -> dict[str, Any]:
 
 
 def _history(entity: str, entity_id: str) -> list[dict[str, Any]]:
-    return [history_data(c) for c in history_of(entity, entity_id)]
+    return [history_row(c) for c in history_of(entity, entity_id)]
 
 
 def _review_approval(user: User, task: Task) -> Approval | None:

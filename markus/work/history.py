@@ -74,18 +74,9 @@ def history_of(entity: str, entity_id: str) -> QuerySet[StatusChange]:
     return StatusChange.objects.filter(entity=entity, entity_id=entity_id).order_by("at", "id")
 
 
-def history_data(change: StatusChange) -> dict[str, Any]:
-    return {
-        "from": change.from_status or None,
-        "to": change.to_status,
-        "actor": {"kind": change.actor_kind, "id": change.actor_id, "name": change.actor_name},
-        "note": change.note,
-        "at": change.at,
-    }
-
-
 def history_row(change: StatusChange) -> dict[str, Any]:
-    """One row of ``GET …/history``: the entity, from, to, who, when and the note."""
+    """One row of ``GET …/history`` (and of the work pages' history): the entity, from,
+    to, who, when and the note."""
     return {
         "entity": {"kind": change.entity, "id": change.entity_id},
         "from": change.from_status or None,
