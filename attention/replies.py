@@ -151,9 +151,9 @@ def tell_budget_wait(tx: Fence, items: list[MailboxItem], reason: str, period: s
     for item in waiting:
         if item.id in told:
             continue
-        session = ChatSession.objects.get(id=chat_session_id(item))
         agent_message_post(
-            session,
+            agent_id=item.agent_id,
+            session_id=chat_session_id(item),
             content=f"I cannot answer yet: {reason}. Your message waits in my queue; "
             "I answer it as soon as the budget is raised or its next period begins.",
             metadata={

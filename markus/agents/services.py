@@ -68,15 +68,17 @@ def main_session(agent_id: str) -> ChatSession:
     return session
 
 
-def agent_message_post(session: ChatSession, *, content: str, metadata: dict[str, Any], user_id: int) -> ChatMessage:
-    """A message the agent writes into ``session`` outside a reply (``notify_user``, a
+def agent_message_post(
+    *, agent_id: str, session_id: str, content: str, metadata: dict[str, Any], user_id: int
+) -> ChatMessage:
+    """A message the agent writes into its session ``session_id`` outside a reply (``notify_user``, a
     budget's notice), announced as ``chat:message`` to the person's sockets and to the
     agent's mind view, on commit."""
-    message = ChatMessage.objects.create(session=session, role="assistant", content=content, metadata=metadata)
-    ChatSession.objects.filter(id=session.id).update(last_message_at=message.created_at)
+    message = ChatMessage.objects.create(session_id=session_id, role="assistant", content=content, metadata=metadata)
+    ChatSession.objects.filter(id=session_id).update(last_message_at=message.created_at)
     pushed = {
-        "agentId": session.agent_id,
-        "sessionId": session.id,
+        "agentId": agent_id,
+        "sessionId": session_id,
         "message": {
             "id": message.pk,
             "role": message.role,
@@ -86,7 +88,7 @@ def agent_message_post(session: ChatSession, *, content: str, metadata: dict[str
         },
     }
     send_event_on_commit(user_group(user_id), CHAT_MESSAGE_EVENT, pushed)
-    send_event_on_commit(agent_group(session.agent_id), CHAT_MESSAGE_EVENT, pushed)
+    send_event_on_commit(agent_group(agent_id), CHAT_MESSAGE_EVENT, pushed)
     return message
 
 

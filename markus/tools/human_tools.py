@@ -100,7 +100,8 @@ def notify_user(ctx: ToolContext, args: dict) -> dict:
     user = _target_user(ctx, args.get("target_user_id"))
     session = main_session(ctx.agent_id)
     message = agent_message_post(
-        session,
+        agent_id=ctx.agent_id,
+        session_id=session.id,
         content=f"**{args['title']}**\n\n{args['body']}{notify_context_comment(task_id, requirement_id)}",
         metadata={
             "notifyUser": True,
