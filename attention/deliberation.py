@@ -52,10 +52,12 @@ from . import records
 from .batch import MAX_BATCH
 from .focus import Run
 from .journal import execute_atomically
-from .lease import AgentNotRunning, Fence, StaleLease, fenced, leased_complete
+from .lease import AgentNotRunning, Fence, StaleLease, fenced
+from .model_call import model_call
 from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
-from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, item_brief, scenario_for, system_prompt
+from .no_progress import Refusals
+from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, context_lines, item_brief, scenario_for, system_prompt
 from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
 from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, contenders, triage, triage_due, triage_model
 
@@ -440,13 +442,14 @@ def deliberate(
                 if not _running(agent.id):
                     d.discard("the agent was stopped or paused")
                     raise AgentNotRunning(lease.agent_id)
-            system = system_prompt(agent, head, DELIBERATION, memory=memory, queue=items, depth=depth)
+            lines = context_lines(agent, head, DELIBERATION, memory=memory, queue=items, depth=depth)
+            system = "\n".join([system_prompt(agent, head, DELIBERATION), *lines])
             d.note(
                 L.LLM_REQUEST,
                 f"turn {turn + 1}",
                 {"provider": provider.name, "model": model, "messages": len(messages)},
             )
-            response = leased_complete(
+            response = model_call(
                 lease, provider, system=system, messages=messages, tools=tools, context=call, during="a deliberation"
             )
             d.tokens += response.usage.total
@@ -457,6 +460,9 @@ def deliberate(
                 messages.append({"role": "user", "content": "Call complete_deliberation to finish deliberating."})
                 continue
             messages += _tool_round(d, ctx, response.tool_calls)
+            if d.stuck:  # the same refused decision again: the mini triage decides instead
+                d.discard(d.stuck)
+                return None
             decision = ctx.effects.get(DECISION)
             chat = _new_chat(lease.agent_id, listed, since)
             if chat is not None:
@@ -541,6 +547,8 @@ def _tool_round(d: _Deliberation, ctx: ToolContext, calls: list[ToolCall]) -> li
                     d.store = True  # what the tool writes (a comment) may name the activity: stored first
                 d.flush(tx)
                 ok, result = execute_atomically(tx, ctx, call.name, call.arguments)
+        if not ok:
+            result, d.stuck = d.refusals.refused(call, result)
         d.note(L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
         results.append({"role": "tool", "tool_call_id": call.id, "content": result})
     d.flush_fenced()
@@ -555,6 +563,8 @@ class _Deliberation:
         self.activity = activity
         self.before = before
         self.store = store  # write as it goes (a brain that takes its time); else at the end
+        self.refusals = Refusals()  # the same refused call a third time: no progress
+        self.stuck = ""
         self.pending: list[records.LogLine] = []
         self.tokens = 0
         self.tools = 0

@@ -13,15 +13,15 @@ from mailbox import lifecycle
 from mailbox.merge import may_merge
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
-from markus import telemetry
 from markus.llm.base import CallContext, get_provider
 from markus.usage.budgets import BudgetExhausted
 from markus.work.execution import execution_cancelled
 
-from . import metering, records
+from . import records
 from .focus import Focus, Outcome
 from .heuristics import Verdict, heuristic_decision
 from .lease import Fence, StaleLease, fenced, lease_renew_if_due
+from .model_call import model_judge
 from .models import AttentionState, DecisionType, LLMSession
 from .scenarios import NON_PREEMPTABLE, TASK_EXECUTION, item_brief, merged_message
 from .session import save_session
@@ -107,15 +107,10 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
     if not provider.judges:
         return verdict
     context = CallContext(scenario="judge", agent_name=focus.agent.name)
-    metered = not provider.local  # the offline brain judges by rules: no tokens to count
     try:
-        if metered:
-            metering.before_call(focus.lease, context)
-        with telemetry.chat_span(provider, system="", messages=[], context=context) as call:
-            word = provider.judge(current=item_brief(weighed(focus)), new=item_brief(new), context=context)
-            call.judged(word, context.usage)
-        if metered:
-            metering.after_call(focus.lease, provider, context, context.usage)
+        word = model_judge(
+            focus.lease, provider, current=item_brief(weighed(focus)), new=item_brief(new), context=context
+        )
     except BudgetExhausted:
         return verdict  # no judge beyond the budget: the heuristics' word stands
     except Exception:

@@ -109,6 +109,8 @@ class Round:
     opened: bool = False
     effects: dict[str, Any] = field(default_factory=dict)
     position: int = 0  # of the call being made, in its turn
+    # Each call made (or replayed) and its result: (call, ok, result text).
+    outcomes: list[tuple[ToolCall, bool, str]] = field(default_factory=list)
 
     def key(self) -> str:
         return call_key(self.focus.item.id, self.session.attempt, self.turn, self.position)
@@ -163,6 +165,7 @@ def run_round(
         made = _call(r, call)
         if made is None:  # waits for a person's approval: the round resumes here
             break
+        r.outcomes.append((call, *made))
         results.append({"role": "tool", "tool_call_id": call.id, "content": made[1]})
     where = len(session.messages) if at is None else at
     session.messages[where:where] = results

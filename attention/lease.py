@@ -38,11 +38,8 @@ from django.utils import timezone
 
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
-from markus import telemetry
 from markus.agents.models import Agent, ChatSession
-from markus.llm.base import CallContext, LLMResponse, Provider
 
-from . import metering
 from .models import AgentAttention, AttentionState
 
 log = logging.getLogger(__name__)
@@ -476,38 +473,6 @@ def _mine(lease: Lease) -> QuerySet[AgentAttention]:
 
 def _agent_running(agent_id: str) -> Q:
     return Q(Exists(Agent.objects.running().filter(id=agent_id)))
-
-
-def leased_complete(
-    lease: Lease,
-    provider: Provider,
-    *,
-    system: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-    context: CallContext,
-    during: str,
-) -> LLMResponse:
-    """The one way the loop calls a provider (an item's turn, a deliberation's, the mini
-    triage's): outside any transaction, the lease kept alive by a ``LeaseKeeper`` while
-    the call is in flight (a provider that answers at once needs none), and proven again
-    after it. Raises StaleLease when it was lost meanwhile (``during`` says what the
-    call was for). The budgets are checked before the call (``BudgetExhausted``) and
-    the call's usage recorded after it (``metering``)."""
-    metering.before_call(lease, context)  # a budget used up: BudgetExhausted, no call
-    with telemetry.chat_span(provider, system=system, messages=messages, context=context) as call:
-        if provider.local:
-            response = provider.complete(system=system, messages=messages, tools=tools, context=context)
-            lost = False
-        else:
-            with LeaseKeeper(lease) as keeper:
-                response = provider.complete(system=system, messages=messages, tools=tools, context=context)
-            lost = keeper.lost
-        call.answered(response)
-    metering.after_call(lease, provider, context, response.usage)  # spent, even if the lease was lost
-    if lost or not lease_renew_if_due(lease):
-        raise StaleLease(f"lost the lease of {lease.agent_id} during {during}")
-    return response
 
 
 class LeaseKeeper:

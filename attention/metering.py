@@ -1,4 +1,4 @@
-"""Before and after every LLM call of the loop (``lease.leased_complete``, the judge):
+"""Before and after every LLM call of the loop (``model_call``, the judge):
 the budgets' check and the usage record (``markus.usage``). Heartbeats and dreams are
 refused first, from the budgets' near share on."""
 
@@ -43,14 +43,18 @@ def before_call(lease: Lease, context: CallContext) -> None:
     budgets.check_call(lease.agent_id, skippable=context.scenario in SKIPPED_FIRST)
 
 
-# What a run that reads no budgets spent, written at the end of the run (or every
-# FLUSH_AT calls) in one statement; with a budget every call is written at once (the
-# next check counts it).
-FLUSH_AT = 16
-_pending: dict[str, list[Call]] = {}
-
-
-def after_call(lease: Lease, provider: Provider, context: CallContext, usage: Usage | None) -> None:
+def after_call(
+    lease: Lease,
+    provider: Provider,
+    context: CallContext,
+    usage: Usage | None,
+    *,
+    error: str = "",
+    estimated: bool = False,
+) -> None:
+    """The call's usage row, written as the call ends (its own statement, outside the
+    loop's transactions), so the usage API and the next budget check see a run in
+    progress. ``error``: why it failed; ``estimated``: tokens counted from the request."""
     item_id = context.item.get("id") if isinstance(context.item, dict) else None
     call = Call(
         agent_id=lease.agent_id,
@@ -58,16 +62,7 @@ def after_call(lease: Lease, provider: Provider, context: CallContext, usage: Us
         scenario=context.scenario,
         usage=usage or Usage(),
         mailbox_item_id=item_id if isinstance(item_id, str) else "",
+        error=error,
+        estimated=estimated,
     )
-    if _unbudgeted.get(lease.agent_id) != (lease.owner, lease.epoch):
-        record_calls([*_pending.pop(lease.agent_id, []), call])
-        return
-    pending = _pending.setdefault(lease.agent_id, [])
-    pending.append(call)
-    if len(pending) >= FLUSH_AT:
-        flush(lease)
-
-
-def flush(lease: Lease) -> None:
-    """Write what the run spent and has not written yet (the loop calls it as a run ends)."""
-    record_calls(_pending.pop(lease.agent_id, []))
+    record_calls([call])

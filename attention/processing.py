@@ -19,6 +19,7 @@ from markus.work.comment_routing import open_work_for
 from . import heartbeat, records
 from .focus import Focus, Outcome
 from .lease import Lease, StaleLease, fenced
+from .model_call import CeilingReached, ProviderFailed
 from .models import ActivityLogType as L
 from .models import DecisionType, LLMSession
 from .replies import chat_group, chat_reply_for
@@ -51,11 +52,17 @@ def process_item(focus: Focus) -> None:
         outcome = Outcome("stopped", detail=f"budget: {exc}")
     except StaleLease:
         raise
-    except Exception as exc:  # a provider failure: retry like a missing marker
+    except CeilingReached as exc:  # no more calls for this item: it ends, the person is told
+        focus.turn.note(records.LogLine(L.ERROR, f"stopped: {exc}"))
+        outcome = Outcome("failed", detail=str(exc))
+    except ProviderFailed as exc:  # every try of the call failed: the attempt failed
+        focus.turn.note(records.LogLine(L.ERROR, str(exc)))
+        outcome = Outcome("retry", detail=f"provider error: {'; '.join(exc.errors)}")
+    except Exception as exc:  # a failure of ours or an unknown one: the attempt failed
         log.exception("attention: %s failed on %s", scenario, item.id)
         assert focus.activity is not None
         focus.turn.note(records.LogLine(L.ERROR, f"{exc.__class__.__name__}: {exc}"))
-        outcome = Outcome("retry", detail=f"provider error: {exc.__class__.__name__}")
+        outcome = Outcome("retry", detail=f"error: {exc.__class__.__name__}: {str(exc)[:200]}")
     telemetry.outcome(outcome.kind, outcome.detail)
     settle(focus, outcome)
 

@@ -11,7 +11,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents import memory as working_memory
 from markus.agents.models import Agent, ChatMessage
-from markus.llm.base import COMPLETION_MARKER
+from markus.llm.base import CONTEXT_MARK
 from markus.memory.document import Section
 from markus.memory.selectors import prompt_block as longterm_memory
 
@@ -21,13 +21,14 @@ T = MailboxType
 @dataclass(frozen=True)
 class Scenario:
     """What the loop runs for an item: the instructions the LLM gets, whether a human
-    waits on it (then only merge is honoured at yield points), whether it ends with the
-    completion marker, and how its outcome is logged."""
+    waits on it (then only merge is honoured at yield points), how many tokens one
+    answer may have (``max_tokens``; ``MARKUS_LLM_MAX_TOKENS`` overrides it), and how its
+    outcome is logged."""
 
     name: str
     instructions: str
     preemptable: bool = True
-    needs_marker: bool = True
+    max_tokens: int = 1024
     done: str = "handled"
 
 
@@ -123,7 +124,6 @@ SCENARIOS: dict[str, Scenario] = {
             "notification you sent (their message says which task or requirement it was about), look that up "
             "first (task_get, requirement_get, recall_activity) and answer with what it says.",
             preemptable=False,
-            needs_marker=False,
             done="answered",
         ),
         Scenario(
@@ -132,6 +132,7 @@ SCENARIOS: dict[str, Scenario] = {
             "review (task_submit_review, with a note of your deliverables) when it is done, or fail it "
             '(task_update status "failed" with the reason) if it cannot be done. You cannot complete your '
             "own task.",
+            max_tokens=2048,
             done="executed",
         ),
         Scenario(
@@ -166,6 +167,7 @@ SCENARIOS: dict[str, Scenario] = {
             "recall_activity tells more): what you did, what came of it, what is still open and what comes "
             "next, in a few short paragraphs or bullets. Submit it once with submit_daily_report: it is stored "
             "and sent to your owner.",
+            max_tokens=2048,
             done="report written",
         ),
         Scenario(
@@ -196,7 +198,7 @@ SCENARIOS: dict[str, Scenario] = {
             "minutes) or drop (with a reason), the ids you completed inline, your reasoning, and a short "
             "situational awareness for your working memory. A human's chat, an execution trigger, a review "
             "request and a direct mention are never deferred, dropped or completed inline.",
-            needs_marker=False,
+            max_tokens=768,
             done="deliberated",
         ),
         Scenario(
@@ -205,7 +207,7 @@ SCENARIOS: dict[str, Scenario] = {
             "read-only tools; then answer with JSON only: "
             '{"processItemId": "...", "deferItemIds": [], "dropItemIds": [], "reasoning": "..."}. '
             "Never defer or drop a human's item, an execution trigger or a review request.",
-            needs_marker=False,
+            max_tokens=512,
             done="triaged",
         ),
     ]
@@ -282,7 +284,29 @@ def longterm_lines(
     return longterm_memory(agent.id, text, state=state)
 
 
-def system_prompt(
+#: How every item's turn ends (ARCHITECTURE decision 18): a typed signal, never a marker.
+END_OF_TURN = (
+    "When you have handled this item, give your final answer as plain text with no tool call, or call "
+    "end_turn with it. Never repeat a call that was refused: change it or do something else."
+)
+
+
+def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:
+    """The scenario's system prompt: only what stays the same from call to call of the
+    agent in this scenario (its role, the instructions, the guidance, how a turn ends),
+    so a provider's prompt cache reads it, and the tools after it, from the cache. What
+    changes goes last, in ``context_message``."""
+    lines = [
+        f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
+        SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}.",
+    ]
+    lines += human_guidance(scenario)
+    if scenario not in (DELIBERATION, TRIAGE):
+        lines.append(END_OF_TURN)
+    return "\n".join(lines)
+
+
+def context_lines(
     agent: Agent,
     item: MailboxItem,
     scenario: str,
@@ -291,19 +315,13 @@ def system_prompt(
     queue: list[MailboxItem] | None = None,
     depth: int | None = None,
     longterm: list[str] | None = None,
-) -> str:
-    """The scenario's system prompt. ``memory`` (its entries, shown with their age),
-    ``queue`` (the waiting items in dequeue order, ``depth`` of them in all) and
-    ``longterm`` (``longterm_lines``) when the caller has read them already; otherwise
-    they are read here."""
-    lines = [
-        f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
-        SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}.",
-    ]
+) -> list[str]:
+    """What changes between calls: the working memory (each entry with its age), the
+    long-term memory that matches the item, the waiting items (``queue`` in dequeue
+    order, ``depth`` of them in all). Each is read here unless the caller read it."""
     if memory is None:
         memory = working_memory.read(agent.id)
-    lines += human_guidance(scenario)
-    lines += working_memory.prompt_lines(memory)
+    lines = working_memory.prompt_lines(memory)
     lines += longterm_lines(agent, item, scenario) if longterm is None else longterm
     if queue is None:
         queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
@@ -314,9 +332,24 @@ def system_prompt(
     lines += [f"- [{q.priority}] {q.source_type}: {q.summary}" for q in waiting]
     if depth > len(waiting):
         lines.append(f"- … and {depth - len(waiting)} more")
-    if scenario not in SCENARIOS or SCENARIOS[scenario].needs_marker:
-        lines.append(f"End your final answer with {COMPLETION_MARKER} when you have handled this item.")
-    return "\n".join(lines)
+    return lines
+
+
+def context_message(lines: list[str]) -> dict[str, Any]:
+    """``context_lines`` as the loop's note (not a person's words), appended to the
+    session whenever it changed (``tool_loop``)."""
+    return {"role": "user", "content": "\n".join([CONTEXT_MARK, *lines])}
+
+
+def last_context(messages: list[dict[str, Any]]) -> str:
+    """The latest context note in a session (a message of its own, or after a tool
+    result in it); "" when there is none."""
+    for message in reversed(messages):
+        content = str(message.get("content") or "")
+        at = content.find(CONTEXT_MARK)
+        if at != -1:
+            return content[at:]
+    return ""
 
 
 def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None) -> list[dict[str, Any]]:

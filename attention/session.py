@@ -88,6 +88,9 @@ def load_session(focus: Focus) -> LLMSession:
             made = effects_made(focus.item)
             if made:
                 messages.append({"role": "user", "content": effects_note(made)})
+        failed = failed_attempts_note(focus.item)
+        if failed:  # a retry starts from what the failed attempts did and why they failed
+            messages.append({"role": "user", "content": failed})
         session = LLMSession(
             id=session_id(focus.item),
             agent_id=focus.agent.id,
@@ -242,3 +245,21 @@ def append_note(item: MailboxItem, text: str) -> None:
 def discard_session(item: MailboxItem) -> None:
     """Retry from a clean start."""
     LLMSession.objects.filter(id=session_id(item)).delete()
+
+
+#: The mark that carries what an item's failed attempts did and why they failed (``settle``).
+FAILED_ATTEMPTS = "failedAttempts"
+
+
+def failed_attempts_note(item: MailboxItem) -> str:
+    """What the item's failed attempts did and why each failed (the ``failedAttempts``
+    mark ``settle`` keeps), for the next attempt's opening; "" when none failed."""
+    attempts = [a for a in item.marks.get(FAILED_ATTEMPTS, []) if isinstance(a, dict)]
+    if not attempts:
+        return ""
+    lines = [f"[Markus] This item was tried {len(attempts)} time(s) before and the attempt failed:"]
+    for n, attempt in enumerate(attempts, 1):
+        lines.append(f"Attempt {n} failed: {attempt.get('reason')}.")
+        lines += [f"- it called {call}" for call in attempt.get("calls") or []]
+    lines.append("Do not repeat what failed; take another way, or give your final answer saying what you could not do.")
+    return "\n".join(lines)

@@ -21,12 +21,13 @@ from notifications.services import approval_granted
 from . import batch, conversations, records
 from .focus import Focus, Outcome
 from .lease import Fence, StaleLease, fenced
+from .model_call import backoff
 from .models import ActivityLogType as L
 from .models import ActivityOutcome, DecisionType, LLMSession
 from .replies import answer_given_up, deliver_chat_reply
 from .scenarios import A2A, CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
 from .services import wake_on_commit
-from .session import append_note, discard_session, save_session, session_id
+from .session import FAILED_ATTEMPTS, append_note, discard_session, save_session, session_id
 
 MAX_MARKER_RETRIES = 2
 # The scenarios whose task waits for a verdict (a submit or failure; a completion or a
@@ -115,6 +116,13 @@ def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
         discard_session(item)
     elif outcome.kind == "retry":
         _retry(tx, focus, outcome)
+    elif outcome.kind == "failed" and focus.batch:
+        _end(tx, focus, success=False)
+        batch.dissolve(tx, item, focus.batch, failed=True)
+        _record_batch(tx, focus, DecisionType.DEFER, f"its batch failed ({outcome.detail})", "re-queued")
+        discard_session(item)
+    elif outcome.kind == "failed":  # it may not try again (its ceiling): it ends now
+        _give_up(tx, focus, _failures(item, outcome.detail))
 
 
 def record_pause(tx: Fence, focus: Focus, detail: str = "") -> None:
@@ -157,23 +165,76 @@ def _marker_retries(item: MailboxItem) -> int:
 
 
 def _retry(tx: Fence, focus: Focus, outcome: Outcome) -> None:
-    """A failed attempt (no marker, an empty answer, a provider error): run again from
-    a clean start, at most MAX_MARKER_RETRIES times; then an awaited task gets its
-    back-off retries, anything else ends failed."""
+    """A failed attempt (an empty answer, a provider error, no progress): run again
+    from a clean start, after a back-off, at most MAX_MARKER_RETRIES times, told what
+    the failed attempts did and why they failed (``attempt_notes``); then an awaited
+    task gets its back-off retries, anything else ends failed, naming every distinct
+    reason of its attempts."""
     item, activity = focus.item, focus.activity
     assert activity is not None
     retries = _marker_retries(item)
     if retries < MAX_MARKER_RETRIES:
         _end(tx, focus, success=False)
-        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, marks={**item.marks, "markerRetries": retries + 1})
+        marks = {**item.marks, "markerRetries": retries + 1, FAILED_ATTEMPTS: _attempts(focus, outcome.detail)}
+        delay = backoff(retries)
+        if delay < 1:
+            lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, marks=marks)
+        else:  # not at once: what failed (a server, a model) gets a moment
+            lifecycle.defer(
+                item.id,
+                until=timezone.now() + timedelta(seconds=delay),
+                epoch=tx.epoch,
+                fenced=True,
+                from_statuses=[Status.PROCESSING],
+                marks=marks,
+            )
         discard_session(item)
         return
     if focus.scenario in VERDICT_RETRIES:
         return no_verdict(tx, focus, outcome.detail)
+    _give_up(tx, focus, f"{retries + 1} attempts failed ({_failures(item, outcome.detail)})")
+
+
+def _give_up(tx: Fence, focus: Focus, reason: str) -> None:
+    """The item ends failed, now: whoever waits for it is told why, once; a task waiting
+    for its verdict fails (an execution) or goes to a person (a review)."""
+    item, activity = focus.item, focus.activity
+    assert activity is not None
+    if focus.scenario in VERDICT_RETRIES:
+        _end(tx, focus, success=False)
+        records.log(tx, activity, L.ERROR, reason)
+        return _task_gave_up(tx, focus, reason)
     _end(tx, focus, success=False)
-    records.log(tx, activity, L.ERROR, f"gave up after {retries} retries: {outcome.detail}")
-    answer_given_up(tx, item, f"{retries + 1} attempts failed ({outcome.detail})")
-    complete(tx, item, outcome=f"failed ({outcome.detail})")
+    records.log(tx, activity, L.ERROR, f"gave up: {reason}")
+    answer_given_up(tx, item, reason)
+    complete(tx, item, outcome=f"failed ({reason})")
+
+
+#: What the ``FAILED_ATTEMPTS`` mark keeps: the last attempts, and of each the last calls, each cut.
+ATTEMPTS_KEPT, CALLS_KEPT, CALL_CHARS = 3, 6, 160
+
+
+def _failures(item: MailboxItem, last: str) -> str:
+    """Every distinct reason the item's attempts failed, in the order first seen."""
+    reasons = [str(a.get("reason", "")) for a in item.marks.get(FAILED_ATTEMPTS, []) if isinstance(a, dict)]
+    return "; ".join(dict.fromkeys(r for r in [*reasons, last] if r))
+
+
+def _attempts(focus: Focus, reason: str) -> list[dict[str, object]]:
+    """The item's failed attempts, this one added: its reason and the calls it made
+    (each with how it ended), read from its session before the session is dropped."""
+    session = focus.held.session
+    messages = session.messages if session is not None else []
+    results = {m.get("tool_call_id"): str(m.get("content") or "") for m in messages if m.get("role") == "tool"}
+    calls = []
+    for m in messages:
+        for call in m.get("tool_calls") or [] if m.get("role") == "assistant" else []:
+            fn = call.get("function") or {}
+            result = results.get(call.get("id"), "")
+            said = f"{fn.get('name')}({json.dumps(fn.get('arguments'), default=str)}) -> {result}"
+            calls.append(said[:CALL_CHARS])
+    earlier = [a for a in focus.item.marks.get(FAILED_ATTEMPTS, []) if isinstance(a, dict)]
+    return [*earlier, {"reason": reason[:300], "calls": calls[-CALLS_KEPT:]}][-ATTEMPTS_KEPT:]
 
 
 # ---------------------------------------------------------------------------- verdicts
@@ -230,14 +291,20 @@ def no_verdict(tx: Fence, focus: Focus, reason: str) -> None:
             tx, item=item, outcome=f"no verdict, retry {retries + 1} in {int(delay.total_seconds())} s"
         )
         return
+    _task_gave_up(tx, focus, f"{retries} retries without a verdict: {reason}")
+
+
+def _task_gave_up(tx: Fence, focus: Focus, reason: str) -> None:
+    """The run a task waited for ends failed: the execution's task fails, a review goes
+    to a person."""
+    item = focus.item
     complete(tx, item, outcome=f"failed: {reason}")
     if item.task_id is None:  # no task waits for this run: nothing to fail or hand over
         return
-    gave_up = f"{retries} retries without a verdict: {reason}"
     if focus.scenario == TASK_EXECUTION:
-        liveness.execution_gave_up(item.task_id, reason=gave_up)
+        liveness.execution_gave_up(item.task_id, reason=reason)
     else:
-        liveness.review_gave_up(item.task_id, reason=gave_up)
+        liveness.review_gave_up(item.task_id, reason=reason)
 
 
 # ---------------------------------------------------------------------------- helpers

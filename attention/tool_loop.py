@@ -1,4 +1,16 @@
-"""The tool loop: LLM turn, tool round, yield point, until a final answer.
+"""The tool loop: LLM turn, tool round, yield point, until the turn ends.
+
+A turn ends by a typed signal (ARCHITECTURE decision 18): a final answer with no tool
+call, or the ``end_turn`` tool; only an empty answer is abnormal. A model that repeats
+a refused call is making no progress: the second time it is told so in the call's
+result, the third ends the attempt (``NoProgress``). Every call goes through the one
+seam (``model_call``), which also keeps the item within its ceiling of calls and tokens.
+
+A request is laid out for prompt caching: the system prompt holds what stays the same
+(``scenarios.system_prompt``), the tools follow in a fixed order, then the session's
+messages, only ever appended to: what changes from call to call (the working memory,
+the mailbox: ``scenarios.context_message``) is appended as a note when it changed, so
+every request repeats the one before it as its prefix.
 
 A turn's records (its request and answer lines, its token usage) are written with
 what follows them: the tool round's first transaction (``journal``), or, after the
@@ -9,23 +21,27 @@ that round from the journal before it asks the LLM again."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.utils import timezone
 
-from markus.llm.base import COMPLETION_MARKER, CallContext, MarkerFilter, ToolCall, get_provider
+from markus.llm.base import CallContext, LLMResponse, ToolCall, fenced_tool_calls, get_provider
 
 from . import records
+from .compaction import compact
 from .conversations import AWAITING
 from .focus import Focus, Outcome
 from .interrupts import yield_point
-from .journal import flush_turn, pending_calls, run_round
-from .lease import fenced, leased_complete
+from .journal import Round, flush_turn, pending_calls, run_round
+from .lease import fenced
+from .model_call import ItemSpend, model_call
 from .models import ActivityLogType as L
 from .models import LLMSession
+from .no_progress import Refusals
 from .replies import delta_sender
-from .scenarios import SCENARIOS, item_brief, longterm_lines, system_prompt
+from .scenarios import context_lines, context_message, item_brief, last_context, longterm_lines, system_prompt
 from .session import load_session, save_session
-from .toolbox import ToolContext, tools_for
+from .toolbox import END_TURN, ToolContext, restore_loaded, tools_for
 
 MAX_TURNS = 12
 
@@ -36,14 +52,14 @@ def run_tool_loop(focus: Focus) -> Outcome:
     provider = get_provider()
     session = load_session(focus)
     offered = tools_for(focus.agent.id, focus.scenario)  # built-in, and its tool servers'
-    tools = [t.schema() for t in offered.values()]
-    deltas = MarkerFilter(delta_sender(focus, session))  # the completion marker never reaches a watcher
+    if focus.held.stored:  # a resumed session: the tools it found on demand are offered again
+        restore_loaded(offered, focus.agent.id, focus.scenario, session.messages)
     ctx = CallContext(
         scenario=focus.scenario,
         agent_name=focus.agent.name,
         item=item_brief(item),
         cancelled=focus.stop_requested,
-        on_delta=deltas,
+        on_delta=delta_sender(focus, session),
     )
     tool_ctx = ToolContext(
         agent_id=focus.agent.id,
@@ -54,19 +70,25 @@ def run_tool_loop(focus: Focus) -> Outcome:
         task_id=item.task_id,
         offered=offered,
     )
+    spend = ItemSpend.of(item, focus.scenario, fresh=item.attempts <= 1 and not focus.held.stored)
+    refusals = Refusals()
+    system = system_prompt(focus.agent, item, focus.scenario)
     # A worker died in this session's last tool round: finish it from the journal.
     at, first, pending = pending_calls(session)
     if pending:
-        parked = _round(focus, session, tool_ctx, pending, at=at, first=first)
-        if parked is not None:
-            return parked
+        done = _round(focus, session, tool_ctx, pending, at=at, first=first)
+        if isinstance(done, Outcome):
+            return done
     for _ in range(MAX_TURNS):
         if focus.stop_requested():
             with fenced(lease) as tx:
                 flush_turn(tx, focus)
                 save_session(tx, focus, session)
             return Outcome("stopped")
-        system = _prompt(focus)
+        tools = [t.schema() for t in offered.values()]  # a tool found on demand joins them
+        if compact(session, system=system, tools=tools):
+            focus.held.dirty = True
+            focus.turn.note(records.LogLine(L.STATUS, "older tool results cut to fit the model's context"))
         focus.turn.note(
             records.LogLine(
                 L.LLM_REQUEST,
@@ -75,21 +97,37 @@ def run_tool_loop(focus: Focus) -> Outcome:
                 at=timezone.now(),
             )
         )
-        response = leased_complete(
-            lease, provider, system=system, messages=session.messages, tools=tools, context=ctx, during="a turn"
+        if _note_context(session, context_message(_context(focus))):
+            focus.held.dirty = True
+        response = model_call(
+            lease,
+            provider,
+            system=system,
+            messages=session.messages,
+            tools=tools,
+            context=ctx,
+            during="a turn",
+            spend=spend,
         )
-        deltas.flush()  # what was held back as a possible start of the marker
+        response = _typed(response, offered, session.turn_count)
         session.messages.append(response.as_message())
         session.turn_count += 1
         focus.held.dirty = True
         focus.turn.count(tokens=response.usage.total, tools=len(response.tool_calls))
         if response.text:
-            focus.turn.note(records.LogLine(L.TEXT, strip_marker(response.text)))
+            focus.turn.note(records.LogLine(L.TEXT, response.text.strip()))
         if not response.tool_calls:
-            return final_outcome(focus, response.text)  # its records land with the outcome
-        parked = _round(focus, session, tool_ctx, response.tool_calls)
-        if parked is not None:
-            return parked
+            return final_outcome(focus, response)  # its records land with the outcome
+        done = _round(focus, session, tool_ctx, response.tool_calls)
+        if isinstance(done, Outcome):
+            return done
+        ended = [c for c in response.tool_calls if c.name == END_TURN]
+        if ended:
+            answer = str(ended[-1].arguments.get("answer") or "").strip()
+            return final_outcome(focus, LLMResponse(text=answer or response.text))
+        stuck = _no_progress(session, done, refusals)
+        if stuck is not None:
+            return stuck
         merged = len(focus.merged_ids)
         verdict = yield_point(focus, session)
         if verdict is not None:
@@ -97,6 +135,17 @@ def run_tool_loop(focus: Focus) -> Outcome:
         if len(focus.merged_ids) != merged:  # a follow-up merged in: the item now carries it
             ctx.item = item_brief(item)
     return Outcome("retry", detail=f"no final answer after {MAX_TURNS} turns")
+
+
+def _typed(response: LLMResponse, offered: dict[str, Any], turn: int) -> LLMResponse:
+    """A tool call a small model wrote into its text (a code fence, a ``<tool_call>``
+    tag) instead of calling it, for a tool it is offered, is taken as the call it meant."""
+    if response.tool_calls or not response.text:
+        return response
+    calls, rest = fenced_tool_calls(response.text, set(offered), prefix=f"text_{turn}")
+    if not calls:
+        return response
+    return LLMResponse(text=rest, tool_calls=calls, usage=response.usage, finish_reason=response.finish_reason)
 
 
 def _round(
@@ -107,7 +156,7 @@ def _round(
     *,
     at: int | None = None,
     first: int = 0,
-) -> Outcome | None:
+) -> Round | Outcome:
     """The tool round of a turn, through the journal; an Outcome if it parked the item."""
     if focus.run is not None:
         focus.run.memory = focus.run.longterm = None  # a tool may write working or long-term memory
@@ -116,32 +165,62 @@ def _round(
         return Outcome("parked", detail=done.effects["parked_approval"])
     if done.effects.get(AWAITING):  # asked a colleague and keeps its place (attention.conversations)
         return Outcome(AWAITING, detail=json.dumps(done.effects[AWAITING]))
+    return done
+
+
+def _no_progress(session: LLMSession, done: Round, refusals: Refusals) -> Outcome | None:
+    """Each refused call of the round counted (``no_progress``): from the second time
+    the model is told so in the call's result; the third ends the attempt."""
+    for call, ok, result in done.outcomes:
+        if ok:
+            continue
+        told, stop = refusals.refused(call, result)
+        if stop:
+            return Outcome("retry", detail=stop)
+        for message in reversed(session.messages):
+            if message.get("role") == "tool" and message.get("tool_call_id") == call.id:
+                message["content"] = told
+                break
     return None
 
 
-def _prompt(focus: Focus) -> str:
-    """The system prompt; the first turn uses what the loop read when it began the item."""
+def _note_context(session: LLMSession, note: dict[str, Any]) -> bool:
+    """The context note where the model reads it as context and not as the request: in
+    a new session before the message that asks (a small model answers the last message
+    it is given); when it changed since, after the last tool result, in that result. The
+    session stays append-only, so each request repeats the one before it as its prefix."""
+    text = str(note["content"])
+    messages = session.messages
+    if text == last_context(messages):
+        return False
+    if messages and messages[-1].get("role") == "tool":
+        messages[-1] = {**messages[-1], "content": f"{messages[-1].get('content') or ''}\n\n{text}"}
+        return True
+    asks = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), len(messages))
+    messages.insert(asks, note)
+    return True
+
+
+def _context(focus: Focus) -> list[str]:
+    """The request's context lines; the first turn uses what the loop read when it began
+    the item, later turns read the queue again."""
     queue, depth = focus.queue, focus.depth
-    focus.queue = focus.depth = None  # later turns read the queue again
+    focus.queue = focus.depth = None
     memory = focus.run.working_memory() if focus.run is not None else None
     if focus.longterm is None:  # read once per item: what the agent saves meanwhile it knows
         state = focus.run.longterm_state() if focus.run is not None else None
         focus.longterm = longterm_lines(focus.agent, focus.item, focus.scenario, state=state)
-    return system_prompt(
+    return context_lines(
         focus.agent, focus.item, focus.scenario, memory=memory, queue=queue, depth=depth, longterm=focus.longterm
     )
 
 
-def strip_marker(text: str) -> str:
-    return (text or "").replace(COMPLETION_MARKER, "").strip()
-
-
-def final_outcome(focus: Focus, text: str) -> Outcome:
-    """A final answer counts when it says something (an empty or blank answer is a
-    failed attempt, for chats too) and, where the scenario asks, ends with the marker."""
-    answer, needs_marker = strip_marker(text), SCENARIOS[focus.scenario].needs_marker
-    if not answer and (not needs_marker or COMPLETION_MARKER not in (text or "")):
+def final_outcome(focus: Focus, response: LLMResponse) -> Outcome:
+    """A final answer counts when it says something: an empty or blank answer is a
+    failed attempt (for chats too). An answer cut at its ``max_tokens`` says so."""
+    answer = (response.text or "").strip()
+    if not answer:
         return Outcome("retry", detail="an empty answer")
-    if needs_marker and COMPLETION_MARKER not in text:
-        return Outcome("retry", text=answer, detail="output without the completion marker")
+    if response.finish_reason in ("length", "max_tokens"):
+        answer += "\n\n(This answer was cut short: it reached its length limit.)"
     return Outcome("completed", text=answer)

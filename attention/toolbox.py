@@ -10,11 +10,13 @@ offered, the built-in tools of its scenario and its providers' tools.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import logging
 import math
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -79,6 +81,10 @@ class Tool:
     approval: Callable[[ToolContext, dict[str, Any]], str] | None = None
     # Where the tool comes from, for the lists people read: "built-in", or the server's name.
     source: str = "built-in"
+    # A tool whose calls add to what the item is offered (``ToolContext.offered``: the
+    # tool servers' ``tool_load``) re-adds, in a resumed session, what its earlier calls
+    # added, read from the session's messages (``restore_loaded``).
+    restore: Callable[[dict[str, Tool], list[dict[str, Any]]], None] | None = None
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -95,7 +101,7 @@ def tool(
     description: str,
     parameters: dict[str, Any],
     *,
-    scenarios: set[str] | None = None,
+    scenarios: AbstractSet[str] | None = None,
     transactional: bool = True,
     idempotent: bool = False,
 ) -> Callable[[_H], _H]:
@@ -105,7 +111,7 @@ def tool(
             description,
             parameters,
             fn,
-            frozenset(scenarios) if scenarios else None,
+            frozenset(scenarios) if scenarios is not None else None,
             transactional=transactional,
             idempotent=idempotent,
         )
@@ -246,10 +252,35 @@ def execute_tool(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
     return ok, text
 
 
+#: At most this many names in an unknown tool's error.
+UNKNOWN_TOOL_NAMES = 40
+
+
+def closeness(wanted: str, name: str) -> float:
+    """How close a made-up tool name is to a real one: their spelling (difflib) and the
+    words they share, by their first four letters (``remind_me`` is near
+    ``schedule_reminder``)."""
+    stems = {w[:4] for w in name.lower().replace("-", "_").split("_") if len(w) > 2}
+    asked = {w[:4] for w in wanted.lower().replace("-", "_").split("_") if len(w) > 2}
+    shared = len(stems & asked) / max(1, len(asked))
+    return difflib.SequenceMatcher(None, wanted.lower(), name.lower()).ratio() + shared
+
+
+def unknown_tool(ctx: ToolContext, name: str) -> str:
+    """An unknown tool's error: the tools the model may call here, the closest first."""
+    names = list(ctx.offered) if ctx.offered is not None else list(builtin_for(ctx.scenario))
+    ranked = sorted(names, key=lambda n: (-closeness(str(name), n), n))
+    close = [n for n in ranked if closeness(str(name), n) >= 0.5][:3]
+    ordered = [*close, *sorted(n for n in names if n not in close)][:UNKNOWN_TOOL_NAMES]
+    more = f" (and {len(names) - len(ordered)} more)" if len(names) > len(ordered) else ""
+    hint = f" Did you mean {close[0]}?" if close else ""
+    return f"unknown tool {name!r}: it does not exist here.{hint} Tools you may call: {', '.join(ordered)}{more}."
+
+
 def _execute(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
     t = offered(ctx, name)
     if t is None:
-        return False, json.dumps({"error": f"unknown tool {name!r} in this context"})
+        return False, json.dumps({"error": unknown_tool(ctx, name)})
     try:
         args = arguments_of(t, args)
         result = t.handler(ctx, args)
@@ -259,3 +290,41 @@ def _execute(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:
         log.exception("tool %s failed", name)
         return False, json.dumps({"error": f"{name} failed: {exc.__class__.__name__}"})
     return True, json.dumps(result, default=str)
+
+
+def restore_loaded(offered: dict[str, Tool], agent_id: str, scenario: str, messages: list[dict[str, Any]]) -> None:
+    """What the item's earlier calls added to ``offered`` (``tools_for(agent_id,
+    scenario)``, read anew for a resumed session), added again from the session's
+    ``messages``: each offered tool that can (``Tool.restore``) re-applies its own calls.
+    Call it after ``tools_for`` and before the first turn or journal round of a resumed
+    session; a new session has nothing to restore."""
+    for t in list(offered.values()):
+        if t.restore is not None:
+            t.restore(offered, messages)
+
+
+# ---------------------------------------------------------------------------- end_turn
+
+#: The tool that ends an item's turn (a plain final answer with no tool call ends it too).
+END_TURN = "end_turn"
+
+
+def _end_turn(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """The loop ends the turn after the round (``tool_loop``); the call only says so."""
+    return {"ended": True}
+
+
+def _item_scenarios() -> frozenset[str]:
+    from .scenarios import DELIBERATION, SCENARIOS, TRIAGE
+
+    return frozenset(SCENARIOS) - {DELIBERATION, TRIAGE}
+
+
+TOOLS[END_TURN] = Tool(
+    END_TURN,
+    "End your turn: you have handled this item. `answer` is your final answer (to the person or agent "
+    "who asked, where someone did).",
+    {"type": "object", "properties": {"answer": {"type": "string"}}},
+    _end_turn,
+    _item_scenarios(),
+)

@@ -52,7 +52,8 @@ from markus.llm.base import CallContext, Provider, get_provider
 from markus.memory import services as longterm_memory
 
 from . import records
-from .lease import Fence, Lease, StaleLease, fenced, leased_complete
+from .lease import Fence, Lease, StaleLease, fenced
+from .model_call import model_call
 from .models import DecisionType
 from .scenarios import TRIAGE, item_brief, scenario_for
 from .toolbox import TOOLS, ToolContext, execute_tool, load_tools
@@ -78,9 +79,29 @@ TRIAGE_ALLOWED_TOOLS = frozenset(
     }
 )
 FINAL_ROUND = (
-    "No more tools now. Answer with JSON only: "
+    "No more tools now. Call triage_decision, or answer with JSON only: "
     '{"processItemId": "...", "deferItemIds": [], "dropItemIds": [], "reasoning": "..."}.'
 )
+#: The decision as a tool call: the structured answer a small model produces most
+#: reliably (the JSON answer in text is read too, with the same checks: ``_plan``).
+DECISION_TOOL = "triage_decision"
+DECISION_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": DECISION_TOOL,
+        "description": "Your decision: the item to process now, the items to defer or drop, and why.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "processItemId": {"type": "string"},
+                "deferItemIds": {"type": "array", "items": {"type": "string"}},
+                "dropItemIds": {"type": "array", "items": {"type": "string"}},
+                "reasoning": {"type": "string"},
+            },
+            "required": ["processItemId"],
+        },
+    },
+}
 
 
 def candidate_brief(item: MailboxItem) -> dict[str, Any]:
@@ -273,7 +294,7 @@ def _ask(
 ) -> dict[str, Any] | None:
     """Up to TRIAGE_MAX_TOOL_ITERATIONS rounds of read-only tools, then the JSON answer."""
     load_tools()
-    tools = [t.schema() for name, t in TOOLS.items() if name in TRIAGE_ALLOWED_TOOLS]
+    tools = [t.schema() for name, t in TOOLS.items() if name in TRIAGE_ALLOWED_TOOLS] + [DECISION_SCHEMA]
     tool_ctx = ToolContext(agent_id=lease.agent_id, agent_name=agent_name, scenario=TRIAGE)
     context = CallContext(
         scenario=TRIAGE, agent_name=agent_name, item={**item_brief(head), "candidates": briefs}, model=model
@@ -286,16 +307,21 @@ def _ask(
             messages.append({"role": "user", "content": FINAL_ROUND})
         # The tools stay declared in the last round too: a history with tool calls needs
         # them (the Anthropic API refuses it otherwise); a tool call then is no answer.
-        response = leased_complete(
+        response = model_call(
             lease, provider, system=system, messages=messages, tools=tools, context=context, during="triage"
         )
         messages.append(response.as_message())
+        decided = [c.arguments for c in response.tool_calls if c.name == DECISION_TOOL]
+        if decided and isinstance(decided[-1].get("processItemId"), str):
+            return decided[-1]
         if not response.tool_calls or final:
             return parse_answer(response.text)
         for call in response.tool_calls:
             if call.name in TRIAGE_ALLOWED_TOOLS:
                 tool_ctx.call_id = call.id
                 _, result = execute_tool(tool_ctx, call.name, call.arguments)
+            elif call.name == DECISION_TOOL:
+                result = json.dumps({"error": "processItemId must be the id of one of the listed items"})
             else:
                 result = json.dumps({"error": f"{call.name} is not available in triage (read-only tools only)"})
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})

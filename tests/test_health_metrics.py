@@ -24,7 +24,6 @@ from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
 from markus.ops import health
 
-MARK = "<<HANDLE_COMPLETE>>"
 REMOTE = "203.0.113.7"  # TEST-NET-3: a caller that is not this machine
 
 
@@ -191,7 +190,7 @@ def test_metrics_show_the_queue_depth_of_an_agent_with_queued_items(client, agen
 @pytest.mark.pg
 @pytest.mark.django_db(transaction=True)
 def test_metrics_count_decisions_leases_and_timings_after_the_loop_ran(client, agent):
-    set_provider_override(ScriptedProvider(default=Turn(text=f"done {MARK}")))
+    set_provider_override(ScriptedProvider(default=Turn(text="done")))
     try:
         enqueue(agent, T.SYSTEM_EVENT, "a job")
         loop.run_attention(agent.id)

@@ -6,7 +6,7 @@ calls by kind.
 It tells the calls apart by what they offer: a deliberation (``complete_deliberation``
 among the tools: it chooses the first item listed), the mini triage (its system prompt:
 it answers JSON for the first candidate), or an item's own run (done at once, with the
-completion marker). It answers whole completions, which the provider reads like a stream.
+plain final answer). It answers whole completions, which the provider reads like a stream.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-from markus.llm.base import COMPLETION_MARKER
 
 USAGE = {"prompt_tokens": 21, "completion_tokens": 7, "total_tokens": 28}
 LISTED = re.compile(r"^- (\S+) \[priority", re.M)
@@ -45,7 +43,7 @@ def answer(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             "role": "assistant",
             "content": json.dumps({"processItemId": listed[0], "reasoning": "first"}),
         }
-    return "item", {"role": "assistant", "content": f"done {COMPLETION_MARKER}"}
+    return "item", {"role": "assistant", "content": "done"}
 
 
 class ModelStub:

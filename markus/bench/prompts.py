@@ -60,6 +60,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mailbox.registry import MailboxType as T
 from markus.bench.report import Figure
 from markus.llm.base import CallContext, LLMResponse, Provider, ToolCall, Usage
 
@@ -85,19 +86,19 @@ TRIAGE = "triage"
 MAX_RUNS = 10
 # The scenarios measured, in order: (scenario name, the item that runs it); MAKERS make the items.
 SCENARIOS: list[tuple[str, str]] = [
-    ("chat", "human_chat"),
-    ("task_execution", "task_status_update (execution)"),
-    ("comment_response", "task_comment"),
-    ("mention_response", "mention"),
-    ("review", "review_request"),
-    ("session_response", "session_reply"),
-    ("requirement_action", "requirement_update (action)"),
-    ("a2a", "a2a_message"),
-    ("system_notice", "system_event"),
-    ("check_in", "heartbeat"),
-    ("daily_report_writing", "daily_report"),
-    ("dream_cycle", "memory_consolidation"),
-    ("reminder_due", "reminder"),
+    ("chat", T.HUMAN_CHAT.value),
+    ("task_execution", f"{T.TASK_STATUS_UPDATE.value} (execution)"),
+    ("comment_response", T.TASK_COMMENT.value),
+    ("mention_response", T.MENTION.value),
+    ("review", T.REVIEW_REQUEST.value),
+    ("session_response", T.SESSION_REPLY.value),
+    ("requirement_action", f"{T.REQUIREMENT_UPDATE.value} (action)"),
+    ("a2a", T.A2A_MESSAGE.value),
+    ("system_notice", T.SYSTEM_EVENT.value),
+    ("check_in", T.HEARTBEAT.value),
+    ("daily_report_writing", T.DAILY_REPORT.value),
+    ("dream_cycle", T.MEMORY_CONSOLIDATION.value),
+    ("reminder_due", T.REMINDER.value),
     (DELIBERATION, "2 items tied for the head"),
 ]
 

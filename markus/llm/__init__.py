@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .base import CallContext, LLMCancelled, LLMResponse, MarkerFilter, Provider, ToolCall, Usage, get_provider
+from .base import CallContext, LLMCancelled, LLMResponse, Provider, ProviderError, ToolCall, Usage, get_provider
 
 __all__ = [
     "CallContext",
     "LLMCancelled",
     "LLMResponse",
-    "MarkerFilter",
     "Provider",
+    "ProviderError",
     "ToolCall",
     "Usage",
     "get_provider",

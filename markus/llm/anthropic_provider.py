@@ -14,7 +14,17 @@ from typing import Any
 
 from anthropic.types import Message
 
-from .base import CallContext, CancelWatch, LLMResponse, Provider, ToolCall, Usage, streamed_call
+from .base import (
+    CallContext,
+    CancelWatch,
+    LLMResponse,
+    Provider,
+    ProviderError,
+    ToolCall,
+    Usage,
+    cut_short,
+    streamed_call,
+)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 MAX_TOKENS = 4096
@@ -142,6 +152,8 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             completion = max(completion, usage.completion_tokens)
             cached = max(cached, usage.cached)
     watch.check()
+    if not reason:
+        raise cut_short("anthropic")
     return LLMResponse(
         text="".join(text),
         tool_calls=[
@@ -150,6 +162,55 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
         usage=Usage(prompt_tokens=prompt, completion_tokens=completion, cached=cached),
         finish_reason=reason,
     )
+
+
+def provider_error(exc: Exception) -> ProviderError:
+    """The SDK's (or its HTTP client's) error as the seam reads it (see the openai
+    provider's): what happened, and whether trying again may help."""
+    import anthropic
+    import httpx2
+
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        after = exc.response.headers.get("retry-after") if exc.response is not None else None
+        try:
+            retry_after = float(after) if after is not None else None
+        except ValueError:
+            retry_after = None
+        retryable = status in (408, 409, 429, 529) or status >= 500
+        return ProviderError(f"HTTP {status} {type(exc).__name__}", retryable=retryable, retry_after=retry_after)
+    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+        return ProviderError("timed out (MARKUS_LLM_TIMEOUT_S): no answer or no next chunk in time")
+    if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
+        cause = type(exc.__cause__ or exc).__name__
+        if isinstance(exc.__cause__ or exc, httpx2.RemoteProtocolError | httpx2.ReadError):
+            return ProviderError(f"the connection closed before the answer was complete (cut short: {cause})")
+        return ProviderError(f"connection failed ({cause})")
+    return ProviderError(f"{type(exc).__name__}: {exc}"[:300])  # an error event in the stream
+
+
+def _sdk_errors() -> tuple[type[Exception], ...]:
+    import anthropic
+    import httpx2
+
+    return (anthropic.APIError, httpx2.HTTPError)
+
+
+def cached_system(system: str) -> list[dict[str, Any]]:
+    """The system prompt as one block marked for the prompt cache: the stable part of a
+    request (the role, the rules and, before them on the wire, the tools) is read from
+    the cache by every later call that starts the same way."""
+    return [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+
+
+def cache_last_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The wire messages with a cache breakpoint on the last block of the last message:
+    the next turn of the same session reads everything up to there from the cache."""
+    if messages and messages[-1]["content"]:
+        last = dict(messages[-1]["content"][-1])
+        last["cache_control"] = {"type": "ephemeral"}
+        messages[-1] = {**messages[-1], "content": [*messages[-1]["content"][:-1], last]}
+    return messages
 
 
 class AnthropicProvider(Provider):
@@ -164,33 +225,44 @@ class AnthropicProvider(Provider):
 
         self.model = model
         self.max_tokens = max_tokens
-        self.client = anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=1)
+        # The seam (attention.model_call) tries again with back-off: the SDK does not.
+        self.client = anthropic.Anthropic(
+            base_url=base_url, api_key=api_key, timeout=anthropic.Timeout(timeout), max_retries=0
+        )
 
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> LLMResponse:
         """Always streamed, so a pause closes the connection mid-answer; a server that
-        answers a whole JSON message instead of an event stream is read as one."""
+        answers a whole JSON message instead of an event stream is read as one. Laid out
+        for the prompt cache: breakpoints after the system prompt (the tools come before
+        it on the wire) and after the last message."""
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": system,
-            "messages": wire_messages(messages),
+            "max_tokens": context.max_tokens or self.max_tokens,
+            "system": cached_system(system),
+            "messages": cache_last_turn(wire_messages(messages)),
             "stream": True,
         }
         if tools:
             kwargs["tools"] = wire_tools(tools)
-        return streamed_call(
-            context,
-            lambda: self.client.messages.create(**kwargs),
-            lambda body: _from_message(Message.construct(**json.loads(body))),
-            lambda stream, watch: _from_stream(stream, watch, context),
-        )
+        try:
+            return streamed_call(
+                context,
+                lambda: self.client.messages.create(**kwargs),
+                lambda body: _from_message(Message.construct(**json.loads(body))),
+                lambda stream, watch: _from_stream(stream, watch, context),
+            )
+        except _sdk_errors() as exc:
+            raise provider_error(exc) from exc
 
     def _ask(self, prompt: str, max_tokens: int, context: CallContext | None = None) -> str:
-        message = self.client.messages.create(
-            model=self.model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
-        )
+        try:
+            message = self.client.messages.create(
+                model=self.model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
+            )
+        except _sdk_errors() as exc:
+            raise provider_error(exc) from exc
         if context is not None:
             context.usage = _usage(message.usage)
         return "".join(b.text for b in message.content if b.type == "text")

@@ -8,6 +8,7 @@ gets persisted in an LLM session.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import socket
@@ -19,13 +20,49 @@ from typing import Any
 
 from django.conf import settings
 
-COMPLETION_MARKER = "<<HANDLE_COMPLETE>>"
-
 log = logging.getLogger(__name__)
+
+#: The first line of the loop's context note (working memory, the mailbox:
+#: ``attention.scenarios.context_message``), a message of its own before the request or
+#: appended to a tool result: the loop's note, not a person's words.
+CONTEXT_MARK = "[Markus: your context now; not a message from anyone]"
+
+
+def without_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages without the loop's context notes (for brains that read the messages
+    by rule: the offline brain, test brains)."""
+    kept = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str) and CONTEXT_MARK in content:
+            content = content[: content.find(CONTEXT_MARK)].rstrip()
+            if not content and m.get("role") == "user":
+                continue
+            m = {**m, "content": content}
+        kept.append(m)
+    return kept
 
 
 class LLMCancelled(Exception):
     """The in-flight call was cancelled (the agent was stopped or paused)."""
+
+
+class ProviderError(Exception):
+    """The provider did not answer the call: no connection, a timeout, an HTTP error, a
+    stream cut short. ``retryable``: the same call may succeed when tried again (the
+    seam, ``attention.model_call``, tries it again after a back-off); ``retry_after``:
+    the seconds the server asked to wait (a 429's ``Retry-After``)."""
+
+    def __init__(self, message: str, *, retryable: bool = True, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+def cut_short(provider: str) -> ProviderError:
+    """A stream that ended without saying why the model stopped: the server died or the
+    connection broke mid-answer. Never an empty answer."""
+    return ProviderError(f"{provider}: the answer's stream ended without a finish reason (cut short)")
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -107,7 +144,10 @@ class CallContext:
     ``model``: the model this call was given (``get_provider(model=...)``), "" for the
     configured one; for the record and the tests, the provider is already built for it.
 
-    ``usage``: set by a provider's ``judge`` (which answers one word) to what it spent."""
+    ``usage``: set by a provider's ``judge`` (which answers one word) to what it spent.
+
+    ``max_tokens`` and ``deadline``: set by the seam (``attention.model_call``) from the
+    scenario and the settings; every network provider honours both."""
 
     scenario: str = ""
     agent_name: str = ""
@@ -117,6 +157,10 @@ class CallContext:
     model: str = ""
     #: What a ``judge`` call spent, set by the provider (``judge`` answers a word only).
     usage: Usage | None = None
+    #: The most tokens the answer may have (``max_tokens``); 0: the provider's own.
+    max_tokens: int = 0
+    #: ``time.monotonic()`` past which the call is given up (a ``ProviderError``); 0: never.
+    deadline: float = 0.0
 
     def emit(self, text: str) -> None:
         if text and self.on_delta is not None:
@@ -127,34 +171,6 @@ def word_chunks(text: str) -> list[str]:
     """The text in word chunks (each word with the spaces before and after it), for
     providers that stream a whole answer piecewise; joined they are the text."""
     return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
-
-
-class MarkerFilter:
-    """Wraps an ``on_delta`` listener so it never hears the completion marker, even when
-    the model's pieces split it (``"<<HANDLE_"``, ``"COMPLETE>>"``): text that could be
-    the start of a marker is held back until the next piece tells. ``flush()`` at the end
-    of the turn lets out what was held back."""
-
-    def __init__(self, listener: Callable[[str], None], marker: str = COMPLETION_MARKER) -> None:
-        self.listener = listener
-        self.marker = marker
-        self.held = ""
-
-    def __call__(self, text: str) -> None:
-        buffer = (self.held + text).replace(self.marker, "")
-        keep = next(
-            (n for n in range(min(len(buffer), len(self.marker) - 1), 0, -1) if self.marker.startswith(buffer[-n:])),
-            0,
-        )
-        self.held = buffer[len(buffer) - keep :] if keep else ""
-        out = buffer[: len(buffer) - keep]
-        if out:
-            self.listener(out)
-
-    def flush(self) -> None:
-        held, self.held = self.held, ""
-        if held:
-            self.listener(held)
 
 
 #: How often the watcher thread asks ``CallContext.cancelled`` during a network call.
@@ -171,8 +187,10 @@ class CancelWatch:
     closed. The calling thread calls ``check()`` between chunks and ``raised(exc)`` on
     an error, both of which turn a fired watch into ``LLMCancelled``."""
 
-    def __init__(self, cancelled: Callable[[], bool]) -> None:
+    def __init__(self, cancelled: Callable[[], bool], deadline: float = 0.0) -> None:
         self.cancelled = cancelled
+        self.deadline = deadline
+        self.expired = False  # fired because the deadline passed, not by a cancel
         self.fired = threading.Event()
         self._lock = threading.Lock()
         self._response: Any = None
@@ -193,12 +211,25 @@ class CancelWatch:
 
     def check(self) -> None:
         if self.fired.is_set():
-            raise LLMCancelled("the call was cancelled in flight")
+            raise self._why()
 
     def raised(self, exc: BaseException) -> None:
-        """An error from the stream: a cancellation if the watch fired (the shut socket)."""
+        """An error from the stream: a cancellation if the watch fired (the shut socket),
+        a ``ProviderError`` if the call's deadline passed."""
         if self.fired.is_set():
-            raise LLMCancelled("the call was cancelled in flight") from exc
+            raise self._why() from exc
+
+    def _why(self) -> Exception:
+        if self.expired:
+            return ProviderError("no complete answer within the call's time limit (MARKUS_LLM_CALL_MAX_S)")
+        return LLMCancelled("the call was cancelled in flight")
+
+    def due(self) -> bool:
+        """Whether the call must end now: cancelled, or past its deadline."""
+        if self.deadline and time.monotonic() > self.deadline:
+            self.expired = True
+            return True
+        return self.cancelled()
 
     def fire(self) -> None:
         self.fired.set()
@@ -228,8 +259,9 @@ def streamed_call(
     """One provider call in streaming mode, cancellable: ``create()`` opens the SDK's
     stream; a server that answers with a whole JSON body instead of an event stream is
     read by ``whole``; otherwise ``streamed(stream, watch)`` reads the events. A cancel
-    (``context.cancelled``) closes the response and raises ``LLMCancelled``."""
-    with CancelWatch(context.cancelled) as watch:
+    (``context.cancelled``) closes the response and raises ``LLMCancelled``; past the
+    call's ``context.deadline`` it is closed the same way and a ``ProviderError`` raised."""
+    with CancelWatch(context.cancelled, context.deadline) as watch:
         stream = create()
         try:
             watch.attach(stream.response)
@@ -279,7 +311,7 @@ class _Watcher:
                 watches = [w for w in self._watches if not w.fired.is_set()]
             for watch in watches:
                 try:
-                    if watch.cancelled():
+                    if watch.due():
                         watch.fire()
                 except Exception:  # a failing check must not kill the call: ask again
                     log.warning("llm: the cancellation check failed", exc_info=True)
@@ -335,10 +367,11 @@ def _configuration() -> tuple[str, ...]:
         str(m["LLM_MODEL"] or ""),
         str(m["LLM_BASE_URL"] or ""),
         str(m["LLM_API_KEY"] or ""),
+        str(m["LLM_TIMEOUT_S"]),
     )
 
 
-def _build(name: str, model: str, base_url: str, api_key: str) -> Provider:
+def _build(name: str, model: str, base_url: str, api_key: str, timeout: str) -> Provider:
     if name == "offline":
         from .offline import OfflineProvider
 
@@ -346,11 +379,15 @@ def _build(name: str, model: str, base_url: str, api_key: str) -> Provider:
     if name == "openai":
         from .openai_provider import OpenAIProvider
 
-        return OpenAIProvider(model=model or "gpt-4o-mini", base_url=base_url or None, api_key=api_key or "unset")
+        return OpenAIProvider(
+            model=model or "gpt-4o-mini", base_url=base_url or None, api_key=api_key or "unset", timeout=float(timeout)
+        )
     if name == "anthropic":
         from .anthropic_provider import DEFAULT_MODEL, AnthropicProvider
 
-        return AnthropicProvider(model=model or DEFAULT_MODEL, base_url=base_url or None, api_key=api_key or "unset")
+        return AnthropicProvider(
+            model=model or DEFAULT_MODEL, base_url=base_url or None, api_key=api_key or "unset", timeout=float(timeout)
+        )
     raise ValueError(f"unknown MARKUS_LLM_PROVIDER {name!r} (offline, openai, anthropic)")
 
 
@@ -373,3 +410,30 @@ def get_provider(*, model: str | None = None) -> Provider:
                     _built.clear()
                 provider = _built[key] = _build(*key)
     return provider
+
+
+_FENCED = re.compile(r"```(?:json|tool_call)?\s*(\{.*?\})\s*```|<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def fenced_tool_calls(text: str, offered: set[str], *, prefix: str) -> tuple[list[ToolCall], str]:
+    """The tool calls a model wrote into its answer's text instead of making them (a
+    JSON ``{"name": ..., "arguments": {...}}`` in a code fence or a ``<tool_call>`` tag,
+    as small models do), for tools in ``offered`` only; and the text without them.
+    ``prefix`` makes their call ids (``prefix_0`` ...)."""
+    calls: list[ToolCall] = []
+    rest: list[str] = []
+    at = 0
+    for match in _FENCED.finditer(text or ""):
+        try:
+            found = json.loads(match.group(1) or match.group(2))
+        except ValueError:
+            continue
+        name = found.get("name") if isinstance(found, dict) else None
+        args = found.get("arguments", found.get("parameters", {})) if isinstance(found, dict) else None
+        if not isinstance(name, str) or name not in offered or not isinstance(args, dict):
+            continue
+        calls.append(ToolCall(id=f"{prefix}_{len(calls)}", name=name, arguments=args))
+        rest.append(text[at : match.start()])
+        at = match.end()
+    rest.append((text or "")[at:])
+    return calls, "".join(rest).strip() if calls else text

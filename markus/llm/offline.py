@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from .base import COMPLETION_MARKER, CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Usage, word_chunks
+from .base import CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Usage, without_context, word_chunks
 
 # Scenario names (attention.scenarios) and tool names, as the LLM sees them.
 HEARTBEAT = "check_in"  # the daily report and the dream: offline_reports.py, offline_memory.py
@@ -288,9 +288,9 @@ def _final_text(scenario: str, item: dict[str, Any], agent: str, results: dict[s
         acts = json.loads(results.get("recall_activity") or "{}").get("activities", [])
         ok = sum(1 for a in acts if a.get("success"))
         did = f"{len(acts)} recent activities ({ok} succeeded)"
-        return f"Heartbeat check-in: {did}, {depth} item(s) queued. {COMPLETION_MARKER}"
+        return f"Heartbeat check-in: {did}, {depth} item(s) queued."
     summary = item.get("summary") or scenario
-    return f"{agent} handled “{summary}” ({LABEL}). {COMPLETION_MARKER}"
+    return f"{agent} handled “{summary}” ({LABEL})."
 
 
 class OfflineProvider(Provider):
@@ -307,6 +307,7 @@ class OfflineProvider(Provider):
     ) -> LLMResponse:
         think = think_seconds()
         offered = {t["function"]["name"] for t in tools}
+        messages = without_context(messages)  # the loop's context note is nobody's words
         # A session reply resumes the task's session: only what happened since the
         # person's comment counts as done in this run.
         results = _called(_since_last_user(messages) if context.scenario == SESSION_RESPONSE else messages)

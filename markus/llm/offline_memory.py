@@ -10,7 +10,6 @@ import json
 import re
 from typing import Any
 
-from .base import COMPLETION_MARKER
 from .offline import LABEL, Step, register
 
 DREAM_CYCLE = "dream_cycle"
@@ -52,11 +51,11 @@ def final(item: dict[str, Any], agent: str, results: dict[str, str]) -> str:
         done = {}
     if not isinstance(done, dict) or "error" in done or "merged" not in done:
         reason = done.get("error") if isinstance(done, dict) else None
-        return f"{agent} could not consolidate memory ({LABEL}): {reason or 'nothing was applied'}. {COMPLETION_MARKER}"
+        return f"{agent} could not consolidate memory ({LABEL}): {reason or 'nothing was applied'}."
     return (
         f"Dream cycle ({LABEL}): merged {done['merged']} duplicate observation(s), promoted "
         f"{done['promoted']} recurring one(s) into MEMORY.md ({done.get('alreadyKnown', 0)} already there), "
-        f"removed {done['removed']}. {COMPLETION_MARKER}"
+        f"removed {done['removed']}."
     )
 
 

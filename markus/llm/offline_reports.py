@@ -12,7 +12,6 @@ import json
 import re
 from typing import Any
 
-from .base import COMPLETION_MARKER
 from .offline import LABEL, Step, register
 
 # Scenario names (attention.scenarios) as the LLM sees them.
@@ -60,8 +59,8 @@ def _report_final(item: dict[str, Any], agent: str, results: dict[str, str]) -> 
     except json.JSONDecodeError:
         stored = {}
     if stored.get("stored"):
-        return f"Daily report for {stored.get('date', _report_date(item))} submitted. {COMPLETION_MARKER}"
-    return f"Daily report for {_report_date(item)} could not be submitted. {COMPLETION_MARKER}"
+        return f"Daily report for {stored.get('date', _report_date(item))} submitted."
+    return f"Daily report for {_report_date(item)} could not be submitted."
 
 
 def _reminder_plan(item: dict[str, Any], agent: str) -> list[Step]:
@@ -71,7 +70,7 @@ def _reminder_plan(item: dict[str, Any], agent: str) -> list[Step]:
 
 def _reminder_final(item: dict[str, Any], agent: str, results: dict[str, str]) -> str:
     said = "passed on" if "notify_user" in results else "noted"
-    return f"{agent}: reminder “{str(item.get('summary') or '')[:200]}” {said}. {COMPLETION_MARKER}"
+    return f"{agent}: reminder “{str(item.get('summary') or '')[:200]}” {said}."
 
 
 register(DAILY_REPORT, plan=_report_plan, final=_report_final)

@@ -8,7 +8,17 @@ from typing import Any
 
 from openai.types.chat import ChatCompletion
 
-from .base import CallContext, CancelWatch, LLMResponse, Provider, ToolCall, Usage, streamed_call
+from .base import (
+    CallContext,
+    CancelWatch,
+    LLMResponse,
+    Provider,
+    ProviderError,
+    ToolCall,
+    Usage,
+    cut_short,
+    streamed_call,
+)
 
 
 def _wire_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -80,6 +90,8 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
                     call["name"] += piece.function.name or ""
                     call["arguments"] += piece.function.arguments or ""
     watch.check()
+    if not reason:
+        raise cut_short("openai")
     return LLMResponse(
         text="".join(text),
         tool_calls=[
@@ -91,6 +103,39 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     )
 
 
+def provider_error(exc: Exception) -> ProviderError:
+    """The SDK's (or its HTTP client's) error as the seam reads it: what happened, said
+    the same way each time (so repeated failures are told apart from different ones),
+    and whether trying again may help (a timeout, no connection, 408, 409, 429, 5xx)."""
+    import httpx2
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        after = exc.response.headers.get("retry-after") if exc.response is not None else None
+        try:
+            retry_after = float(after) if after is not None else None
+        except ValueError:
+            retry_after = None
+        retryable = status in (408, 409, 429) or status >= 500
+        return ProviderError(f"HTTP {status} {type(exc).__name__}", retryable=retryable, retry_after=retry_after)
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return ProviderError("timed out (MARKUS_LLM_TIMEOUT_S): no answer or no next chunk in time")
+    if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
+        cause = type(exc.__cause__ or exc).__name__
+        if isinstance(exc.__cause__ or exc, httpx2.RemoteProtocolError | httpx2.ReadError):
+            return ProviderError(f"the connection closed before the answer was complete (cut short: {cause})")
+        return ProviderError(f"connection failed ({cause})")
+    return ProviderError(f"{type(exc).__name__}: {exc}"[:300])  # an error event in the stream
+
+
+def _sdk_errors() -> tuple[type[Exception], ...]:
+    import httpx2
+    import openai
+
+    return (openai.APIError, httpx2.HTTPError)
+
+
 class OpenAIProvider(Provider):
     name = "openai"
     judges = True
@@ -99,28 +144,35 @@ class OpenAIProvider(Provider):
         import openai
 
         self.model = model
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=1)
+        # The seam (attention.model_call) tries again with back-off: the SDK does not.
+        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=openai.Timeout(timeout), max_retries=0)
 
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> LLMResponse:
         """Always streamed (``stream=True``, usage in the last chunk), so a pause closes
         the connection mid-answer; a server that answers a whole JSON completion instead
-        of an event stream is read as one."""
+        of an event stream is read as one. A stream that ends without a finish reason,
+        and every SDK error, is a ``ProviderError``."""
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": _wire_messages(system, messages),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if context.max_tokens:
+            kwargs["max_tokens"] = context.max_tokens
         if tools:
             kwargs["tools"] = tools
-        return streamed_call(
-            context,
-            lambda: self.client.chat.completions.create(**kwargs),
-            lambda body: _from_completion(ChatCompletion.construct(**json.loads(body))),
-            lambda stream, watch: _from_stream(stream, watch, context),
-        )
+        try:
+            return streamed_call(
+                context,
+                lambda: self.client.chat.completions.create(**kwargs),
+                lambda body: _from_completion(ChatCompletion.construct(**json.loads(body))),
+                lambda stream, watch: _from_stream(stream, watch, context),
+            )
+        except _sdk_errors() as exc:
+            raise provider_error(exc) from exc
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         prompt = (
@@ -128,9 +180,12 @@ class OpenAIProvider(Provider):
             "Answer with exactly one word: continue, preempt, cancel, merge or defer.\n\n"
             f"Current work: {json.dumps(current)[:2000]}\n\nNew message: {json.dumps(new)[:2000]}"
         )
-        response = self.client.chat.completions.create(
-            model=self.model, messages=[{"role": "user", "content": prompt}], max_tokens=3
-        )
+        try:
+            response = self.client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": prompt}], max_tokens=3
+            )
+        except _sdk_errors() as exc:
+            raise provider_error(exc) from exc
         context.usage = _usage(response.usage)
         word = (response.choices[0].message.content or "").strip().lower().split()
         return word[0].strip(".,!") if word else "continue"

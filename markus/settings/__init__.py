@@ -262,6 +262,27 @@ MARKUS = {
     "LLM_MODEL": env.str("MARKUS_LLM_MODEL", default=""),
     "LLM_BASE_URL": env.str("MARKUS_LLM_BASE_URL", default=""),
     "LLM_API_KEY": env.str("MARKUS_LLM_API_KEY", default=""),
+    # The model contract (attention.model_call, the one seam of every model call):
+    # seconds to connect, to the first byte and between two chunks of an answer; a whole
+    # call's ceiling (a server that keeps the stream alive without answering).
+    "LLM_TIMEOUT_S": env.float("MARKUS_LLM_TIMEOUT_S", default=120.0),
+    "LLM_CALL_MAX_S": env.float("MARKUS_LLM_CALL_MAX_S", default=600.0),
+    # A provider error (no connection, a timeout, a cut stream, 429, 5xx) is tried again
+    # this many times, after BACKOFF_S × 2^n seconds (± half, at most BACKOFF_CAP_S).
+    "LLM_RETRIES": env.int("MARKUS_LLM_RETRIES", default=2),
+    "LLM_BACKOFF_S": env.float("MARKUS_LLM_BACKOFF_S", default=2.0),
+    "LLM_BACKOFF_CAP_S": env.float("MARKUS_LLM_BACKOFF_CAP_S", default=60.0),
+    # max_tokens of one answer: "2048" for every scenario, or per scenario
+    # ("chat=1024,task_execution=4096"); a scenario not named keeps its own default.
+    "LLM_MAX_TOKENS": env.str("MARKUS_LLM_MAX_TOKENS", default=""),
+    # The model's context window in tokens: past COMPACT_AT of it, a session's older tool
+    # results are cut (with a note) before the next call.
+    "LLM_CONTEXT_TOKENS": env.int("MARKUS_LLM_CONTEXT_TOKENS", default=32768),
+    "LLM_COMPACT_AT": env.float("MARKUS_LLM_COMPACT_AT", default=0.75),
+    # One item's model calls and tokens across all its attempts: past either it ends,
+    # failed, with the reason (the person who asked is told once).
+    "ITEM_MAX_CALLS": env.int("MARKUS_ITEM_MAX_CALLS", default=40),
+    "ITEM_MAX_TOKENS": env.int("MARKUS_ITEM_MAX_TOKENS", default=400_000),
     # Seconds a worker holds an agent's lease before it must renew it.
     "LEASE_SECONDS": env.float("MARKUS_LEASE_SECONDS", default=60.0),
     # Items one run_attention processes before it re-sends itself.
@@ -305,6 +326,9 @@ MARKUS = {
     "HEARTBEAT_DEFAULT_MINUTES": env.int("MARKUS_HEARTBEAT_DEFAULT_MINUTES", default=360),
     # The fallback poll of an AgentBus wait when no channel-layer wake-up arrives.
     "AGENTBUS_POLL_SECONDS": env.float("MARKUS_AGENTBUS_POLL_SECONDS", default=5.0),
+    # An agent's tool servers' tools are offered with every request up to this many; past
+    # it they are found and loaded on demand (tool_search, tool_load: markus.toolservers).
+    "TOOLSERVER_INLINE_TOOLS": env.int("MARKUS_TOOLSERVER_INLINE_TOOLS", default=4),
     # The modules whose @tool functions the loop offers to the LLM.
     "TOOL_MODULES": [
         "markus.tools.mailbox_tools",

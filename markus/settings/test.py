@@ -19,6 +19,8 @@ else:
     DATABASES["default"]["TEST"] = {"NAME": _name}
 MARKUS.update({"COALESCE_WINDOW_MS": 20, "PREEMPT_RESUME_DELAY_S": 0.2})
 MARKUS.update({"WAKE_ON_ENQUEUE": False})
+# A provider error is tried again at once in tests (the back-off has its own tests).
+MARKUS.update({"LLM_BACKOFF_S": 0.0})
 if REDIS_URL:
     # Test runs on one machine share its Redis: each run (and the servers and workers it
     # starts, which inherit the variable) gets its own channel-layer and queue namespace.

@@ -16,7 +16,11 @@ class LLMCall(models.Model):
     """An LLM call: who made it (the agent, and its team at that time), with which model,
     in which scenario (an item's scenario, ``deliberation``, ``triage``, ``judge``, …),
     what it used (``input_tokens`` counts all input, ``cached_tokens`` the part read from
-    the provider's prompt cache) and what that cost (``markus.usage.prices``, USD)."""
+    the provider's prompt cache) and what that cost (``markus.usage.prices``, USD).
+
+    Written as each call ends (``attention.model_call``), a failed one too: ``error``
+    says why it failed ("" when it was answered), and ``estimated`` marks tokens the
+    provider did not report (a failed call's prompt, counted from the request)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -28,12 +32,16 @@ class LLMCall(models.Model):
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     mailbox_item_id = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
+    error = models.CharField(max_length=300, blank=True, default="")
+    estimated = models.BooleanField(default=False)
 
     class Meta:
         db_table = "usage_llm_calls"
         indexes = [
             models.Index(fields=["agent", "created_at"], name="usage_agent_time"),
             models.Index(fields=["team", "created_at"], name="usage_team_time"),
+            # An item's calls across its attempts (its ceiling: ``attention.model_call``).
+            models.Index(fields=["mailbox_item_id"], name="usage_item", condition=~Q(mailbox_item_id="")),
         ]
 
     def __str__(self) -> str:

@@ -31,6 +31,8 @@ def _rows(calls: QuerySet[LLMCall], days: int, now: datetime) -> list[dict[str, 
             output=Sum("output_tokens"),
             cached=Sum("cached_tokens"),
             cost=Sum("cost"),
+            failed=Count("id", filter=~Q(error="")),
+            estimated=Sum("input_tokens", filter=Q(estimated=True)),
         )
         .order_by("day", "model")
     )
@@ -43,13 +45,17 @@ def _rows(calls: QuerySet[LLMCall], days: int, now: datetime) -> list[dict[str, 
             "outputTokens": row["output"] or 0,
             "cachedTokens": row["cached"] or 0,
             "cost": float(row["cost"] or Decimal(0)),
+            # Calls the provider did not answer (a timeout, a cut stream …), and the input
+            # tokens counted from their requests because the provider said nothing.
+            "failedCalls": row["failed"] or 0,
+            "estimatedInputTokens": row["estimated"] or 0,
         }
         for row in grouped
     ]
 
 
 def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("calls", "inputTokens", "outputTokens", "cachedTokens")
+    keys = ("calls", "inputTokens", "outputTokens", "cachedTokens", "failedCalls", "estimatedInputTokens")
     totals: dict[str, Any] = {key: sum(r[key] for r in rows) for key in keys}
     totals["cost"] = round(sum(r["cost"] for r in rows), 6)
     return totals

@@ -75,6 +75,10 @@ class UsageRowOut(serializers.Serializer):
     outputTokens = serializers.IntegerField()
     cachedTokens = serializers.IntegerField(help_text="input read from the provider's prompt cache")
     cost = serializers.FloatField(help_text="USD")
+    failedCalls = serializers.IntegerField(help_text="calls the provider did not answer (timeout, cut stream …)")
+    estimatedInputTokens = serializers.IntegerField(
+        help_text="input of failed calls, counted from their requests (4 characters a token)"
+    )
 
 
 class UsageTotalsOut(serializers.Serializer):
@@ -83,6 +87,8 @@ class UsageTotalsOut(serializers.Serializer):
     outputTokens = serializers.IntegerField()
     cachedTokens = serializers.IntegerField()
     cost = serializers.FloatField()
+    failedCalls = serializers.IntegerField()
+    estimatedInputTokens = serializers.IntegerField()
 
 
 class UsageOut(serializers.Serializer):

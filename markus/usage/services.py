@@ -34,10 +34,13 @@ class Call:
     usage: Usage
     mailbox_item_id: str = ""
     at: datetime = field(default_factory=timezone.now)
+    #: Why the call failed ("" when answered); its usage then estimated from the request.
+    error: str = ""
+    estimated: bool = False
 
 
 _COLUMNS = ["agent_id", "team_id", "model", "scenario", "input_tokens", "output_tokens", "cached_tokens"]
-_COLUMNS += ["cost", "mailbox_item_id", "created_at"]
+_COLUMNS += ["cost", "mailbox_item_id", "created_at", "error", "estimated"]
 
 
 def record_calls(calls: list[Call]) -> None:
@@ -58,6 +61,8 @@ def record_calls(calls: list[Call]) -> None:
             ops.adapt_decimalfield_value(cost_of(call.model, usage), 14, 6),
             call.mailbox_item_id[:64],
             ops.adapt_datetimefield_value(call.at),
+            call.error[:300],
+            call.estimated,
         ]
         selects.append(
             f"SELECT id, team_id, {', '.join(['%s'] * len(values))} FROM {qn(Agent._meta.db_table)} WHERE id = %s"

@@ -14,7 +14,6 @@ from mailbox.models import MailboxItem
 from markus.a2a import views
 from markus.a2a.models import A2ATaskUpdate
 from markus.core.waits import WAITS
-from markus.llm.base import COMPLETION_MARKER
 from markus.llm.scripted import Turn
 from notifications.models import Approval
 from notifications.services import approval_respond
@@ -88,7 +87,7 @@ def test_an_agents_message_waiting_for_approval_is_input_required_and_resumes_to
     celery_worker, scripted, base, ada, eve, alice
 ):
     ask = Turn(tool_calls=[("request_user_approval", {"title": "Deploy v2?", "description": "eve asks to ship"})])
-    scripted(ask, Turn(text=f"Deployed v2 as you asked. {COMPLETION_MARKER}"))
+    scripted(ask, Turn(text="Deployed v2 as you asked."))
 
     async def go():
         async with a2a_client(base, "ada", eve.token) as client:

@@ -68,7 +68,7 @@ def test_a_question_the_deliberation_drops_or_answers_inline_gets_a_reply(pair, 
         )
         return Turn(tool_calls=[("complete_deliberation", {"process_item_id": other, "reasoning": "r", **choice})])
 
-    set_provider_override(ScriptedProvider([Turn(text="noted <<HANDLE_COMPLETE>>")], deliberation=[decide]))
+    set_provider_override(ScriptedProvider([Turn(text="noted")], deliberation=[decide]))
     loop.run_attention(ada.id, budget=1)
 
     question.refresh_from_db()

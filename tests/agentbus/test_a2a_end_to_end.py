@@ -20,7 +20,9 @@ from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
-from markus.llm.base import COMPLETION_MARKER, CallContext, LLMResponse, Provider, ToolCall, set_provider_override
+from markus.core.actors import Actor
+from markus.llm.base import CallContext, LLMResponse, Provider, ToolCall, set_provider_override
+from markus.work.services import task_create
 from tests.attention.conftest import celery_worker, wait_for, wake_on_enqueue  # noqa: F401 (fixtures)
 
 from .conftest import conversations, make_persona
@@ -62,7 +64,7 @@ def use(tool: str, **args: Any) -> LLMResponse:
 
 
 def done(text: str = "Done.") -> LLMResponse:
-    return LLMResponse(text=f"{text} {COMPLETION_MARKER}")
+    return LLMResponse(text=f"{text}")
 
 
 def turn(messages: list[dict[str, Any]]) -> int:
@@ -149,14 +151,17 @@ def test_a_group_of_three_exchanges_messages_and_each_sees_the_others_names(cele
         agent_create(name=name, agent_id=name.lower(), owner=alice, team=team)
 
     def ada_brain(messages: list[dict[str, Any]], ctx: CallContext) -> LLMResponse:
-        if ctx.scenario == "system_notice" and turn(messages) == 0:
+        # Group chats are offered where the agent works with colleagues: here, its task.
+        if ctx.scenario == "task_execution" and turn(messages) == 0:
             return use("agent_create_group_chat", name="release", members=["Bea", "Cy"])
-        if ctx.scenario == "system_notice" and turn(messages) == 1:
+        if ctx.scenario == "task_execution" and turn(messages) == 1:
             return use("agent_send_group_message", group_id=last_result(messages)["groupId"], text="Freeze at noon")
+        if ctx.scenario == "task_execution" and turn(messages) == 2:
+            return use("task_submit_review", task_id=ctx.item["taskId"], summary="Freeze announced")
         return done()
 
     provider = colleagues_install(Ada=ada_brain, Bea=answers_once("Fine by me"), Cy=answers_once("One more hour"))
-    nudge(Agent.objects.get(id="ada"), "Organise the release freeze")
+    task_create(actor=Actor.for_user(alice), title="Organise the release freeze", assignee_id="ada")
     others = {"Ada": ("Bea", "Cy"), "Bea": ("Ada", "Cy"), "Cy": ("Ada", "Bea")}
 
     def everyone_heard_everyone() -> bool:

@@ -45,7 +45,7 @@ def test_the_offline_brain_answers_a_harness_request(alice, team):
 def test_a_final_answer_without_agent_reply_is_the_reply(alice, team, scripted):
     eve = make_persona("eve", kind=Agent.Kind.EXTERNAL, owner=alice, team=team)
     ada, _ = agent_create(name="Ada", agent_id="ada", owner=alice, team=team)
-    scripted(Turn(text="Yes, after the tests pass. <<HANDLE_COMPLETE>>"))
+    scripted(Turn(text="Yes, after the tests pass."))
     result = async_to_sync(stream_request)(sender=eve.agent, recipient=ada, payload={"text": "May I ship?"}, timeout=60)
     assert not result["timed_out"], result
     assert [m["payload"]["text"] for m in result["reply"]] == ["Yes, after the tests pass."]

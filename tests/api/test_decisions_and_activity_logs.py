@@ -42,14 +42,14 @@ def worked(agent, alice, team):
         agent,
         [
             Turn(tool_calls=[("update_working_memory", {"key": "deploy", "content": "Tuesday"})]),
-            Turn(text="Noted the deploy day <<HANDLE_COMPLETE>>"),
-            Turn(text="Nothing to do <<HANDLE_COMPLETE>>"),
+            Turn(text="Noted the deploy day"),
+            Turn(text="Nothing to do"),
         ],
         "deploy moved",
         "coffee machine",
     )
     bea = agent_create(name="Bea", agent_id="bea", owner=alice, team=team)[0]
-    run(bea, [Turn(text="bea's answer <<HANDLE_COMPLETE>>")], "bea's notice")
+    run(bea, [Turn(text="bea's answer")], "bea's notice")
     return items, bea
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from attention import loop
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
-from markus.llm.base import COMPLETION_MARKER, LLMResponse, Provider, ToolCall, Usage
+from markus.llm.base import LLMResponse, Provider, ToolCall, Usage
 
 MARKER = "journal-marker-1"
 _ids = itertools.count(1)
@@ -46,7 +46,7 @@ class EffectBrain(Provider):
         if not any(m.get("role") == "tool" for m in messages):
             call = ToolCall(id=f"call_{next(_ids)}", name=self.tool, arguments=dict(self.arguments))
             return LLMResponse(text="", tool_calls=[call], usage=Usage(prompt_tokens=10, completion_tokens=5))
-        return LLMResponse(text=f"done {COMPLETION_MARKER}", usage=Usage(prompt_tokens=10, completion_tokens=5))
+        return LLMResponse(text="done", usage=Usage(prompt_tokens=10, completion_tokens=5))
 
 
 def crash_once(monkeypatch, module, name: str, *, after: bool) -> list[int]:

@@ -27,7 +27,7 @@ def worked(agent):
     a person said something and the agent told them something (notify_user)."""
     session = main_session(agent.id)
     ChatMessage.objects.create(session=session, role="user", content="Morning, Ada", metadata={})
-    provider = ScriptedProvider([Turn(text="All quiet <<HANDLE_COMPLETE>>")])
+    provider = ScriptedProvider([Turn(text="All quiet")])
     set_provider_override(provider)
     try:
         mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": "Heartbeat check-in"})

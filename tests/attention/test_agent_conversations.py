@@ -31,7 +31,6 @@ from markus.agents.services import agent_create
 from markus.llm.scripted import Turn
 
 pytestmark = pytest.mark.django_db
-MARK = "<<HANDLE_COMPLETE>>"
 
 
 @pytest.fixture
@@ -139,9 +138,9 @@ def test_an_agent_asks_keeps_its_place_and_resumes_with_the_answer(agent, grace,
         scripted,
         # Grace's turns: she answers on the bus, then ends her item.
         Turn(tool_calls=[("agent_reply", {"text": "42"})]),
-        Turn(text=f"answered Ada {MARK}"),
+        Turn(text="answered Ada"),
         # Ada's resumed session: the answer is the tool's result.
-        Turn(text=f"Grace says 42 {MARK}"),
+        Turn(text="Grace says 42"),
     )
     # 1. Parked: deferred, not due, no worker holds it, the question on the bus.
     assert asking.status == Status.DEFERRED
@@ -175,9 +174,7 @@ def test_an_agent_asks_keeps_its_place_and_resumes_with_the_answer(agent, grace,
 
 @pytest.mark.pg
 def test_without_a_reply_the_sweep_resumes_the_item_with_a_timeout_note(agent, grace, scripted):
-    provider, asking = _ask_and_park(
-        agent, grace, scripted, Turn(text=f"no answer; moving on {MARK}"), timeout_minutes=5
-    )
+    provider, asking = _ask_and_park(agent, grace, scripted, Turn(text="no answer; moving on"), timeout_minutes=5)
     assert asking.status == Status.DEFERRED
     assert asking.deferred_until - timezone.now() <= timedelta(minutes=5)
     attention_services.sweep()  # not yet due
@@ -193,7 +190,7 @@ def test_without_a_reply_the_sweep_resumes_the_item_with_a_timeout_note(agent, g
 
 
 def test_recovery_resumes_a_wait_whose_time_is_up(agent, grace, scripted):
-    provider, asking = _ask_and_park(agent, grace, scripted, Turn(text=f"moving on {MARK}"))
+    provider, asking = _ask_and_park(agent, grace, scripted, Turn(text="moving on"))
     MailboxItem.objects.filter(id=asking.id).update(deferred_until=timezone.now() - timedelta(seconds=1))
     # A worker died mid-item: the next run recovers first, and the wait's time is up.
     crashed = mailbox_enqueue(agent_id=agent.id, source_type=T.MENTION, payload={"summary": "m", "content": "m"})
@@ -238,7 +235,7 @@ def test_asking_again_on_an_answered_stream_waits_for_the_new_answer(agent, grac
     assert MailboxItem.objects.get(id=asking.id).status == Status.QUEUED
     # Resumed, the agent asks a follow-up on the same stream and waits again.
     follow_up = {"to": "grace", "text": "And 7x8?", "stream_id": stream_id, "await_reply": True}
-    provider.turns.extend([Turn(tool_calls=[("agent_send_message", follow_up)]), Turn(text=f"56 it is {MARK}")])
+    provider.turns.extend([Turn(tool_calls=[("agent_send_message", follow_up)]), Turn(text="56 it is")])
     run_attention(agent.id)
     asking.refresh_from_db()
     assert asking.status == Status.DEFERRED and asking.marks["waitingForReply"] is True  # not the old answer

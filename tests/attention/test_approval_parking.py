@@ -16,13 +16,11 @@ from notifications.models import Approval, UserNotification
 
 from .conftest import wait_for
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 @pytest.mark.pg
 def test_an_item_waits_for_a_human_answer_without_holding_a_worker(celery_worker, scripted, agent, alice, alice_client):
     ask = Turn(tool_calls=[("request_user_approval", {"title": "Deploy?", "description": "Ship v2 to prod"})])
-    provider = scripted(ask, Turn(text=f"deployed {MARK}"))
+    provider = scripted(ask, Turn(text="deployed"))
     item = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.A2A_MESSAGE,
@@ -62,7 +60,7 @@ def test_notify_user_reaches_the_owner_chat_and_bell(celery_worker, scripted, ag
 
     scripted(
         Turn(tool_calls=[("notify_user", {"title": "Build green", "body": "All tests pass"})]),
-        Turn(text=f"told them {MARK}"),
+        Turn(text="told them"),
     )
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "ci", "content": "ci"})
     wait_for(lambda: MailboxItem.objects.get(id=item.id).status == "completed", message="completed")

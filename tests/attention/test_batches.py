@@ -31,10 +31,9 @@ from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
-from markus.llm.base import set_provider_override
+from markus.llm.base import CONTEXT_MARK, set_provider_override, without_context
 from markus.llm.scripted import ScriptedProvider, Turn
 
-MARK = "<<HANDLE_COMPLETE>>"
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -46,6 +45,11 @@ def plain_loop(monkeypatch):
     monkeypatch.setitem(settings.MARKUS, "PREEMPT_RESUME_DELAY_S", 0.0)
     yield
     set_provider_override(None)
+
+
+def assistant_turns(messages: list[dict]) -> list[dict]:
+    """A session's assistant turns (the loop's context notes and results between them)."""
+    return [m for m in messages if m["role"] == "assistant"]
 
 
 def brain(*turns: Turn, default: Turn | None = None, judge_word: str | None = None) -> ScriptedProvider:
@@ -118,7 +122,9 @@ def decisions(item: MailboxItem) -> list[str]:
 
 
 def opening(call: dict) -> str:
-    return "\n".join(str(m.get("content") or "") for m in call["messages"] if m.get("role") == "user")
+    """What the session opened with: its user messages, not the loop's context notes."""
+    said = [str(m.get("content") or "") for m in call["messages"] if m.get("role") == "user"]
+    return "\n".join(s for s in said if not s.startswith(CONTEXT_MARK))
 
 
 def check_never_alone(items: list[MailboxItem]) -> None:
@@ -146,7 +152,7 @@ def check_never_alone(items: list[MailboxItem]) -> None:
 def test_a_batch_is_processed_in_one_session_and_completed_together(agent, monkeypatch):
     a, b, c = enqueue(agent, "alpha"), enqueue(agent, "beta"), enqueue(agent, "gamma")
     other = enqueue(agent, "unrelated", priority=3)
-    provider = brain(Turn(text=f"all three handled {MARK}"))
+    provider = brain(Turn(text="all three handled"))
     plan_batch(monkeypatch, a, [b, c])
 
     result = loop.run_attention(agent.id, budget=1)
@@ -185,7 +191,7 @@ def test_only_queued_items_that_may_join_are_batched(agent, monkeypatch):
     )
     talk = chat(agent)
     ok = enqueue(agent, "beta", kind=T.A2A_MESSAGE, senderName="Bo")
-    provider = brain(Turn(text=f"done {MARK}"), default=Turn(text=f"x {MARK}"))
+    provider = brain(Turn(text="done"), default=Turn(text="x"))
     # The chat goes first by itself; then the plan names ineligible items.
     loop.run_attention(agent.id, budget=1)
     assert statuses(talk) == ["completed"]
@@ -207,7 +213,7 @@ def test_a_batch_preempted_by_a_chat_is_deferred_together_then_resumed_together(
     provider = brain(
         Turn(tool_calls=[("update_working_memory", {"key": "batch", "content": "started"})]),
         Turn(text="Hello, person"),
-        Turn(text=f"batch finished {MARK}"),
+        Turn(text="batch finished"),
     )
     # The lead is the newest: when the batch comes back, the oldest member is at the
     # head of the queue and the loop resumes the batch under its lead.
@@ -228,9 +234,9 @@ def test_a_batch_preempted_by_a_chat_is_deferred_together_then_resumed_together(
 
     assert statuses(talk[0], a, b, c) == ["completed"] * 4
     assert [call["scenario"] for call in provider.calls] == ["system_notice", "chat", "system_notice"]
-    resumed = provider.calls[2]["messages"]
+    resumed = without_context(provider.calls[2]["messages"])
     assert all(f"content of {s}" in resumed[0]["content"] for s in ("alpha", "beta", "gamma"))
-    assert resumed[1]["tool_calls"][0]["function"]["name"] == "update_working_memory"
+    assert assistant_turns(resumed)[0]["tool_calls"][0]["function"]["name"] == "update_working_memory"
     assert decisions(c) == ["pick", "preempt", "resume"]
     assert decisions(a) == ["pick", "preempt", "resume"] and decisions(b) == ["pick", "preempt", "resume"]
     assert AgentDecision.objects.filter(mailbox_item_id=c.id, decision_type="resume").last().context["batch"] == [
@@ -245,7 +251,7 @@ def test_a_cancelled_batch_is_requeued_whole_and_its_items_run_again(agent, monk
     a, b, c = enqueue(agent, "alpha"), enqueue(agent, "beta"), enqueue(agent, "gamma")
     provider = brain(
         Turn(tool_calls=[("check_mailbox", {})]),
-        default=Turn(text=f"handled {MARK}"),
+        default=Turn(text="handled"),
         judge_word="cancel",
     )
     plan_batch(monkeypatch, a, [b, c])
@@ -274,7 +280,7 @@ def test_a_batch_paused_mid_turn_is_requeued_together_and_resumes_as_a_batch(age
     provider = brain(
         Turn(tool_calls=[("check_mailbox", {})]),
         Turn(text="never finished", delay=10.0),  # cancelled by the pause
-        Turn(text=f"finished after resume {MARK}"),
+        Turn(text="finished after resume"),
     )
     plan_batch(monkeypatch, a, [b, c])
     after_call(monkeypatch, provider, 1, lambda: services.agent_pause(Agent.objects.get(id=agent.id)))
@@ -293,9 +299,9 @@ def test_a_batch_paused_mid_turn_is_requeued_together_and_resumes_as_a_batch(age
     loop.run_attention(agent.id)
 
     assert statuses(a, b, c) == ["completed"] * 3
-    resumed = provider.calls[-1]["messages"]
+    resumed = without_context(provider.calls[-1]["messages"])
     assert all(f"content of {s}" in resumed[0]["content"] for s in ("alpha", "beta", "gamma"))
-    assert resumed[1]["tool_calls"][0]["function"]["name"] == "check_mailbox"
+    assert assistant_turns(resumed)[0]["tool_calls"][0]["function"]["name"] == "check_mailbox"
     assert decisions(b) == ["pick", "pause", "resume"]
     check_never_alone([a, b, c])
 
@@ -312,7 +318,7 @@ def _steal_lease(agent_id: str) -> None:
 @pytest.mark.pg
 def test_a_lost_lease_mid_batch_is_recovered_by_requeueing_the_whole_batch(agent, monkeypatch):
     a, b, c = enqueue(agent, "alpha"), enqueue(agent, "beta"), enqueue(agent, "gamma")
-    provider = brain(Turn(tool_calls=[("check_mailbox", {})]), Turn(text=f"done after recovery {MARK}"))
+    provider = brain(Turn(tool_calls=[("check_mailbox", {})]), Turn(text="done after recovery"))
     plan_batch(monkeypatch, a, [b, c])
     after_call(monkeypatch, provider, 1, lambda: _steal_lease(agent.id))
 
@@ -346,7 +352,7 @@ def test_a_plain_item_in_flight_at_a_crash_is_still_dropped(agent, monkeypatch):
 
 def test_a_batch_that_fails_is_dissolved_and_each_item_runs_by_itself(agent, monkeypatch):
     a, b = enqueue(agent, "alpha"), enqueue(agent, "beta")
-    provider = brain(Turn(text="forgot the marker"), default=Turn(text=f"ok {MARK}"))
+    provider = brain(Turn(text=""), default=Turn(text="ok"))
     plan_batch(monkeypatch, a, [b])
 
     loop.run_attention(agent.id, budget=1)
@@ -368,7 +374,7 @@ def test_a_batch_waiting_for_an_approval_waits_together_and_resumes_together(age
     b = enqueue(agent, "beta", kind=T.A2A_MESSAGE, senderName="Cy")
     provider = brain(
         Turn(tool_calls=[("request_user_approval", {"title": "ok?", "description": "may I"})]),
-        Turn(text=f"approved, done {MARK}"),
+        Turn(text="approved, done"),
     )
     plan_batch(monkeypatch, a, [b])
 
@@ -408,7 +414,7 @@ def test_batches_are_never_lost_nor_completed_alone_whatever_interrupts_them(age
         lead, members = items[0], items[1:]
         provider = brain(
             Turn(tool_calls=[("check_mailbox", {})]),
-            default=Turn(text=f"handled {MARK}"),
+            default=Turn(text="handled"),
             judge_word="cancel" if how == "cancel" else None,
         )
         after_call(monkeypatch, provider, 1, _interruption(how, agent, provider, everything, n))
@@ -454,7 +460,7 @@ def _interruption(
     if how == "lease":
         return lambda: _steal_lease(agent.id)
     if how == "fail":
-        return lambda: provider.turns.insert(0, Turn(text="no marker"))
+        return lambda: provider.turns.insert(0, Turn(text=""))
     return lambda: None
 
 

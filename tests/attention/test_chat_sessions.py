@@ -14,6 +14,7 @@ from attention.toolbox import ToolContext, execute_tool
 from mailbox.models import MailboxItem
 from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import agent_create, main_session
+from markus.llm.base import CONTEXT_MARK
 from markus.llm.scripted import Turn
 
 from ..conftest import client_for
@@ -189,7 +190,7 @@ def test_chat_into_a_named_session_answers_there_with_that_sessions_history(
         "sessionId": session.id,
     }
     # The LLM saw this session's history, read from the database, and not the main one's.
-    sent = [m["content"] for m in provider.calls[0]["messages"]]
+    sent = [m["content"] for m in provider.calls[0]["messages"] if not m["content"].startswith(CONTEXT_MARK)]
     assert sent == ["when do we ship?", "Friday.", "still Friday?"]
     stored = list(
         ChatMessage.objects.filter(session=session).order_by("created_at", "id").values_list("role", "content")

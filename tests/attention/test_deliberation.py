@@ -24,8 +24,6 @@ from tests.attention.helpers import enqueue, picked
 
 pytestmark = pytest.mark.pg  # both databases
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 def status(item):
     return MailboxItem.objects.get(id=item.id).status
@@ -81,7 +79,7 @@ def test_the_agent_deliberates_as_itself_and_every_choice_is_a_decision(agent, p
         )
 
     brain = ScriptedProvider(
-        [Turn(text=f"answered {MARK}")],
+        [Turn(text="answered")],
         deliberation=[Turn(tool_calls=[("check_mailbox", {})]), decide],
     )
     provider(brain)
@@ -127,7 +125,7 @@ def test_deliberation_is_offered_only_its_allowed_tools(agent, provider):
     enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
     enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"ok {MARK}")],
+        [Turn(text="ok")],
         deliberation=[
             Turn(tool_calls=[("task_create", {"title": "x"})]),
             lambda c: Turn(tool_calls=[("complete_deliberation", {"process_item_id": c[0]["id"], "reasoning": "r"})]),
@@ -147,7 +145,7 @@ def test_protected_items_are_refused_with_an_error_the_llm_can_act_on(agent, pro
     human = enqueue(agent, T.TASK_COMMENT, "a person asks", 2, minutes_ago=2, senderRole="user")
     plain = enqueue(agent, T.SYSTEM_EVENT, "notice", 2, minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"ok {MARK}")],
+        [Turn(text="ok")],
         deliberation=[
             Turn(
                 tool_calls=[
@@ -183,7 +181,7 @@ def test_a_human_chat_aborts_the_deliberation_goes_first_and_the_deliberation_ru
     b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
     slow = Turn(tool_calls=[("drop_mailbox_item", {"item_id": b.id, "reason": "dup"})], delay=0.3)
     brain = ScriptedProvider(
-        [Turn(text="hello person"), Turn(text=f"b done {MARK}"), Turn(text=f"a done {MARK}")],
+        [Turn(text="hello person"), Turn(text="b done"), Turn(text="a done")],
         deliberation=[
             slow,
             Turn(tool_calls=[("complete_deliberation", {"process_item_id": b.id, "reasoning": "b first"})]),
@@ -224,7 +222,7 @@ def test_items_handled_inline_are_completed_without_a_run_of_their_own(agent, pr
     a = enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
     b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"a done {MARK}")],
+        [Turn(text="a done")],
         deliberation=[
             Turn(
                 tool_calls=[
@@ -248,7 +246,7 @@ def test_a_batch_is_processed_in_one_session(agent, provider):
     a = enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
     b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"both done {MARK}")],
+        [Turn(text="both done")],
         deliberation=[
             Turn(
                 tool_calls=[
@@ -274,7 +272,7 @@ def test_a_batch_is_processed_in_one_session(agent, provider):
 
 @pytest.mark.django_db(transaction=True)
 def test_below_the_backlog_threshold_or_with_a_human_at_the_head_no_deliberation(agent, provider, settings):
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), deliberation=[])
+    brain = ScriptedProvider(default=Turn(text="ok"), deliberation=[])
     provider(brain)
     settings.MARKUS = {**settings.MARKUS, "TRIAGE_BACKLOG_THRESHOLD": 3}
     enqueue(agent, T.SYSTEM_EVENT, "a", 2)
@@ -293,7 +291,7 @@ def test_a_failed_deliberation_falls_back_to_the_mini_triage(agent, provider):
     enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
     enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"ok {MARK}")],
+        [Turn(text="ok")],
         deliberation=[Turn(error=RuntimeError("the model is down"))],
         triage_answer=lambda c: {"processItemId": c[1]["id"], "reasoning": "b by the mini triage"},
     )
@@ -313,7 +311,7 @@ def test_the_cheaper_triage_model_is_used_while_few_items_wait(agent, provider, 
     def first(c):
         return Turn(tool_calls=[("complete_deliberation", {"process_item_id": c[0]["id"], "reasoning": "r"})])
 
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), deliberation=[first, first])
+    brain = ScriptedProvider(default=Turn(text="ok"), deliberation=[first, first])
     provider(brain)
     enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
     enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)

@@ -22,7 +22,6 @@ from tests.attention.helpers import enqueue, picked
 
 pytestmark = pytest.mark.pg  # both databases
 
-MARK = "<<HANDLE_COMPLETE>>"
 ARRIVALS = [
     (T.SYSTEM_EVENT, {}),
     (T.A2A_MESSAGE, {"senderId": "bea", "senderName": "Bea", "senderRole": "agent"}),
@@ -43,7 +42,7 @@ def test_a_non_chat_arrival_mid_deliberation_leaves_it_alone(agent, kind, sender
     c = enqueue(agent, T.SYSTEM_EVENT, "c", 2, minutes_ago=1)
     slow = Turn(tool_calls=[("drop_mailbox_item", {"item_id": b.id, "reason": "a duplicate of a"})], delay=0.3)
     brain = ScriptedProvider(
-        [Turn(text=f"c done {MARK}"), Turn(text=f"a done {MARK}"), Turn(text=f"newcomer done {MARK}")],
+        [Turn(text="c done"), Turn(text="a done"), Turn(text="newcomer done")],
         deliberation=[
             slow,
             Turn(tool_calls=[("complete_deliberation", {"process_item_id": c.id, "reasoning": "c first"})]),

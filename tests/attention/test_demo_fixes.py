@@ -37,7 +37,6 @@ from markus.work.services import task_create, task_transition
 from .conftest import wait_for
 from .test_chat_stream import SSE, parse_sse
 
-MARK = "<<HANDLE_COMPLETE>>"
 FIRST, FOLLOW_UP = "What's in your queue?", "and anything waiting for review?"
 
 
@@ -128,7 +127,7 @@ def test_a_preempted_item_keeps_its_first_start_and_is_resumed_by_a_resume_decis
     celery_worker, scripted, agent, no_judge
 ):
     first = Turn(tool_calls=[("update_working_memory", {"key": "k", "content": "step one done"})], delay=1.0)
-    scripted(first, Turn(text="Hi there"), Turn(text=f"finished {MARK}"))
+    scripted(first, Turn(text="Hi there"), Turn(text="finished"))
     work = mailbox_enqueue(
         agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "long job", "content": "do it"}
     )
@@ -165,7 +164,7 @@ def test_a_preempted_item_keeps_its_first_start_and_is_resumed_by_a_resume_decis
 @pytest.mark.pg
 def test_a_pause_records_a_pause_decision_and_the_resume_a_resume(celery_worker, scripted, agent):
     slow = Turn(text="never returned", delay=30.0)
-    scripted(slow, Turn(text=f"done after resume {MARK}"))
+    scripted(slow, Turn(text="done after resume"))
     work = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "job", "content": "x"})
     assert slow.started.wait(15)
     started = MailboxItem.objects.get(id=work.id).started_at
@@ -187,7 +186,7 @@ def test_a_pause_records_a_pause_decision_and_the_resume_a_resume(celery_worker,
 @pytest.mark.pg
 def test_a_cancelled_execution_is_shown_as_cancelled_in_the_mind_view(celery_worker, scripted, agent, alice):
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
-    scripted(first, default=Turn(text=f"should never be asked {MARK}"))
+    scripted(first, default=Turn(text="should never be asked"))
     task = task_create(actor=Actor.for_user(alice), title="Long job", assignee_id=agent.id)
     assert first.started.wait(15)
     task_transition(task_id=task.id, to_status=TaskState.CANCELLED, actor=Actor.for_user(alice))

@@ -26,7 +26,7 @@ def execution_of(task):
 @pytest.mark.pg
 def test_blocking_a_task_stops_its_execution_at_the_next_yield_point(celery_worker, scripted, agent, alice):
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
-    provider = scripted(first, default=Turn(text="should never be asked <<HANDLE_COMPLETE>>"))
+    provider = scripted(first, default=Turn(text="should never be asked"))
     task = task_create(actor=Actor.for_user(alice), title="Long job", assignee_id=agent.id)
     assert first.started.wait(15)
     task_transition(task_id=task.id, to_status=TaskState.BLOCKED, actor=Actor.for_user(alice))
@@ -43,7 +43,7 @@ def test_an_execution_whose_task_was_cancelled_while_queued_is_skipped(
 ):
     from django.conf import settings
 
-    provider = scripted(default=Turn(text="nope <<HANDLE_COMPLETE>>"))
+    provider = scripted(default=Turn(text="nope"))
     monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", False)
     task = task_create(actor=Actor.for_user(alice), title="Never mind", assignee_id=agent.id)
     item = execution_of(task)

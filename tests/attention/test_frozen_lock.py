@@ -44,7 +44,6 @@ from markus.llm.scripted import ScriptedProvider, Turn
 from .conftest import wait_for
 from .invariants import assert_single_focus
 
-MARK = "<<HANDLE_COMPLETE>>"
 OTHERS = 7
 PER_AGENT = 4
 UNSETTLED = [Status.QUEUED, Status.PROCESSING, Status.DEFERRED]
@@ -190,7 +189,7 @@ def _settle_down() -> None:
 @pytest.mark.slow
 def test_a_worker_frozen_inside_a_transaction_stalls_only_its_own_agent(celery_worker, scripted, agent, alice, team):
     _needs("postgresql")
-    scripted(default=Turn(text=f"ok {MARK}"))
+    scripted(default=Turn(text="ok"))
     others = [
         agent_create(name=f"Other {i}", role="engineer", owner=alice, team=team, agent_id=f"other{i}")[0].id
         for i in range(OTHERS)
@@ -285,7 +284,7 @@ def test_a_loop_frozen_in_a_fenced_transaction_that_gets_cut_ends_as_a_lost_leas
     # A turn's usage is written with what follows it: the tool round after a turn that
     # calls a tool (add_usage), the item's outcome after the final turn (end_activity).
     first_turns = [Turn(tool_calls=[("check_mailbox", {})])] if freeze_in == "add_usage" else []
-    scripted(*first_turns, default=Turn(text=f"ok {MARK}"))
+    scripted(*first_turns, default=Turn(text="ok"))
     frozen = threading.Event()
     original = getattr(records, freeze_in)
 
@@ -361,7 +360,7 @@ def test_no_transaction_is_open_during_a_provider_call(transactional_db, agent):
     no database transaction open, so a slow or hung provider holds no lock."""
     first = Turn(tool_calls=[("check_mailbox", {})], delay=0.3)
     provider = _WatchingProvider(
-        [first], default=Turn(text=f"ok {MARK}"), judge_word="continue", triage_answer={"reasoning": "fine"}
+        [first], default=Turn(text="ok"), judge_word="continue", triage_answer={"reasoning": "fine"}
     )
 
     def arrive() -> None:  # a less urgent item arrives mid-turn: the yield point asks the judge

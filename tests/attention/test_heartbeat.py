@@ -356,7 +356,7 @@ def test_the_agent_sets_its_own_interval_in_a_check_in(clock, agent):
     provider = ScriptedProvider(
         [
             Turn(tool_calls=[("set_heartbeat_interval", {"minutes": 30, "reason": "release day"})]),
-            Turn(text="Watching the release closely. <<HANDLE_COMPLETE>>"),
+            Turn(text="Watching the release closely."),
         ]
     )
     set_provider_override(provider)

@@ -39,7 +39,6 @@ from mailbox.services import mailbox_recover
 from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create
 from markus.core.actors import Actor
-from markus.llm.base import COMPLETION_MARKER as MARK
 from markus.llm.base import LLMResponse, ToolCall, Usage, set_provider_override
 from markus.llm.offline import OfflineProvider, _called
 from markus.work import liveness
@@ -67,7 +66,7 @@ class WorkerDied(BaseException):
 
 class Brain(OfflineProvider):
     """The offline brain, with a mood the machine sets before each run: an execution
-    may work or forget its verdict (ending with the marker, or without it); a review may
+    may work or forget its verdict (with a final answer, or an empty one); a review may
     approve, send the task back or forget; and the worker may die at the N-th call."""
 
     name = "state-machine"
@@ -90,9 +89,9 @@ class Brain(OfflineProvider):
         item = context.item or {}
         mood = {"task_execution": self.execution, "review": self.review}.get(context.scenario)
         if mood == "forget":
-            return LLMResponse(text=f"I think this is handled. {MARK}", usage=Usage(10, 5))
-        if mood == "garble":
             return LLMResponse(text="I think this is handled.", usage=Usage(10, 5))
+        if mood == "garble":  # an empty answer: a failed attempt, retried
+            return LLMResponse(text="", usage=Usage(10, 5))
         if mood == "send_back" and item.get("taskId"):
             if "task_update" not in _called(messages):
                 return LLMResponse(
@@ -109,7 +108,7 @@ class Brain(OfflineProvider):
                     ],
                     usage=Usage(10, 5),
                 )
-            return LLMResponse(text=f"Sent back for another pass. {MARK}", usage=Usage(10, 5))
+            return LLMResponse(text="Sent back for another pass.", usage=Usage(10, 5))
         return super().complete(system=system, messages=messages, tools=tools, context=context)
 
 

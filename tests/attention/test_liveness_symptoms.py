@@ -25,7 +25,6 @@ from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage, Team
 from markus.agents.services import agent_create
 from markus.core.actors import Actor
-from markus.llm.base import COMPLETION_MARKER as MARK
 from markus.llm.scripted import Turn
 from markus.work.liveness import work_liveness_repair
 from markus.work.models import Task
@@ -138,9 +137,9 @@ def test_a_humans_comment_on_a_task_in_review_leaves_the_review_request_to_run_i
     comment = MailboxItem.objects.get(agent=agent, source_type=T.TASK_COMMENT, payload__taskId=task.id)
     assert comment.is_user_interaction
     provider = scripted(
-        Turn(text=f"noted {MARK}"),  # the human's comment goes first (priority 0)
+        Turn(text="noted"),  # the human's comment goes first (priority 0)
         Turn(tool_calls=[("task_update", {"task_id": task.id, "status": "completed"})]),
-        Turn(text=f"reviewed {MARK}"),
+        Turn(text="reviewed"),
     )
     run_attention(agent.id)
     review.refresh_from_db()
@@ -178,7 +177,7 @@ def test_an_action_required_requirement_update_runs_its_own_scenario_beside_an_i
             "extra": {"toStatus": "in_progress", "actionRequired": True},
         },
     )
-    provider = scripted(default=Turn(text=f"ok {MARK}"))
+    provider = scripted(default=Turn(text="ok"))
     run_attention(agent.id)
     assert status(chat.id) == Status.COMPLETED and status(info.id) in (Status.COMPLETED, Status.MERGED)
     action.refresh_from_db()
@@ -195,7 +194,7 @@ def test_an_execution_in_flight_when_its_worker_died_is_requeued_and_the_task_su
     assert die_holding(agent.id).id == execution.id
     provider = scripted(
         Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser written"})]),
-        Turn(text=f"submitted {MARK}"),
+        Turn(text="submitted"),
     )
     run_attention(agent.id)
     execution.refresh_from_db()
@@ -210,7 +209,7 @@ def test_a_retry_after_a_missed_verdict_is_not_counted_as_a_crash(scripted, agen
     execution that crashed once on its first retry was dropped ("2 times")."""
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
-    scripted(Turn(text=f"forgot to submit {MARK}"))
+    scripted(Turn(text="forgot to submit"))
     run_attention(agent.id)  # no verdict: deferred for a retry
     execution.refresh_from_db()
     assert execution.status == Status.DEFERRED and execution.marks["executionRetries"] == 1
@@ -221,7 +220,7 @@ def test_a_retry_after_a_missed_verdict_is_not_counted_as_a_crash(scripted, agen
     assert die_holding_under(lease).id == execution.id  # the retry's worker dies: one crash
     scripted(
         Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser"})]),
-        Turn(text=f"submitted {MARK}"),
+        Turn(text="submitted"),
     )
     run_attention(agent.id)
     execution.refresh_from_db()
@@ -246,7 +245,7 @@ def test_a_review_in_flight_when_its_worker_died_is_requeued_and_the_review_done
     assert die_holding(agent.id).id == review.id
     provider = scripted(
         Turn(tool_calls=[("task_update", {"task_id": task.id, "status": "completed", "note": "LGTM"})]),
-        Turn(text=f"reviewed {MARK}"),
+        Turn(text="reviewed"),
     )
     run_attention(agent.id)
     review.refresh_from_db()
@@ -319,7 +318,7 @@ def test_a_task_in_review_by_a_human_with_a_pending_approval_needs_no_repair(age
 def test_an_execution_that_ends_without_submitting_is_retried_with_back_off(scripted, agent, bea, human):
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
-    scripted(Turn(text=f"All done, I think {MARK}"), Turn(text=f"Done again {MARK}"))
+    scripted(Turn(text="All done, I think"), Turn(text="Done again"))
     started = timezone.now()
     run_attention(agent.id)
     execution.refresh_from_db()
@@ -347,7 +346,7 @@ def test_an_execution_whose_submission_fails_is_retried_not_forgotten(scripted, 
     execution = executions(agent.id, task.id).get()
     provider = scripted(
         Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser written"})]),
-        Turn(text=f"submitted {MARK}"),
+        Turn(text="submitted"),
     )
     started = timezone.now()
     run_attention(agent.id)
@@ -366,7 +365,7 @@ def test_an_execution_that_never_submits_fails_the_task_once_its_retries_are_spe
     monkeypatch.setitem(settings.MARKUS, "EXECUTION_MAX_RETRIES", 1)
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
-    provider = scripted(default=Turn(text=f"All done, I think {MARK}"))
+    provider = scripted(default=Turn(text="All done, I think"))
     run_attention(agent.id)
     execution.refresh_from_db()
     assert execution.status == Status.DEFERRED and execution.marks["executionRetries"] == 1
@@ -381,7 +380,7 @@ def test_an_execution_that_never_submits_fails_the_task_once_its_retries_are_spe
 def test_a_retry_that_comes_due_after_its_task_left_in_progress_is_skipped(scripted, agent, bea, human):
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
     execution = executions(agent.id, task.id).get()
-    provider = scripted(default=Turn(text=f"All done, I think {MARK}"))
+    provider = scripted(default=Turn(text="All done, I think"))
     run_attention(agent.id)
     assert status(execution.id) == Status.DEFERRED
     # The cancel lands while the retry waits (a race: its deferred item was not dropped).
@@ -440,7 +439,7 @@ def test_an_item_the_judge_defers_runs_after_the_rest_of_its_priority(scripted, 
     provider = scripted(
         Turn(tool_calls=[("noop", {})]),
         Turn(tool_calls=[("noop", {})]),
-        default=Turn(text=f"handled {MARK}"),
+        default=Turn(text="handled"),
         judge_word="defer",
     )
     # The judge defers B only; C is judged "continue".
@@ -462,9 +461,7 @@ def test_an_item_the_judge_defers_runs_after_the_rest_of_its_priority(scripted, 
 def test_the_submit_note_becomes_the_tasks_deliverables_and_reaches_the_reviewer(scripted, agent, bea, human):
     note = "DELIVERABLE: parser in src/parse.py, 14 tests, edge cases covered"
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_agent_id=bea.id)
-    scripted(
-        Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]), Turn(text=f"submitted {MARK}")
-    )
+    scripted(Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]), Turn(text="submitted"))
     run_attention(agent.id)
     task = Task.objects.get(id=task.id)
     assert task.status == "review"
@@ -476,9 +473,7 @@ def test_the_submit_note_becomes_the_tasks_deliverables_and_reaches_the_reviewer
 def test_the_submit_note_is_shown_in_a_human_reviewers_approval(scripted, agent, alice, human):
     note = "DELIVERABLE: parser in src/parse.py, 14 tests, edge cases covered"
     task = task_create(actor=human, title="Write the parser", assignee_id=agent.id, reviewer_user_id=alice.pk)
-    scripted(
-        Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]), Turn(text=f"submitted {MARK}")
-    )
+    scripted(Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": note})]), Turn(text="submitted"))
     run_attention(agent.id)
     task = Task.objects.get(id=task.id)
     assert task.status == "review"

@@ -86,7 +86,6 @@ def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agen
     from markus.agents.services import agent_create
     from markus.console.services import console_drop_item, console_retry_item
     from markus.core.actors import Actor
-    from markus.llm.base import COMPLETION_MARKER as MARK
     from markus.llm.scripted import Turn
     from markus.work.services import task_comment_create, task_create
     from notifications.models import Approval
@@ -102,12 +101,12 @@ def test_the_product_flows_write_mailbox_items_only_through_the_mailbox_app(agen
         task = task_create(actor=human, title="Parser", assignee_id=bea.id, reviewer_agent_id=agent.id)
         task_comment_create(task_id=task.id, actor=human, content="edge cases please")
         scripted(
-            Turn(text=f"noted {MARK}"),
+            Turn(text="noted"),
             Turn(tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser.py"})]),
-            Turn(text=f"submitted {MARK}"),
+            Turn(text="submitted"),
             Turn(tool_calls=[("task_update", {"task_id": task.id, "status": "completed"})]),
-            Turn(text=f"reviewed {MARK}"),
-            default=Turn(text=f"ok {MARK}"),
+            Turn(text="reviewed"),
+            default=Turn(text="ok"),
         )
         run_attention(bea.id)
         run_attention(agent.id)

@@ -91,7 +91,7 @@ def test_a_chat_whose_attempts_all_fail_is_answered_that_it_failed(agent, brain,
     assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
     reply = ChatMessage.objects.get(role="assistant", session__agent_id=agent.id)
     assert reply.metadata["failed"] is True and reply.metadata["mailboxItemIds"] == [item.id]
-    assert "3 attempts failed (provider error: RuntimeError)" in reply.content
+    assert "3 attempts failed (error: RuntimeError: the model is down)" in reply.content
 
 
 def test_an_agent_message_dropped_at_a_crash_is_answered_on_the_bus(agent, alice, team, brain, monkeypatch):

@@ -118,7 +118,7 @@ def test_both_kinds_of_comment_run_the_comment_response_scenario(agent):
 
 def test_the_loop_sends_the_protocol_for_a_comment_on_a_task_not_in_progress(agent):
     task = Task.objects.create(title="Old work", assignee=agent, status=TaskState.COMPLETED)
-    provider = ScriptedProvider([Turn(text="Answered on the task <<HANDLE_COMPLETE>>")])
+    provider = ScriptedProvider([Turn(text="Answered on the task")])
     set_provider_override(provider)
     try:
         mailbox_enqueue(

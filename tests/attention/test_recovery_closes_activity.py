@@ -22,8 +22,6 @@ from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.llm.scripted import Turn
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 def expire_lease(agent_id: str) -> None:
     AgentAttention.objects.filter(agent_id=agent_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
@@ -66,7 +64,7 @@ def test_recovery_closes_the_dead_workers_activity_as_failed(agent, scripted):
 @pytest.mark.pg
 @pytest.mark.django_db
 def test_a_recovered_chat_gets_a_new_activity_and_the_lost_one_stays_failed(agent, scripted):
-    scripted(Turn(text=f"Hello again {MARK}"))
+    scripted(Turn(text="Hello again"))
     dead, item, lost = died_working_on(
         agent.id,
         T.HUMAN_CHAT,

@@ -27,7 +27,6 @@ from mailbox.services import mailbox_enqueue
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
 
-MARK = "<<HANDLE_COMPLETE>>"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
 
 
@@ -89,8 +88,8 @@ def test_an_arrival_is_weighed_against_the_most_urgent_item_of_the_batch(agent, 
     lead = enqueue(agent, "routine", priority=3)
     urgent = enqueue(agent, "urgent", priority=1)
     provider = ScriptedProvider(
-        [Turn(tool_calls=[("check_mailbox", {})]), Turn(text=f"batch done {MARK}")],
-        default=Turn(text=f"later one done {MARK}"),
+        [Turn(tool_calls=[("check_mailbox", {})]), Turn(text="batch done")],
+        default=Turn(text="later one done"),
     )
     set_provider_override(provider)
     plan_batch(monkeypatch, lead, [urgent])
@@ -109,7 +108,7 @@ def test_an_arrival_is_weighed_against_the_most_urgent_item_of_the_batch(agent, 
 def test_a_more_urgent_arrival_still_preempts_a_batch(agent, monkeypatch):
     lead = enqueue(agent, "routine", priority=3)
     member = enqueue(agent, "also routine", priority=2)
-    provider = ScriptedProvider([Turn(tool_calls=[("check_mailbox", {})])], default=Turn(text=f"done {MARK}"))
+    provider = ScriptedProvider([Turn(tool_calls=[("check_mailbox", {})])], default=Turn(text="done"))
     set_provider_override(provider)
     plan_batch(monkeypatch, lead, [member])
     after_call(monkeypatch, provider, 1, lambda: enqueue(agent, "urgent notice", priority=1))
@@ -127,8 +126,8 @@ def test_a_member_handled_alone_while_its_lead_waited_is_not_handled_again_by_th
         [
             Turn(tool_calls=[("check_mailbox", {})]),  # the batch's first turn, then a chat preempts it
             Turn(text="hello person"),
-            Turn(text=f"member handled {MARK}"),
-            Turn(text=f"lead handled {MARK}"),
+            Turn(text="member handled"),
+            Turn(text="lead handled"),
         ],
         deliberation=[
             lambda cands: Turn(

@@ -22,7 +22,6 @@ from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
 from tests.attention.helpers import picked
 
-MARK = "<<HANDLE_COMPLETE>>"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
 
 
@@ -57,7 +56,7 @@ def test_a_chat_arriving_between_the_queue_read_and_the_deliberation_aborts_it(a
     enqueue(agent, "a", minutes_ago=2)
     enqueue(agent, "b", minutes_ago=1)
     provider = ScriptedProvider(
-        default=Turn(text=f"ok {MARK}"),
+        default=Turn(text="ok"),
         deliberation=[Turn(tool_calls=[("check_mailbox", {})]), decide_first, decide_first],
     )
     set_provider_override(provider)
@@ -93,7 +92,7 @@ def test_a_second_worker_cannot_deliberate_for_the_same_agent(agent):
         thread.join()
         return Turn(tool_calls=[("check_mailbox", {})])
 
-    provider = ScriptedProvider(default=Turn(text=f"ok {MARK}"), deliberation=[while_deliberating, decide_first])
+    provider = ScriptedProvider(default=Turn(text="ok"), deliberation=[while_deliberating, decide_first])
     set_provider_override(provider)
     loop.run_attention(agent.id, budget=1)
     assert second[0].status == "busy" and second[0].processed == 0
@@ -117,7 +116,7 @@ def test_a_deliberation_that_lost_its_lease_applies_nothing(agent, monkeypatch):
             ]
         )
 
-    set_provider_override(ScriptedProvider(default=Turn(text=f"ok {MARK}"), deliberation=[steal_then_decide]))
+    set_provider_override(ScriptedProvider(default=Turn(text="ok"), deliberation=[steal_then_decide]))
     result = loop.run_attention(agent.id, budget=1)
     assert result.status == "stale"
     assert status(a) == status(b) == "queued"  # nothing claimed, nothing dropped

@@ -20,7 +20,6 @@ from markus.agents.models import WorkingMemory
 from markus.llm.base import set_provider_override
 from markus.llm.scripted import ScriptedProvider, Turn
 
-MARK = "<<HANDLE_COMPLETE>>"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
 
 
@@ -58,7 +57,7 @@ def test_the_mini_triage_reasoning_stays_within_the_bound(agent, monkeypatch):
     enqueue(agent, "b", minutes_ago=1)
     set_provider_override(
         ScriptedProvider(
-            default=Turn(text=f"ok {MARK}"),
+            default=Turn(text="ok"),
             triage_answer=lambda c: {"processItemId": a.id, "reasoning": "r" * 100},
         )
     )
@@ -81,7 +80,7 @@ def test_the_deliberations_awareness_stays_within_the_bound(agent, monkeypatch):
             )
         ]
     )
-    set_provider_override(ScriptedProvider(default=Turn(text=f"ok {MARK}"), deliberation=[decide]))
+    set_provider_override(ScriptedProvider(default=Turn(text="ok"), deliberation=[decide]))
     loop.run_attention(agent.id, budget=1)
     keys = set(WorkingMemory.objects.filter(agent=agent).values_list("key", flat=True))
     assert "deliberation" in keys and "oldest" not in keys
@@ -96,7 +95,7 @@ def test_a_deliberation_that_never_decides_falls_back_and_the_head_still_runs(ag
     a = enqueue(agent, "a", minutes_ago=2)
     b = enqueue(agent, "b", minutes_ago=1)
     chatter = [Turn(text="thinking…") for _ in range(MAX_TURNS - 1)] + [Turn(tool_calls=[("check_mailbox", {})])]
-    provider = ScriptedProvider(default=Turn(text=f"ok {MARK}"), deliberation=list(chatter))
+    provider = ScriptedProvider(default=Turn(text="ok"), deliberation=list(chatter))
     set_provider_override(provider)
     result = loop.run_attention(agent.id, budget=1)
     assert result.processed == 1
@@ -118,7 +117,7 @@ def test_the_listing_shows_at_most_50_items_and_says_how_many_more(agent):
 
     items = [enqueue(agent, f"n{i}", minutes_ago=200 - i) for i in range(PROMPT_QUEUE_LIMIT + 3)]
     provider = ScriptedProvider(
-        default=Turn(text=f"ok {MARK}"),
+        default=Turn(text="ok"),
         deliberation=[
             Turn(tool_calls=[("complete_deliberation", {"process_item_id": items[0].id, "reasoning": "oldest"})])
         ],

@@ -22,8 +22,6 @@ from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue, mailbox_recover
 from markus.llm.scripted import Turn
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 def status(item_id):
     return MailboxItem.objects.get(id=item_id).status
@@ -49,7 +47,7 @@ def test_a_message_merged_into_a_preempted_item_reaches_its_resumed_session(scri
         return True, '{"ok": true}'
 
     monkeypatch.setattr(journal, "execute_tool", tool)
-    provider = scripted(Turn(tool_calls=[("noop", {})]), Turn(text="hello human"), Turn(text=f"done {MARK}"))
+    provider = scripted(Turn(tool_calls=[("noop", {})]), Turn(text="hello human"), Turn(text="done"))
     x = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.A2A_MESSAGE,
@@ -88,7 +86,7 @@ def test_an_approval_answered_before_the_item_is_parked_resumes_it(scripted, age
     monkeypatch.setattr(journal, "execute_tool", answer_at_once)
     provider = scripted(
         Turn(tool_calls=[("request_user_approval", {"title": "Deploy?", "description": "x"})]),
-        Turn(text=f"deployed {MARK}"),
+        Turn(text="deployed"),
     )
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "d", "content": "go"})
     loop.run_attention(agent.id)
@@ -99,7 +97,7 @@ def test_an_approval_answered_before_the_item_is_parked_resumes_it(scripted, age
 
 @pytest.mark.django_db(transaction=True)
 def test_a_malformed_triage_answer_falls_back_to_the_head(scripted, agent):
-    scripted(default=Turn(text=f"ok {MARK}"), triage_answer={"processItemId": ["x"], "dropItemIds": "nope"})
+    scripted(default=Turn(text="ok"), triage_answer={"processItemId": ["x"], "dropItemIds": "nope"})
     a = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "a", "content": "a"})
     b = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "b", "content": "b"})
     assert loop.run_attention(agent.id).status == "done"
@@ -155,9 +153,9 @@ def test_a_comment_injected_into_an_open_execution_survives_a_rebuilt_session(sc
         metadata={"senderRole": "agent", "senderName": "bot"},
     )
     provider = scripted(
-        Turn(text="forgot the marker"),
+        Turn(text=""),  # an empty answer: the attempt failed, its session dropped
         Turn(tool_calls=[("task_submit_review", {"task_id": "t1", "summary": "on branch B"})]),
-        Turn(text=f"done {MARK}"),
+        Turn(text="done"),
     )
     loop.run_attention(agent.id)  # the comment is injected: merged into the open execution
     c = MailboxItem.objects.get(id=c.id)

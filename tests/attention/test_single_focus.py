@@ -20,7 +20,6 @@ from markus.llm.scripted import Turn
 from .conftest import wait_for
 from .invariants import assert_single_focus
 
-MARK = "<<HANDLE_COMPLETE>>"
 KINDS = [T.SYSTEM_EVENT, T.REVIEW_REQUEST, T.SESSION_REPLY, T.DAILY_REPORT]
 
 
@@ -43,7 +42,7 @@ def _enqueue_many(agent_id, n, seed):
 def test_many_threads_and_the_worker_hammering_one_agent_never_process_two_items_at_once(
     celery_worker, scripted, agent
 ):
-    scripted(default=Turn(text=f"ok {MARK}", delay=0.005))
+    scripted(default=Turn(text="ok", delay=0.005))
     stop = threading.Event()
     runs = []
 
@@ -80,7 +79,7 @@ def test_a_worker_frozen_past_its_lease_cannot_write_over_its_successor(transact
     monkeypatch.setitem(settings.MARKUS, "LEASE_SECONDS", 0.5)
     monkeypatch.setattr(lease_mod.LeaseKeeper, "_run", lambda self: None)  # the freeze stops renewals too
     frozen = Turn(tool_calls=[("check_mailbox", {})], delay=2.0)
-    scripted(frozen, default=Turn(text=f"ok {MARK}"))
+    scripted(frozen, default=Turn(text="ok"))
     first = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "A", "content": "a"})
     result = {}
 

@@ -1,4 +1,4 @@
-"""Stop / pause mid-item, the completion marker, and recovery after a dead worker."""
+"""Stop / pause mid-item, a failed attempt retried, and recovery after a dead worker."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from markus.llm.scripted import Turn
 
 from .conftest import wait_for
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 def status(item_id):
     return MailboxItem.objects.get(id=item_id).status
@@ -28,7 +26,7 @@ def status(item_id):
 @pytest.mark.pg
 def test_pause_cancels_the_call_in_flight_requeues_the_item_and_resume_finishes_it(celery_worker, scripted, agent):
     slow = Turn(text="never returned", delay=30.0)
-    provider = scripted(slow, Turn(text=f"done after resume {MARK}"))
+    provider = scripted(slow, Turn(text="done after resume"))
     later = mailbox_enqueue(agent_id=agent.id, source_type=T.MEMORY_CONSOLIDATION, payload={"summary": "dream"})
     MailboxItem.objects.filter(id=later.id).update(
         status="deferred", deferred_until=timezone.now() + timedelta(hours=1)
@@ -53,8 +51,8 @@ def test_pause_cancels_the_call_in_flight_requeues_the_item_and_resume_finishes_
     ]
 
 
-def test_output_without_the_completion_marker_is_retried_at_most_twice(celery_worker, scripted, agent):
-    provider = scripted(default=Turn(text="I forgot the marker"))
+def test_an_empty_answer_is_retried_at_most_twice(celery_worker, scripted, agent):
+    provider = scripted(default=Turn(text="   "))
     work = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "job", "content": "x"})
     wait_for(lambda: status(work.id) == "completed", message="item given up")
     item = MailboxItem.objects.get(id=work.id)
@@ -65,13 +63,16 @@ def test_output_without_the_completion_marker_is_retried_at_most_twice(celery_wo
     assert AgentActivity.objects.filter(id=acts[-1].id, logs__type=ActivityLogType.ERROR).exists()
 
 
-def test_a_retry_that_brings_the_marker_completes_normally(celery_worker, scripted, agent):
-    scripted(Turn(text="oops"), Turn(text=f"fine {MARK}"))
+def test_a_plain_final_answer_ends_the_turn_and_a_retry_after_an_empty_one_completes_normally(
+    celery_worker, scripted, agent
+):
+    provider = scripted(Turn(text=""), Turn(text="fine"))
     work = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "job", "content": "x"})
     wait_for(lambda: status(work.id) == "completed", message="completed")
     acts = list(AgentActivity.objects.filter(mailbox_item_id=work.id).order_by("started_at"))
     assert [a.success for a in acts] == [False, True]
-    assert "<<HANDLE_COMPLETE>>" not in "".join(acts[1].logs.values_list("content", flat=True))
+    # The retry opens with why the first attempt failed.
+    assert "Attempt 1 failed: an empty answer" in str(provider.calls[1]["messages"])
 
 
 @pytest.mark.pg

@@ -23,7 +23,6 @@ from mailbox.services import mailbox_enqueue
 from tests.llm.stub_openai import StubOpenAI
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MARK = "<<HANDLE_COMPLETE>>"
 LISTED = re.compile(r"^- (\S+) \[priority", re.M)
 
 
@@ -53,7 +52,7 @@ class CountingModel:
             return {"content": json.dumps({"processItemId": LISTED.findall(first)[0], "reasoning": "first"})}
         self.calls["item"] += 1
         self.items.append(first)
-        return {"content": f"done {MARK}"}
+        return {"content": "done"}
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ from markus.llm.offline import OfflineProvider
 from markus.llm.scripted import ScriptedProvider, Turn
 from tests.attention.helpers import enqueue, picked
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 @pytest.fixture
 def provider():
@@ -31,7 +29,7 @@ def test_tier_one_lets_the_brain_choose_defer_and_drop_among_equals(agent, provi
     b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=2)
     c = enqueue(agent, T.SYSTEM_EVENT, "c", 2, minutes_ago=1)
     brain = ScriptedProvider(
-        default=Turn(text=f"ok {MARK}"),
+        default=Turn(text="ok"),
         triage_answer=lambda cands: {
             "processItemId": cands[2]["id"],
             "deferItemIds": [cands[1]["id"]],
@@ -61,7 +59,7 @@ def test_triage_never_drops_or_defers_a_humans_item_and_ignores_unknown_ids(agen
     MailboxItem.objects.filter(id=human.id).update(metadata={"senderRole": "user"})
     enqueue(agent, T.SYSTEM_EVENT, "other", 2, minutes_ago=3)
     brain = ScriptedProvider(
-        default=Turn(text=f"ok {MARK}"),
+        default=Turn(text="ok"),
         triage_answer=lambda cands: {
             "processItemId": "mbx_nope",
             "dropItemIds": [human.id, "mbx_ghost"],
@@ -77,7 +75,7 @@ def test_triage_never_drops_or_defers_a_humans_item_and_ignores_unknown_ids(agen
 @pytest.mark.django_db(transaction=True)
 def test_tier_zero_skips_triage_when_priorities_are_clearly_separate_or_a_user_waits(agent, provider):
     # A brain that can deliberate (deliberation on, the default) and triage: it is asked neither.
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_answer={"processItemId": "x"}, deliberation=[])
+    brain = ScriptedProvider(default=Turn(text="ok"), triage_answer={"processItemId": "x"}, deliberation=[])
     provider(brain)
     enqueue(agent, T.SYSTEM_EVENT, "urgent", 1)
     enqueue(agent, T.SYSTEM_EVENT, "later", 3)
@@ -111,7 +109,7 @@ def test_the_mini_triage_looks_things_up_with_read_only_tools_then_answers_json(
     a = enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
     b = enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
     brain = ScriptedProvider(
-        default=Turn(text=f"ok {MARK}"),
+        default=Turn(text="ok"),
         triage_turns=[
             Turn(tool_calls=[("check_mailbox", {})]),
             Turn(tool_calls=[("task_create", {"title": "no"})]),
@@ -131,12 +129,12 @@ def test_the_mini_triage_gets_six_rounds_of_tools_and_a_malformed_answer_process
     enqueue(agent, T.SYSTEM_EVENT, "a", 2, minutes_ago=2)
     enqueue(agent, T.SYSTEM_EVENT, "b", 2, minutes_ago=1)
     looking = [Turn(tool_calls=[("recall_activity", {})]) for _ in range(7)]
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_turns=looking)
+    brain = ScriptedProvider(default=Turn(text="ok"), triage_turns=looking)
     provider(brain)
     loop.run_attention(agent.id, budget=1)
     assert len(brain.triage_calls) == 7  # six rounds of tools, then an answer was due
     assert picked(agent) == ["a"]
-    brain = ScriptedProvider(default=Turn(text=f"ok {MARK}"), triage_turns=[Turn(text="I would take b, I think")])
+    brain = ScriptedProvider(default=Turn(text="ok"), triage_turns=[Turn(text="I would take b, I think")])
     provider(brain)
     enqueue(agent, T.SYSTEM_EVENT, "c", 2)
     loop.run_attention(agent.id, budget=1)

@@ -1,5 +1,5 @@
-"""Working memory (issue 15, seed section 21 "Working Memory Injection"): every system
-prompt carries ``## Working Memory`` with each entry's age; the agent's tools, triage
+"""Working memory (issue 15, seed section 21 "Working Memory Injection"): every request
+carries ``## Working Memory`` (in the loop's context note, issue 34) with each entry's age; the agent's tools, triage
 and deliberation write it; it is bounded (``WORKING_MEMORY_MAX_CHARS``), the oldest
 entries forgotten first."""
 
@@ -13,15 +13,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from attention import loop
+from attention.scenarios import last_context
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.agents import memory
 from markus.agents.models import WorkingMemory
-from markus.llm.base import set_provider_override
+from markus.llm.base import set_provider_override, without_context
 from markus.llm.scripted import ScriptedProvider, Turn
-
-MARK = "<<HANDLE_COMPLETE>>"
 
 
 @pytest.fixture(autouse=True)
@@ -54,8 +53,13 @@ def entry(agent, key: str, content: str, ago: timedelta) -> None:
     WorkingMemory.objects.create(agent=agent, key=key, content=content, updated_at=timezone.now() - ago)
 
 
+def context_of(call: dict) -> str:
+    """What the call was told of the agent's context: the loop's latest context note."""
+    return last_context(call["messages"])
+
+
 def tool_results(call: dict) -> list[dict]:
-    return [json.loads(m["content"]) for m in call["messages"] if m.get("role") == "tool"]
+    return [json.loads(m["content"]) for m in without_context(call["messages"]) if m.get("role") == "tool"]
 
 
 # ---------------------------------------------------------------------------- in the prompt
@@ -69,28 +73,28 @@ def test_every_prompt_shows_working_memory_with_the_age_of_each_entry(agent, bra
     entry(agent, "user-prefs", "Alice wants short answers", timedelta(days=2, hours=1))
     provider = brain(
         Turn(tool_calls=[("update_working_memory", {"key": "now", "content": "checking the build"})]),
-        Turn(text=f"done {MARK}"),
+        Turn(text="done"),
     )
     enqueue(agent, "job")
 
     loop.run_attention(agent.id)
 
-    first = provider.calls[0]["system"]
+    first = context_of(provider.calls[0])
     assert "## Working Memory" in first
     assert "- deliberation (12 min ago): three reviews wait; the release is Friday" in first
     assert "- task-priorities (3 h ago): tsk_1 before tsk_2" in first
     assert "- user-prefs (2 days ago): Alice wants short answers" in first
     # The agent's own write is in the next turn's prompt, as new.
-    assert "- now (just now): checking the build" in provider.calls[1]["system"]
+    assert "- now (just now): checking the build" in context_of(provider.calls[1])
     assert WorkingMemory.objects.get(agent=agent, key="now").content == "checking the build"
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_prompt_without_working_memory_has_no_section(agent, brain):
-    provider = brain(Turn(text=f"done {MARK}"))
+    provider = brain(Turn(text="done"))
     enqueue(agent, "job")
     loop.run_attention(agent.id)
-    assert "Working Memory" not in provider.calls[0]["system"]
+    assert "Working Memory" not in context_of(provider.calls[0])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -99,13 +103,13 @@ def test_triage_reasoning_lands_in_working_memory_and_in_the_next_prompt_with_it
     a = enqueue(agent, "a", minutes_ago=2)
     enqueue(agent, "b", minutes_ago=1)
     provider = brain(
-        default=Turn(text=f"ok {MARK}"),
+        default=Turn(text="ok"),
         triage_answer=lambda cands: {"processItemId": a.id, "reasoning": "a is older"},
     )
 
     loop.run_attention(agent.id, budget=1)
 
-    prompt = provider.calls[0]["system"]
+    prompt = context_of(provider.calls[0])
     assert "- triage-decision (just now): a is older" in prompt
     assert "an old reasoning" not in prompt
     assert WorkingMemory.objects.get(agent=agent, key="triage-decision").content == "a is older"
@@ -120,13 +124,13 @@ def test_triage_writes_through_the_same_bound(agent, brain, monkeypatch):
     a = enqueue(agent, "a", minutes_ago=2)
     enqueue(agent, "b", minutes_ago=1)
     provider = brain(
-        default=Turn(text=f"ok {MARK}"),
+        default=Turn(text="ok"),
         triage_answer=lambda cands: {"processItemId": a.id, "reasoning": "r" * 1500},
     )
     loop.run_attention(agent.id, budget=1)
     stored = WorkingMemory.objects.get(agent=agent, key="triage-decision").content
     assert len(stored) == 100 and stored.endswith("[truncated]")
-    assert f"- triage-decision (just now): {stored}" in provider.calls[0]["system"]
+    assert f"- triage-decision (just now): {stored}" in context_of(provider.calls[0])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -138,7 +142,7 @@ def test_the_tool_keeps_working_memory_bounded_oldest_entries_forgotten_first(ag
     provider = brain(
         Turn(tool_calls=[("update_working_memory", {"key": "huge", "content": "h" * 5000})]),
         Turn(tool_calls=[("update_working_memory", {"key": "more", "content": "m" * 100})]),
-        Turn(text=f"done {MARK}"),
+        Turn(text="done"),
     )
     enqueue(agent, "job")
 
@@ -153,7 +157,7 @@ def test_the_tool_keeps_working_memory_bounded_oldest_entries_forgotten_first(ag
     rows = dict(WorkingMemory.objects.filter(agent=agent).values_list("key", "content"))
     assert sorted(rows) == ["huge", "more", "recent"]
     assert sum(len(k) + len(v) for k, v in rows.items()) <= 400
-    last = provider.calls[2]["system"]
+    last = context_of(provider.calls[2])
     assert "oldest" not in last and "older" not in last and "- more (just now)" in last
 
 
@@ -165,13 +169,13 @@ def test_clear_working_memory_forgets_one_entry_or_all(agent, brain):
     provider = brain(
         Turn(tool_calls=[("clear_working_memory", {"key": "a"})]),
         Turn(tool_calls=[("clear_working_memory", {"key": "*"})]),
-        Turn(text=f"done {MARK}"),
+        Turn(text="done"),
     )
     enqueue(agent, "job")
     loop.run_attention(agent.id)
     assert [r["cleared"] for r in tool_results(provider.calls[2])] == [1, 2]
     assert not WorkingMemory.objects.filter(agent=agent).exists()
-    assert "Working Memory" not in provider.calls[2]["system"]
+    assert "Working Memory" not in context_of(provider.calls[2])
 
 
 @pytest.mark.django_db

@@ -23,8 +23,6 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from markus.llm.base import COMPLETION_MARKER
-
 TASK_ID = re.compile(r"\btsk_[0-9a-f]+\b")
 # The queue as deliberation (its first user message) and the mini triage list it.
 LISTED = re.compile(r"^- (\S+) \[priority (\d+)\] (\w+)", re.M)
@@ -160,7 +158,7 @@ class SlowLLM:
                     "function": {"name": call[0], "arguments": json.dumps(call[1])},
                 }
                 return {"role": "assistant", "content": None, "tool_calls": [tool_call]}, "tool_calls"
-        return {"role": "assistant", "content": f"Handled it. {COMPLETION_MARKER}"}, "stop"
+        return {"role": "assistant", "content": "Handled it."}, "stop"
 
     def effect(self, messages: list[dict[str, Any]], tools: set[str]) -> tuple[dict[str, Any], str] | None:
         """A chat asking for effects: one call for every ask (a person's message naming

@@ -65,7 +65,10 @@ def test_a_tool_use_round_trip_in_the_messages_wire_format(anthropic_settings):
         provider.complete(system="You are Ada.", messages=session, tools=TOOLS, context=CallContext())
     sent = stub.requests[0]
     assert sent["path"] == "/v1/messages" and sent["key"] == "sk-ant-test" and sent["version"]
-    assert sent["body"]["model"] == "stub-claude" and sent["body"]["system"] == "You are Ada."
+    assert sent["body"]["model"] == "stub-claude"
+    # Laid out for the prompt cache: a breakpoint after the system prompt (the tools come
+    # before it) and after the last message, so the next turn reads both from the cache.
+    assert sent["body"]["system"] == [{"type": "text", "text": "You are Ada.", "cache_control": {"type": "ephemeral"}}]
     assert sent["body"]["stream"] is True and sent["body"]["max_tokens"] > 0
     assert sent["body"]["tools"] == [
         {
@@ -83,7 +86,17 @@ def test_a_tool_use_round_trip_in_the_messages_wire_format(anthropic_settings):
                 {"type": "tool_use", "id": "toolu_1", "name": "update_working_memory", "input": args},
             ],
         },
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"saved": true}'}]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": '{"saved": true}',
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
     ]
 
 
@@ -137,7 +150,7 @@ def test_consecutive_turns_of_one_role_are_merged_and_the_first_is_the_users():
 def test_the_loop_runs_a_scenario_through_the_anthropic_provider_and_records_usage(anthropic_settings, agent):
     replies = [
         {"tool_calls": [("update_working_memory", {"key": "plan", "content": "ship it"})]},
-        {"content": "All handled. <<HANDLE_COMPLETE>>"},
+        {"content": "All handled."},
     ]
     with StubAnthropic(replies) as stub:
         anthropic_settings(stub.url)

@@ -22,7 +22,6 @@ from markus.agents.models import WorkingMemory
 from .stub_openai import StubOpenAI
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MARK = "<<HANDLE_COMPLETE>>"
 
 
 @pytest.fixture
@@ -62,7 +61,7 @@ def test_the_mini_triage_runs_read_only_tools_then_answers_json(openai_settings,
     replies = [
         {"tool_calls": [("check_mailbox", {})]},
         {"content": "Here is my decision: " + json.dumps(answer)},
-        {"content": f"handled {MARK}"},
+        {"content": "handled"},
     ]
     with StubOpenAI(replies) as stub:
         openai_settings(stub.url)
@@ -71,7 +70,7 @@ def test_the_mini_triage_runs_read_only_tools_then_answers_json(openai_settings,
     assert status(new) == "completed" and status(old) == "dropped"
     first = stub.requests[0]["body"]
     assert first["messages"][0]["content"].startswith("You are Ada.")
-    assert {t["function"]["name"] for t in first["tools"]} == set(TRIAGE_ALLOWED_TOOLS)
+    assert {t["function"]["name"] for t in first["tools"]} == {*TRIAGE_ALLOWED_TOOLS, "triage_decision"}
     assert old.id in first["messages"][1]["content"] and "waited 5 min" in first["messages"][1]["content"]
     second = stub.requests[1]["body"]["messages"]
     assert second[-2]["tool_calls"][0]["function"]["name"] == "check_mailbox"
@@ -80,9 +79,19 @@ def test_the_mini_triage_runs_read_only_tools_then_answers_json(openai_settings,
     assert AgentDecision.objects.get(mailbox_item_id=old.id, decision_type="drop").reasoning.startswith("Triage:")
 
 
+def test_the_mini_triage_takes_its_decision_as_a_tool_call_with_the_same_checks(openai_settings, agent):
+    old, new = two_items(agent)
+    decision = {"processItemId": new.id, "dropItemIds": [old.id, "mbx_unknown"], "reasoning": "newer"}
+    with StubOpenAI([{"tool_calls": [("triage_decision", decision)]}, {"content": "handled"}]) as stub:
+        openai_settings(stub.url)
+        loop.run_attention(agent.id, budget=1)
+    assert status(new) == "completed" and status(old) == "dropped"
+    assert len(stub.requests) == 2  # the decision, then the chosen item's turn
+
+
 def test_a_malformed_answer_processes_the_head(openai_settings, agent):
     old, new = two_items(agent)
-    with StubOpenAI([{"content": "I would rather not say"}, {"content": f"handled {MARK}"}]) as stub:
+    with StubOpenAI([{"content": "I would rather not say"}, {"content": "handled"}]) as stub:
         openai_settings(stub.url)
         loop.run_attention(agent.id, budget=1)
     assert status(old) == "completed" and status(new) == "queued"
@@ -93,7 +102,7 @@ def test_at_most_six_rounds_of_tools_then_a_last_call_for_the_answer(openai_sett
     old, new = two_items(agent)
     rounds = [{"tool_calls": [("task_list", {})]} for _ in range(TRIAGE_MAX_TOOL_ITERATIONS)]
     final = {"content": json.dumps({"processItemId": new.id, "reasoning": "after looking around"})}
-    with StubOpenAI([*rounds, final, {"content": f"handled {MARK}"}]) as stub:
+    with StubOpenAI([*rounds, final, {"content": "handled"}]) as stub:
         openai_settings(stub.url)
         loop.run_attention(agent.id, budget=1)
     assert status(new) == "completed" and status(old) == "queued"
@@ -106,7 +115,7 @@ def test_at_most_six_rounds_of_tools_then_a_last_call_for_the_answer(openai_sett
 def test_a_tool_call_in_the_last_round_is_no_answer_the_head_goes_first(openai_settings, agent):
     old, new = two_items(agent)
     rounds = [{"tool_calls": [("task_list", {})]} for _ in range(TRIAGE_MAX_TOOL_ITERATIONS + 1)]
-    with StubOpenAI([*rounds, {"content": f"handled {MARK}"}]) as stub:
+    with StubOpenAI([*rounds, {"content": "handled"}]) as stub:
         openai_settings(stub.url)
         loop.run_attention(agent.id, budget=1)
     assert status(old) == "completed" and status(new) == "queued"
@@ -126,7 +135,7 @@ def test_the_deliberation_runs_through_the_sdk_with_its_toolset(openai_settings,
     replies = [
         {"tool_calls": [("task_create", {"title": "no"})]},  # refused while deliberating
         {"tool_calls": [("complete_deliberation", decision)]},
-        {"content": f"handled {MARK}"},
+        {"content": "handled"},
     ]
     with StubOpenAI(replies) as stub:
         openai_settings(stub.url, deliberation=True)

@@ -10,7 +10,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import WorkingMemory
-from markus.llm.base import CallContext, get_provider
+from markus.llm.base import CONTEXT_MARK, CallContext, get_provider
 
 from .stub_openai import StubOpenAI
 
@@ -60,7 +60,7 @@ def test_the_sdk_sends_tools_and_parses_tool_calls_and_usage(openai_settings):
 def test_the_loop_runs_a_scenario_through_the_openai_provider(openai_settings, agent):
     replies = [
         {"tool_calls": [("update_working_memory", {"key": "plan", "content": "ship it"})]},
-        {"content": "All handled. <<HANDLE_COMPLETE>>"},
+        {"content": "All handled."},
     ]
     with StubOpenAI(replies) as stub:
         openai_settings(stub.url)
@@ -74,6 +74,8 @@ def test_the_loop_runs_a_scenario_through_the_openai_provider(openai_settings, a
     second = stub.requests[1]["body"]["messages"]
     assert second[-2]["tool_calls"][0]["function"]["name"] == "update_working_memory"
     assert second[-1]["role"] == "tool" and '"saved": true' in second[-1]["content"]
+    # What changed comes last, as the loop's note after the result: the memory just written.
+    assert "- plan (just now): ship it" in second[-1]["content"].split(CONTEXT_MARK)[1]
     activity = AgentActivity.objects.get(mailbox_item_id=item.id)
     assert activity.total_tokens == 56 and activity.total_tools == 1 and activity.success
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from markus.llm.base import COMPLETION_MARKER, CallContext, LLMCancelled, MarkerFilter
+from markus.llm.base import CallContext, LLMCancelled
 from markus.llm.offline import OfflineProvider
 from markus.llm.scripted import ScriptedProvider, Turn
 
@@ -68,45 +68,3 @@ def test_the_scripted_provider_streams_and_stops_between_chunks():
             system="s", messages=[], tools=[], context=CallContext(cancelled=stop.is_set, on_delta=listen)
         )
     assert heard == ["a ", "b "]
-
-
-@pytest.mark.parametrize(
-    "pieces",
-    [
-        ["All done. ", "<<HANDLE_COMPLETE>>"],
-        ["All done. <<HAN", "DLE_COMP", "LETE>>"],
-        ["All done. <", "<", "HANDLE_COMPLETE>", ">"],
-        ["All done. <<HANDLE_COMPLETE>>", ""],
-    ],
-)
-def test_the_marker_filter_hides_the_marker_however_it_is_split(pieces):
-    heard: list[str] = []
-    listen = MarkerFilter(heard.append)
-    for piece in pieces:
-        listen(piece)
-    listen.flush()
-    assert "".join(heard) == "All done. "
-
-
-def test_the_marker_filter_lets_out_what_only_looked_like_a_marker():
-    heard: list[str] = []
-    listen = MarkerFilter(heard.append)
-    for piece in ["a << b", " <<HAND", "S UP>> c <"]:
-        listen(piece)
-    assert "".join(heard) == "a << b <<HANDS UP>> c "  # the last "<" is held back
-    listen.flush()
-    assert "".join(heard) == "a << b <<HANDS UP>> c <"
-
-
-def test_the_offline_brains_marker_does_not_reach_a_filtered_listener():
-    heard: list[str] = []
-    listen = MarkerFilter(heard.append)
-    r = OfflineProvider().complete(
-        system="s",
-        messages=[{"role": "user", "content": "x"}],
-        tools=[],
-        context=CallContext(scenario="check_in", agent_name="Ada", on_delta=listen),
-    )
-    listen.flush()
-    assert COMPLETION_MARKER in r.text and COMPLETION_MARKER not in "".join(heard)
-    assert "".join(heard) == r.text.replace(COMPLETION_MARKER, "")

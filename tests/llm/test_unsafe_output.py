@@ -34,7 +34,7 @@ def test_nul_in_a_tool_call_does_not_fail_the_item(agent):
         ScriptedProvider(
             [
                 Turn(tool_calls=[("update_working_memory", {"key": "k", "content": "before\x00after"})]),
-                Turn(text="done\x00 <<HANDLE_COMPLETE>>"),
+                Turn(text="done\x00"),
             ]
         )
     )

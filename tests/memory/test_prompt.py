@@ -1,4 +1,5 @@
-"""Relevant long-term memory goes into the system prompt, within its budget: one
+"""Relevant long-term memory goes into what the model is told (the loop's context note,
+after the stable system prompt), within its budget: one
 ``## Long-term Memory`` block with MEMORY.md (cut to LONGTERM_PROMPT_CHARS) and the
 observations that best match the item (at most LONGTERM_PROMPT_OBSERVATIONS)."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from attention import loop
-from attention.scenarios import system_prompt
+from attention.scenarios import context_lines, last_context
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.llm.base import set_provider_override
@@ -20,15 +21,19 @@ from .conftest import save
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 
+def context(agent, item) -> str:
+    return "\n".join(context_lines(agent, item, "system_notice"))
+
+
 def block_of(prompt: str) -> str:
-    head, _, rest = prompt.partition("## Long-term Memory\n")
-    assert head, "the block is there"
+    assert "## Long-term Memory\n" in prompt, "the block is there"
+    _, _, rest = prompt.partition("## Long-term Memory\n")
     return rest.split("\n## Mailbox")[0]
 
 
 def test_no_memory_no_block(agent):
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "hello"})
-    assert "Long-term Memory" not in system_prompt(agent, item, "system_notice")
+    assert "Long-term Memory" not in context(agent, item)
     assert prompt_block(agent.id, "hello") == []
 
 
@@ -41,7 +46,7 @@ def test_the_block_holds_memory_md_and_the_matching_observations(agent, grace):
         source_type=T.SYSTEM_EVENT,
         payload={"summary": "Deploy request", "content": "Can we deploy?"},
     )
-    block = block_of(system_prompt(agent, item, "system_notice"))
+    block = block_of(context(agent, item))
     assert "### People\n\n- Bob approves deploys" in block
     assert "deploy windows are Tuesday and Thursday" in block
     assert "coffee machine" not in block and "grace" not in block
@@ -64,12 +69,12 @@ def test_the_block_stays_within_its_budget(agent, settings, monkeypatch):
 
 def test_the_loop_sends_the_block_to_the_llm(agent):
     services.section_write(agent_id=agent.id, title="Lessons", content="Always answer in English.")
-    provider = ScriptedProvider([Turn(text="done <<HANDLE_COMPLETE>>")])
+    provider = ScriptedProvider([Turn(text="done")])
     set_provider_override(provider)
     try:
         mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "ping"})
         loop.run_attention(agent.id)
     finally:
         set_provider_override(None)
-    assert "## Long-term Memory" in provider.calls[0]["system"]
-    assert "Always answer in English." in provider.calls[0]["system"]
+    told = last_context(provider.calls[0]["messages"])  # the loop's context note
+    assert "## Long-term Memory" in told and "Always answer in English." in told

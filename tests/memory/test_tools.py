@@ -23,7 +23,6 @@ from markus.memory.models import MemorySection, MemoryState, Observation
 from .conftest import save
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
-MARK = "<<HANDLE_COMPLETE>>"
 
 
 def call(agent, name, args, scenario="chat", item_id=None):
@@ -62,7 +61,7 @@ def test_the_memory_tools_are_offered_where_the_agent_works(agent):
 def test_an_observation_saved_in_the_loop_is_found_by_memory_search(agent, scripted):
     scripted(
         Turn(tool_calls=[("memory_save", {"content": "Bob wants release notes in German", "kind": "preference"})]),
-        Turn(text=f"noted {MARK}"),
+        Turn(text="noted"),
     )
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "release"})
     loop.run_attention(agent.id)
@@ -154,7 +153,7 @@ def test_a_malformed_consolidation_is_a_tool_error(agent, args):
 def test_recall_activity_lists_activities_and_reads_one_log(agent, grace, scripted):
     scripted(
         Turn(tool_calls=[("memory_save", {"content": "the build uses make"})]),
-        Turn(text=f"all done {MARK}"),
+        Turn(text="all done"),
     )
     item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "build"})
     loop.run_attention(agent.id)

@@ -25,8 +25,6 @@ from markus.llm.scripted import ScriptedProvider, Turn
 from tests.attention.helpers import picked
 from tests.conftest import client_for
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 @pytest.fixture(autouse=True)
 def _no_override():
@@ -70,7 +68,7 @@ def test_memory_written_in_the_deciding_turn_counts_toward_the_bound_and_reaches
     a = enqueue(agent, "a", minutes_ago=2)
     enqueue(agent, "b", minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"ok {MARK}")],
+        [Turn(text="ok")],
         deliberation=[
             Turn(
                 tool_calls=[
@@ -86,7 +84,7 @@ def test_memory_written_in_the_deciding_turn_counts_toward_the_bound_and_reaches
     run(agent, brain, budget=1)
     total = sum(len(k) + len(v) for k, v in WorkingMemory.objects.filter(agent=agent).values_list("key", "content"))
     assert total <= 400, f"working memory holds {total} characters, over its bound of 400"
-    assert "- fresh (just now): " in brain.calls[0]["system"]
+    assert "- fresh (just now): " in json.dumps(brain.calls[0]["messages"])  # the loop's context note
 
 
 @pytest.mark.django_db
@@ -114,7 +112,7 @@ def test_a_drop_staged_after_complete_deliberation_in_the_same_turn_is_not_silen
     a = enqueue(agent, "a", minutes_ago=2)
     b = enqueue(agent, "b", minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"ok {MARK}")],
+        [Turn(text="ok")],
         deliberation=[
             Turn(
                 tool_calls=[
@@ -139,7 +137,7 @@ def test_a_reprioritisation_by_the_deliberation_is_a_decision_visible_on_the_ite
     b = enqueue(agent, "b", minutes_ago=2)
     enqueue(agent, "c", minutes_ago=1)
     brain = ScriptedProvider(
-        [Turn(text=f"ok {MARK}")],
+        [Turn(text="ok")],
         deliberation=[
             Turn(
                 tool_calls=[
@@ -201,7 +199,7 @@ def test_an_api_caller_cannot_forge_a_batch_through_item_metadata(agent, bob, mo
         assert "batch" in response.json()["detail"]
         assert MailboxItem.objects.filter(agent_id=agent.id).count() == 1
         return
-    brain = ScriptedProvider([Turn(text=f"ok {MARK}")], default=Turn(text=f"ok {MARK}"))
+    brain = ScriptedProvider([Turn(text="ok")], default=Turn(text="ok"))
     run(agent, brain, budget=1)
     assert status(other) == "queued", "the colleague's message was processed inside the forged batch"
 
@@ -220,7 +218,7 @@ def test_the_mini_triage_reads_a_json_decision_with_braces_in_the_prose_around_i
         f'Decision: {{"processItemId": "{b.id}", "deferItemIds": [], "dropItemIds": [], '
         '"reasoning": "b blocks the release"} — I will get back to {a} afterwards.'
     )
-    brain = ScriptedProvider([Turn(text=f"ok {MARK}")], triage_turns=[Turn(text=answer)])
+    brain = ScriptedProvider([Turn(text="ok")], triage_turns=[Turn(text=answer)])
     run(agent, brain, budget=1)
     assert picked(agent) == ["b"]
 
@@ -265,7 +263,7 @@ def test_the_mini_triage_offers_a_stale_informational_item_behind_ten_others(age
     stale = enqueue(agent, "status: in review", 3, minutes_ago=5 * 60, kind=T.TASK_STATUS_UPDATE)
     MailboxItem.objects.filter(id=stale.id).update(payload={**stale.payload, "taskId": "t9"})
     brain = ScriptedProvider(
-        [Turn(text=f"ok {MARK}")],
+        [Turn(text="ok")],
         triage_answer=lambda c: {"processItemId": c[0]["id"], "dropItemIds": [], "reasoning": "head"},
     )
     run(agent, brain, budget=1)

@@ -17,7 +17,7 @@ from tests.llm.test_openai_provider import openai_settings  # noqa: F401 (a fixt
 def test_openai_calls_are_client_chat_spans_with_the_servers_usage_and_finish_reasons(spans, openai_settings, agent):
     replies = [
         {"tool_calls": [("update_working_memory", {"key": "plan", "content": "ship it"})]},
-        {"content": "All handled. <<HANDLE_COMPLETE>>"},
+        {"content": "All handled."},
     ]
     with StubOpenAI(replies) as stub:
         openai_settings(stub.url)
@@ -34,5 +34,6 @@ def test_openai_calls_are_client_chat_spans_with_the_servers_usage_and_finish_re
     assert usage == [(21, 7), (21, 7)]  # the stub's usage block
     assert all(s.attributes["gen_ai.provider.name"] == "openai" for s in chats)
     [tool] = [s for s in finished if s.name == "execute_tool update_working_memory"]
-    sent = stub.requests[1]["body"]["messages"][-2]["tool_calls"][0]["id"]
+    [turn] = [m for m in stub.requests[1]["body"]["messages"] if m.get("tool_calls")]
+    sent = turn["tool_calls"][0]["id"]
     assert tool.attributes["gen_ai.tool.call.id"] == sent

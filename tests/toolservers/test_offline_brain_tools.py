@@ -11,7 +11,8 @@ from markus.toolservers.models import ToolServer
 
 from .conftest import SUBJECT
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The offline brain calls the git tool it is offered directly (all its tools inline).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_tools")]
 
 
 def test_the_offline_brain_answers_the_last_commit_from_the_git_server(celery_worker, agent, alice_client, git_server):

@@ -15,7 +15,6 @@ from mailbox.services import mailbox_enqueue
 from markus.agents.services import agent_create
 from tests.llm.stub_openai import StubOpenAI
 
-MARK = "<<HANDLE_COMPLETE>>"
 # Every call: 100 tokens in (40 of them cached), 20 out: 120 tokens.
 USAGE = {
     "prompt_tokens": 100,
@@ -31,7 +30,7 @@ COST_PER_CALL = 0.00016
 
 @pytest.fixture
 def stub(settings, monkeypatch):
-    with StubOpenAI([], chooser=lambda body: {"content": f"done {MARK}"}, usage=USAGE) as server:
+    with StubOpenAI([], chooser=lambda body: {"content": "done"}, usage=USAGE) as server:
         for key, value in {
             "LLM_PROVIDER": "openai",
             "LLM_BASE_URL": server.url,

@@ -22,7 +22,7 @@ from markus.usage.services import budget_set
 from notifications.models import UserNotification
 from notifications.registry import NotificationType
 
-from .conftest import MARK, PER_CALL, llm_requests, notices, statuses
+from .conftest import PER_CALL, llm_requests, notices, statuses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -173,7 +173,7 @@ def test_the_limit_reached_between_two_turns_of_one_item_sends_it_back_to_the_qu
 
     def two_turns(body):  # a tool first (any offered one that only reads), then the answer
         if body["messages"][-1]["role"] == "tool":
-            return {"content": f"done {MARK}"}
+            return {"content": "done"}
         offered = [t["function"]["name"] for t in body.get("tools") or []]
         return {"tool_calls": [("memory_search" if "memory_search" in offered else offered[0], {"query": "x"})]}
 

@@ -15,7 +15,6 @@ from attention.models import AgentActivity, AgentActivityLog, AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
 from markus.agents.services import user_token_create
-from markus.llm.base import COMPLETION_MARKER
 from markus.llm.scripted import Turn
 from tests.attention.conftest import celery_worker, scripted, wait_for, wake_on_enqueue  # noqa: F401 (fixtures)
 
@@ -170,7 +169,7 @@ def test_focus_and_state_changes_appear_in_the_header_without_a_reload(
     agent,
     test_output,
 ):
-    slow = Turn(text=f"All green. {COMPLETION_MARKER}", delay=2.5)
+    slow = Turn(text="All green.", delay=2.5)
     scripted(slow)
     token = user_token_create(alice)[1]
     errors: list[str] = []

@@ -13,7 +13,6 @@ from channels.db import database_sync_to_async
 
 from markus.agents.services import user_token_create
 from markus.core.events import agent_group, send_event_on_commit
-from markus.llm.base import COMPLETION_MARKER
 from markus.llm.scripted import Turn
 from markus.web import consumers
 from markus.web.live import MindStream
@@ -105,7 +104,7 @@ def test_the_item_holds_an_empty_live_area_and_unknown_items_get_nothing(agent):
 
 def test_the_real_loop_streams_a_chat_turn_to_the_mind_view(alice, agent, celery_worker, scripted):
     words = "Five small words to stream, then done."
-    scripted(Turn(text=f"{words} {COMPLETION_MARKER}", chunk_delay=0.05))
+    scripted(Turn(text=f"{words}", chunk_delay=0.05))
     cookie = session_cookie(alice)
 
     async def go():
@@ -138,7 +137,7 @@ def test_the_real_loop_streams_a_chat_turn_to_the_mind_view(alice, agent, celery
 @pytest.mark.browser
 def test_the_browser_shows_the_turn_while_it_streams(daphne_server, browser, celery_worker, scripted, alice, agent):
     words = "Checking the build logs now, one step at a time, all green."
-    scripted(Turn(text=f"{words} {COMPLETION_MARKER}", chunk_delay=0.25))
+    scripted(Turn(text=f"{words}", chunk_delay=0.25))
     token = user_token_create(alice)[1]
     errors: list[str] = []
     page = open_mind(browser, daphne_server.url, agent, errors)

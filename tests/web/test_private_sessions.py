@@ -17,7 +17,6 @@ from attention.models import AgentActivity
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from mailbox.representation import PLACEHOLDER
-from markus.llm.base import COMPLETION_MARKER
 from markus.llm.scripted import Turn
 from tests.attention.conftest import celery_worker, scripted, wait_for, wake_on_enqueue  # noqa: F401 (fixtures)
 from tests.conftest import client_for
@@ -49,7 +48,7 @@ async def collect(communicator, until: str, timeout: float = 30.0) -> list[str]:
 def test_a_private_sessions_content_reaches_only_its_person_staff_and_the_agent(
     alice, bob, agent, celery_worker, scripted, django_user_model
 ):
-    scripted(Turn(text=f"About {MARKER}: here is the plan, in a few words. {COMPLETION_MARKER}", chunk_delay=0.02))
+    scripted(Turn(text=f"About {MARKER}: here is the plan, in a few words.", chunk_delay=0.02))
     session_id = client_for(bob).post(f"/api/agents/{agent.id}/sessions", {"title": "mine"}, format="json").json()["id"]
     owner_cookie, person_cookie = session_cookie(alice), session_cookie(bob)
 

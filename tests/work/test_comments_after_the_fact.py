@@ -21,8 +21,6 @@ from notifications.models import UserNotification
 
 from .conftest import executions, force_status, items
 
-MARK = "<<HANDLE_COMPLETE>>"
-
 
 def replies_for(agent):
     return items(agent, MailboxType.SESSION_REPLY)
@@ -146,7 +144,7 @@ def _execute_and_complete(scripted, ada, bea, cyd):
             text="Ported it with the LL(1) grammar.",
             tool_calls=[("task_submit_review", {"task_id": task.id, "summary": "parser ported"})],
         ),
-        Turn(text=f"Submitted. {MARK}"),
+        Turn(text="Submitted."),
     )
     loop.run_attention(ada.id)
     task_transition(task_id=task.id, to_status=TaskState.COMPLETED, actor=Actor.for_agent(bea))
@@ -173,7 +171,7 @@ def test_the_session_reply_runs_the_session_response_scenario_and_the_answer_lan
                 )
             ]
         ),
-        Turn(text=f"Answered bob. {MARK}"),
+        Turn(text="Answered bob."),
     )
     before = len(provider.calls)
     loop.run_attention(ada.id)
@@ -199,7 +197,7 @@ def test_the_session_reply_resumes_the_tasks_own_session(scripted, ada, bea, cyd
     task, provider = _execute_and_complete(scripted, ada, bea, cyd)
     task_comment_create(task_id=task.id, actor=Actor.for_user(bob), content="Why LL(1)?")
     [reply] = replies_for(ada)
-    provider.add(Turn(text=f"Because it is predictive. {MARK}"))
+    provider.add(Turn(text="Because it is predictive."))
     before = len(provider.calls)
     loop.run_attention(ada.id)
     [call] = [c for c in provider.calls[before:] if c["item"].get("id") == reply.id]
@@ -213,11 +211,11 @@ def test_the_session_reply_resumes_the_tasks_own_session(scripted, ada, bea, cyd
 def test_a_second_comment_continues_the_conversation_of_the_first(scripted, ada, bea, cyd, bob):
     task, provider = _execute_and_complete(scripted, ada, bea, cyd)
     task_comment_create(task_id=task.id, actor=Actor.for_user(bob), content="Why LL(1)?")
-    provider.add(Turn(text=f"Because it is predictive. {MARK}"))
+    provider.add(Turn(text="Because it is predictive."))
     loop.run_attention(ada.id)
     task_comment_create(task_id=task.id, actor=Actor.for_user(bob), content="And the error messages?")
     second = replies_for(ada)[-1]
-    provider.add(Turn(text=f"They name the expected token. {MARK}"))
+    provider.add(Turn(text="They name the expected token."))
     before = len(provider.calls)
     loop.run_attention(ada.id)
     [call] = [c for c in provider.calls[before:] if c["item"].get("id") == second.id]

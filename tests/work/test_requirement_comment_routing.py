@@ -23,7 +23,6 @@ from markus.work.services import requirement_comment_create, requirement_create
 
 from .conftest import items
 
-MARK = "<<HANDLE_COMPLETE>>"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]  # the queue: PostgreSQL too
 
 
@@ -64,7 +63,7 @@ def test_a_persons_comment_joins_the_open_requirement_action(scripted, in_charge
     _open(action, "requirement_action")
     requirement_comment_create(requirement_id=requirement.id, actor=Actor.for_user(bob), content="CACHE-THE-DEPS first")
     [comment] = items(ada, T.REQUIREMENT_COMMENT)
-    provider = scripted(Turn(text=f"noted {MARK}"))
+    provider = scripted(Turn(text="noted"))
     loop.run_attention(ada.id)  # the comment is processed: merged into the open action
     comment.refresh_from_db()
     assert comment.status == "merged" and comment.merged_into_id == action.id
@@ -91,7 +90,7 @@ def test_a_persons_comment_reaches_the_execution_of_one_of_its_tasks(scripted, a
     _open(execution, "task_execution")
     requirement_comment_create(requirement_id=requirement.id, actor=Actor.for_user(bob), content="USE-SCCACHE")
     [comment] = items(ada, T.REQUIREMENT_COMMENT)
-    scripted(Turn(text=f"noted {MARK}"))
+    scripted(Turn(text="noted"))
     loop.run_attention(ada.id)
     comment.refresh_from_db()
     assert comment.status == "merged" and comment.merged_into_id == execution.id
@@ -103,7 +102,7 @@ def test_without_open_work_the_comment_is_answered_by_itself(scripted, in_charge
     MailboxItem.objects.filter(id=action.id).update(status="completed")
     requirement_comment_create(requirement_id=requirement.id, actor=Actor.for_user(bob), content="Any news?")
     [comment] = items(ada, T.REQUIREMENT_COMMENT)
-    provider = scripted(Turn(text=f"answered {MARK}"))
+    provider = scripted(Turn(text="answered"))
     loop.run_attention(ada.id)
     comment.refresh_from_db()
     assert comment.status == "completed" and comment.merged_into_id is None

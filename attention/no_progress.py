@@ -1,0 +1,35 @@
+"""No progress is a state, not a loop (ARCHITECTURE decision 18): a model that makes the
+same call (its name and arguments) and is refused the same way again is told so in the
+second refusal's result, and the third ends what it is doing (an item's attempt, a
+deliberation). One rule for the tool loop and the deliberation."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from markus.llm.base import ToolCall
+
+#: The same refused call this many times ends the attempt.
+REFUSED_REPEATS = 3
+NOTE = (
+    "NOTE: you already made exactly this call and it was refused the same way. Do not repeat it: "
+    "change the arguments, use another tool, or give your final answer. The next identical call ends this attempt."
+)
+
+
+class Refusals:
+    """The refused calls of one attempt, counted by name and arguments."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def refused(self, call: ToolCall, result: str) -> tuple[str, str]:
+        """A refused call: its result as the model gets it (with the note from the second
+        time on), and why the attempt ends ("" while it may go on)."""
+        key = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        self.counts[key] += 1
+        seen = self.counts[key]
+        if seen >= REFUSED_REPEATS:
+            return result, f"no progress: the same refused call {call.name} {seen} times ({result[:200]})"
+        return (f"{result}\n{NOTE}" if seen > 1 else result), ""

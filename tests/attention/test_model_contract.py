@@ -1,0 +1,263 @@
+"""The model is an unreliable peer (ARCHITECTURE decision 18): whatever a model does
+(slow, cut short, endless, repeating a refused call, inventing tools, hiding a call in
+its text, answering nothing), an item ends bounded in calls, tokens and time, and the
+person who asked is told why. Each behaviour is played by a local OpenAI-compatible
+server (``tests/llm/misbehaving_model.py``) through the real ``openai`` SDK."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from attention import loop
+from attention.model_call import max_tokens_for
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType as T
+from mailbox.registry import Status
+from mailbox.services import mailbox_enqueue
+from markus.agents.models import ChatMessage
+from markus.usage.models import LLMCall
+from tests.llm.misbehaving_model import (
+    Behaviour,
+    MisbehavingModel,
+    answer,
+    call,
+    cut,
+    delay_first_byte,
+    empty,
+    fenced_call,
+    ramble,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def own_settings(settings):
+    """A copy of MARKUS for the test: what it changes in it is gone after it."""
+    settings.MARKUS = dict(settings.MARKUS)
+
+
+# Tries of one call (MARKUS_LLM_RETRIES + 1) × attempts of one item (MAX_MARKER_RETRIES + 1).
+TRIES, ATTEMPTS = 3, 3
+
+
+@pytest.fixture
+def model(settings, monkeypatch):
+    """``model(script)``: the misbehaving server, the settings pointing at it."""
+    servers: list[MisbehavingModel] = []
+
+    def serve(script: Any) -> MisbehavingModel:
+        server = MisbehavingModel(script).__enter__()
+        servers.append(server)
+        for key, value in {
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": server.url,
+            "LLM_API_KEY": "sk-test",
+            "LLM_MODEL": "misbehaving",
+            "LLM_RETRIES": TRIES - 1,
+            "TRIAGE": False,
+            "INTERRUPT_JUDGE": False,
+        }.items():
+            monkeypatch.setitem(settings.MARKUS, key, value)
+        return server
+
+    yield serve
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def chat(agent_id: str, text: str = "Remind me about the release") -> MailboxItem:
+    return mailbox_enqueue(
+        agent_id=agent_id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": text, "content": text},
+        metadata={"senderId": "1", "senderRole": "user"},
+    )
+
+
+def settle(agent_id: str, item: MailboxItem) -> MailboxItem:
+    """Run the loop until the item has ended (its retries included)."""
+    for _ in range(ATTEMPTS * 2):
+        loop.run_attention(agent_id)
+        item.refresh_from_db()
+        if item.status not in (Status.QUEUED, Status.PROCESSING, Status.DEFERRED):
+            return item
+    raise AssertionError(f"{item.id} did not end: {item.status}")
+
+
+def told(agent_id: str) -> list[ChatMessage]:
+    return list(ChatMessage.objects.filter(role="assistant", session__agent_id=agent_id).order_by("created_at"))
+
+
+def refusable(body: dict[str, Any]) -> str:
+    """A tool the request offers that needs an argument: called without it, it is refused."""
+    return next(t["function"]["name"] for t in body["tools"] if t["function"]["parameters"].get("required"))
+
+
+def test_a_model_slower_than_the_timeout_is_tried_a_bounded_number_of_times_and_the_person_told(agent, model, settings):
+    settings.MARKUS["LLM_TIMEOUT_S"] = 0.3
+    server = model(delay_first_byte(2, answer("too late")))
+    item = settle(agent.id, chat(agent.id))
+    assert server.calls == TRIES * ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] is True
+    assert f"{ATTEMPTS} attempts failed (provider error: timed out (MARKUS_LLM_TIMEOUT_S)" in reply.content
+    assert item.status == Status.COMPLETED
+    # Every try that timed out is on the record, with the prompt tokens its request carried.
+    failed = list(LLMCall.objects.filter(mailbox_item_id=item.id))
+    assert len(failed) == TRIES * ATTEMPTS
+    assert all(c.error.startswith("timed out") and c.estimated and c.input_tokens > 100 for c in failed)
+
+
+def test_a_stream_cut_short_is_a_provider_error_tried_again_not_an_empty_answer(agent, model):
+    server = model([cut(3, answer("I will remind you about the release tomorrow.")), answer("Noted: the release.")])
+    item = settle(agent.id, chat(agent.id))
+    assert server.calls == 2  # the cut call and its one retry, within the same attempt
+    [reply] = told(agent.id)
+    assert reply.content == "Noted: the release." and not reply.metadata.get("failed")
+    first, second = LLMCall.objects.filter(mailbox_item_id=item.id).order_by("id")
+    assert "cut short" in first.error and first.estimated and first.input_tokens > 0
+    assert second.error == "" and not second.estimated
+
+
+def test_each_distinct_error_of_the_attempts_is_named_in_the_give_up_answer(agent, model, settings):
+    settings.MARKUS["LLM_TIMEOUT_S"] = 0.3
+    # Attempt by attempt: a cut stream, then a server too slow, then empty answers.
+    script: list[Behaviour] = [cut(2, answer("x"))] * TRIES + [delay_first_byte(2, answer("x"))] * TRIES + [empty()]
+    model(script)
+    settle(agent.id, chat(agent.id))
+    [reply] = told(agent.id)
+    assert "cut short" in reply.content and "timed out" in reply.content and "an empty answer" in reply.content
+
+
+def test_a_rambling_model_is_stopped_at_the_scenarios_max_tokens_and_the_answer_says_it_was_cut(agent, model):
+    server = model(ramble("and so on "))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 1
+    assert server.requests[0].body["max_tokens"] == max_tokens_for("chat")
+    [reply] = told(agent.id)
+    assert reply.content.startswith("and so on and so on")
+    assert reply.content.endswith("(This answer was cut short: it reached its length limit.)")
+
+
+def test_the_same_refused_call_is_named_on_its_second_refusal_and_ends_the_attempt_on_its_third(agent, model):
+    server = model(lambda body, n: call(refusable(body), {}))
+    item = settle(agent.id, chat(agent.id))
+    # Three identical refused calls end an attempt: three attempts, nine calls in all.
+    assert server.calls == 3 * ATTEMPTS
+    results = [m["content"] for m in server.requests[2].body["messages"] if m["role"] == "tool"]
+    assert "exactly this call" not in results[0] and "exactly this call" in results[1]  # the second says so
+    [reply] = told(agent.id)
+    assert f"{ATTEMPTS} attempts failed (no progress: the same refused call" in reply.content
+    # A retry starts from what the failed attempt did and why it failed, not from zero.
+    retry_opening = [m["content"] for m in server.requests[3].body["messages"] if m["role"] == "user"]
+    assert any("Attempt 1 failed: no progress" in m and "it called" in m for m in retry_opening)
+    assert item.status == Status.COMPLETED
+
+
+def test_an_invented_tool_is_refused_with_the_tools_it_may_call_closest_first(agent, model):
+    server = model([call("remind_me_later", {"when": "2h"}), answer("I could not set a reminder.")])
+    settle(agent.id, chat(agent.id))
+    result = next(m for m in server.requests[1].body["messages"] if m["role"] == "tool")
+    error = json.loads(result["content"])["error"]
+    offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+    listed = error.split("Tools you may call: ")[1].rstrip(".").split(", ")
+    assert "unknown tool 'remind_me_later'" in error
+    assert set(listed) <= set(offered) and len(listed) == len(offered)
+    assert listed[0] == "schedule_reminder"  # the closest name first
+
+
+def test_a_tool_call_written_in_a_code_fence_is_made_as_the_call_the_model_meant(agent, model):
+    server = model([fenced_call("check_mailbox", {}), answer("Nothing waits.")])
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 2
+    made = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert len(made) == 1 and "queueDepth" in made[0]["content"]
+    [reply] = told(agent.id)
+    assert reply.content == "Nothing waits."
+
+
+def test_an_empty_answer_is_retried_a_bounded_number_of_times_and_the_person_told(agent, model):
+    server = model(empty())
+    settle(agent.id, chat(agent.id))
+    assert server.calls == ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and f"{ATTEMPTS} attempts failed (an empty answer)" in reply.content
+
+
+def test_an_item_stops_at_its_ceiling_of_model_calls_and_the_person_is_told_once(agent, model, settings):
+    settings.MARKUS["ITEM_MAX_CALLS"] = 5
+    # A different made-up tool each time: no call repeats, so only the ceiling ends it.
+    server = model(lambda body, n: call(f"ghost_{n}", {}))
+    item = settle(agent.id, chat(agent.id))
+    assert server.calls == 5
+    [reply] = told(agent.id)
+    assert "it used its 5 model calls (MARKUS_ITEM_MAX_CALLS)" in reply.content
+    assert item.status == Status.COMPLETED and LLMCall.objects.filter(mailbox_item_id=item.id).count() == 5
+
+
+def test_each_calls_usage_is_written_when_the_call_ends_not_when_the_run_does(agent, model):
+    seen: list[int] = []
+
+    def script(body: dict[str, Any], n: int) -> Behaviour:
+        seen.append(LLMCall.objects.filter(agent_id=agent.id).count())  # read while the run goes on
+        return call("check_mailbox", {}) if n < 2 else answer("All quiet.")
+
+    model(script)
+    settle(agent.id, chat(agent.id))
+    assert seen == [0, 1, 2]
+
+
+def test_a_turn_ends_with_a_plain_answer_or_end_turn_and_no_marker_is_asked_for(agent, model):
+    server = model([call("end_turn", {"answer": "The release is on Friday."})])
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 1
+    [reply] = told(agent.id)
+    assert reply.content == "The release is on Friday."
+    request = server.requests[0].body
+    assert "end_turn" in [t["function"]["name"] for t in request["tools"]]
+    assert "<<" not in json.dumps(request)
+
+
+def test_the_usage_api_counts_failed_calls_and_their_estimated_input(agent, model, alice_client):
+    model([cut(2, answer("x")), answer("Noted.")])
+    settle(agent.id, chat(agent.id))
+    body = alice_client.get(f"/api/agents/{agent.id}/usage", {"days": 1}).json()
+    assert body["totals"]["calls"] == 2 and body["totals"]["failedCalls"] == 1
+    [failed] = LLMCall.objects.exclude(error="")
+    assert body["totals"]["estimatedInputTokens"] == failed.input_tokens > 0
+
+
+def test_a_deliberation_that_contradicts_itself_is_stopped_and_the_mini_triage_decides(agent, model, settings):
+    ids = re.compile(r"\bmbx_[0-9a-f]+\b")
+    asked: list[str] = []
+
+    def script(body: dict[str, Any], n: int) -> Behaviour:
+        offered = {t["function"]["name"] for t in body.get("tools") or []}
+        listed = ids.findall(json.dumps(body["messages"][1:]))
+        if "complete_deliberation" in offered:  # process an item and drop it too
+            asked.append("deliberation")
+            first = listed[0]
+            return call("complete_deliberation", {"process_item_id": first, "drop": [{"item_id": first}]})
+        if "triage_decision" in offered:
+            asked.append("triage")
+            return call("triage_decision", {"processItemId": listed[0], "reasoning": "the oldest"})
+        asked.append("item")
+        return answer("Handled.")
+
+    model(script)
+    settings.MARKUS.update({"TRIAGE": True, "DELIBERATION": True})
+    for n, summary in enumerate(("disk almost full", "nightly build broke")):
+        item = mailbox_enqueue(
+            agent_id=agent.id, source_type=T.SYSTEM_EVENT, priority=2, payload={"summary": summary, "content": summary}
+        )
+        MailboxItem.objects.filter(id=item.id).update(queued_at=timezone.now() - timedelta(minutes=5 - n))
+    loop.run_attention(agent.id, budget=1)
+    # Three identical refused decisions end the deliberation; the mini triage chooses.
+    assert asked[:5] == ["deliberation", "deliberation", "deliberation", "triage", "item"]
