@@ -122,15 +122,30 @@ def offerable(server: ToolServer, tool: dict[str, Any]) -> bool:
 
 
 def provide(agent_id: str, scenario: str) -> list[Tool]:
-    """The loop's provider: the agent's MCP tools in a working scenario."""
+    """The loop's provider: the agent's MCP tools in a working scenario; past
+    ``MARKUS["TOOLSERVER_INLINE_TOOLS"]`` of them, ``tool_search`` and ``tool_load``
+    instead, which find and load them on demand (``on_demand``)."""
+    from .on_demand import finders, inline_limit
+
     if scenario not in WORKING_SCENARIOS:
         return []
-    found = []
-    for server in attached_servers(agent_id):  # one statement per item of a working scenario
+    servers = attached_servers(agent_id)  # one statement per item of a working scenario
+    found = catalog(servers)
+    if len(found) <= inline_limit():
+        return list(found.values())
+    return finders(found, [(s.name, s.description) for s in servers])
+
+
+def catalog(servers: list[ToolServer]) -> dict[str, Tool]:
+    """The servers' tools the agent may call, by name, as they are offered: not a denied
+    one (nor one whose name an LLM API would refuse); an ``ask`` one with its approval."""
+    found: dict[str, Tool] = {}
+    for server in servers:
         for listed in listing(server):
             policy = server.policy_of(listed)
             if policy != Policy.DENY and offerable(server, listed):
-                found.append(as_tool(server, listed, policy))
+                t = as_tool(server, listed, policy)
+                found.setdefault(t.name, t)
     return found
 
 

@@ -67,6 +67,14 @@ def stop_servers() -> Iterator[None]:
 
 
 @pytest.fixture
+def inline_tools(settings, monkeypatch) -> None:
+    """Every tool of the servers offered directly with each request, as up to
+    ``MARKUS["TOOLSERVER_INLINE_TOOLS"]`` of them are (the git server has more: past the
+    setting they are found on demand, test_tool_search.py)."""
+    monkeypatch.setitem(settings.MARKUS, "TOOLSERVER_INLINE_TOOLS", 100)
+
+
+@pytest.fixture
 def git_server(repo: Path, stop_servers: None) -> ToolServer:
     return ToolServer.objects.create(
         name="git",

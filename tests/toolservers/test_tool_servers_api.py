@@ -171,7 +171,7 @@ def test_the_console_never_shows_a_secret_and_keeps_it_when_left_empty(staff, ad
 
 
 def test_the_agents_tools_list_every_offered_tool_with_its_policy_and_keep_no_server_running(
-    staff, alice_client, agent, git_server
+    staff, alice_client, agent, git_server, inline_tools
 ):
     from markus.toolservers.runtime import runtime
 

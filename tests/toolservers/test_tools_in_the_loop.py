@@ -25,6 +25,9 @@ from notifications.models import Approval
 
 from .conftest import SUBJECT, Model, commits, git, result_of, wait_for
 
+# The tools offered directly (the on-demand path past the setting: test_tool_search.py).
+pytestmark = pytest.mark.usefixtures("inline_tools")
+
 
 def chat(client, agent, text: str) -> dict:
     r = client.post(f"/api/agents/{agent.id}/chat", {"text": text}, format="json")
