@@ -216,7 +216,7 @@ def test_the_agents_task_list_tool_costs_the_same_statements_for_2_and_20_tasks(
     from attention.toolbox import ToolContext, execute_tool
 
     bea, _ = agent_create(name="Bea", role="reviewer", owner=alice, team=team, agent_id="bea")
-    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name)
+    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario="task_execution")
 
     def listed() -> object:
         ok, text = execute_tool(ctx, "task_list", {})

@@ -22,6 +22,7 @@ from agentbus.access import reachable_agents_for
 from agentbus.errors import BusError
 from agentbus.models import Stream
 from attention import conversations
+from attention import scenarios as sc
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Priority
@@ -35,21 +36,22 @@ from markus.work.selectors import requirements_visible_to, tasks_visible_to
 S = {"type": "string"}
 MAX_TEXT = 20_000
 STATUS_TOPIC = "agent.status"
-# Scenario names (attention.scenarios), written out as the tools' contract: wherever a
-# person would expect an agent to be able to talk to its colleagues.
-A2A_SCENARIOS = {
-    "chat",
-    "a2a",
-    "task_execution",
-    "review",
-    "comment_response",
-    "requirement_action",
-    "session_response",
-    "mention_response",
-    "system_notice",
-    "check_in",
-    "deliberation",
-}
+# Where each tool is offered: where the agent works with its colleagues.
+# Writing to a colleague: while executing a task, answering a colleague, deliberating
+# (inline), when a person in a chat asks the agent to ask someone, and on a system
+# notice (a colleague's status broadcast arrives as one).
+MESSAGING = frozenset({sc.CHAT, sc.TASK_EXECUTION, sc.A2A, sc.SYSTEM_NOTICE, sc.DELIBERATION})
+# Answering the agent message being handled: only an agent message's scenario.
+REPLYING = frozenset({sc.A2A})
+# Filing a task for a colleague: splitting a task one executes, or a requirement one
+# is in charge of.
+DELEGATING = frozenset({sc.TASK_EXECUTION, sc.REQUIREMENT_ACTION})
+# Telling the team what one is doing: while executing a task.
+BROADCASTING = frozenset({sc.TASK_EXECUTION})
+# Group chats: where the agent works with colleagues (not a person's chat, nor a notice).
+GROUPS = MESSAGING - {sc.CHAT, sc.SYSTEM_NOTICE}
+# Who can be reached (the other tools' errors point to it): wherever one of them is.
+COLLEAGUES = MESSAGING | DELEGATING | GROUPS
 NO_WAIT = "Do not wait for an answer: it arrives in your mailbox as an agent message."
 
 
@@ -98,7 +100,7 @@ def _actor(me: Agent) -> str:
     "agent_list_colleagues",
     "List the colleagues you can message or delegate to (id, name, role, whether they are running).",
     {"type": "object", "properties": {}},
-    scenarios=A2A_SCENARIOS,
+    scenarios=COLLEAGUES,
 )
 def agent_list_colleagues(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     me = _me(ctx)
@@ -113,32 +115,24 @@ def agent_list_colleagues(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
 
 @tool(
     "agent_send_message",
-    "Send a colleague (by id or name) a message on the agent bus. Returns at once with the stream id; "
-    "their answer comes later as an agent message in your mailbox. stream_id continues a conversation "
-    "(the stream id a earlier message returned, or the one of a message you are answering), so a "
-    "follow-up stays one thread. await_reply=true asks and keeps your place: your work pauses (no "
-    "worker waits) and goes on when they reply, the reply as this tool's result, or after "
-    f"timeout_minutes (default {conversations.DEFAULT_TIMEOUT_MINUTES}) with a note that none came. "
-    "Not while a person waits for your chat answer. wait_for_reply is deprecated and ignored.",
+    "Message a colleague (id or name) on the agent bus; returns the stream id at once, their answer comes "
+    "later to your mailbox. stream_id continues a conversation (one a message returned or you are answering). "
+    "await_reply true pauses your work until they reply (the reply is this tool's result) or timeout_minutes "
+    f"pass (default {conversations.DEFAULT_TIMEOUT_MINUTES}); not in a chat.",
     {
         "type": "object",
         "properties": {
             "to": S,
             "text": S,
             "topic": S,
-            "stream_id": {**S, "description": "continue this conversation (a stream id)"},
-            "await_reply": {"type": "boolean", "description": "pause until they reply (or the timeout)"},
-            "timeout_minutes": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": conversations.MAX_TIMEOUT_MINUTES,
-                "description": f"with await_reply: how long to wait (default {conversations.DEFAULT_TIMEOUT_MINUTES})",
-            },
-            "wait_for_reply": {"type": "boolean", "description": "deprecated, ignored: use await_reply"},
+            "stream_id": S,
+            "await_reply": {"type": "boolean"},
+            "timeout_minutes": {"type": "integer", "minimum": 1, "maximum": conversations.MAX_TIMEOUT_MINUTES},
+            "wait_for_reply": {"type": "boolean", "description": "deprecated, ignored"},
         },
         "required": ["to", "text"],
     },
-    scenarios=A2A_SCENARIOS,
+    scenarios=MESSAGING,
 )
 def agent_send_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     me = _me(ctx)
@@ -218,11 +212,10 @@ def _item_streams(ctx: ToolContext) -> list[tuple[str, str]]:
 
 @tool(
     "agent_reply",
-    "Answer the agent message you are handling, on the bus: the sender (or a request waiting on it) gets your "
-    "text. In a group chat the answer goes to the group. stream_id picks one when several conversations were "
-    "merged into this item.",
+    "Answer the agent message you are handling: its sender (or a request waiting on it) gets your text; in a "
+    "group chat, the group. stream_id picks one when several conversations were merged into this item.",
     {"type": "object", "properties": {"text": S, "stream_id": S}, "required": ["text"]},
-    scenarios=A2A_SCENARIOS,
+    scenarios=REPLYING,
 )
 def agent_reply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     text = _text(args)
@@ -265,7 +258,7 @@ def agent_reply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         },
         "required": ["to", "title"],
     },
-    scenarios=A2A_SCENARIOS,
+    scenarios=DELEGATING,
 )
 def agent_delegate_task(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     me = _me(ctx)
@@ -297,7 +290,7 @@ def agent_delegate_task(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
     "agent_broadcast_status",
     "Tell every running colleague in your team what you are doing (a short status update).",
     {"type": "object", "properties": {"text": S}, "required": ["text"]},
-    scenarios=A2A_SCENARIOS,
+    scenarios=BROADCASTING,
 )
 def agent_broadcast_status(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     """Internal colleagues get a ``system_event`` in their mailbox (seed section 11);
@@ -343,7 +336,7 @@ def _group_data(stream: Stream) -> dict[str, Any]:
         "properties": {"name": S, "members": {"type": "array", "items": S}},
         "required": ["name", "members"],
     },
-    scenarios=A2A_SCENARIOS,
+    scenarios=GROUPS,
 )
 def agent_create_group_chat(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     me = _me(ctx)
@@ -365,7 +358,7 @@ def agent_create_group_chat(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
     "agent_list_group_chats",
     "List the group chats you are a member of, with their members.",
     {"type": "object", "properties": {}},
-    scenarios=A2A_SCENARIOS,
+    scenarios=GROUPS,
 )
 def agent_list_group_chats(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"groups": [_group_data(s) for s in bus_selectors.group_chats_of(ctx.agent_id)[:50]]}
@@ -375,7 +368,7 @@ def agent_list_group_chats(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
     "agent_send_group_message",
     "Send a message to a group chat you are a member of; every other member gets it with your name.",
     {"type": "object", "properties": {"group_id": S, "text": S}, "required": ["group_id", "text"]},
-    scenarios=A2A_SCENARIOS,
+    scenarios=GROUPS,
 )
 def agent_send_group_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     me = _me(ctx)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 
+from attention.scenarios import ASKING_SCENARIOS, HUMAN_GUIDANCE_SCENARIOS
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
 from markus.agents.auth import user_may_see_agent
@@ -18,8 +19,11 @@ from notifications.services import approval_create
 from notifications.services import notify_user as send_notification
 
 S = {"type": "string"}
-# A chat has a person waiting for the reply; parking it would leave them hanging.
-APPROVAL_SCENARIOS = {"task_execution", "review", "comment_response", "requirement_action", "a2a"}
+# Telling a person: wherever the prompt's guidance names notify_user.
+TELLING = HUMAN_GUIDANCE_SCENARIOS
+# Asking a person parks the item: the scenarios whose guidance says so. Not a chat (a
+# person waits for the reply; parking it would leave them hanging).
+APPROVAL_SCENARIOS = ASKING_SCENARIOS
 
 
 def _target_user(ctx: ToolContext, target_user_id: str | None) -> User:
@@ -78,20 +82,21 @@ def notify_context_comment(task_id: str | None, requirement_id: str | None) -> s
 
 @tool(
     "notify_user",
-    "Send a person a message that appears in your chat and their notification bell. Name the task or "
-    "requirement it is about: when they reply, your chat gets that context.",
+    "Message a person: it appears in your chat with them and rings their bell. Name the task or requirement it "
+    "is about: their reply then carries it.",
     {
         "type": "object",
         "properties": {
             "title": S,
             "body": S,
-            "priority": S,
+            "priority": {"type": "string", "enum": list(PRIORITIES)},
             "related_task_id": S,
             "related_requirement_id": S,
             "target_user_id": S,
         },
         "required": ["title", "body"],
     },
+    scenarios=TELLING,
 )
 def notify_user(ctx: ToolContext, args: dict) -> dict:
     priority = _priority(args.get("priority"))
@@ -138,7 +143,7 @@ def notify_user(ctx: ToolContext, args: dict) -> dict:
             "options": {"type": "array"},
             "allow_freeform": {"type": "boolean"},
             "related_task_id": S,
-            "priority": S,
+            "priority": {"type": "string", "enum": list(PRIORITIES)},
         },
         "required": ["title", "description"],
     },

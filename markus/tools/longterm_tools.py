@@ -5,15 +5,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from attention.scenarios import DREAM_CYCLE, SCENARIOS, TRIAGE
+from attention import scenarios as sc
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
 from markus.memory import search, selectors, services
 from markus.memory.document import DOCUMENT_LIMIT, SECTION_LIMIT
 from markus.memory.services import Consolidation, Merge, Promote
 
-# The scenarios that may write memory: all but the mini triage (which only reads).
-WORKING = set(SCENARIOS) - {TRIAGE}
+# Saving an observation: wherever a fact, a preference or a lesson may come up (a
+# person's word, feedback on one's work, a colleague's answer) and the deliberation.
+# Not a system notice or a check-in (nothing new is told there), nor the report or the
+# dream (they look back at what is saved).
+SAVING = frozenset(
+    {
+        sc.CHAT,
+        sc.TASK_EXECUTION,
+        sc.REVIEW,
+        sc.COMMENT_RESPONSE,
+        sc.REQUIREMENT_ACTION,
+        sc.A2A,
+        sc.SESSION_RESPONSE,
+        sc.MENTION_RESPONSE,
+        sc.REMINDER_DUE,
+        sc.DELIBERATION,
+    }
+)
+# Searching memory: everywhere (every prompt's long-term memory block names both searches).
+SEARCHING = frozenset(sc.SCENARIOS)
+# Editing MEMORY.md by hand: the dream curates it; the deliberation may note a lesson.
+CURATING = frozenset({sc.DREAM_CYCLE, sc.DELIBERATION})
+# Consolidating: the dream's own.
+DREAMING = frozenset({sc.DREAM_CYCLE})
 # An observation id is a 64-bit integer: a number outside cannot be looked up.
 ID_RANGE = 2**63
 
@@ -34,17 +56,17 @@ def _string(tool_name: str, args: dict[str, Any], name: str, default: str | None
 
 @tool(
     "memory_save",
-    "Save an observation to your long-term memory (a fact, a preference, a lesson, a commitment). "
-    "It can be found later with memory_search; your dream cycle consolidates observations into MEMORY.md.",
+    "Save an observation (a fact, a preference, a lesson, a commitment) to your long-term memory; "
+    "memory_search finds it later.",
     {
         "type": "object",
         "properties": {
             "content": {"type": "string", "description": f"at most {services.OBSERVATION_LIMIT} characters"},
-            "kind": {"type": "string", "description": "e.g. fact, preference, lesson, commitment (default note)"},
+            "kind": {"type": "string", "description": "fact, preference, lesson, commitment or note (default)"},
         },
         "required": ["content"],
     },
-    scenarios=WORKING,
+    scenarios=SAVING,
 )
 def memory_save(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     obs = services.memory_save(
@@ -62,9 +84,10 @@ def memory_save(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     "Search your saved observations by words (full-text, best match first).",
     {
         "type": "object",
-        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "description": "1-50, default 10"}},
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
         "required": ["query"],
     },
+    scenarios=SEARCHING,
 )
 def memory_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     query = _string("memory_search", args, "query")
@@ -78,9 +101,10 @@ def memory_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     "Search the sections of your MEMORY.md by words (full-text, best match first).",
     {
         "type": "object",
-        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "description": "1-20, default 5"}},
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
         "required": ["query"],
     },
+    scenarios=SEARCHING,
 )
 def memory_search_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     query = _string("memory_search_longterm", args, "query")
@@ -109,7 +133,7 @@ def memory_search_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
         },
         "required": ["section"],
     },
-    scenarios=WORKING,
+    scenarios=CURATING,
 )
 def memory_update_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     mode = _string("memory_update_longterm", args, "mode", "replace") or "replace"
@@ -147,7 +171,7 @@ def memory_update_longterm(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
             },
         },
     },
-    scenarios={DREAM_CYCLE},
+    scenarios=DREAMING,
 )
 def memory_consolidate(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     plan = Consolidation(

@@ -21,7 +21,7 @@ from attention.deliberation import (
     check_minutes,
     stage,
 )
-from attention.scenarios import DELIBERATION
+from attention.scenarios import CHAT, CHECK_IN, DELIBERATION, TRIAGE
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox import services as mailbox
 from mailbox.lifecycle import queued
@@ -29,21 +29,29 @@ from mailbox.models import MailboxItem
 from mailbox.services import serialize_item
 
 CHECK_MAILBOX_MAX = 200  # items in one answer of check_mailbox
+# Looking at the whole queue (the prompt lists its head): the check-in, triage and the
+# deliberation, and a chat (a person asks what waits).
+LISTING = frozenset({CHAT, CHECK_IN, TRIAGE, DELIBERATION})
+# Deferring and dropping queued items: the deliberation, and tidying up in a check-in.
+SORTING = frozenset({CHECK_IN, DELIBERATION})
+# Reprioritising and the decision: the deliberation's own.
+DECIDING = frozenset({DELIBERATION})
 
 __all__ = ["DELIBERATION_ALLOWED_TOOLS"]
 
 
 @tool(
     "check_mailbox",
-    "List the items waiting in your mailbox, in the order you would take them: a page of at "
-    "most `limit` (default 50) from `offset`; queueDepth counts them all, more says how many follow.",
+    "List the items waiting in your mailbox in the order you would take them, a page from offset; "
+    "queueDepth counts them all, more says how many follow.",
     {
         "type": "object",
         "properties": {
             "limit": {"type": "integer", "description": "1-200, default 50"},
-            "offset": {"type": "integer", "description": "skip this many (default 0)"},
+            "offset": {"type": "integer"},
         },
     },
+    scenarios=LISTING,
 )
 def check_mailbox(ctx: ToolContext, args: dict) -> dict:
     limit, offset = args.get("limit", 50), args.get("offset", 0)
@@ -86,6 +94,7 @@ def _minutes(args: dict) -> int | None:
         "properties": {"item_id": {"type": "string"}, "minutes": {"type": "integer"}},
         "required": ["item_id"],
     },
+    scenarios=SORTING,
 )
 def defer_mailbox_item(ctx: ToolContext, args: dict) -> dict:
     minutes = _minutes(args)
@@ -105,6 +114,7 @@ def defer_mailbox_item(ctx: ToolContext, args: dict) -> dict:
         "properties": {"item_id": {"type": "string"}, "reason": {"type": "string"}},
         "required": ["item_id"],
     },
+    scenarios=SORTING,
 )
 def drop_mailbox_item(ctx: ToolContext, args: dict) -> dict:
     reason = args.get("reason") or "dropped by the agent"
@@ -117,7 +127,7 @@ def drop_mailbox_item(ctx: ToolContext, args: dict) -> dict:
 
 @tool(
     "prioritize_mailbox_item",
-    "Change a queued item's priority (0 critical .. 4 background).",
+    "Change a queued item's priority.",
     {
         "type": "object",
         "properties": {
@@ -126,7 +136,7 @@ def drop_mailbox_item(ctx: ToolContext, args: dict) -> dict:
         },
         "required": ["item_id", "priority"],
     },
-    scenarios={DELIBERATION},
+    scenarios=DECIDING,
 )
 def prioritize_mailbox_item(ctx: ToolContext, args: dict) -> dict:
     priority = args["priority"]
@@ -188,7 +198,7 @@ _ENTRY = {
         },
         "required": ["process_item_id", "reasoning"],
     },
-    scenarios={DELIBERATION},
+    scenarios=DECIDING,
 )
 def complete_deliberation(ctx: ToolContext, args: dict) -> dict:
     return check_decision(ctx, args)

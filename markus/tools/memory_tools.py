@@ -2,21 +2,43 @@
 
 from __future__ import annotations
 
+from attention import scenarios as sc
 from attention.models import AgentActivity
 from attention.toolbox import ToolContext, ToolError, tool
 from markus.agents import memory as working_memory
 
+# Keeping situational awareness: the scenarios that work on something over time, the
+# check-in and the deliberation. Not a chat (a person's facts go to memory_save), not
+# the short replies, nor the report or the dream (they only look back).
+NOTING = frozenset(
+    {
+        sc.TASK_EXECUTION,
+        sc.REVIEW,
+        sc.COMMENT_RESPONSE,
+        sc.REQUIREMENT_ACTION,
+        sc.A2A,
+        sc.SYSTEM_NOTICE,
+        sc.CHECK_IN,
+        sc.REMINDER_DUE,
+        sc.DELIBERATION,
+    }
+)
+# Clearing it: wherever it is kept (an entry goes stale where the news comes in).
+CLEARING = NOTING
+# Looking back at what one did: everywhere (the guidance, the report and the dream name it).
+RECALLING = frozenset(sc.SCENARIOS)
+
 
 @tool(
     "update_working_memory",
-    "Remember something under a key (situational awareness); it appears in every later prompt "
-    "with its age. Working memory is bounded: an entry is cut to the per-entry limit, and the "
-    "oldest entries are forgotten first when the total grows too large.",
+    "Remember something under a key (situational awareness), shown in every later prompt with its age. "
+    "Bounded: a long entry is cut, the oldest entries are forgotten first.",
     {
         "type": "object",
         "properties": {"key": {"type": "string"}, "content": {"type": "string"}},
         "required": ["key", "content"],
     },
+    scenarios=NOTING,
 )
 def update_working_memory(ctx: ToolContext, args: dict) -> dict:
     if not args["key"].strip():
@@ -34,6 +56,7 @@ def update_working_memory(ctx: ToolContext, args: dict) -> dict:
     "clear_working_memory",
     "Forget a working-memory entry, or all of them with key '*'.",
     {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+    scenarios=CLEARING,
 )
 def clear_working_memory(ctx: ToolContext, args: dict) -> dict:
     return {"cleared": working_memory.forget(ctx.agent_id, args["key"])}
@@ -41,20 +64,17 @@ def clear_working_memory(ctx: ToolContext, args: dict) -> dict:
 
 @tool(
     "recall_activity",
-    "Your episodic memory. Without activity_id: your recent activities (what you did, with outcomes), "
-    "newest first. With activity_id: that activity and its log (LLM turns, tool calls and results, "
-    "status lines), in order, from after_seq on.",
+    "Your recent activities (what you did, with outcomes), newest first; with activity_id, that "
+    "activity's log (LLM turns, tool calls and results) from after_seq on.",
     {
         "type": "object",
         "properties": {
-            "limit": {
-                "type": "integer",
-                "description": "activities (1-50, default 10) or log lines (1-200, default 50)",
-            },
-            "activity_id": {"type": "string", "description": "read this activity's log"},
-            "after_seq": {"type": "integer", "description": "with activity_id: log lines after this sequence number"},
+            "limit": {"type": "integer"},
+            "activity_id": {"type": "string"},
+            "after_seq": {"type": "integer"},
         },
     },
+    scenarios=RECALLING,
 )
 def recall_activity(ctx: ToolContext, args: dict) -> dict:
     if args.get("activity_id"):

@@ -13,33 +13,25 @@ from markus.core.errors import MarkusError
 from markus.reports import reminders
 
 S = {"type": "string"}
-# Where an agent works and may want to come back to something later.
-WORKING_SCENARIOS = {
-    sc.CHAT,
-    sc.TASK_EXECUTION,
-    sc.REVIEW,
-    sc.COMMENT_RESPONSE,
-    sc.REQUIREMENT_ACTION,
-    sc.A2A,
-    sc.SESSION_RESPONSE,
-    sc.MENTION_RESPONSE,
-    sc.SYSTEM_NOTICE,
-    sc.CHECK_IN,
-    sc.REMINDER_DUE,
-}
+# Setting a reminder: where the agent may want to come back to something later (a
+# person asks for it in a chat, a comment or a colleague says "later", a task or a
+# check-in needs a follow-up) and when a reminder comes due (its prompt says so).
+SCHEDULING = frozenset({sc.CHAT, sc.TASK_EXECUTION, sc.COMMENT_RESPONSE, sc.A2A, sc.CHECK_IN, sc.REMINDER_DUE})
+# Listing and cancelling them: tidying up in a check-in, or when a reminder comes due
+# (a person sees and cancels them in the mind view, not through a chat).
+MANAGING = frozenset({sc.CHECK_IN, sc.REMINDER_DUE})
 
 
 @tool(
     "schedule_reminder",
-    "Put a reminder in your own future: at that time it comes back to you as a mailbox item with this "
-    "text, and you act on it then (e.g. 'remind the user about this review' → notify them). "
-    f"when: {reminders.WHEN_FORMS}. At most a year ahead, never in the past.",
+    "Set yourself a reminder: at that time this text comes back to you as a mailbox item and you act on "
+    f"it then. when: {reminders.WHEN_FORMS}; at most a year ahead.",
     {
         "type": "object",
         "properties": {"text": S, "when": S, "related_task_id": S},
         "required": ["text", "when"],
     },
-    scenarios=WORKING_SCENARIOS,
+    scenarios=SCHEDULING,
 )
 def schedule_reminder(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     agent = Agent.objects.get(id=ctx.agent_id)
@@ -62,7 +54,7 @@ def schedule_reminder(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     "list_reminders",
     "List the reminders you set that have not fired yet.",
     {"type": "object", "properties": {}},
-    scenarios=WORKING_SCENARIOS,
+    scenarios=MANAGING,
 )
 def list_reminders(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     pending = [v.as_dict() for v in reminders.reminder_list(ctx.agent_id) if v.state == reminders.PENDING]
@@ -73,7 +65,7 @@ def list_reminders(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     "cancel_reminder",
     "Cancel a reminder you set that has not fired yet.",
     {"type": "object", "properties": {"reminder_id": S}, "required": ["reminder_id"]},
-    scenarios=WORKING_SCENARIOS,
+    scenarios=MANAGING,
 )
 def cancel_reminder(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     try:

@@ -18,6 +18,9 @@ from markus.core.errors import MarkusError
 from markus.reports import services as reports
 from markus.reports.clock import local_day_bounds, local_now
 
+# Submitting the report: the daily report's own.
+REPORTING = frozenset({sc.DAILY_REPORT})
+
 
 def _report_day(agent: Agent, item: MailboxItem | None) -> date:
     """The day the item asked a report for, else today in the agent's time zone."""
@@ -35,7 +38,7 @@ def _report_day(agent: Agent, item: MailboxItem | None) -> date:
     "Submit your daily report (markdown text). It is stored as today's report and sent to your owner; "
     "submitting again the same day replaces the text.",
     {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]},
-    scenarios={sc.DAILY_REPORT},
+    scenarios=REPORTING,
 )
 def submit_daily_report(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     agent = Agent.objects.select_related("owner", "team__owner").get(id=ctx.agent_id)

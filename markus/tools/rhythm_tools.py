@@ -9,21 +9,20 @@ from attention.scenarios import CHAT, CHECK_IN
 from attention.toolbox import ToolContext, ToolError, tool
 from markus.agents.models import HEARTBEAT_MAX_MINUTES, HEARTBEAT_MIN_MINUTES
 
+# Setting one's rhythm: the check-in (its item says so), and a chat (a person asks for it).
+PACING = frozenset({CHECK_IN, CHAT})
+
 
 @tool(
     "set_heartbeat_interval",
-    "Set how often your heartbeat check-in comes, in minutes "
-    f"({HEARTBEAT_MIN_MINUTES} to {HEARTBEAT_MAX_MINUTES}; a value outside is clamped). Shorter while "
-    "something needs watching, longer when things are quiet. Puts you back on this rhythm at once.",
+    f"Set the minutes between your heartbeat check-ins ({HEARTBEAT_MIN_MINUTES}-{HEARTBEAT_MAX_MINUTES}, "
+    "clamped; e.g. 360: every 6 h): shorter while something needs watching, longer when quiet. From now on.",
     {
         "type": "object",
-        "properties": {
-            "minutes": {"type": "integer", "description": "minutes between heartbeats, e.g. 360 for every 6 h"},
-            "reason": {"type": "string", "description": "why (kept in your activity log)"},
-        },
+        "properties": {"minutes": {"type": "integer"}, "reason": {"type": "string", "description": "why (logged)"}},
         "required": ["minutes"],
     },
-    scenarios={CHECK_IN, CHAT},
+    scenarios=PACING,
 )
 def set_heartbeat_interval(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     minutes = args["minutes"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.http import Http404
 
+from attention import scenarios as sc
 from attention.toolbox import ToolContext, ToolError, tool
 from markus.agents.models import Agent
 from markus.core.actors import Actor
@@ -28,19 +29,25 @@ from markus.work.selectors import (
 # mailbox types they happen to share a spelling with.
 TASK_COMMENT = "task_comment"  # a tool name, not a mailbox type
 REQUIREMENT_COMMENT = "requirement_comment"  # a tool name, not a mailbox type
-WORK_SCENARIOS = {
-    "chat",
-    "task_execution",
-    "review",
-    "comment_response",
-    "requirement_action",
-    "a2a",
-    "session_response",
-    "mention_response",
-    "system_notice",
-    "check_in",
-    "daily_report_writing",
-}
+# Where each tool is offered (a tool a scenario does not need is not offered there;
+# the prompts and the items' texts name only tools offered with them).
+# Looking work up: everywhere but the dream (triage and deliberation read too).
+READING = frozenset(sc.SCENARIOS) - {sc.DREAM_CYCLE}
+# Commenting: wherever the prompt's guidance says to @mention a person in a comment.
+COMMENTING = sc.HUMAN_GUIDANCE_SCENARIOS
+# Filing a task: while executing one, for a requirement one is in charge of (its item
+# says "task_create with requirement_id"), or when a colleague asks for it. Not in a
+# chat: a person files work on the work pages.
+FILING = frozenset({sc.TASK_EXECUTION, sc.REQUIREMENT_ACTION, sc.A2A})
+# Changing a task's status: the executor fails it, the reviewer completes it or sends
+# it back, a comment or a colleague asks for a change, a requirement's change cancels.
+MOVING = frozenset({sc.TASK_EXECUTION, sc.REVIEW, sc.COMMENT_RESPONSE, sc.REQUIREMENT_ACTION, sc.A2A})
+# Submitting one's own task for review: the execution.
+SUBMITTING = frozenset({sc.TASK_EXECUTION})
+# Proposing a requirement: a need found while executing, or next to one's requirement.
+PROPOSING = frozenset({sc.TASK_EXECUTION, sc.REQUIREMENT_ACTION})
+# Resubmitting a rejected requirement: its update (it says so) or a comment asking for it.
+RESUBMITTING = frozenset({sc.REQUIREMENT_ACTION, sc.COMMENT_RESPONSE})
 
 
 def _actor(ctx: ToolContext) -> Actor:
@@ -61,6 +68,7 @@ S = {"type": "string"}
     "task_list",
     "List tasks you can see (yours, ones you review or created), optionally by status.",
     {"type": "object", "properties": {"status": S}},
+    scenarios=READING,
 )
 def task_list(ctx: ToolContext, args: dict) -> dict:
     rows = tasks_visible_to(_actor(ctx))
@@ -73,6 +81,7 @@ def task_list(ctx: ToolContext, args: dict) -> dict:
     "task_get",
     "Fetch a task with all its comments.",
     {"type": "object", "properties": {"task_id": S}, "required": ["task_id"]},
+    scenarios=READING,
 )
 def task_get(ctx: ToolContext, args: dict) -> dict:
     task = _task(ctx, args["task_id"])
@@ -87,7 +96,7 @@ def task_get(ctx: ToolContext, args: dict) -> dict:
         "properties": {"title": S, "description": S, "assignee_id": S, "reviewer_id": S, "requirement_id": S},
         "required": ["title"],
     },
-    scenarios=WORK_SCENARIOS,
+    scenarios=FILING,
 )
 def task_create(ctx: ToolContext, args: dict) -> dict:
     task = services.task_create(
@@ -103,14 +112,14 @@ def task_create(ctx: ToolContext, args: dict) -> dict:
 
 @tool(
     "task_update",
-    "Move a task to another status (for example a reviewer completes it, or sends it back with in_progress). "
-    "With status cancelled, cascade true also cancels the tasks waiting on it (its dependents).",
+    "Change a task's status (a reviewer: completed, or in_progress to send it back; failed or cancelled with "
+    "the reason in note). cascade true with cancelled also cancels the tasks waiting on it.",
     {
         "type": "object",
         "properties": {"task_id": S, "status": S, "note": S, "cascade": {"type": "boolean"}},
         "required": ["task_id", "status"],
     },
-    scenarios=WORK_SCENARIOS,
+    scenarios=MOVING,
 )
 def task_update(ctx: ToolContext, args: dict) -> dict:
     _task(ctx, args["task_id"])
@@ -132,6 +141,7 @@ def task_update(ctx: ToolContext, args: dict) -> dict:
         "properties": {"task_id": S, "content": S, "reply_to_comment_id": S},
         "required": ["task_id", "content"],
     },
+    scenarios=COMMENTING,
 )
 def task_comment(ctx: ToolContext, args: dict) -> dict:
     _task(ctx, args["task_id"])
@@ -147,9 +157,9 @@ def task_comment(ctx: ToolContext, args: dict) -> dict:
 
 @tool(
     "task_submit_review",
-    "Submit your task for review when the work is done.",
+    "Submit your task for review when the work is done; summary: your deliverables.",
     {"type": "object", "properties": {"task_id": S, "summary": S}, "required": ["task_id"]},
-    scenarios=WORK_SCENARIOS,
+    scenarios=SUBMITTING,
 )
 def task_submit_review(ctx: ToolContext, args: dict) -> dict:
     task = _task(ctx, args["task_id"])
@@ -165,14 +175,19 @@ def task_submit_review(ctx: ToolContext, args: dict) -> dict:
     "requirement_propose",
     "Propose a requirement (a human approves it; at most 3 pending).",
     {"type": "object", "properties": {"title": S, "description": S}, "required": ["title"]},
-    scenarios=WORK_SCENARIOS,
+    scenarios=PROPOSING,
 )
 def requirement_propose(ctx: ToolContext, args: dict) -> dict:
     req = services.requirement_create(actor=_actor(ctx), title=args["title"], description=args.get("description") or "")
     return requirement_data(req)
 
 
-@tool("requirement_list", "List requirements you can see.", {"type": "object", "properties": {"status": S}})
+@tool(
+    "requirement_list",
+    "List requirements you can see, optionally by status.",
+    {"type": "object", "properties": {"status": S}},
+    scenarios=READING,
+)
 def requirement_list(ctx: ToolContext, args: dict) -> dict:
     rows = requirements_visible_to(_actor(ctx))
     if args.get("status"):
@@ -191,6 +206,7 @@ def _requirement(ctx: ToolContext, rid: str) -> Requirement:
     "requirement_get",
     "Fetch a requirement with its comments.",
     {"type": "object", "properties": {"requirement_id": S}, "required": ["requirement_id"]},
+    scenarios=READING,
 )
 def requirement_get(ctx: ToolContext, args: dict) -> dict:
     req = _requirement(ctx, args["requirement_id"])
@@ -199,12 +215,13 @@ def requirement_get(ctx: ToolContext, args: dict) -> dict:
 
 @tool(
     REQUIREMENT_COMMENT,
-    "Comment on a requirement.",
+    "Comment on a requirement; reply_to_comment_id as for task_comment.",
     {
         "type": "object",
         "properties": {"requirement_id": S, "content": S, "reply_to_comment_id": S},
         "required": ["requirement_id", "content"],
     },
+    scenarios=COMMENTING,
 )
 def requirement_comment(ctx: ToolContext, args: dict) -> dict:
     _requirement(ctx, args["requirement_id"])
@@ -226,7 +243,7 @@ def requirement_comment(ctx: ToolContext, args: dict) -> dict:
         "properties": {"requirement_id": S, "title": S, "description": S},
         "required": ["requirement_id"],
     },
-    scenarios=WORK_SCENARIOS,
+    scenarios=RESUBMITTING,
 )
 def requirement_resubmit(ctx: ToolContext, args: dict) -> dict:
     _requirement(ctx, args["requirement_id"])

@@ -80,11 +80,17 @@ def next_item(agent):
     return MailboxItem.objects.filter(agent_id=agent.id, status=Status.QUEUED).order_by("queued_at", "id").last()
 
 
-def test_the_tools_are_offered_where_a_person_would_expect_them():
-    for scenario in ("chat", "a2a", "task_execution", "comment_response", "session_response"):
-        offered = {s["function"]["name"] for s in schemas_for(scenario)}
-        assert TOOL_NAMES <= offered, scenario
-    assert not TOOL_NAMES & {s["function"]["name"] for s in schemas_for("dream_cycle")}
+def test_the_tools_are_offered_where_the_agent_works_with_colleagues():
+    def offered(scenario):
+        return {s["function"]["name"] for s in schemas_for(scenario)} & TOOL_NAMES
+
+    assert offered("task_execution") == TOOL_NAMES - {"agent_reply"}
+    assert offered("a2a") == TOOL_NAMES - {"agent_delegate_task", "agent_broadcast_status"}
+    assert offered("chat") == {"agent_send_message", "agent_list_colleagues"}  # a person asks to ask someone
+    assert offered("requirement_action") == {"agent_delegate_task", "agent_list_colleagues"}
+    assert offered("system_notice") == {"agent_send_message", "agent_list_colleagues"}  # a colleague's status
+    for scenario in ("session_response", "check_in", "dream_cycle", "daily_report_writing"):
+        assert offered(scenario) == set(), scenario
     assert all(TOOLS[name].scenarios for name in TOOL_NAMES)
 
 
@@ -176,7 +182,7 @@ def test_bad_input_is_an_error_the_llm_can_act_on(ada, bea, zed, charlie):
     assert "text must not be empty" in error(ctx(ada), "agent_send_message", to="bea", text="  ")
     assert "that is you" in error(ctx(ada), "agent_send_message", to="ada", text="hi")
     assert "missing required argument 'to'" in error(ctx(ada), "agent_send_message", text="hi")
-    assert "no colleague" in error(ctx(ada), "agent_delegate_task", to="zed", title="x")
+    assert "no colleague" in error(ctx(ada, scenario="task_execution"), "agent_delegate_task", to="zed", title="x")
     assert "no colleague" in error(ctx(ada), "agent_create_group_chat", name="g", members=["bea", "zed"])
     assert "at least one colleague" in error(ctx(ada), "agent_create_group_chat", name="g", members=[])
     assert "needs a name" in error(ctx(ada), "agent_create_group_chat", name=" ", members=["bea"])
@@ -192,7 +198,7 @@ def test_agent_reply_without_a_bus_item_says_what_to_do_instead(ada, bea, alice)
         payload={"summary": "hi", "content": "hi"},
         metadata={"senderId": str(alice.pk), "senderName": "alice", "senderRole": "user"},
     )
-    message = error(ctx(ada, item=chat, scenario="chat"), "agent_reply", text="hi")
+    message = error(ctx(ada, item=chat), "agent_reply", text="hi")
     assert "did not come from the bus" in message and "agent_send_message" in message
     assert not conversations().exists()
 
@@ -227,17 +233,21 @@ def test_delegating_files_a_task_the_delegator_reviews(ada, bea):
     Team.objects.filter(id=ada.agent.team_id).update(agent_task_approval=False)
     started = ok(ctx(ada, scenario="task_execution"), "agent_delegate_task", to="Bea", title="Write the tests")
     assert MailboxItem.objects.filter(agent_id="bea", payload__taskId=started["taskId"]).exists()
-    assert "that is you" in error(ctx(ada), "agent_delegate_task", to="ada", title="x")
-    assert "title must not be empty" in error(ctx(ada), "agent_delegate_task", to="bea", title="")
-    assert "no task 'tsk_nope'" in error(ctx(ada), "agent_delegate_task", to="bea", title="x", depends_on=["tsk_nope"])
+    assert "that is you" in error(ctx(ada, scenario="task_execution"), "agent_delegate_task", to="ada", title="x")
+    assert "title must not be empty" in error(
+        ctx(ada, scenario="task_execution"), "agent_delegate_task", to="bea", title=""
+    )
+    assert "no task 'tsk_nope'" in error(
+        ctx(ada, scenario="task_execution"), "agent_delegate_task", to="bea", title="x", depends_on=["tsk_nope"]
+    )
     assert "no requirement 'req_nope'" in error(
-        ctx(ada), "agent_delegate_task", to="bea", title="x", requirement_id="req_nope"
+        ctx(ada, scenario="task_execution"), "agent_delegate_task", to="bea", title="x", requirement_id="req_nope"
     )
 
 
 def test_a_status_broadcast_reaches_every_running_colleague_of_the_team(ada, bea, cy, eve, zed):
     Agent.objects.filter(id="cy").update(status=Agent.RunStatus.PAUSED)
-    result = ok(ctx(ada), "agent_broadcast_status", text="Refactoring the parser today")
+    result = ok(ctx(ada, scenario="task_execution"), "agent_broadcast_status", text="Refactoring the parser today")
     assert {c["id"] for c in result["to"]} == {"bea", "eve"} and result["delivered"] == 2
     event = MailboxItem.objects.get(agent_id="bea")
     assert (
@@ -248,11 +258,11 @@ def test_a_status_broadcast_reaches_every_running_colleague_of_the_team(ada, bea
     assert not MailboxItem.objects.filter(agent_id__in=["cy", "ada", "zed"]).exists()
     # eve is a harness: she reads the bus.
     assert [m["payload"]["text"] for m in selectors.inbox_read("eve")["messages"]] == ["Refactoring the parser today"]
-    assert "text must not be empty" in error(ctx(ada), "agent_broadcast_status", text="")
+    assert "text must not be empty" in error(ctx(ada, scenario="task_execution"), "agent_broadcast_status", text="")
 
 
 def test_a_broadcast_without_a_team_is_refused(zed):
-    assert "no team" in error(ctx(zed), "agent_broadcast_status", text="hello")
+    assert "no team" in error(ctx(zed, scenario="task_execution"), "agent_broadcast_status", text="hello")
 
 
 def test_colleagues_are_the_agents_in_reach(ada, bea, zed):

@@ -174,12 +174,12 @@ def test_complete_deliberation_refuses_an_execution_trigger_and_a_review_request
 
 
 @pytest.mark.django_db
-def test_the_mailbox_tools_refuse_protected_items_in_every_scenario(agent):
+def test_the_mailbox_tools_refuse_protected_items_outside_the_deliberation_too(agent):
     trigger = enqueue(
         agent, T.TASK_STATUS_UPDATE, "run it", payload={"taskId": "t1", "extra": {"triggerExecution": True}}
     )
     mention = enqueue(agent, T.MENTION, "hey @Ada")
-    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario="a2a")
+    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario="check_in")  # tidying up the mailbox
     ok, result = execute_tool(ctx, "drop_mailbox_item", {"item_id": trigger.id})
     assert not ok and "an execution trigger" in result and "protected" in result
     ok, result = execute_tool(ctx, "defer_mailbox_item", {"item_id": mention.id})

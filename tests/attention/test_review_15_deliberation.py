@@ -123,7 +123,7 @@ def test_a_deliberation_that_lost_its_lease_applies_nothing(agent, monkeypatch):
     assert not AgentDecision.objects.filter(decision_type__in=["drop", "pick", "deliberate"]).exists()
 
 
-@pytest.mark.parametrize("scenario", ["deliberation", "a2a"])
+@pytest.mark.parametrize("scenario", ["deliberation", "check_in"])
 def test_a_defer_beyond_any_sensible_time_is_refused_with_a_tool_error(agent, scenario):
     from attention.deliberation import MAX_DEFER_MINUTES
     from attention.toolbox import ToolContext, execute_tool

@@ -52,6 +52,6 @@ def test_nul_in_a_tool_call_does_not_fail_the_item(agent):
 def test_a_tool_told_a_nul_through_json_text_answers_an_error_the_llm_can_read(agent):
     from attention.toolbox import ToolContext, execute_tool
 
-    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario="chat")
+    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario="task_execution")
     ok, said = execute_tool(ctx, "update_working_memory", '{"key": "k", "content": "a\\u0000b"}')
     assert not ok and "update_working_memory" in said and "NUL" in said

@@ -40,7 +40,7 @@ def call(agent, name: str, args: dict, scenario: str = CHAT) -> tuple[bool, str]
     ],
 )
 def test_a_null_string_argument_is_a_tool_error(agent, name, args, message):
-    ok, error = call(agent, name, args)
+    ok, error = call(agent, name, args, DREAM_CYCLE if name == "memory_update_longterm" else CHAT)
     assert (ok, error) == (not message, message)
 
 

@@ -49,8 +49,11 @@ def test_the_memory_tools_are_offered_where_the_agent_works(agent):
     def names(scenario):
         return {s["function"]["name"] for s in schemas_for(scenario)}
 
-    for scenario in ("chat", "task_execution", "a2a", "check_in", "dream_cycle", "review", "deliberation"):
-        assert {"memory_save", "memory_search", "memory_search_longterm", "memory_update_longterm"} <= names(scenario)
+    for scenario in ("chat", "task_execution", "a2a", "review", "comment_response", "deliberation"):
+        assert {"memory_save", "memory_search", "memory_search_longterm"} <= names(scenario)
+    for scenario in ("dream_cycle", "deliberation"):  # MEMORY.md by hand: the dream curates it
+        assert "memory_update_longterm" in names(scenario)
+    assert "memory_update_longterm" not in names("chat") and "memory_save" not in names("dream_cycle")
     assert "memory_consolidate" in names("dream_cycle")
     assert "memory_consolidate" not in names("chat")
     assert "memory_save" not in names("triage")
@@ -63,7 +66,7 @@ def test_an_observation_saved_in_the_loop_is_found_by_memory_search(agent, scrip
         Turn(tool_calls=[("memory_save", {"content": "Bob wants release notes in German", "kind": "preference"})]),
         Turn(text="noted"),
     )
-    item = mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "release"})
+    item = mailbox_enqueue(agent_id=agent.id, source_type=T.MENTION, payload={"summary": "release"})
     loop.run_attention(agent.id)
     obs = Observation.objects.get(agent=agent)
     assert (obs.kind, obs.mailbox_item_id) == ("preference", item.id)
@@ -83,20 +86,23 @@ def test_memory_save_refuses_what_it_cannot_keep(agent, args, message):
 
 
 def test_memory_update_longterm_replaces_appends_deletes_and_keeps_the_limits(agent):
-    assert call(agent, "memory_update_longterm", {"section": "Lessons", "content": "Test first."})[0]
-    assert call(agent, "memory_update_longterm", {"section": "lessons", "content": "Small PRs.", "mode": "append"})[0]
+    def write(args):
+        return call(agent, "memory_update_longterm", args, scenario="dream_cycle")
+
+    assert write({"section": "Lessons", "content": "Test first."})[0]
+    assert write({"section": "lessons", "content": "Small PRs.", "mode": "append"})[0]
     assert selectors.document(agent.id)[0].content == "Test first.\nSmall PRs."
-    ok, answer = call(agent, "memory_update_longterm", {"section": "Lessons", "content": "y" * (SECTION_LIMIT + 1)})
+    ok, answer = write({"section": "Lessons", "content": "y" * (SECTION_LIMIT + 1)})
     assert not ok and "limit is 3000" in answer["error"]
     for i in range(4):
-        assert call(agent, "memory_update_longterm", {"section": f"S{i}", "content": "z" * 2990})[0]
-    ok, answer = call(agent, "memory_update_longterm", {"section": "S5", "content": "z" * 2990})
+        assert write({"section": f"S{i}", "content": "z" * 2990})[0]
+    ok, answer = write({"section": "S5", "content": "z" * 2990})
     assert not ok and f"the limit is {DOCUMENT_LIMIT}" in answer["error"]
     assert MemorySection.objects.filter(agent=agent).count() == 5
     ok, found = call(agent, "memory_search_longterm", {"query": "small PRs"})
     assert ok and found["sections"][0]["section"] == "Lessons"
-    assert call(agent, "memory_update_longterm", {"section": "Lessons", "mode": "delete"})[0]
-    ok, answer = call(agent, "memory_update_longterm", {"section": "Lessons", "mode": "delete"})
+    assert write({"section": "Lessons", "mode": "delete"})[0]
+    ok, answer = write({"section": "Lessons", "mode": "delete"})
     assert not ok and "no section" in answer["error"]
 
 

@@ -92,7 +92,7 @@ def test_bad_input_is_a_tool_error_the_llm_can_read(tokyo, when, text, message):
 
 
 def test_the_tool_is_offered_in_the_working_scenarios_and_not_while_writing_a_report():
-    for scenario in ("chat", "task_execution", "review", "a2a", "check_in", "reminder_due"):
+    for scenario in ("chat", "task_execution", "comment_response", "a2a", "check_in", "reminder_due"):
         assert "schedule_reminder" in {s["function"]["name"] for s in schemas_for(scenario)}, scenario
     assert "schedule_reminder" not in {s["function"]["name"] for s in schemas_for("daily_report_writing")}
 

@@ -27,7 +27,7 @@ T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)  # 12:00 in Tokyo
 
 
 def call(agent, name: str, args: dict) -> tuple[bool, dict]:
-    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario="chat")
+    ctx = ToolContext(agent_id=agent.id, agent_name=agent.name, scenario="check_in")
     ok, result = execute_tool(ctx, name, args)
     return ok, json.loads(result)
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
     ],
 )
 def test_an_unknown_id_is_a_readable_tool_error(ada, tool, args, message):
-    ok, text = execute_tool(ToolContext(agent_id=ada.id, agent_name=ada.name), tool, args)
+    ok, text = execute_tool(ToolContext(agent_id=ada.id, agent_name=ada.name, scenario="task_execution"), tool, args)
     assert not ok
     assert message in text
     assert "Http404" not in text
