@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils import timezone
+
 from agentbus.selectors import reply_expected
 from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
@@ -321,7 +323,8 @@ def context_lines(
     order, ``depth`` of them in all). Each is read here unless the caller read it."""
     if memory is None:
         memory = working_memory.read(agent.id)
-    lines = working_memory.prompt_lines(memory)
+    lines = [now_line()]
+    lines += working_memory.prompt_lines(memory)
     lines += longterm_lines(agent, item, scenario) if longterm is None else longterm
     if queue is None:
         queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
@@ -335,10 +338,28 @@ def context_lines(
     return lines
 
 
+#: How the context note says the time (a model cannot know it otherwise: "in 2 hours").
+NOW = "Now: "
+
+
+def now_line() -> str:
+    now = timezone.localtime()
+    return f"{NOW}{now:%A %Y-%m-%d %H:%M %Z}"
+
+
 def context_message(lines: list[str]) -> dict[str, Any]:
     """``context_lines`` as the loop's note (not a person's words), appended to the
     session whenever it changed (``tool_loop``)."""
     return {"role": "user", "content": "\n".join([CONTEXT_MARK, *lines])}
+
+
+def same_context(a: str, b: str) -> bool:
+    """Whether two context notes say the same, the time they were written apart."""
+
+    def rest(note: str) -> list[str]:
+        return [line for line in note.splitlines() if not line.startswith(NOW)]
+
+    return rest(a) == rest(b)
 
 
 def last_context(messages: list[dict[str, Any]]) -> str:

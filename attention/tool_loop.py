@@ -39,7 +39,15 @@ from .models import ActivityLogType as L
 from .models import LLMSession
 from .no_progress import Refusals
 from .replies import delta_sender
-from .scenarios import context_lines, context_message, item_brief, last_context, longterm_lines, system_prompt
+from .scenarios import (
+    context_lines,
+    context_message,
+    item_brief,
+    last_context,
+    longterm_lines,
+    same_context,
+    system_prompt,
+)
 from .session import load_session, save_session
 from .toolbox import END_TURN, ToolContext, restore_loaded, tools_for
 
@@ -191,7 +199,7 @@ def _note_context(session: LLMSession, note: dict[str, Any]) -> bool:
     session stays append-only, so each request repeats the one before it as its prefix."""
     text = str(note["content"])
     messages = session.messages
-    if text == last_context(messages):
+    if same_context(text, last_context(messages)):
         return False
     if messages and messages[-1].get("role") == "tool":
         messages[-1] = {**messages[-1], "content": f"{messages[-1].get('content') or ''}\n\n{text}"}
