@@ -287,10 +287,7 @@ def longterm_lines(
 
 
 #: How every item's turn ends (ARCHITECTURE decision 18): a typed signal, never a marker.
-END_OF_TURN = (
-    "When you have handled this item, give your final answer as plain text with no tool call, or call "
-    "end_turn with it. Never repeat a call that was refused: change it or do something else."
-)
+END_OF_TURN = "When done, answer in plain text with no tool call (or call end_turn). Never repeat a refused call."
 
 
 def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:

@@ -322,8 +322,7 @@ def _item_scenarios() -> frozenset[str]:
 
 TOOLS[END_TURN] = Tool(
     END_TURN,
-    "End your turn: you have handled this item. `answer` is your final answer (to the person or agent "
-    "who asked, where someone did).",
+    "End your turn: this item is handled. `answer`: your final answer.",
     {"type": "object", "properties": {"answer": {"type": "string"}}},
     _end_turn,
     _item_scenarios(),
