@@ -24,7 +24,7 @@ from attention.triage import Plan
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
-from markus.llm.base import set_provider_override
+from markus.llm.base import set_provider_override, without_context
 from markus.llm.scripted import ScriptedProvider, Turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
@@ -159,7 +159,7 @@ def test_a_member_handled_alone_while_its_lead_waited_is_not_handled_again_by_th
     monkeypatch.setitem(settings.MARKUS, "TRIAGE", True)
     loop.run_attention(agent.id, budget=2)
     assert status(member) == "completed" and status(lead) == "deferred"
-    assert "member notice" in provider.calls[2]["messages"][0]["content"]
+    assert "member notice" in without_context(provider.calls[2]["messages"])[0]["content"]
 
     # The lead comes due and resumes its saved session, which quoted the member.
     MailboxItem.objects.filter(id=lead.id).update(deferred_until=timezone.now() - timedelta(seconds=1))

@@ -20,6 +20,7 @@ from attention.models import AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
+from markus.llm.base import CONTEXT_MARK
 from tests.llm.stub_openai import StubOpenAI
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +41,8 @@ class CountingModel:
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         tools = {t["function"]["name"] for t in body.get("tools") or []}
         system = body["messages"][0]["content"]
-        first = body["messages"][1]["content"]
+        # The item's own opening, past the loop's context note before it.
+        first = next(m["content"] for m in body["messages"][1:] if CONTEXT_MARK not in m["content"])
         if "complete_deliberation" in tools:
             self.calls["deliberation"] += 1
             self.listings.append(first)

@@ -14,6 +14,7 @@ from attention.models import AgentActivity
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.core.actors import Actor
+from markus.llm.base import CONTEXT_MARK
 from markus.work.services import task_create
 
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
@@ -86,7 +87,8 @@ def test_message_content_is_on_the_spans_only_when_opted_in(spans, content_on, a
     _, children = _tree(spans, item.id)
     chats = sorted((s for s in children if s.name.startswith("chat ")), key=lambda s: s.start_time)
     first = json.loads(chats[0].attributes["gen_ai.input.messages"])
-    assert first[0]["role"] == "user" and "Write the parser" in first[0]["parts"][0]["content"]
+    assert CONTEXT_MARK in first[0]["parts"][0]["content"]  # the loop's context note, then the item
+    assert first[1]["role"] == "user" and "Write the parser" in first[1]["parts"][0]["content"]
     assert json.loads(chats[0].attributes["gen_ai.system_instructions"])[0]["type"] == "text"
     said = json.loads(chats[0].attributes["gen_ai.output.messages"])
     assert said[0]["parts"][0] == {
