@@ -201,6 +201,8 @@ def _chat_steps(text: str) -> list[Step]:
 LAST_COMMIT = re.compile(r"\b(last|latest|newest|recent)\b.{0,40}\bcommits?\b", re.I | re.S)
 PATH = re.compile(r"(/[\w.@%+~/-]+)")
 GIT_LOG = "__git_log"
+#: The tool that loads a tool server's tools found on demand (markus.toolservers.on_demand).
+TOOL_LOAD = "tool_load"
 
 
 def _tool_steps(text: str, tools: list[dict[str, Any]]) -> list[Step]:
@@ -214,6 +216,8 @@ def _tool_steps(text: str, tools: list[dict[str, Any]]) -> list[Step]:
             if where or "repo_path" in (fn.get("parameters") or {}).get("required", []):
                 args["repo_path"] = where.group(1).rstrip(".,;:") if where else "."
             return [(fn["name"], args)]
+    if any(t["function"]["name"] == TOOL_LOAD for t in tools):  # the server's tools are found on demand
+        return [(TOOL_LOAD, {"names": [GIT_LOG.removeprefix("__")]})]
     return []
 
 

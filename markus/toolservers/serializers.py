@@ -176,6 +176,10 @@ class OfferedToolOut(serializers.Serializer):
     description = serializers.CharField()
     policy = serializers.ChoiceField(choices=Policy.choices, help_text="built-in tools: auto")
     parameters = serializers.DictField(help_text="its JSON schema")
+    onDemand = serializers.BooleanField(
+        help_text="a tool server's tool not listed with every request: the agent finds it with tool_search "
+        "and loads it with tool_load (past MARKUS_TOOLSERVER_INLINE_TOOLS of them)"
+    )
 
 
 class AgentToolsOut(serializers.Serializer):

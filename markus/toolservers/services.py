@@ -13,7 +13,7 @@ from markus.agents.models import Agent, Team
 from markus.core.errors import ConflictError, MarkusError
 
 from .models import ServerState, ToolServer, Transport, default_policy
-from .offered import attached_servers, listing, offerable, tool_name
+from .offered import WORKING_SCENARIOS, attached_servers, catalog, listing, offerable, tool_name
 from .runtime import runtime
 
 # The fields that make the connection: a change lists the server's tools again.
@@ -168,14 +168,18 @@ def server_data(server: ToolServer) -> dict[str, Any]:
 
 def agent_tools(agent: Agent, scenario: str) -> dict[str, Any]:
     """What the agent is offered in ``scenario`` (what the loop offers: ``tools_for``),
-    with each tool's policy, and its servers' tools that are denied. A server not listed
+    and its servers' tools it finds on demand (``onDemand``), with each tool's policy, and
+    its servers' tools that are denied. A server not listed
     lately is listed here through a connection closed at once (no calls are made here)."""
     servers = {s.name: s for s in attached_servers(agent.id)}
     for s in servers.values():
         listing(s, keep=False)
     offered = tools_for(agent.id, scenario)
+    # Past MARKUS_TOOLSERVER_INLINE_TOOLS the servers' tools are found on demand
+    # (tool_search, tool_load): listed too, each marked so.
+    on_demand = {} if scenario not in WORKING_SCENARIOS else catalog(list(servers.values()))
     tools = []
-    for t in offered.values():
+    for t in [*offered.values(), *(t for name, t in on_demand.items() if name not in offered)]:
         policy = "auto" if t.approval is None else "ask"
         tools.append(
             {
@@ -184,6 +188,7 @@ def agent_tools(agent: Agent, scenario: str) -> dict[str, Any]:
                 "description": t.description,
                 "policy": policy,
                 "parameters": t.parameters,
+                "onDemand": t.name not in offered,
             }
         )
     denied = [row for s in servers.values() for row in listed_tools(s) if row["policy"] == "deny"]

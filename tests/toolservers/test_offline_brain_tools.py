@@ -11,10 +11,23 @@ from markus.toolservers.models import ToolServer
 
 from .conftest import SUBJECT
 
-# The offline brain calls the git tool it is offered directly (all its tools inline).
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_tools")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def test_the_offline_brain_loads_the_git_tool_found_on_demand_and_answers_the_last_commit(
+    celery_worker, agent, alice_client, git_server
+):
+    # The git server's 12 tools are past MARKUS_TOOLSERVER_INLINE_TOOLS: tool_load first.
+    git_server.agents.add(agent)
+    r = alice_client.post(
+        f"/api/agents/{agent.id}/chat", {"text": "What is the last commit in the git repository?"}, format="json"
+    )
+    assert r.status_code == 200, r.content
+    reply = r.json()["reply"]
+    assert "offline brain" in reply and f"The last commit is “{SUBJECT}”" in reply and "by Ada" in reply
+
+
+@pytest.mark.usefixtures("inline_tools")  # the git tool offered directly
 def test_the_offline_brain_answers_the_last_commit_from_the_git_server(celery_worker, agent, alice_client, git_server):
     git_server.agents.add(agent)
     r = alice_client.post(
@@ -40,3 +53,11 @@ def test_the_demo_attaches_a_git_server_on_a_demo_repository(db, settings, tmp_p
     client.login(username="admin", password="admin")
     tools = client.get("/api/agents/ada/tools").json()["tools"]
     assert {"git__git_log", "git__git_commit"} <= {t["name"] for t in tools}
+
+
+def test_the_agents_tools_list_the_servers_tools_found_on_demand(agent, alice_client, git_server):
+    git_server.agents.add(agent)
+    tools = {t["name"]: t for t in alice_client.get(f"/api/agents/{agent.id}/tools").json()["tools"]}
+    assert not tools["tool_search"]["onDemand"] and not tools["tool_load"]["onDemand"]
+    assert tools["git__git_log"]["onDemand"] and tools["git__git_log"]["origin"] == "git"
+    assert not tools["task_get"]["onDemand"]
