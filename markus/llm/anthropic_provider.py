@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anthropic
 from anthropic.types import Message
 
 from .base import (
@@ -19,10 +20,11 @@ from .base import (
     CancelWatch,
     LLMResponse,
     Provider,
-    ProviderError,
     ToolCall,
     Usage,
     cut_short,
+    provider_error,
+    sdk_errors,
     streamed_call,
 )
 
@@ -164,38 +166,6 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     )
 
 
-def provider_error(exc: Exception) -> ProviderError:
-    """The SDK's (or its HTTP client's) error as the seam reads it (see the openai
-    provider's): what happened, and whether trying again may help."""
-    import anthropic
-    import httpx2
-
-    if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        after = exc.response.headers.get("retry-after") if exc.response is not None else None
-        try:
-            retry_after = float(after) if after is not None else None
-        except ValueError:
-            retry_after = None
-        retryable = status in (408, 409, 429, 529) or status >= 500
-        return ProviderError(f"HTTP {status} {type(exc).__name__}", retryable=retryable, retry_after=retry_after)
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return ProviderError("timed out (MARKUS_LLM_TIMEOUT_S): no answer or no next chunk in time")
-    if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
-        cause = type(exc.__cause__ or exc).__name__
-        if isinstance(exc.__cause__ or exc, httpx2.RemoteProtocolError | httpx2.ReadError):
-            return ProviderError(f"the connection closed before the answer was complete (cut short: {cause})")
-        return ProviderError(f"connection failed ({cause})")
-    return ProviderError(f"{type(exc).__name__}: {exc}"[:300])  # an error event in the stream
-
-
-def _sdk_errors() -> tuple[type[Exception], ...]:
-    import anthropic
-    import httpx2
-
-    return (anthropic.APIError, httpx2.HTTPError)
-
-
 def cached_system(system: str) -> list[dict[str, Any]]:
     """The system prompt as one block marked for the prompt cache: the stable part of a
     request (the role, the rules and, before them on the wire, the tools) is read from
@@ -221,8 +191,6 @@ class AnthropicProvider(Provider):
     def __init__(
         self, *, model: str, base_url: str | None, api_key: str, timeout: float = 120.0, max_tokens: int = MAX_TOKENS
     ) -> None:
-        import anthropic
-
         self.model = model
         self.max_tokens = max_tokens
         # The seam (attention.model_call) tries again with back-off: the SDK does not.
@@ -253,16 +221,16 @@ class AnthropicProvider(Provider):
                 lambda body: _from_message(Message.construct(**json.loads(body))),
                 lambda stream, watch: _from_stream(stream, watch, context),
             )
-        except _sdk_errors() as exc:
-            raise provider_error(exc) from exc
+        except sdk_errors(anthropic) as exc:
+            raise provider_error(exc, anthropic) from exc
 
     def _ask(self, prompt: str, max_tokens: int, context: CallContext | None = None) -> str:
         try:
             message = self.client.messages.create(
                 model=self.model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
             )
-        except _sdk_errors() as exc:
-            raise provider_error(exc) from exc
+        except sdk_errors(anthropic) as exc:
+            raise provider_error(exc, anthropic) from exc
         if context is not None:
             context.usage = _usage(message.usage)
         return "".join(b.text for b in message.content if b.type == "text")

@@ -437,3 +437,44 @@ def fenced_tool_calls(text: str, offered: set[str], *, prefix: str) -> tuple[lis
         at = match.end()
     rest.append((text or "")[at:])
     return calls, "".join(rest).strip() if calls else text
+
+
+#: HTTP statuses worth trying again besides 5xx (a provider's own, such as Anthropic's
+#: 529 "overloaded", is a 5xx already).
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+def sdk_errors(sdk: Any) -> tuple[type[Exception], ...]:
+    """What a provider SDK (``openai``, ``anthropic``: the same error classes) and its
+    HTTP client raise for a call that was not answered."""
+    import httpx2
+
+    return (sdk.APIError, httpx2.HTTPError)
+
+
+def provider_error(exc: Exception, sdk: Any) -> ProviderError:
+    """An SDK's (or its HTTP client's) error as the seam reads it: what happened, said the
+    same way each time (so a repeated failure is told apart from a different one), and
+    whether trying again may help (a timeout, no connection, a cut stream, 408, 409, 429,
+    5xx; not a request the server refused)."""
+    import httpx2
+
+    if isinstance(exc, sdk.APIStatusError):
+        status = exc.status_code
+        after = exc.response.headers.get("retry-after") if exc.response is not None else None
+        try:
+            retry_after = float(after) if after is not None else None
+        except ValueError:
+            retry_after = None
+        retryable = status in RETRY_STATUSES or status >= 500
+        return ProviderError(f"HTTP {status} {type(exc).__name__}", retryable=retryable, retry_after=retry_after)
+    if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
+        return ProviderError("timed out (MARKUS_LLM_TIMEOUT_S): no answer or no next chunk in time")
+    if isinstance(exc, sdk.APIConnectionError | httpx2.HTTPError):
+        cause = exc.__cause__ or exc
+        if isinstance(cause, httpx2.RemoteProtocolError | httpx2.ReadError):
+            return ProviderError(
+                f"the connection closed before the answer was complete (cut short: {type(cause).__name__})"
+            )
+        return ProviderError(f"connection failed ({type(cause).__name__})")
+    return ProviderError(f"{type(exc).__name__}: {exc}"[:300])  # an error event in the stream

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import openai
 from openai.types.chat import ChatCompletion
 
 from .base import (
@@ -13,10 +14,11 @@ from .base import (
     CancelWatch,
     LLMResponse,
     Provider,
-    ProviderError,
     ToolCall,
     Usage,
     cut_short,
+    provider_error,
+    sdk_errors,
     streamed_call,
 )
 
@@ -103,46 +105,11 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     )
 
 
-def provider_error(exc: Exception) -> ProviderError:
-    """The SDK's (or its HTTP client's) error as the seam reads it: what happened, said
-    the same way each time (so repeated failures are told apart from different ones),
-    and whether trying again may help (a timeout, no connection, 408, 409, 429, 5xx)."""
-    import httpx2
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        after = exc.response.headers.get("retry-after") if exc.response is not None else None
-        try:
-            retry_after = float(after) if after is not None else None
-        except ValueError:
-            retry_after = None
-        retryable = status in (408, 409, 429) or status >= 500
-        return ProviderError(f"HTTP {status} {type(exc).__name__}", retryable=retryable, retry_after=retry_after)
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return ProviderError("timed out (MARKUS_LLM_TIMEOUT_S): no answer or no next chunk in time")
-    if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
-        cause = type(exc.__cause__ or exc).__name__
-        if isinstance(exc.__cause__ or exc, httpx2.RemoteProtocolError | httpx2.ReadError):
-            return ProviderError(f"the connection closed before the answer was complete (cut short: {cause})")
-        return ProviderError(f"connection failed ({cause})")
-    return ProviderError(f"{type(exc).__name__}: {exc}"[:300])  # an error event in the stream
-
-
-def _sdk_errors() -> tuple[type[Exception], ...]:
-    import httpx2
-    import openai
-
-    return (openai.APIError, httpx2.HTTPError)
-
-
 class OpenAIProvider(Provider):
     name = "openai"
     judges = True
 
     def __init__(self, *, model: str, base_url: str | None, api_key: str, timeout: float = 120.0) -> None:
-        import openai
-
         self.model = model
         # The seam (attention.model_call) tries again with back-off: the SDK does not.
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=openai.Timeout(timeout), max_retries=0)
@@ -171,8 +138,8 @@ class OpenAIProvider(Provider):
                 lambda body: _from_completion(ChatCompletion.construct(**json.loads(body))),
                 lambda stream, watch: _from_stream(stream, watch, context),
             )
-        except _sdk_errors() as exc:
-            raise provider_error(exc) from exc
+        except sdk_errors(openai) as exc:
+            raise provider_error(exc, openai) from exc
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
         prompt = (
@@ -184,8 +151,8 @@ class OpenAIProvider(Provider):
             response = self.client.chat.completions.create(
                 model=self.model, messages=[{"role": "user", "content": prompt}], max_tokens=3
             )
-        except _sdk_errors() as exc:
-            raise provider_error(exc) from exc
+        except sdk_errors(openai) as exc:
+            raise provider_error(exc, openai) from exc
         context.usage = _usage(response.usage)
         word = (response.choices[0].message.content or "").strip().lower().split()
         return word[0].strip(".,!") if word else "continue"

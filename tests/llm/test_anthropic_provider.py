@@ -176,3 +176,18 @@ def test_the_judge_asks_the_model(anthropic_settings):
         word = provider.judge(current={"summary": "publish"}, new={"summary": "don't"}, context=CallContext())
     assert word == "cancel"
     assert "one word" in stub.requests[0]["body"]["messages"][0]["content"]
+
+
+def test_a_stream_that_ends_without_a_stop_reason_is_a_provider_error_not_an_empty_answer():
+    from types import SimpleNamespace as NS
+
+    from markus.llm.anthropic_provider import _from_stream
+    from markus.llm.base import CancelWatch, ProviderError
+
+    usage = NS(input_tokens=10, output_tokens=0, cache_creation_input_tokens=0, cache_read_input_tokens=0)
+    events = [
+        NS(type="message_start", message=NS(usage=usage)),
+        NS(type="content_block_start", index=0, content_block=NS(type="text", text="Half an ans")),
+    ]  # the server died here: no message_delta with its stop_reason, no message_stop
+    with pytest.raises(ProviderError, match="cut short"):
+        _from_stream(iter(events), CancelWatch(lambda: False), CallContext())
