@@ -478,6 +478,7 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
         return result
     finally:
         records.forget_run(lease)
+        _flush_usage(lease)
         if result.status != "stale":
             _finish(lease, depth=0 if result.status == "done" else None)
     # A run that found our lease (or its row locked) answered busy and counts on us to
@@ -502,6 +503,14 @@ def _expire(lease: Lease) -> None:
 def _record_expired(tx: Fence, item: MailboxItem) -> None:
     item.refresh_from_db(fields=["status", "drop_reason", "completed_at"])
     records.record_decision(tx, item=item, decision_type=DecisionType.DROP, reasoning=item.drop_reason)
+
+
+def _flush_usage(lease: Lease) -> None:
+    """What the run's local calls spent and has not written yet (``metering.flush``)."""
+    try:
+        metering.flush(lease)
+    except SESSION_LOST as exc:
+        log.warning("attention: usage of %s not written (%s: %s)", lease.agent_id, type(exc).__name__, exc)
 
 
 def _next_due_in(agent_id: str) -> float | None:

@@ -43,9 +43,9 @@ STATUS_TOPIC = "agent.status"
 MESSAGING = frozenset({sc.CHAT, sc.TASK_EXECUTION, sc.A2A, sc.SYSTEM_NOTICE, sc.DELIBERATION})
 # Answering the agent message being handled: only an agent message's scenario.
 REPLYING = frozenset({sc.A2A})
-# Filing a task for a colleague: splitting a task one executes, or a requirement one
-# is in charge of.
-DELEGATING = frozenset({sc.TASK_EXECUTION, sc.REQUIREMENT_ACTION})
+# Filing a task for a colleague: splitting a task one executes, a requirement one is in
+# charge of, or when a person in a chat asks the agent to hand work to someone.
+DELEGATING = frozenset({sc.CHAT, sc.TASK_EXECUTION, sc.REQUIREMENT_ACTION})
 # Telling the team what one is doing: while executing a task.
 BROADCASTING = frozenset({sc.TASK_EXECUTION})
 # Group chats: where the agent works with colleagues (not a person's chat, nor a notice).
@@ -245,8 +245,7 @@ def agent_reply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     "agent_delegate_task",
-    "File a task for a colleague (by id or name). You are its creator and its reviewer: it comes back to you "
-    "for review when they submit it. Returns the task id at once.",
+    "File a task for a colleague (id or name); you review it when done. Returns its id.",
     {
         "type": "object",
         "properties": {

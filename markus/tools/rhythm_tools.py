@@ -16,7 +16,7 @@ PACING = frozenset({CHECK_IN, CHAT})
 @tool(
     "set_heartbeat_interval",
     f"Set the minutes between your heartbeat check-ins ({HEARTBEAT_MIN_MINUTES}-{HEARTBEAT_MAX_MINUTES}, "
-    "clamped; e.g. 360: every 6 h): shorter while something needs watching, longer when quiet. From now on.",
+    "clamped): shorter while something needs watching.",
     {
         "type": "object",
         "properties": {"minutes": {"type": "integer"}, "reason": {"type": "string", "description": "why (logged)"}},

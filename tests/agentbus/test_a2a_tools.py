@@ -86,7 +86,8 @@ def test_the_tools_are_offered_where_the_agent_works_with_colleagues():
 
     assert offered("task_execution") == TOOL_NAMES - {"agent_reply"}
     assert offered("a2a") == TOOL_NAMES - {"agent_delegate_task", "agent_broadcast_status"}
-    assert offered("chat") == {"agent_send_message", "agent_list_colleagues"}  # a person asks to ask someone
+    # A person asks the agent to ask someone, or to hand work to someone.
+    assert offered("chat") == {"agent_send_message", "agent_list_colleagues", "agent_delegate_task"}
     assert offered("requirement_action") == {"agent_delegate_task", "agent_list_colleagues"}
     assert offered("system_notice") == {"agent_send_message", "agent_list_colleagues"}  # a colleague's status
     for scenario in ("session_response", "check_in", "dream_cycle", "daily_report_writing"):

@@ -282,6 +282,9 @@ class Cluster:
             MARKUS_EXECUTION_RETRY_BASE_S="1",
             MARKUS_EXECUTION_RETRY_CAP_S="4",
             MARKUS_CHAT_TIMEOUT_S="1",
+            # The stub model calls a tool server's tool it is offered directly (the
+            # counter server's 5 tools would otherwise be found on demand).
+            MARKUS_TOOLSERVER_INLINE_TOOLS="16",
             LOG_LEVEL="WARNING",
             **self.extra_env,
         )

@@ -23,6 +23,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from markus.llm.base import without_context
+
 TASK_ID = re.compile(r"\btsk_[0-9a-f]+\b")
 # The queue as deliberation (its first user message) and the mini triage list it.
 LISTED = re.compile(r"^- (\S+) \[priority (\d+)\] (\w+)", re.M)
@@ -122,7 +124,8 @@ class SlowLLM:
         time.sleep(delay)
 
     def answer(self, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        messages = body.get("messages") or []
+        # The loop's context note lists the other waiting items (their asks too): not this one's.
+        messages = without_context(body.get("messages") or [])
         if body.get("max_tokens") == 3:  # the interrupt judge
             self._count("judge")
             time.sleep(self.quick)
