@@ -143,7 +143,10 @@ def parse_when(text: str, *, agent: Agent, now: datetime) -> datetime:
 
 def check_when(moment: datetime, now: datetime) -> None:
     if moment <= now:
-        raise ReminderError(f"{moment.isoformat()} is in the past; a reminder must be in the future")
+        raise ReminderError(
+            f"{moment.isoformat()} is in the past (it is {now.isoformat(timespec='minutes')} now); a reminder must "
+            "be in the future: for a time from now, say it as 'in 2h'"
+        )
     if moment - now > MAX_AHEAD:
         raise ReminderError(f"{moment.isoformat()} is more than a year ahead; a reminder may be at most 365 days ahead")
 
