@@ -166,7 +166,9 @@ def as_tool(server: ToolServer, listed: dict[str, Any], policy: str) -> Tool:
         schema,
         handler,
         transactional=False,  # its effect is the server's: recorded as started before it is made
-        idempotent=annotations.get("idempotentHint") is True or annotations.get("readOnlyHint") is True,
+        # Made again after a crash only when declared so: a read-only hint is no promise
+        # that a second call changes nothing (issue 35: a "read-only" tool that wrote).
+        idempotent=annotations.get("idempotentHint") is True,
         approval=(lambda ctx, args: ask(ctx, server, remote, args)) if policy == Policy.ASK else None,
         source=server.name,
     )
