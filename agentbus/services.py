@@ -25,6 +25,7 @@ from django.utils import timezone
 from mailbox.registry import MailboxType
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
+from markus.core.limits import BUS_PAYLOAD_MAX_CHARS
 
 from . import selectors
 from .cursors import decode_cursor, encode_cursor
@@ -264,6 +265,9 @@ def stream_append(
     """
     if not isinstance(payload, dict):
         raise BusError("payload must be a JSON object")
+    size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str))
+    if size > BUS_PAYLOAD_MAX_CHARS:
+        raise BusError(f"payload is {size} characters as JSON; a message may have at most {BUS_PAYLOAD_MAX_CHARS}")
     stream = Stream.objects.select_for_update().filter(id=stream_id).first()
     if stream is None:
         raise NotFoundError("No such stream.")

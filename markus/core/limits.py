@@ -60,6 +60,9 @@ WAIT_RETRY_AFTER_SECONDS = 5
 # A chat's text (``POST /api/agents/{id}/chat``, and a human_chat enqueued through the
 # mailbox API): it is stored and sent to the model on every turn of the session.
 CHAT_TEXT_MAX_CHARS = 32_000
+# A message on the AgentBus (a chunk's payload, as compact JSON): an internal recipient's
+# model reads all of it, as it reads a chat; the same limit.
+BUS_PAYLOAD_MAX_CHARS = CHAT_TEXT_MAX_CHARS
 
 
 def body_limit() -> int | None:

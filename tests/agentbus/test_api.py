@@ -211,3 +211,19 @@ def test_agent_api_carries_pending_inbox(alice, eve, max_, ada):
     rows = {r["id"]: r for r in client.get("/api/agents/", {"inbox": 1}).json()}
     assert rows["eve"]["pendingInboxCount"] == 2 and rows["max"]["pendingInboxCount"] == 0
     assert "pendingInboxCount" not in client.get("/api/agents/").json()[0]
+
+
+def test_a_message_past_the_size_limit_is_refused_with_the_limit_and_nothing_is_stored(eve, max_):
+    from agentbus.models import Chunk
+    from markus.core.limits import BUS_PAYLOAD_MAX_CHARS
+
+    client = eve.client()
+    opened = client.post("/api/agentbus/streams", {"sender": "eve", "recipient": "max"}, format="json")
+    stream_id = opened.json()["streamId"]
+    big = {"sender": "eve", "payload": {"text": "x" * BUS_PAYLOAD_MAX_CHARS}}
+    refused = client.post(f"/api/agentbus/streams/{stream_id}/append", big, format="json")
+    assert refused.status_code == 400, refused.content
+    assert f"at most {BUS_PAYLOAD_MAX_CHARS}" in refused.json()["detail"]
+    assert not Chunk.objects.filter(stream_id=stream_id).exists()
+    small = {"sender": "eve", "payload": {"text": "x" * (BUS_PAYLOAD_MAX_CHARS - 20)}}
+    assert client.post(f"/api/agentbus/streams/{stream_id}/append", small, format="json").status_code == 201
