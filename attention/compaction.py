@@ -6,6 +6,7 @@ whole. What was cut stays cut (the session is stored so)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
@@ -27,10 +28,11 @@ def budget() -> int:
 
 def compact(session: LLMSession, *, system: str, tools: list[dict[str, Any]]) -> bool:
     """Cut older tool results (then older long texts) until the request fits; True if
-    anything was cut."""
+    anything was cut. The request is measured once; each cut takes off what it saved."""
     limit = budget()
     messages = session.messages
-    if estimate_tokens(system, messages, tools) <= limit:
+    size = estimate_tokens(system, messages, tools)
+    if size <= limit:
         return False
     cut = False
     for roles in (("tool",), ("tool", "assistant", "user")):
@@ -41,7 +43,8 @@ def compact(session: LLMSession, *, system: str, tools: list[dict[str, Any]]) ->
             if content.startswith("[cut to fit"):
                 continue
             message["content"] = CUT_NOTE.format(n=len(content), head=content[:KEPT_CHARS])
+            size -= (len(json.dumps(content)) - len(json.dumps(message["content"]))) // 4
             cut = True
-            if estimate_tokens(system, messages, tools) <= limit:
+            if size <= limit:
                 return True
     return cut

@@ -43,6 +43,10 @@ def before_call(lease: Lease, context: CallContext) -> None:
     budgets.check_call(lease.agent_id, skippable=context.scenario in SKIPPED_FIRST)
 
 
+# The calls of a brain in this process not written yet, by agent (``after_call``, ``flush``).
+_pending: dict[str, list[Call]] = {}
+
+
 def after_call(
     lease: Lease,
     provider: Provider,
@@ -72,9 +76,6 @@ def after_call(
         _pending.setdefault(lease.agent_id, []).append(call)
         return
     record_calls([*_pending.pop(lease.agent_id, []), call])
-
-
-_pending: dict[str, list[Call]] = {}
 
 
 def flush(lease: Lease) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -42,8 +41,6 @@ from .scenarios import SCENARIOS
 
 #: An answer's ``max_tokens`` where neither the scenario nor the settings say.
 DEFAULT_MAX_TOKENS = 1024
-#: What the interrupt judge may answer: one word.
-JUDGE_MAX_TOKENS = 3
 
 
 class ProviderFailed(Exception):
@@ -129,7 +126,7 @@ def _pause(seconds: float, context: CallContext) -> None:
     while (left := end - time.monotonic()) > 0:
         if context.cancelled():
             raise LLMCancelled("the call was cancelled while it waited to try again")
-        threading.Event().wait(min(left, 0.2))
+        time.sleep(min(left, 0.2))
 
 
 def model_call(
@@ -152,6 +149,12 @@ def model_call(
     response: LLMResponse | None = None
     retry_after: float | None = None
     keeper = nullcontext() if provider.local else LeaseKeeper(lease)
+
+    def spent(usage: Usage, error: str = "") -> None:  # written as the try ends, even if the lease was lost
+        metering.after_call(lease, provider, context, usage, error=error, estimated=bool(error))
+        if spend is not None:
+            spend.charge(usage)
+
     with keeper:
         for attempt in range(int(m["LLM_RETRIES"]) + 1):
             if spend is not None:
@@ -163,19 +166,14 @@ def model_call(
                 with telemetry.chat_span(provider, system=system, messages=messages, context=context) as call:
                     response = provider.complete(system=system, messages=messages, tools=tools, context=context)
                     call.answered(response)
-            except ProviderError as exc:
-                guess = Usage(prompt_tokens=estimate_tokens(system, messages, tools))
-                metering.after_call(lease, provider, context, guess, error=str(exc), estimated=True)
-                if spend is not None:
-                    spend.charge(guess)
+            except ProviderError as exc:  # nothing said what it read: the request's size
+                spent(Usage(prompt_tokens=estimate_tokens(system, messages, tools)), str(exc))
                 errors.append(str(exc))
                 retry_after = exc.retry_after
                 if not exc.retryable:
                     break
                 continue
-            metering.after_call(lease, provider, context, response.usage)  # spent, even if the lease was lost
-            if spend is not None:
-                spend.charge(response.usage)
+            spent(response.usage)
             break
     lost = isinstance(keeper, LeaseKeeper) and keeper.lost
     if lost or not lease_renew_if_due(lease):
@@ -188,10 +186,10 @@ def model_call(
 def model_judge(
     lease: Lease, provider: Provider, *, current: dict[str, Any], new: dict[str, Any], context: CallContext
 ) -> str:
-    """The interrupt judge's one word, through the same gate, deadline and usage row as
-    every call; one try (the heuristics' word stands when it fails)."""
+    """The interrupt judge's one word (each provider asks for a few tokens at most),
+    through the same budget gate, span and usage row as every call; one try, bounded by
+    the client's timeout (the heuristics' word stands when it fails)."""
     local = provider.local
-    context.max_tokens = JUDGE_MAX_TOKENS
     if not local:
         metering.before_call(lease, context)
     with telemetry.chat_span(provider, system="", messages=[], context=context) as call:

@@ -200,11 +200,10 @@ def _give_up(tx: Fence, focus: Focus, reason: str) -> None:
     for its verdict fails (an execution) or goes to a person (a review)."""
     item, activity = focus.item, focus.activity
     assert activity is not None
+    _end(tx, focus, success=False)
     if focus.scenario in VERDICT_RETRIES:
-        _end(tx, focus, success=False)
         records.log(tx, activity, L.ERROR, reason)
         return _task_gave_up(tx, focus, reason)
-    _end(tx, focus, success=False)
     records.log(tx, activity, L.ERROR, f"gave up: {reason}")
     answer_given_up(tx, item, reason)
     complete(tx, item, outcome=f"failed ({reason})")

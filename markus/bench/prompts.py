@@ -317,7 +317,7 @@ def _attach_git_server(world: World) -> None:
 def _build(tag: str) -> World:
     from django.contrib.auth.models import User
 
-    from mailbox.registry import MailboxType, Priority
+    from mailbox.registry import Priority
     from mailbox.services import mailbox_enqueue
     from markus.agents import memory as working_memory
     from markus.agents.models import Agent, Team
@@ -350,7 +350,7 @@ def _build(tag: str) -> World:
         for summary in BACKGROUND[:BACKGROUND_ITEMS]:
             item = mailbox_enqueue(
                 agent_id=agent.id,
-                source_type=MailboxType.SYSTEM_EVENT,
+                source_type=T.SYSTEM_EVENT,
                 payload={"summary": summary, "content": summary},
                 priority=int(Priority.BACKGROUND),
                 metadata={"senderRole": "system"},
@@ -448,13 +448,12 @@ def _newest(agent_id: str, before: set[str], source_type: str, **where: Any) -> 
 
 
 def _make_chat(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from mailbox.services import mailbox_enqueue
 
     text = "Hi Ada, where are we with the CSV export? Anything blocking you?"
     return mailbox_enqueue(
         agent_id=world.agent.id,
-        source_type=MailboxType.HUMAN_CHAT,
+        source_type=T.HUMAN_CHAT,
         payload={"summary": text[:120], "content": text},
         metadata={"senderRole": "user", "senderId": str(world.owner.pk), "senderName": world.owner.username},
     )
@@ -465,7 +464,6 @@ def _own_task(world: World) -> str:
 
 
 def _make_execution(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from markus.work.services import task_create
 
     before = _open_ids(world.agent.id)
@@ -480,11 +478,10 @@ def _make_execution(world: World) -> MailboxItem:
         reviewer_agent_id=world.colleague.id,
     )
     world.task_ids.append(task.id)
-    return _newest(world.agent.id, before, MailboxType.TASK_STATUS_UPDATE, payload__taskId=task.id)
+    return _newest(world.agent.id, before, T.TASK_STATUS_UPDATE, payload__taskId=task.id)
 
 
 def _make_comment(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from markus.work.comment_services import task_comment_create
 
     before = _open_ids(world.agent.id)
@@ -493,7 +490,7 @@ def _make_comment(world: World) -> MailboxItem:
         actor=_human(world),
         content="Please keep the old unquoted output behind a flag: the importer of another team still reads it.",
     )
-    return _newest(world.agent.id, before, MailboxType.TASK_COMMENT)
+    return _newest(world.agent.id, before, T.TASK_COMMENT)
 
 
 def _colleague_task(world: World) -> str:
@@ -512,7 +509,6 @@ def _colleague_task(world: World) -> str:
 
 
 def _make_mention(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from markus.work.comment_services import task_comment_create
 
     task_id = _colleague_task(world)
@@ -522,11 +518,10 @@ def _make_mention(world: World) -> MailboxItem:
         actor=_human(world),
         content="@Ada does the export already quote fields with line breaks? Grace needs to know for the importer.",
     )
-    return _newest(world.agent.id, before, MailboxType.MENTION)
+    return _newest(world.agent.id, before, T.MENTION)
 
 
 def _make_review(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from markus.core.actors import Actor
     from markus.work.services import task_transition
 
@@ -538,11 +533,10 @@ def _make_review(world: World) -> MailboxItem:
         actor=Actor.for_agent(world.colleague),
         note="The importer reads RFC 4180 quoting now; tests cover commas, quotes and line breaks.",
     )
-    return _newest(world.agent.id, before, MailboxType.REVIEW_REQUEST)
+    return _newest(world.agent.id, before, T.REVIEW_REQUEST)
 
 
 def _make_session_reply(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from markus.core.actors import Actor
     from markus.work.comment_services import task_comment_create
     from markus.work.services import task_transition
@@ -558,11 +552,10 @@ def _make_session_reply(world: World) -> MailboxItem:
         actor=_human(world),
         content="Thanks! Did the changelog entry make it in, and which version will carry it?",
     )
-    return _newest(world.agent.id, before, MailboxType.SESSION_REPLY)
+    return _newest(world.agent.id, before, T.SESSION_REPLY)
 
 
 def _make_requirement_action(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from markus.core.actors import Actor
     from markus.work.requirement_services import requirement_approve, requirement_create
 
@@ -574,12 +567,11 @@ def _make_requirement_action(world: World) -> MailboxItem:
     world.requirement_ids.append(requirement.id)
     before = _open_ids(world.agent.id)
     requirement_approve(requirement_id=requirement.id, actor=_human(world), reason="Yes, this hurts every night.")
-    return _newest(world.agent.id, before, MailboxType.REQUIREMENT_UPDATE, payload__requirementId=requirement.id)
+    return _newest(world.agent.id, before, T.REQUIREMENT_UPDATE, payload__requirementId=requirement.id)
 
 
 def _make_a2a(world: World) -> MailboxItem:
     from agentbus.services import send_agent_message
-    from mailbox.registry import MailboxType
 
     before = _open_ids(world.agent.id)
     send_agent_message(
@@ -588,17 +580,16 @@ def _make_a2a(world: World) -> MailboxItem:
         text="Quick one: does the export write a BOM at the start of the file? The importer chokes on it.",
         topic="CSV export",
     )
-    return _newest(world.agent.id, before, MailboxType.A2A_MESSAGE)
+    return _newest(world.agent.id, before, T.A2A_MESSAGE)
 
 
 def _make_system_event(world: World) -> MailboxItem:
-    from mailbox.registry import MailboxType
     from mailbox.services import mailbox_enqueue
 
     text = "The nightly billing export finished with 3 warnings (rows skipped: 0)."
     return mailbox_enqueue(
         agent_id=world.agent.id,
-        source_type=MailboxType.SYSTEM_EVENT,
+        source_type=T.SYSTEM_EVENT,
         payload={"summary": "Nightly billing export finished with warnings", "content": text},
         metadata={"senderRole": "system"},
     )
@@ -610,7 +601,6 @@ def _make_heartbeat(world: World) -> MailboxItem:
     from django.utils import timezone
 
     from attention import heartbeat
-    from mailbox.registry import MailboxType
     from mailbox.services import mailbox_enqueue
     from markus.agents.models import Agent
 
@@ -619,10 +609,10 @@ def _make_heartbeat(world: World) -> MailboxItem:
     beat = getattr(heartbeat, "_beat", None)
     if beat is not None:
         beat(agent, timezone.now())
-        return _newest(agent.id, before, MailboxType.HEARTBEAT)
+        return _newest(agent.id, before, T.HEARTBEAT)
     return mailbox_enqueue(  # the schedule's own enqueue moved: its summary, a plain period
         agent_id=agent.id,
-        source_type=MailboxType.HEARTBEAT,
+        source_type=T.HEARTBEAT,
         payload={"summary": heartbeat.SUMMARY, "content": heartbeat.SUMMARY, "extra": {"period": uuid.uuid4().hex}},
         metadata={"senderRole": "system"},
     )
@@ -632,7 +622,6 @@ def _make_daily_report(world: World) -> MailboxItem:
     from django.utils import timezone
 
     from attention.selectors import day_activity
-    from mailbox.registry import MailboxType
     from mailbox.services import mailbox_enqueue
     from markus.reports.clock import local_day_bounds, local_now
     from markus.reports.services import report_request
@@ -642,7 +631,7 @@ def _make_daily_report(world: World) -> MailboxItem:
     start, _ = local_day_bounds(world.agent, day)
     return mailbox_enqueue(
         agent_id=world.agent.id,
-        source_type=MailboxType.DAILY_REPORT,
+        source_type=T.DAILY_REPORT,
         payload=report_request(world.agent, day, now, day_activity(world.agent.id, start, now)),
         metadata={"senderRole": "system"},
     )
@@ -653,14 +642,14 @@ def _make_dream(world: World) -> MailboxItem:
     items' (the lowest), so it does not tie with them."""
     from django.utils import timezone
 
-    from mailbox.registry import MailboxType, Priority
+    from mailbox.registry import Priority
     from mailbox.services import mailbox_enqueue
     from markus.memory.dream import dream_listing
 
     content, listed, through = dream_listing(world.agent.id)
     return mailbox_enqueue(
         agent_id=world.agent.id,
-        source_type=MailboxType.MEMORY_CONSOLIDATION,
+        source_type=T.MEMORY_CONSOLIDATION,
         payload={
             "summary": f"Dream cycle: consolidate memory ({listed} new observations)",
             "content": content,
@@ -679,14 +668,13 @@ def _make_dream(world: World) -> MailboxItem:
 def _make_reminder(world: World) -> MailboxItem:
     from django.utils import timezone
 
-    from mailbox.registry import MailboxType
     from mailbox.services import mailbox_enqueue
 
     text = "Send the owner the status note on the CSV export"
     now = timezone.now()
     return mailbox_enqueue(
         agent_id=world.agent.id,
-        source_type=MailboxType.REMINDER,
+        source_type=T.REMINDER,
         payload={
             "summary": text,
             "content": text,
@@ -698,14 +686,13 @@ def _make_reminder(world: World) -> MailboxItem:
 
 def _make_deliberation(world: World) -> MailboxItem:
     """Two system events of one priority: they tie for the head, the loop deliberates."""
-    from mailbox.registry import MailboxType
     from mailbox.services import mailbox_enqueue
 
     first = None
     for summary in ("Certificate of the export bucket expires in 9 days", "Export job queue is 40 minutes behind"):
         item = mailbox_enqueue(
             agent_id=world.agent.id,
-            source_type=MailboxType.SYSTEM_EVENT,
+            source_type=T.SYSTEM_EVENT,
             payload={"summary": summary, "content": summary},
             metadata={"senderRole": "system"},
         )

@@ -14,21 +14,14 @@ from .conftest import SUBJECT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_offline_brain_loads_the_git_tool_found_on_demand_and_answers_the_last_commit(
-    celery_worker, agent, alice_client, git_server
+# The git server's 12 tools are past MARKUS_TOOLSERVER_INLINE_TOOLS: found on demand (the
+# brain loads git_log first), or all offered directly (``inline_tools``).
+@pytest.mark.parametrize("offered", ["on demand", "inline"])
+def test_the_offline_brain_answers_the_last_commit_from_the_git_server(
+    celery_worker, agent, alice_client, git_server, offered, request
 ):
-    # The git server's 12 tools are past MARKUS_TOOLSERVER_INLINE_TOOLS: tool_load first.
-    git_server.agents.add(agent)
-    r = alice_client.post(
-        f"/api/agents/{agent.id}/chat", {"text": "What is the last commit in the git repository?"}, format="json"
-    )
-    assert r.status_code == 200, r.content
-    reply = r.json()["reply"]
-    assert "offline brain" in reply and f"The last commit is “{SUBJECT}”" in reply and "by Ada" in reply
-
-
-@pytest.mark.usefixtures("inline_tools")  # the git tool offered directly
-def test_the_offline_brain_answers_the_last_commit_from_the_git_server(celery_worker, agent, alice_client, git_server):
+    if offered == "inline":
+        request.getfixturevalue("inline_tools")
     git_server.agents.add(agent)
     r = alice_client.post(
         f"/api/agents/{agent.id}/chat", {"text": "What is the last commit in the git repository?"}, format="json"
