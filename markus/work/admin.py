@@ -4,7 +4,7 @@ illegal moves as messages."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django import forms
@@ -20,7 +20,7 @@ from markus.console.modeladmin import ConsoleModelAdmin
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 
-from . import services
+from . import deletion, dependencies, services
 from .history import history_of
 from .models import Requirement, RequirementComment, RequirementState, StatusChange, Task, TaskComment, TaskState
 from .requirement_services import RequirementStep
@@ -49,6 +49,22 @@ def _run(
         modeladmin.message_user(request, f"{label}: {done} done.", messages.SUCCESS)
     for failure in failed:
         modeladmin.message_user(request, f"{label} refused for {failure}", messages.ERROR)
+
+
+def _delete(
+    modeladmin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    objs: Iterable[Task] | Iterable[Requirement],
+    step: Callable[[str, Actor], None],
+) -> None:
+    """The console deletes through ``deletion``, which withdraws what waits on the
+    object; one gone meanwhile is reported, not a 500."""
+    actor = Actor.for_user(request.user)
+    for obj in objs:
+        try:
+            step(obj.pk, actor)
+        except MarkusError as exc:
+            modeladmin.message_user(request, f"Delete refused for {obj.pk}: {exc}", messages.ERROR)
 
 
 class ReadOnlyCommentInline(admin.TabularInline):
@@ -170,10 +186,18 @@ TASK_ADD_FIELDS = (
 
 
 class TaskChangeForm(forms.ModelForm):
-    """Edits keep the one rule a form can break: the reviewer is not the assignee."""
+    """Edits keep the rules a form can break: the reviewer is not the assignee, and the
+    dependencies change only as ``dependencies.task_set_dependencies`` allows (checked
+    here, so a refusal, a cycle say, is shown on the field; ``TaskAdmin.save_related``
+    makes the change through the service)."""
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if data.get("depends_on") is not None:
+            try:
+                dependencies.check_task_dependencies(self.instance, [t.pk for t in data["depends_on"]])
+            except MarkusError as exc:
+                self.add_error("depends_on", str(exc))
         assignee, reviewer = data.get("assignee"), data.get("reviewer_agent")
         if assignee is not None and reviewer is not None and assignee.pk == reviewer.pk:
             raise forms.ValidationError("the reviewer cannot be the assignee: a worker cannot complete its own task")
@@ -290,8 +314,26 @@ class TaskAdmin(ConsoleModelAdmin):
         # On add, TaskAddForm.clean filed the task through the service.
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm[Task], formsets: Any, change: bool) -> None:
-        if change:
-            super().save_related(request, form, formsets, change)
+        """On change, ``depends_on`` is set by the service (history row, re-check), not
+        saved as a plain many-to-many field; the task's other fields are saved by then."""
+        if not change:
+            return
+        chosen = form.cleaned_data.pop("depends_on", None)
+        super().save_related(request, form, formsets, change)
+        if chosen is None:
+            return
+        try:
+            dependencies.task_set_dependencies(
+                task_id=form.instance.pk, depends_on=[t.pk for t in chosen], actor=Actor.for_user(request.user)
+            )
+        except MarkusError as exc:  # changed meanwhile: checked again under the row lock
+            self.message_user(request, f"Dependencies not changed: {exc}", messages.ERROR)
+
+    def delete_model(self, request: HttpRequest, obj: Task) -> None:
+        _delete(self, request, [obj], lambda pk, actor: deletion.task_delete(task_id=pk, actor=actor))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        _delete(self, request, queryset, lambda pk, actor: deletion.task_delete(task_id=pk, actor=actor))
 
 
 class RequirementCommentInline(ReadOnlyCommentInline):
@@ -317,3 +359,9 @@ class RequirementAdmin(ConsoleModelAdmin):
     @admin.display(description="status history")
     def history(self, obj: Requirement) -> SafeString:
         return status_history(StatusChange.Entity.REQUIREMENT, obj.id)
+
+    def delete_model(self, request: HttpRequest, obj: Requirement) -> None:
+        _delete(self, request, [obj], lambda pk, actor: deletion.requirement_delete(requirement_id=pk, actor=actor))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Requirement]) -> None:
+        _delete(self, request, queryset, lambda pk, actor: deletion.requirement_delete(requirement_id=pk, actor=actor))

@@ -128,6 +128,30 @@ def unmet_dependencies(task: Task) -> list[str]:
     ]
 
 
+def dependency_cycle(task_id: str, depends_on: list[str]) -> list[str]:
+    """The cycle ``task_id`` would close by depending on ``depends_on``, as the ids
+    round it (``[a, b, a]``), or [] if none: tasks waiting on each other wait for good.
+    A breadth-first walk down the dependencies, one query a level."""
+    if task_id in depends_on:
+        return [task_id, task_id]
+    Edge = Task.depends_on.through
+    came_from = dict.fromkeys(depends_on, task_id)  # each reached task: the one that depends on it
+    frontier = list(came_from)
+    while frontier:
+        edges = Edge.objects.filter(from_task_id__in=frontier).values_list("from_task_id", "to_task_id")
+        frontier = []
+        for waiter, dependency in edges:
+            if dependency == task_id:
+                path = [waiter]
+                while path[-1] != task_id:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), task_id]
+            if dependency not in came_from:
+                came_from[dependency] = waiter
+                frontier.append(dependency)
+    return []
+
+
 def requirement_agent_id(requirement: Requirement) -> str | None:
     """The agent in charge: the proposing agent, or the one a human named."""
     if requirement.created_by_agent_id:

@@ -141,7 +141,7 @@ def task_create(
             raise WorkError(f"requirementId: no such requirement {requirement_id!r}")
         if requirement.status != RequirementState.IN_PROGRESS:
             raise WorkError(f"requirement {requirement.id} is {requirement.status}; tasks need an approved one")
-    dependency_ids = _check_dependencies(depends_on)
+    dependency_ids = check_dependency_ids(depends_on)
     creator_agent = (
         Agent.objects.select_related("owner", "team__owner").filter(id=actor.agent_id).first()
         if actor.is_agent
@@ -198,7 +198,8 @@ def _check_metadata(metadata: Any) -> dict[str, Any]:
     return dict(metadata)
 
 
-def _check_dependencies(depends_on: Iterable[str]) -> list[str]:
+def check_dependency_ids(depends_on: Iterable[str]) -> list[str]:
+    """Task ids that exist, once each, in the order given (what the actor may see is the caller's)."""
     if isinstance(depends_on, str) or not all(isinstance(d, str) for d in depends_on):
         raise WorkError("dependsOn must be a list of task ids")
     ids = list(dict.fromkeys(depends_on))
@@ -455,8 +456,19 @@ def _unblock_dependents(task: Task) -> None:
         .order_by("created_at", "id")
     )
     for dependent in dependents:
-        if not unmet_dependencies(dependent):
-            _apply(dependent, TaskState.IN_PROGRESS, Actor.system(), note=f"its dependency {task.id} is completed")
+        start_when_free(dependent, Actor.system(), note=f"its dependency {task.id} is completed")
+
+
+def start_when_free(task: Task, actor: Actor, *, note: str) -> bool:
+    """Start a waiting task (pending or blocked) with an assignee once all its
+    dependencies are completed, unless it waits for a person's approval of its filing.
+    Must be called holding SELECT FOR UPDATE on ``task``. True if it started."""
+    if task.status not in WAITING_STATES or task.assignee_id is None or task.filing_approval_id is not None:
+        return False
+    if unmet_dependencies(task):
+        return False
+    _apply(task, TaskState.IN_PROGRESS, actor, note=note)
+    return True
 
 
 # ---------------------------------------------------------------------------- retry, rerun, resume
