@@ -47,7 +47,11 @@ from .wakeup import wake_inboxes_on_commit
 # Sent inside the close's transaction when a reply stream (one with ``reply_to``) closes;
 # the attention loop resumes the item that waits for it. kwargs: stream.
 reply_closed = Signal()
-STREAM_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+STREAM_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # the whole id (fullmatch: no trailing newline)
+# What a label printed on one line (a topic, a group chat's name) may not hold: the C0
+# controls, DEL, the C1 controls (NEL among them) and the line and paragraph separators.
+# Each ends a line somewhere, so a sender could forge what reads as another message.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 OPERATOR_STREAM_PREFIX = "outbox."  # the outbox relay's stream ids; nobody else may take them
 TEAM_CHANNEL_PREFIX = "group:"  # the teams' group channels (agentbus.team_channel)
 # Stream ids are one namespace: a taken id answers this (409) whoever holds it, naming
@@ -79,11 +83,20 @@ def _actor(actor: str, agent: Agent | None) -> str:
     return actor or (f"agent:{agent.id}" if agent is not None else OPERATOR_ID)
 
 
+def check_label(field: str, value: str) -> None:
+    """Refuse a control character or a line break in a one-line label (400 naming the
+    field). Rows stored before this rule are not rewritten: readers escape what they print."""
+    found = CONTROL_CHARACTERS.search(value)
+    if found is not None:
+        raise BusError(f"{field} must not contain control characters or line breaks (found U+{ord(found[0]):04X})")
+
+
 def _check_topic(topic: object, default: str) -> str:
     if topic in (None, ""):
         return default
     if not isinstance(topic, str) or len(topic) > MAX_TOPIC:
         raise BusError(f"topic must be a string of at most {MAX_TOPIC} characters")
+    check_label("topic", topic)
     return topic
 
 
@@ -103,7 +116,7 @@ def stream_open(
 ) -> Stream:
     """Open a direct stream (``recipient``) or a group stream (``members``; the
     sender becomes a member too)."""
-    if stream_id is not None and (not isinstance(stream_id, str) or not STREAM_ID_RE.match(stream_id)):
+    if stream_id is not None and (not isinstance(stream_id, str) or not STREAM_ID_RE.fullmatch(stream_id)):
         raise BusError("streamId may hold letters, digits, '_', '-', '.' and ':', at most 128 characters")
     if stream_id is not None and not stream_id.strip("."):
         # ``.`` and ``..`` are path segments: the stream's URLs would not name it.
@@ -427,6 +440,7 @@ def group_chat_open(*, creator: Agent, members: Sequence[Agent], name: str, acto
     name = name.strip() if isinstance(name, str) else ""
     if not name:
         raise BusError("a group chat needs a name")
+    check_label("name", name)
     topic = selectors.GROUP_TOPIC_PREFIX + name
     if len(topic) > MAX_TOPIC:
         raise BusError(

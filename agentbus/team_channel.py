@@ -28,7 +28,7 @@ from markus.agents.models import Agent, Team
 
 from . import selectors
 from .models import INBOX_TOPIC, ConsumerCursor, Stream, StreamMember
-from .services import TEAM_CHANNEL_PREFIX, _consume_for_mailbox
+from .services import CONTROL_CHARACTERS, TEAM_CHANNEL_PREFIX, _consume_for_mailbox
 
 
 def team_channel_id(team_id: str) -> str:
@@ -36,8 +36,9 @@ def team_channel_id(team_id: str) -> str:
 
 
 def team_channel_topic(name: str) -> str:
-    """The channel's topic names the team (``selectors.group_name`` reads it back)."""
-    return (selectors.GROUP_TOPIC_PREFIX + name)[:200]
+    """The channel's topic names the team (``selectors.group_name`` reads it back), on
+    one line as every topic (``services.check_label``)."""
+    return (selectors.GROUP_TOPIC_PREFIX + CONTROL_CHARACTERS.sub(" ", name))[:200]
 
 
 @transaction.atomic

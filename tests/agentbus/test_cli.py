@@ -15,7 +15,7 @@ from django.db import connection
 
 from agentbus.models import Stream
 
-from .conftest import say
+from .conftest import forged_topic, say
 from .hub_server import ROOT
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
@@ -57,6 +57,12 @@ def test_open_append_close(cli, eve, max_):
     assert chunk["sequence"] == 1 and chunk["topic"] == "review" and chunk["sender"] == "eve"
     assert cli("agentbus", "close", "correction-1", "eve", token=eve.token)["closed"] is True
     assert "closed" in cli.fails("agentbus", "append", "correction-1", "eve", "--payload", "{}", token=eve.token)
+
+
+def test_a_topic_or_stream_id_with_a_line_break_is_refused_naming_the_field(cli, eve, max_):
+    assert "topic" in cli.fails("agentbus", "open", "eve", "max", "--topic", forged_topic("\n"), token=eve.token)
+    assert "streamId" in cli.fails("agentbus", "open", "eve", "max", "--stream-id", "s1\n", token=eve.token)
+    assert not Stream.objects.filter(sender_id="eve").exists()
 
 
 def test_close_is_for_the_sender_only(cli, eve, max_):
