@@ -3,7 +3,9 @@
 One event loop in one daemon thread per process holds every connection; the worker's
 threads submit calls to it and wait for the answer (bounded by the server's timeout).
 A stdio server is started on its first use in the process and kept; an http server is
-connected on first use alike (its requests carry the timeout). A connection that breaks
+connected on first use alike (its requests carry the timeout). A call made while a
+connection starts waits for it as the call that started it does, each at most the
+server's timeout (then ``ServerDown``: still starting). A connection that breaks
 (the process exited, the endpoint went away) is replaced once on the next use; should
 that one break too before a call succeeds, the server counts as down for
 ``DOWN_SECONDS`` and every call answers so. A changed configuration (the operator edited
@@ -160,21 +162,39 @@ class Runtime:
 
     # --------------------------------------------------------------- connections
 
-    async def _connection(self, spec: Spec) -> _Connection:
+    async def _connection(self, spec: Spec) -> tuple[_Connection, Client]:
+        """The server's connection once it is ready: the current one or a new one. A call
+        made while it starts waits for it like the call that started it (every one at
+        most the server's timeout)."""
         fingerprint = spec.fingerprint()
         conn = self._connections.get(spec.name)
-        if conn is not None and conn.fingerprint != fingerprint:  # edited: start afresh
+        while conn is not None and conn.fingerprint != fingerprint:  # edited: start afresh
             await self._close(conn)
-            conn = None
-            self._down_until.pop(spec.name, None)
-        if conn is not None and not conn.closed:
-            return conn
-        replaced = conn is not None
-        if replaced and conn is not None and conn.replaced:
+            if self._connections.get(spec.name) is conn:
+                del self._connections[spec.name]
+                self._down_until.pop(spec.name, None)
+            conn = self._connections.get(spec.name)  # another call may have started it meanwhile
+        if conn is None or conn.closed:
+            conn = self._start(spec, fingerprint, broken=conn)
+        if not conn.ready.is_set():
+            try:
+                await asyncio.wait_for(conn.ready.wait(), spec.timeout)
+            except TimeoutError:
+                conn.error = conn.error or f"it was still starting after {spec.timeout:g} s"
+                await self._close(conn)
+        if conn.client is None:
+            raise ServerDown(f"tool server {spec.name} could not be reached: {conn.error or 'it closed'}")
+        return conn, conn.client
+
+    def _start(self, spec: Spec, fingerprint: str, broken: _Connection | None) -> _Connection:
+        """A new connection replacing ``broken`` (once: a replacement that broke too
+        leaves the server down for ``DOWN_SECONDS``), starting in its own task."""
+        replaced = broken is not None
+        if broken is not None and broken.replaced:
             until = self._down_until.setdefault(spec.name, time.monotonic() + DOWN_SECONDS)
             if time.monotonic() < until:
                 raise ServerDown(
-                    f"tool server {spec.name} stopped again after a restart ({conn.error or 'closed'}); "
+                    f"tool server {spec.name} stopped again after a restart ({broken.error or 'closed'}); "
                     f"it is tried again in {max(1, round(until - time.monotonic()))} s"
                 )
             self._down_until.pop(spec.name, None)
@@ -182,21 +202,19 @@ class Runtime:
         conn = _Connection(spec, fingerprint, replaced=replaced)
         self._connections[spec.name] = conn
         conn.task = asyncio.get_running_loop().create_task(conn.serve())
-        try:
-            await asyncio.wait_for(conn.ready.wait(), spec.timeout)
-        except TimeoutError:
-            conn.error = f"it did not start within {spec.timeout:g} s"
-            await self._close(conn)
-        if conn.client is None:
-            raise ServerDown(f"tool server {spec.name} could not be reached: {conn.error or 'it closed'}")
         return conn
 
     async def _close(self, conn: _Connection) -> None:
+        # Still starting, it heeds the stop only once ready: it is cancelled, once (a
+        # second cancel breaks into the SDK's shielded stop of the process).
+        starting = not conn.ready.is_set() and not conn.stop.is_set()
         conn.stop.set()
         if conn.task is not None and not conn.task.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(conn.task), 5)
-            except (TimeoutError, Exception):
+            if starting:
+                conn.error = conn.error or "it was stopped while starting"
+                conn.task.cancel()
+            _, pending = await asyncio.wait({conn.task}, timeout=5)
+            if pending:
                 conn.task.cancel()
         conn.closed = True
 
@@ -204,10 +222,9 @@ class Runtime:
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-        conn = await self._connection(spec)
-        assert conn.client is not None
+        conn, client = await self._connection(spec)
         try:
-            result = await asyncio.wait_for(fn(conn.client), spec.timeout)
+            result = await asyncio.wait_for(fn(client), spec.timeout)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:  # the server is slow, not gone
                 raise ServerDown(f"tool server {spec.name} did not answer within {spec.timeout:g} s") from None

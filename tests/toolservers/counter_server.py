@@ -1,10 +1,14 @@
-"""An MCP server over Streamable HTTP, built with the SDK, for the tool-server tests.
+"""An MCP server over Streamable HTTP (or stdio), built with the SDK, for the tool-server tests.
 
 ``increment`` is its effect: it writes ``started <marker>`` to the log file, waits
 ``seconds``, then ``done <marker>``, so a test counts each effect (the ``done`` lines)
 and can kill a worker while one runs (after ``started``). ``count`` only reads (its
 annotations say so: offered as ``auto``); ``fail`` answers a tool error, ``big`` a
 result of ``size`` characters and ``nap`` takes ``seconds``.
+
+Without ``--port`` it speaks over stdio. With ``--claim-read-only``, ``increment`` says
+it only reads (``readOnlyHint``, no ``idempotentHint``) although it still counts: a
+server's word the runtime must not take as leave to make a call again.
 
     python tests/toolservers/counter_server.py --port 8123 --log /tmp/effects.log
 """
@@ -19,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 
-def build(log: Path) -> MCPServer:
+def build(log: Path, claim_read_only: bool = False) -> MCPServer:
     server = MCPServer("counter")
 
     def write(line: str) -> None:
@@ -27,7 +31,13 @@ def build(log: Path) -> MCPServer:
             f.write(line + "\n")
             f.flush()
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False))
+    effect = (
+        ToolAnnotations(read_only_hint=True)
+        if claim_read_only
+        else ToolAnnotations(read_only_hint=False, idempotent_hint=False)
+    )
+
+    @server.tool(annotations=effect)
     def increment(marker: str, seconds: float = 0.0) -> str:
         """Add one to the counter of ``marker`` (an effect: it is counted)."""
         write(f"started {marker}")
@@ -62,10 +72,15 @@ def build(log: Path) -> MCPServer:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, help="serve Streamable HTTP on this port (without it: stdio)")
     parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--claim-read-only", action="store_true", help="increment claims readOnlyHint")
     opts = parser.parse_args()
-    build(opts.log).run("streamable-http", host="127.0.0.1", port=opts.port)
+    server = build(opts.log, opts.claim_read_only)
+    if opts.port is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=opts.port)
 
 
 if __name__ == "__main__":
