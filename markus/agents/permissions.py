@@ -177,6 +177,11 @@ OPERATIONS: dict[str, Operation] = {
     "approvals_respond_create": _op(Right.USER, "answer an approval addressed to the caller"),
     # a team's usage (markus.usage): seen by its owner, its members and staff (others: 404)
     "teams_usage": _op(Right.USER, "read a team's LLM usage per day and model (its owner, members, staff)"),
+    # a person's budget (it holds their agents outside any team) and the deployment's: staff's
+    "users_budget_retrieve": _op(Right.USER, "read a person's budget: their own (staff: anyone's)"),
+    "users_budget_partial_update": _op(Right.STAFF, "set a person's budget"),
+    "budgets_deployment_retrieve": _op(Right.STAFF, "read the deployment's budget"),
+    "budgets_deployment_partial_update": _op(Right.STAFF, "set the deployment's budget"),
     # ---- tool servers (MCP): registered by staff; attached to an agent by who controls it
     "tool_servers_list": _op(Right.STAFF, "list the tool servers"),
     "tool_servers_create": _op(Right.STAFF, "register a tool server (stdio ones run as the worker's user)"),

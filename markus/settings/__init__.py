@@ -372,6 +372,10 @@ MARKUS = {
     # are skipped.
     "PRICES": {**DEFAULT_PRICES, **env.json("MARKUS_PRICES", default={})},
     "BUDGET_NEAR_SHARE": env.float("MARKUS_BUDGET_NEAR_SHARE", default=0.9),
+    # The default budget of a person without one of their own (it holds the agents they
+    # own outside any team): tokens per day, USD per month; empty or 0: none.
+    "BUDGET_PERSON_DAILY_TOKENS": int(env.str("MARKUS_BUDGET_PERSON_DAILY_TOKENS", default="") or 0),
+    "BUDGET_PERSON_MONTHLY_COST": float(env.str("MARKUS_BUDGET_PERSON_MONTHLY_COST", default="") or 0),
     # Retention (markus.retention; beat hourly and `manage.py prune [--dry-run]`): finished
     # mailbox items with their decisions, activities, logs, tool calls and sessions after
     # ITEMS_DAYS; item-less activities and ended LLM sessions after their own days; bus

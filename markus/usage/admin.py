@@ -10,10 +10,10 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from attention.services import wake
-from markus.agents.models import Agent
 from markus.console.modeladmin import ConsoleModelAdmin
 
-from .models import Budget, LLMCall
+from .models import Budget, BudgetNotice, LLMCall
+from .selectors import covered_agents
 
 
 @admin.register(LLMCall)
@@ -45,17 +45,31 @@ class LLMCallAdmin(ConsoleModelAdmin):
 
 @admin.register(Budget)
 class BudgetAdmin(ConsoleModelAdmin):
-    list_display = ("__str__", "agent", "team", "daily_tokens", "monthly_cost", "notified_period", "updated_at")
-    list_select_related = ("agent", "team")
-    raw_id_fields = ("agent", "team")
-    fields = ("agent", "team", "daily_tokens", "monthly_cost", "notified_period")
-    readonly_fields = ("notified_period",)
+    """Every scope's budget; the deployment's (one row) and a person's are staff's to set,
+    as everything in the console is."""
+
+    list_display = ("__str__", "scope", "agent", "team", "user", "daily_tokens", "monthly_cost", "updated_at")
+    list_filter = ("scope",)
+    list_select_related = ("agent", "team", "user")
+    raw_id_fields = ("agent", "team", "user")
+    fields = ("scope", "agent", "team", "user", "daily_tokens", "monthly_cost")
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        covered = Agent.objects.filter(id=obj.agent_id) if obj.agent_id else Agent.objects.filter(team_id=obj.team_id)
-        agent_ids = list(covered.values_list("id", flat=True))
+        agent_ids = list(covered_agents(obj).values_list("id", flat=True))
         transaction.on_commit(lambda: _wake_all(agent_ids))
+
+
+@admin.register(BudgetNotice)
+class BudgetNoticeAdmin(ConsoleModelAdmin):
+    list_display = ("scope", "scope_id", "period", "created_at")
+    list_filter = ("scope",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 def _wake_all(agent_ids: list[str]) -> None:

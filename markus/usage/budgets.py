@@ -1,9 +1,12 @@
-"""Budgets, checked before every LLM call: an agent's own and its team's, tokens per day
-and cost per calendar month (the server's time zone). ``gate`` reads them (one statement
-when neither is set, one more per budget); at a limit the call is refused
-(``BudgetExhausted``) and the budget's owner is told once per period; past
-``MARKUS["BUDGET_NEAR_SHARE"]`` of a limit the calls the loop may skip (heartbeats,
-dreams) are refused too."""
+"""Budgets, checked before every LLM call: an agent's own, its team's (an agent outside
+any team: its owner's person budget, their own row or the default
+``MARKUS["BUDGET_PERSON_DAILY_TOKENS"]``, ``["BUDGET_PERSON_MONTHLY_COST"]``) and the
+deployment's; tokens per day and cost per calendar month (the server's time zone).
+``gate`` reads them: one statement when none is set (one more to find a teamless agent's
+owner when a default per person is set and the owner has no row), one more per budget.
+At a limit the call is refused (``BudgetExhausted``) and the budget's people are told
+once per period; past ``MARKUS["BUDGET_NEAR_SHARE"]`` of a limit the calls the loop may
+skip (heartbeats, dreams) are refused too."""
 
 from __future__ import annotations
 
@@ -12,22 +15,26 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import F, Q, Sum
+from django.contrib.auth.models import User
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from markus.agents.models import Agent, Team
 from notifications.registry import NotificationType
 from notifications.services import notify_user
 
-from .models import Budget, LLMCall
+from .models import Budget, BudgetNotice, LLMCall
 
 DAILY_TOKENS = "dailyTokens"
 MONTHLY_COST = "monthlyCost"
+Scope = Budget.Scope
+# The order a gate reads its budgets in, narrowest first: a refusal names the nearest.
+ORDER = [Scope.AGENT, Scope.TEAM, Scope.USER, Scope.DEPLOYMENT]
 
 
 class BudgetExhausted(Exception):
-    """An LLM call refused: the agent's or its team's budget is used up (or, for a call
-    the loop may skip, nearly)."""
+    """An LLM call refused: a budget that holds the agent is used up (or, for a call the
+    loop may skip, nearly)."""
 
     def __init__(self, limit: Limit) -> None:
         super().__init__(limit.reason)
@@ -38,9 +45,9 @@ class BudgetExhausted(Exception):
 class Limit:
     """One limit of one budget and what is used of it in its current period."""
 
-    budget_id: int
-    scope: str  # agent | team
-    scope_id: str
+    scope: str  # agent | team | user | deployment
+    scope_id: str  # the agent's, the team's or the person's id; "" for the deployment
+    name: str  # the budget's holder as the reason says it: "the agent ada", "the deployment"
     kind: str  # dailyTokens | monthlyCost
     limit: Decimal
     used: Decimal
@@ -56,7 +63,7 @@ class Limit:
 
     @property
     def reason(self) -> str:
-        what = f"the {self.scope} {self.scope_id} is {'used up' if self.exhausted else 'nearly used up'}"
+        what = f"{self.name} is {'used up' if self.exhausted else 'nearly used up'}"
         if self.kind == DAILY_TOKENS:
             return f"the daily token budget of {what}: {int(self.used)} of {int(self.limit)} tokens today"
         return f"the monthly cost budget of {what}: ${self.used:.4f} of ${self.limit:.2f} this month"
@@ -91,30 +98,58 @@ def period_starts(now: datetime | None = None) -> tuple[datetime, datetime]:
     return day, day.replace(day=1)
 
 
+def holder(budget: Budget) -> tuple[str, str]:
+    """The budget's scope id and its name in a reason (a person's: ``budget.user`` is read)."""
+    if budget.scope == Scope.AGENT:
+        return str(budget.agent_id), f"the agent {budget.agent_id}"
+    if budget.scope == Scope.TEAM:
+        return str(budget.team_id), f"the team {budget.team_id}"
+    if budget.scope == Scope.USER:
+        return str(budget.user_id), f"the person {budget.user.username if budget.user else budget.user_id}"
+    return "", "the deployment"
+
+
+def calls_of(scope: str, scope_id: str) -> QuerySet[LLMCall]:
+    """The calls a budget counts: a person's are those their agents made outside any team."""
+    if scope == Scope.AGENT:
+        return LLMCall.objects.filter(agent_id=scope_id)
+    if scope == Scope.TEAM:
+        return LLMCall.objects.filter(team_id=scope_id)
+    if scope == Scope.USER:
+        return LLMCall.objects.filter(team__isnull=True, agent__owner_id=int(scope_id))
+    return LLMCall.objects.all()
+
+
 def limits_of(budget: Budget, now: datetime) -> list[Limit]:
-    """The budget's limits with what is used of each in its period (one statement)."""
+    """The budget's limits with what is used of each in its period (one statement; none
+    when it has no limit)."""
+    if budget.daily_tokens is None and budget.monthly_cost is None:
+        return []
     day, month = period_starts(now)
-    scope, scope_id = ("agent", budget.agent_id) if budget.agent_id else ("team", budget.team_id)
-    calls = LLMCall.objects.filter(**{f"{scope}_id": scope_id})
+    scope_id, name = holder(budget)
     since = month if budget.monthly_cost is not None else day
-    used = calls.filter(created_at__gte=since).aggregate(
-        tokens=Sum(F("input_tokens") + F("output_tokens"), filter=Q(created_at__gte=day)),
-        cost=Sum("cost"),
+    used = (
+        calls_of(budget.scope, scope_id)
+        .filter(created_at__gte=since)
+        .aggregate(
+            tokens=Sum(F("input_tokens") + F("output_tokens"), filter=Q(created_at__gte=day)),
+            cost=Sum("cost"),
+        )
     )
     limits = []
     # The month first: once it is used up it says so all month (one notification).
     if budget.monthly_cost is not None:
         cost = Decimal(used["cost"] or 0)
         limits.append(
-            Limit(budget.pk, scope, str(scope_id), MONTHLY_COST, budget.monthly_cost, cost, month.strftime("%Y-%m"))
+            Limit(budget.scope, scope_id, name, MONTHLY_COST, budget.monthly_cost, cost, month.strftime("%Y-%m"))
         )
     if budget.daily_tokens is not None:
         tokens = Decimal(used["tokens"] or 0)
         limits.append(
             Limit(
-                budget.pk,
-                scope,
-                str(scope_id),
+                budget.scope,
+                scope_id,
+                name,
                 DAILY_TOKENS,
                 Decimal(budget.daily_tokens),
                 tokens,
@@ -124,34 +159,59 @@ def limits_of(budget: Budget, now: datetime) -> list[Limit]:
     return limits
 
 
+def default_limits() -> tuple[int | None, Decimal | None]:
+    """The default per person: tokens per day, USD per month (empty or 0: none)."""
+    daily = settings.MARKUS["BUDGET_PERSON_DAILY_TOKENS"] or None
+    cost = settings.MARKUS["BUDGET_PERSON_MONTHLY_COST"] or None
+    return daily, Decimal(str(cost)) if cost else None
+
+
+def person_default(user: User) -> Budget | None:
+    """The default budget of a person without a row of their own (not saved), or None
+    when the settings set none."""
+    daily, cost = default_limits()
+    if daily is None and cost is None:
+        return None
+    return Budget(scope=Scope.USER, user=user, daily_tokens=daily, monthly_cost=cost)
+
+
+def person_budget(user: User) -> Budget | None:
+    """The budget that holds a person's teamless agents: their row, else the default."""
+    return Budget.objects.filter(user=user).select_related("user").first() or person_default(user)
+
+
 def budgets_of(agent_id: str) -> list[Budget]:
-    """The agent's own budget and its team's (one statement)."""
-    return list(Budget.objects.filter(Q(agent_id=agent_id) | Q(team__agents__id=agent_id)).order_by("team_id"))
+    """The budgets that hold the agent, narrowest first: its own, its team's or (outside
+    any team) its owner's, and the deployment's. One statement; one more to find its
+    owner when a default per person is set and the owner has no row."""
+    rows = list(
+        Budget.objects.filter(
+            Q(agent_id=agent_id)
+            | Q(team__agents__id=agent_id)
+            | Q(user__agents__id=agent_id, user__agents__team__isnull=True)
+            | Q(scope=Scope.DEPLOYMENT)
+        ).select_related("user")
+    )
+    if any(default_limits()) and not any(budget.scope == Scope.USER for budget in rows):
+        agent = Agent.objects.select_related("owner").filter(id=agent_id, team=None, owner__isnull=False).first()
+        default = person_default(agent.owner) if agent is not None and agent.owner is not None else None
+        rows += [default] if default is not None else []
+    return sorted(rows, key=lambda budget: ORDER.index(Scope(budget.scope)))
 
 
 def gate(agent_id: str, *, now: datetime | None = None) -> Gate:
     now = now or timezone.now()
-    limits: list[Limit] = []
-    for budget in budgets_of(agent_id):
-        if budget.daily_tokens is None and budget.monthly_cost is None:
-            continue
-        limits += limits_of(budget, now)
-    return Gate(tuple(limits))
+    return Gate(tuple(limit for budget in budgets_of(agent_id) for limit in limits_of(budget, now)))
 
 
-def team_gate(team_id: str, *, now: datetime | None = None) -> Gate:
-    budget = Budget.objects.filter(team_id=team_id).first()
-    return Gate(tuple(limits_of(budget, now or timezone.now()))) if budget is not None else Gate()
-
-
-def agent_gate_own(agent_id: str, *, now: datetime | None = None) -> Gate:
-    budget = Budget.objects.filter(agent_id=agent_id).first()
+def budget_gate(budget: Budget | None, *, now: datetime | None = None) -> Gate:
+    """What one budget says now (a team's, a person's, the deployment's answers)."""
     return Gate(tuple(limits_of(budget, now or timezone.now()))) if budget is not None else Gate()
 
 
 def check_call(agent_id: str, *, skippable: bool = False) -> None:
     """Before an LLM call: raise BudgetExhausted if a budget refuses it (and tell the
-    budget's owner, once per period, when a limit is reached)."""
+    budget's people, once per period, when a limit is reached)."""
     refused = gate(agent_id).refusal(skippable=skippable)
     if refused is None:
         return
@@ -160,28 +220,38 @@ def check_call(agent_id: str, *, skippable: bool = False) -> None:
     raise BudgetExhausted(refused)
 
 
-def tell_owner(limit: Limit) -> bool:
-    """The ``budget_exhausted`` notification to the budget's owner (the agent's owner,
-    the team's owner), at most once per period: the conditional UPDATE of the budget's
-    ``notified_period`` decides who sends it. True if this call sent it."""
-    claimed = Budget.objects.filter(pk=limit.budget_id).exclude(notified_period=limit.period)
-    if not claimed.update(notified_period=limit.period):
-        return False
-    if limit.scope == "agent":
+def people_of(limit: Limit) -> tuple[list[User], str]:
+    """Who is told that a budget is used up, and where their notification leads: the
+    agent's owner, the team's owner, the person, every active staff member for the
+    deployment's."""
+    if limit.scope == Scope.AGENT:
         agent = Agent.objects.select_related("owner").filter(id=limit.scope_id).first()
-        owner, path = (agent.owner, f"/agents/{agent.id}/mind/") if agent is not None else (None, "")
-    else:
+        owner = agent.owner if agent is not None else None
+        return ([owner] if owner is not None else []), f"/agents/{limit.scope_id}/mind/"
+    if limit.scope == Scope.TEAM:
         team = Team.objects.select_related("owner").filter(id=limit.scope_id).first()
-        owner, path = (team.owner, "/agents/") if team is not None else (None, "")
-    if owner is None:
-        return True
-    notify_user(
-        user=owner,
-        type=NotificationType.BUDGET_EXHAUSTED,
-        title=f"Budget used up: {limit.scope} {limit.scope_id}",
-        body=f"{limit.reason[0].upper()}{limit.reason[1:]}. Its agents take no LLM work until the budget is raised "
-        "or the next period begins; their items wait in the queue.",
-        action_target={"path": path},
-        metadata={"scope": limit.scope, "scopeId": limit.scope_id, "kind": limit.kind, "period": limit.period},
-    )
+        return ([team.owner] if team is not None else []), "/agents/"
+    if limit.scope == Scope.USER:
+        return list(User.objects.filter(pk=limit.scope_id, is_active=True)), "/agents/"
+    return list(User.objects.filter(is_staff=True, is_active=True).order_by("pk")), "/admin/dashboard/"
+
+
+def tell_owner(limit: Limit) -> bool:
+    """The ``budget_exhausted`` notification to the budget's people (``people_of``), at
+    most once per period: inserting its ``BudgetNotice`` decides who sends it. True if
+    this call sent it."""
+    _, claimed = BudgetNotice.objects.get_or_create(scope=limit.scope, scope_id=limit.scope_id, period=limit.period)
+    if not claimed:
+        return False
+    people, path = people_of(limit)
+    for person in people:
+        notify_user(
+            user=person,
+            type=NotificationType.BUDGET_EXHAUSTED,
+            title=f"Budget used up: {limit.name}",
+            body=f"{limit.reason[0].upper()}{limit.reason[1:]}. The agents it holds take no LLM work until the "
+            "budget is raised or the next period begins; their items wait in the queue.",
+            action_target={"path": path},
+            metadata={"scope": limit.scope, "scopeId": limit.scope_id, "kind": limit.kind, "period": limit.period},
+        )
     return True

@@ -1,10 +1,11 @@
-"""One row per LLM call (``LLMCall``) and the budgets (``Budget``), kept here rather
-than on the agents' and teams' tables."""
+"""One row per LLM call (``LLMCall``), the budgets (``Budget``) and the notices that one
+was used up (``BudgetNotice``), kept here rather than on the agents' and teams' tables."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -40,6 +41,8 @@ class LLMCall(models.Model):
         indexes = [
             models.Index(fields=["agent", "created_at"], name="usage_agent_time"),
             models.Index(fields=["team", "created_at"], name="usage_team_time"),
+            # The deployment's budget sums every call of its period.
+            models.Index(fields=["created_at"], name="usage_time"),
             # An item's calls across its attempts (its ceiling: ``attention.model_call``).
             models.Index(fields=["mailbox_item_id"], name="usage_item", condition=~Q(mailbox_item_id="")),
         ]
@@ -49,28 +52,70 @@ class LLMCall(models.Model):
 
 
 class Budget(models.Model):
-    """An agent's or a team's limits (exactly one of the two is set): tokens per day and
-    cost (USD) per calendar month; empty: no limit. ``notified_period`` is the period
-    (``2026-12-02`` for the day, ``2026-12`` for the month) whose ``budget_exhausted``
-    notification was sent, so the owner is told once per period."""
+    """Limits of one ``scope``: an agent's, a team's, a person's (``user``: the agents they
+    own outside any team) or the whole deployment's (every agent; at most one row). The
+    scope's column is set, the others empty. Tokens per day and cost (USD) per calendar
+    month; empty: no limit. A person without a row of their own is held by the default
+    (``MARKUS["BUDGET_PERSON_*"]``)."""
 
+    class Scope(models.TextChoices):
+        AGENT = "agent"
+        TEAM = "team"
+        USER = "user"
+        DEPLOYMENT = "deployment"
+
+    scope = models.CharField(max_length=16, choices=Scope.choices)
     agent = models.OneToOneField(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     team = models.OneToOneField(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     daily_tokens = models.PositiveBigIntegerField(null=True, blank=True, help_text="empty: no daily token limit")
     monthly_cost = models.DecimalField(
         max_digits=12, decimal_places=4, null=True, blank=True, help_text="USD; empty: no monthly cost limit"
     )
-    notified_period = models.CharField(max_length=16, blank=True, default="", editable=False)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "usage_budgets"
         constraints = [
             models.CheckConstraint(
-                condition=Q(agent__isnull=False, team__isnull=True) | Q(agent__isnull=True, team__isnull=False),
-                name="usage_budget_one_owner",
-            )
+                condition=Q(scope="agent", agent__isnull=False, team__isnull=True, user__isnull=True)
+                | Q(scope="team", agent__isnull=True, team__isnull=False, user__isnull=True)
+                | Q(scope="user", agent__isnull=True, team__isnull=True, user__isnull=False)
+                | Q(scope="deployment", agent__isnull=True, team__isnull=True, user__isnull=True),
+                name="usage_budget_scope_column",
+                violation_error_message="Set the column of its scope (agent, team or user) and leave the others "
+                "empty; the deployment's budget has none.",
+            ),
+            models.UniqueConstraint(
+                fields=["scope"],
+                condition=Q(scope="deployment"),
+                name="usage_one_deployment",
+                violation_error_message="The deployment has one budget: change that one.",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"budget of {self.agent_id or self.team_id}"
+        of = self.agent_id or self.team_id or self.user_id
+        return f"budget of the {self.scope} {of}" if of else "budget of the deployment"
+
+
+class BudgetNotice(models.Model):
+    """A ``budget_exhausted`` notification sent: one row per scope and period (``2026-12-02``
+    for a day, ``2026-12`` for a month), so its people are told once per period. Its insert
+    is the claim (a person's default budget has no ``Budget`` row to hold it)."""
+
+    scope = models.CharField(max_length=16, choices=Budget.Scope.choices)
+    scope_id = models.CharField(max_length=64, blank=True, default="")
+    period = models.CharField(max_length=16)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "usage_budget_notices"
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "scope_id", "period"], name="usage_notice_once_per_period")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.scope_id} told for {self.period}"

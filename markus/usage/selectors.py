@@ -11,7 +11,9 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from .budgets import Gate, Limit, gate, limits_of, period_starts
+from markus.agents.models import Agent
+
+from .budgets import Gate, Limit, gate, holder, limits_of, period_starts
 from .models import Budget, LLMCall
 
 #: The longest window ``GET …/usage?days=N`` answers.
@@ -132,21 +134,33 @@ def budget_rows(now: datetime | None = None) -> list[dict[str, Any]]:
     """Every budget with its limits' use now, those used up first (the console's panel)."""
     now = now or timezone.now()
     rows = []
-    for budget in Budget.objects.select_related("agent", "team").order_by("team_id", "agent_id"):
+    for budget in Budget.objects.select_related("agent", "team", "user").order_by("scope", "id"):
         read = Gate(tuple(limits_of(budget, now)))
         says = read.blocked or read.near
-        scope = budget.agent or budget.team
+        scope_id, _ = holder(budget)
+        holding = budget.agent or budget.team
         rows.append(
             {
-                "scope": "agent" if budget.agent_id else "team",
-                "id": budget.agent_id or budget.team_id,
-                "name": getattr(scope, "name", ""),
+                "scope": budget.scope,
+                "id": scope_id,
+                "name": holding.name if holding else budget.user.username if budget.user else "",
                 "limits": [limit_data(limit) for limit in read.limits],
                 "blocked": read.blocked is not None,
                 "reason": says.reason if says is not None else "",
             }
         )
     return sorted(rows, key=lambda r: not r["blocked"])
+
+
+def covered_agents(budget: Budget) -> QuerySet[Agent]:
+    """The agents a budget holds (those a raised budget wakes)."""
+    if budget.scope == Budget.Scope.AGENT:
+        return Agent.objects.filter(id=budget.agent_id)
+    if budget.scope == Budget.Scope.TEAM:
+        return Agent.objects.filter(team_id=budget.team_id)
+    if budget.scope == Budget.Scope.USER:
+        return Agent.objects.filter(owner_id=budget.user_id, team=None)
+    return Agent.objects.all()
 
 
 def agent_panel(agent_id: str, now: datetime | None = None) -> dict[str, Any]:

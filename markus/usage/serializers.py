@@ -51,8 +51,8 @@ class BudgetOut(serializers.Serializer):
 
 
 class LimitOut(serializers.Serializer):
-    scope = serializers.ChoiceField(choices=["agent", "team"])
-    scopeId = serializers.CharField()
+    scope = serializers.ChoiceField(choices=["agent", "team", "user", "deployment"])
+    scopeId = serializers.CharField(help_text="the agent's, the team's or the person's id; empty: the deployment")
     kind = serializers.ChoiceField(choices=["dailyTokens", "monthlyCost"])
     limit = serializers.FloatField()
     used = serializers.FloatField()
@@ -103,6 +103,22 @@ class UsageOut(serializers.Serializer):
 
 class TeamPatchInput(serializers.Serializer):
     budget = BudgetInput(required=True)
+
+
+class BudgetPatchInput(serializers.Serializer):
+    """A person's or the deployment's budget: ``{"budget": {...}}``."""
+
+    budget = BudgetInput(required=True)
+
+
+class ScopeBudgetOut(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=["user", "deployment"])
+    userId = serializers.IntegerField(required=False, help_text="a person's budget: whose")
+    default = serializers.BooleanField(
+        required=False, help_text="a person's budget: the default from settings (they have none of their own)"
+    )
+    budget = BudgetOut()
+    budgetStatus = BudgetStatusOut()
 
 
 class TeamOut(serializers.Serializer):

@@ -8,6 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -82,12 +83,23 @@ def _decimal(value: Any) -> Decimal | None:
 
 
 @transaction.atomic
-def budget_set(*, agent: Agent | None = None, team: Team | None = None, limits: dict[str, Any]) -> Budget:
+def budget_set(
+    *,
+    agent: Agent | None = None,
+    team: Team | None = None,
+    user: User | None = None,
+    deployment: bool = False,
+    limits: dict[str, Any],
+) -> Budget:
     """Set the limits sent (``dailyTokens``, ``monthlyCost``; null: no limit) of the
-    agent's or the team's budget; the others stay. A budget raised above what is used
-    lets the agents work again: the caller wakes them (``wake_after``)."""
-    assert (agent is None) != (team is None)
-    budget, _ = Budget.objects.select_for_update().get_or_create(agent=agent, team=team)
+    budget of one scope: the agent's, the team's, the person's (their row: the default
+    holds them no more) or the deployment's; the others stay. A budget raised above what
+    is used lets the agents work again: the caller wakes them (``covered_agents``)."""
+    scopes = {Budget.Scope.AGENT: agent, Budget.Scope.TEAM: team, Budget.Scope.USER: user}
+    chosen = [scope for scope, value in scopes.items() if value is not None]
+    assert len(chosen) + deployment == 1, "one scope"
+    scope = chosen[0] if chosen else Budget.Scope.DEPLOYMENT
+    budget, _ = Budget.objects.select_for_update().get_or_create(scope=scope, agent=agent, team=team, user=user)
     if "dailyTokens" in limits:
         budget.daily_tokens = limits["dailyTokens"]
     if "monthlyCost" in limits:

@@ -52,3 +52,25 @@ def test_the_console_dashboard_lists_budgets_used_up_first_and_todays_calls_per_
     assert "takes no LLM work: the daily token budget of the agent ada is used up: 3600 of 1000" in panel
     assert '<td class="calls">3</td>' in panel and '<td class="tokens">3600</td>' in panel
     assert '<td class="cached">1200</td>' in panel
+
+
+def test_staff_set_the_deployment_budget_in_the_console_and_the_dashboard_names_each_scope(
+    agent, bob, django_user_model
+):
+    spend(agent, 1)
+    budget_set(user=bob, limits={"monthlyCost": 5})
+    staff = django_user_model.objects.create_user("root", password="x", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(staff)
+
+    added = client.post("/admin/usage/budget/add/", {"scope": "deployment", "daily_tokens": 1000, "monthly_cost": ""})
+    refused = client.post("/admin/usage/budget/add/", {"scope": "deployment", "daily_tokens": 5, "monthly_cost": ""})
+    mixed = client.post("/admin/usage/budget/add/", {"scope": "deployment", "user": bob.pk, "daily_tokens": 5})
+
+    assert added.status_code == 302
+    assert "The deployment has one budget" in text(refused)
+    assert "Set the column of its scope" in text(mixed)
+    panel = text(client.get("/admin/dashboard/"))
+    panel = panel[panel.index('id="usage-panel"') :]
+    assert "takes no LLM work: the daily token budget of the deployment is used up: 1200 of 1000" in panel
+    assert "person bob (their agents outside any team)" in panel and "the deployment (every agent)" in panel
