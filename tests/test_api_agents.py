@@ -20,7 +20,7 @@ def bearer(token: str) -> APIClient:
     return client
 
 
-def test_creating_an_agent_returns_it_with_a_token_once(alice_client):
+def test_creating_an_agent_returns_it_with_a_token_once(alice_client, team):  # alice owns a team
     response = alice_client.post("/api/agents/", {"name": "Bea", "role": "writer"}, format="json")
     assert response.status_code == 201
     body = response.json()
@@ -53,7 +53,7 @@ def test_an_agent_can_be_created_with_an_id_a_kind_and_a_team(alice_client, team
         ({"name": "X", "teamId": "team_missing"}, "no such team"),
     ],
 )
-def test_creating_an_agent_with_bad_input_answers_400_with_a_message(alice_client, body, message):
+def test_creating_an_agent_with_bad_input_answers_400_with_a_message(alice_client, team, body, message):
     response = alice_client.post("/api/agents/", body, format="json")
     assert response.status_code == 400
     assert message in response.json()["detail"]

@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from agentbus.models import Stream
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from markus.agents.models import Agent, UserToken, hash_token
+from markus.agents.models import Agent, Team, UserToken, hash_token
 from markus.agents.services import agent_create, user_token_create
 
 from .conftest import client_for
@@ -97,7 +97,10 @@ def zoe(charlie):
     return agent_create(name="Zoe", kind=Agent.Kind.EXTERNAL, owner=charlie, agent_id="zoe")
 
 
-def test_an_agent_id_taken_in_another_team_answers_like_an_id_the_caller_holds(agent, alice_client, charlie_client):
+def test_an_agent_id_taken_in_another_team_answers_like_an_id_the_caller_holds(
+    agent, alice_client, charlie, charlie_client
+):
+    Team.objects.create(name="Charlie's", owner=charlie)  # a team's owner may create agents
     foreign = charlie_client.post("/api/agents/", {"name": "Sneak", "id": agent.id}, format="json")
     own = alice_client.post("/api/agents/", {"name": "Dup", "id": agent.id}, format="json")
     assert foreign.status_code == own.status_code == 409

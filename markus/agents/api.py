@@ -17,7 +17,7 @@ from agentbus.selectors import pending_count, pending_counts
 from attention.heartbeat import rhythm, rhythm_update
 from attention.services import wake
 from markus.agents import permissions
-from markus.agents.auth import IsUser, signed_in_user, visible_agents
+from markus.agents.auth import IsUser, visible_agents
 from markus.agents.models import Agent
 from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut, AgentPatchInput
 from markus.agents.services import agent_create
@@ -101,19 +101,21 @@ class AgentListView(APIView):
         request=AgentCreateInput,
         responses={201: AgentCreatedOut, **errors(400, 401, 403, 409, 413)},
         description=(
-            "Create an agent; its token is in the answer, once. An `id` already taken, by any agent "
-            "(yours or one you may not see), answers 409 `id not available` alike."
+            "Create an agent; its token is in the answer, once. Staff may, and a team's owner in a team "
+            "they own or with no team (MARKUS_AGENTS_CREATE=anyone: every person); anybody else 403. An `id` "
+            "already taken, by any agent (yours or one you may not see), answers 409 `id not available` alike."
         ),
     )
     def post(self, request: Request) -> Response:
-        user = signed_in_user(request)
         body = validated_body(request, AgentCreateInput)
+        team = body.get("teamId")
+        user = permissions.require_creator(request, team.owner_id if team is not None else None)
         agent, token = agent_create(
             name=body.get("name") or "",
             role=body.get("role") or "",
             kind=body.get("kind") or Agent.Kind.INTERNAL,
             agent_id=body.get("id"),
-            team=body.get("teamId"),
+            team=team,
             owner=user,
         )
         return Response({**agent_data(agent), "token": token}, status=status.HTTP_201_CREATED)

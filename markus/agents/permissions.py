@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -68,6 +69,7 @@ class Right(StrEnum):
     SIGNED_IN = "signed_in"  # not about one agent: any signed-in user (or agent token)
     USER = "user"  # not about one agent: a signed-in user, not an agent token
     STAFF = "staff"  # staff only
+    CREATE = "create"  # not about one agent: staff and team owners (MARKUS_AGENTS_CREATE: anyone)
 
 
 R = Relation
@@ -105,7 +107,11 @@ S, T, C, A = Right.SEE, Right.TALK, Right.CONTROL, Right.ACT
 OPERATIONS: dict[str, Operation] = {
     # ---- an agent
     "agents_list": _op(Right.SIGNED_IN, "list the agents the caller may see"),
-    "agents_create": _op(Right.USER, "create an agent (the caller owns it)"),
+    "agents_create": _op(
+        Right.CREATE,
+        "create an agent (the caller owns it): staff; a team owner in a team they own or with no team "
+        "(MARKUS_AGENTS_CREATE=anyone: every person)",
+    ),
     "agents_retrieve": _op(S, "read an agent"),
     "agents_partial_update": _op(C, "change an agent"),
     "agents_pause": _op(C, "pause an agent"),
@@ -292,6 +298,29 @@ def require_staff(caller: AnyRequest, operation: str) -> User:
     return user
 
 
+# Who may create agents (``Right.CREATE``), as its 403 says it.
+CREATORS = "staff and team owners (in a team they own, or with no team; MARKUS_AGENTS_CREATE=anyone: every person)"
+
+
+def require_creator(caller: AnyRequest, team_owner_id: int | None) -> User:
+    """The caller's user if they may create an agent in a team owned by ``team_owner_id``
+    (None: with no team): staff; a team's owner in their team or with no team; with
+    ``MARKUS["AGENTS_CREATE"]`` "anyone", every signed-in person. 401 for nobody, 403
+    saying who may for anybody else (an agent's token included)."""
+    user = getattr(caller, "user", None)
+    acting = getattr(caller, "auth", None)
+    if not isinstance(acting, Agent) and (user is None or not user.is_authenticated):
+        raise NotAuthenticated()
+    if isinstance(acting, Agent) or not isinstance(user, User):
+        raise PermissionDenied(f"Only {CREATORS} may create an agent.")
+    if user.is_staff or settings.MARKUS["AGENTS_CREATE"] == "anyone":
+        return user
+    owns = user.owned_teams.exists() if team_owner_id is None else team_owner_id == user.pk
+    if not owns:
+        raise PermissionDenied(f"Only {CREATORS} may create an agent.")
+    return user
+
+
 def refusal(operation: str) -> str:
     op = OPERATIONS[operation]
     return f"Only {HOLDERS[op.right]} may {op.what}."
@@ -408,6 +437,8 @@ def markdown_table() -> str:
 
 
 def _global_mark(right: Right, rel: Relation) -> str:
+    if right == Right.CREATE:  # the owner column: a person who owns no team
+        return "yes" if rel in (R.STAFF, R.TEAM_OWNER) else "403"
     if right == Right.STAFF:
         return "yes" if rel == R.STAFF else "403"
     if right == Right.USER:

@@ -376,6 +376,9 @@ MARKUS = {
     # own outside any team): tokens per day, USD per month; empty or 0: none.
     "BUDGET_PERSON_DAILY_TOKENS": int(env.str("MARKUS_BUDGET_PERSON_DAILY_TOKENS", default="") or 0),
     "BUDGET_PERSON_MONTHLY_COST": float(env.str("MARKUS_BUDGET_PERSON_MONTHLY_COST", default="") or 0),
+    # Who may create agents: "owners" (staff, and team owners in a team they own or with
+    # no team) or "anyone" (every signed-in person).
+    "AGENTS_CREATE": env.str("MARKUS_AGENTS_CREATE", default="owners").strip().lower(),
     # Retention (markus.retention; beat hourly and `manage.py prune [--dry-run]`): finished
     # mailbox items with their decisions, activities, logs, tool calls and sessions after
     # ITEMS_DAYS; item-less activities and ended LLM sessions after their own days; bus
