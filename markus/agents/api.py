@@ -17,7 +17,7 @@ from agentbus.selectors import pending_count, pending_counts
 from attention.heartbeat import rhythm, rhythm_update
 from attention.services import wake
 from markus.agents import permissions
-from markus.agents.auth import IsUser, visible_agents
+from markus.agents.auth import IsUser, signed_in_user, visible_agents
 from markus.agents.models import Agent
 from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut, AgentPatchInput
 from markus.agents.services import agent_create
@@ -155,7 +155,7 @@ class AgentDetailView(APIView):
             if named:
                 Agent.objects.filter(id=agent.id).update(**named)
             if servers is not None:
-                toolservers.attach(agent, servers)
+                toolservers.attach(agent, servers, by=signed_in_user(request))  # only people control it
             if limits is not None:  # a raised budget lets it work again: wake it
                 budget = usage.budget_set(agent=agent, limits=limits)
                 transaction.on_commit(lambda: wake(agent.id))

@@ -66,6 +66,7 @@ class Right(StrEnum):
     CONTROL = "control"
     ACT = "act"  # control, or the agent itself
     SELF = "self"  # the agent itself only
+    APPROVE = "approve"  # staff, its team's owner: approve what its tool servers' tools do
     SIGNED_IN = "signed_in"  # not about one agent: any signed-in user (or agent token)
     USER = "user"  # not about one agent: a signed-in user, not an agent token
     STAFF = "staff"  # staff only
@@ -79,6 +80,7 @@ RIGHTS: dict[Right, frozenset[Relation]] = {
     Right.CONTROL: frozenset({R.STAFF, R.OWNER, R.TEAM_OWNER}),
     Right.ACT: frozenset({R.STAFF, R.OWNER, R.TEAM_OWNER, R.SELF}),
     Right.SELF: frozenset({R.SELF}),
+    Right.APPROVE: frozenset({R.STAFF, R.TEAM_OWNER}),
 }
 
 # Who holds a right, as the 403 says it.
@@ -88,6 +90,7 @@ HOLDERS: dict[Right, str] = {
     Right.CONTROL: "its owner, its team's owner and staff",
     Right.ACT: "its owner, its team's owner, staff and the agent itself",
     Right.SELF: "the agent itself (its own bearer token)",
+    Right.APPROVE: "staff and its team's owner",
 }
 
 
@@ -135,7 +138,12 @@ OPERATIONS: dict[str, Operation] = {
     "agents_reminders": _op(S, "list reminders"),
     "agents_reminder_cancel": _op(C, "cancel a reminder"),
     "agents_tools": _op(S, "list the tools it is offered (built-in and its tool servers') with their policies"),
-    "tool:approve_call": _op(C, "approve a call of one of its ask tools (the approval goes to such a person)"),
+    "tool:list_now": _op(C, "list its tool servers' tools anew when reading its tools (others read the last listing)"),
+    "tool:approve_call": _op(
+        Right.APPROVE,
+        "approve a call of one of its ask tools: the staff member who asked; else its team's owner when the "
+        "server is offered to the team; else the server's owner; never its owner for owning it",
+    ),
     "agents_reports": _op(S, "list daily reports"),
     "agents_report": _op(S, "read a daily report"),
     "agents_usage": _op(S, "read its LLM usage per day and model, and what its budgets say"),

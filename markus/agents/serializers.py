@@ -112,7 +112,8 @@ class AgentPatchInput(serializers.Serializer):
         child=serializers.CharField(max_length=32),
         required=False,
         max_length=20,
-        help_text="the names of the tool servers (MCP) attached to it, all of them (its team's are added)",
+        help_text="the names of the tool servers (MCP) attached to it, all of them (its team's are added): "
+        "those offered to its team or to all, and those attached already (staff: any)",
     )
     budget = BudgetInput(
         required=False,

@@ -304,9 +304,10 @@ def _attach_git_server(world: World) -> None:
             "command": command,
             "args": ["--repository", str(world.repo)],
             "description": "the bench's scratch repository",
-        }
+        },
+        owner=None,
     )
-    attach(world.agent, [SERVER_NAME])
+    attach(world.agent, [SERVER_NAME], by=None)
     tools = offered.refresh(server)
     server.refresh_from_db()
     world.server_tools = len(tools)

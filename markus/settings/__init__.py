@@ -329,6 +329,9 @@ MARKUS = {
     # An agent's tool servers' tools are offered with every request up to this many; past
     # it they are found and loaded on demand (tool_search, tool_load: markus.toolservers).
     "TOOLSERVER_INLINE_TOOLS": env.int("MARKUS_TOOLSERVER_INLINE_TOOLS", default=4),
+    # An http tool server on this machine or its networks (loopback, link-local, private,
+    # ALLOWED_HOSTS' names: markus.toolservers.addresses) is refused unless this is true.
+    "TOOLSERVER_ALLOW_PRIVATE": env.bool("MARKUS_TOOLSERVER_ALLOW_PRIVATE", default=False),
     # The modules whose @tool functions the loop offers to the LLM.
     "TOOL_MODULES": [
         "markus.tools.mailbox_tools",

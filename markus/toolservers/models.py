@@ -1,5 +1,6 @@
-"""MCP tool servers as data: what the operator registered, whom it is attached to, the
-policy of each of its tools, and what the workers last saw of it (its tools, its state).
+"""MCP tool servers as data: what the operator registered, who owns it and whom it is
+offered to, whom it is attached to, the policy of each of its tools, and what the workers
+last saw of it (its tools, its state).
 
 ``env`` and ``headers`` hold secrets: no answer, page or log line shows their values
 (only their names)."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -52,8 +54,30 @@ class ToolServer(models.Model):
     policies = models.JSONField(
         default=dict, blank=True, help_text='{"<tool>": "auto" | "ask" | "deny"}; a tool not named: its default'
     )
+    idempotent = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"<tool>": true | false}: a call in flight at a crash is made again (true); '
+        "a tool not named: only if it declares idempotentHint",
+    )
     agents = models.ManyToManyField(Agent, blank=True, related_name="tool_servers")
-    teams = models.ManyToManyField(Team, blank=True, related_name="tool_servers")
+    teams = models.ManyToManyField(
+        Team, blank=True, related_name="tool_servers", help_text="attached to every agent of these teams"
+    )
+    # Who may have it: whoever controls an agent attaches a server offered to its team (a
+    # server's ``teams`` count as offered to them) or to all; staff attach any.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="owned_tool_servers",
+        help_text="the staff user who registered it: approves calls for agents outside the teams it is offered to",
+    )
+    offered_to = models.ManyToManyField(
+        Team, blank=True, related_name="offered_tool_servers", help_text="teams whose agents may have it attached"
+    )
+    offered_to_all = models.BooleanField(default=False, help_text="any agent may have it attached")
     # What a worker last saw: the tools it listed, and how its last use went.
     tools = models.JSONField(default=list, blank=True, editable=False)
     listed_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -74,6 +98,14 @@ class ToolServer(models.Model):
         """A listed tool's policy: the operator's, else its annotations' (read-only: auto)."""
         chosen = (self.policies or {}).get(tool.get("name"))
         return str(chosen) if chosen in Policy.values else default_policy(tool)
+
+    def repeatable(self, tool: dict[str, Any]) -> bool:
+        """Whether a call in flight at a crash is made again: the operator's word, else the
+        tool's own ``idempotentHint`` (a ``readOnlyHint`` is no promise)."""
+        chosen = (self.idempotent or {}).get(tool.get("name"))
+        if isinstance(chosen, bool):
+            return chosen
+        return (tool.get("annotations") or {}).get("idempotentHint") is True
 
 
 def default_policy(tool: dict[str, Any]) -> str:

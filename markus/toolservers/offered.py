@@ -4,7 +4,9 @@ its policy (``deny``: not offered; ``ask``: a person approves each call first), 
 result bounded in size.
 
 What a worker sees of a server (its listing, its state, its last error) is written to
-its row as it happens, so the console and ``GET /api/tool-servers/`` show it."""
+its row as it happens, so the console and ``GET /api/tool-servers/`` show it; never a
+secret of the server's (its env and header values read ``[secret]`` there and in the
+errors a call answers)."""
 
 from __future__ import annotations
 
@@ -31,10 +33,10 @@ from attention.scenarios import (
 )
 from attention.toolbox import Tool, ToolContext, ToolError
 from mailbox.models import MailboxItem
-from markus.agents import permissions
 from markus.agents.models import Agent
 from notifications.services import approval_create
 
+from .addresses import refusal
 from .models import Policy, ServerState, ToolServer, Transport
 from .runtime import ServerDown, ServerRefused, Spec, runtime
 
@@ -54,9 +56,17 @@ RESULT_MAX_CHARS = 16_000
 FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # What an approval quotes of a call's arguments.
 APPROVAL_ARGS_CHARS = 2_000
+# A secret value shorter than this is left in errors (replacing it would blank words).
+SECRET_MIN_CHARS = 4
+SECRET = "[secret]"
 
 
 def spec_of(server: ToolServer) -> Spec:
+    """What the runtime connects with; ServerDown if an http server's URL now reaches
+    this machine or its networks (``addresses``: its DNS answer may have changed)."""
+    why = refusal(server.url) if server.transport == Transport.HTTP else ""
+    if why:
+        raise ServerDown(f"tool server {server.name} is not connected to: {why}")
     return Spec(
         name=server.name,
         transport=server.transport,
@@ -75,9 +85,19 @@ def attached_servers(agent_id: str) -> list[ToolServer]:
     return list(ToolServer.objects.filter(where, enabled=True).distinct().order_by("name"))
 
 
+def scrubbed(server: ToolServer, text: str) -> str:
+    """``text`` with every env and header value of the server replaced by ``[secret]``
+    (a server's stderr, in its error, may print them)."""
+    values = {str(v) for v in [*(server.env or {}).values(), *(server.headers or {}).values()]}
+    for value in sorted((v for v in values if len(v) >= SECRET_MIN_CHARS), key=len, reverse=True):
+        text = text.replace(value, SECRET)
+    return text
+
+
 def record_state(server: ToolServer, state: str, error: str = "", *, tools: list[dict[str, Any]] | None = None) -> None:
     """What a worker just saw of the server, on its row (outside any transaction of the
-    loop: the operator sees it even if the item's work rolls back)."""
+    loop: the operator sees it even if the item's work rolls back); its secrets never."""
+    error = scrubbed(server, error)
     now = timezone.now()
     fields: dict[str, Any] = {"state": state, "last_error": error[:2000], "state_at": now}
     if tools is not None:
@@ -121,27 +141,29 @@ def offerable(server: ToolServer, tool: dict[str, Any]) -> bool:
     return bool(FUNCTION_NAME.match(tool_name(server, tool)))
 
 
-def provide(agent_id: str, scenario: str) -> list[Tool]:
+def provide(agent_id: str, scenario: str, *, stored: bool = False) -> list[Tool]:
     """The loop's provider: the agent's MCP tools in a working scenario; past
     ``MARKUS["TOOLSERVER_INLINE_TOOLS"]`` of them, ``tool_search`` and ``tool_load``
-    instead, which find and load them on demand (``on_demand``)."""
+    instead, which find and load them on demand (``on_demand``). ``stored``: as last
+    listed, no server started (``catalog``)."""
     from .on_demand import finders, inline_limit
 
     if scenario not in WORKING_SCENARIOS:
         return []
     servers = attached_servers(agent_id)  # one statement per item of a working scenario
-    found = catalog(servers)
+    found = catalog(servers, stored=stored)
     if len(found) <= inline_limit():
         return list(found.values())
     return finders(found, [(s.name, s.description) for s in servers])
 
 
-def catalog(servers: list[ToolServer]) -> dict[str, Tool]:
+def catalog(servers: list[ToolServer], *, stored: bool = False) -> dict[str, Tool]:
     """The servers' tools the agent may call, by name, as they are offered: not a denied
-    one (nor one whose name an LLM API would refuse); an ``ask`` one with its approval."""
+    one (nor one whose name an LLM API would refuse); an ``ask`` one with its approval.
+    ``stored``: the tools as last listed, none listed now (nothing is started)."""
     found: dict[str, Tool] = {}
     for server in servers:
-        for listed in listing(server):
+        for listed in list(server.tools or []) if stored else listing(server):
             policy = server.policy_of(listed)
             if policy != Policy.DENY and offerable(server, listed):
                 t = as_tool(server, listed, policy)
@@ -152,7 +174,6 @@ def catalog(servers: list[ToolServer]) -> dict[str, Tool]:
 def as_tool(server: ToolServer, listed: dict[str, Any], policy: str) -> Tool:
     name, remote = tool_name(server, listed), str(listed["name"])
     schema = listed.get("inputSchema") or {"type": "object", "properties": {}}
-    annotations = listed.get("annotations") or {}
 
     def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
         return call(server, remote, args)
@@ -166,9 +187,9 @@ def as_tool(server: ToolServer, listed: dict[str, Any], policy: str) -> Tool:
         schema,
         handler,
         transactional=False,  # its effect is the server's: recorded as started before it is made
-        # Made again after a crash only when declared so: a read-only hint is no promise
-        # that a second call changes nothing (issue 35: a "read-only" tool that wrote).
-        idempotent=annotations.get("idempotentHint") is True,
+        # Made again after a crash only when the operator or the tool says so: a read-only
+        # hint is no promise that a second call changes nothing (issue 35: one that wrote).
+        idempotent=server.repeatable(listed),
         approval=(lambda ctx, args: ask(ctx, server, remote, args)) if policy == Policy.ASK else None,
         source=server.name,
     )
@@ -180,9 +201,9 @@ def call(server: ToolServer, tool: str, args: dict[str, Any]) -> Any:
         result = runtime().call_tool(spec_of(server), tool, args)
     except ServerDown as exc:
         record_state(server, ServerState.FAILING, str(exc))
-        raise ToolError(str(exc)) from None
+        raise ToolError(scrubbed(server, str(exc))) from None
     except ServerRefused as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(scrubbed(server, str(exc))) from None
     if server.state != ServerState.READY:
         record_state(server, ServerState.READY)
     text = "\n".join(
@@ -214,34 +235,55 @@ def _endpoint(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
-def approver(ctx: ToolContext, agent: Agent) -> User:
-    """Who approves the agent's call: the person the item came from if they may control
-    the agent (the permission table's ``tool:approve_call``), else its owner, else its
-    team's owner."""
+def _sender(ctx: ToolContext) -> User | None:
+    """The person the item being worked came from (None: an agent, the system)."""
     item = MailboxItem.objects.filter(id=ctx.mailbox_item_id).first()
     meta = (item.metadata or {}) if item else {}
     sender_id = str(meta.get("senderId", ""))
-    if meta.get("senderRole") == "user" and sender_id.isascii() and sender_id.isdigit():
-        sender = User.objects.filter(pk=sender_id).first()
-        if sender is not None and permissions.user_may_do(sender, "tool:approve_call", agent):
-            return sender
-    if agent.owner is not None:
-        return agent.owner
-    if agent.team is not None:
-        return agent.team.owner
-    raise ToolError("nobody may approve this call: the agent has no owner or team")
+    if meta.get("senderRole") != "user" or not (sender_id.isascii() and sender_id.isdigit()):
+        return None
+    return User.objects.filter(pk=sender_id, is_active=True).first()
+
+
+def approver(ctx: ToolContext, agent: Agent, server: ToolServer) -> User:
+    """Who approves the agent's call of one of the server's tools (the permission table's
+    ``tool:approve_call``): someone who answers for that server where the agent is, never
+    the agent's owner for owning it (they may have set it up to make the call).
+
+    1. The person the item came from, if staff.
+    2. The owner of the agent's team, if the server is offered to it (or one of its own).
+    3. The server's owner (the staff user who registered it).
+    4. The first active staff user; with none, nobody: a tool error."""
+    sender = _sender(ctx)
+    if sender is not None and sender.is_staff:
+        return sender
+    team = agent.team
+    if team is not None and team.owner.is_active:
+        offered = server.offered_to.filter(pk=team.pk).exists() or server.teams.filter(pk=team.pk).exists()
+        if offered:
+            return team.owner
+    owner = server.owner
+    if owner is not None and owner.is_staff and owner.is_active:
+        return owner
+    staff = User.objects.filter(is_staff=True, is_active=True).order_by("pk").first()
+    if staff is None:
+        raise ToolError(
+            f"nobody may approve this call: the tool server {server.name} is not offered to the agent's team "
+            "and there is no staff user"
+        )
+    return staff
 
 
 def ask(ctx: ToolContext, server: ToolServer, tool: str, args: dict[str, Any]) -> str:
     """The approval a call of an ``ask`` tool waits for: it names the tool, its server
     and its arguments. Its id."""
-    agent = Agent.objects.select_related("owner", "team__owner").get(id=ctx.agent_id)
+    agent = Agent.objects.select_related("team__owner").get(id=ctx.agent_id)
     quoted = json.dumps(args, ensure_ascii=False, indent=1, default=str)
     if len(quoted) > APPROVAL_ARGS_CHARS:
         quoted = quoted[:APPROVAL_ARGS_CHARS] + f"… [{len(quoted):,} characters in all]"
     where = _endpoint(server.url) if server.transport == Transport.HTTP else server.command
     approval = approval_create(
-        user=approver(ctx, agent),
+        user=approver(ctx, agent, server),
         title=f"{agent.name} asks to call {tool} on {server.name}",
         description=(
             f"{agent.name} wants to call the tool {tool!r} of the tool server {server.name!r} ({where}) "

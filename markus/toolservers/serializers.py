@@ -32,7 +32,11 @@ FIELDS = (
     "timeoutSeconds",
     "enabled",
     "policies",
+    "idempotent",
     "teams",
+    "offeredTo",
+    "offeredToAll",
+    "ownerId",
 )
 
 
@@ -87,8 +91,27 @@ class ToolServerInput(serializers.Serializer):
     )
     enabled = serializers.BooleanField(required=False)
     policies = serializers.JSONField(required=False, help_text='{"<tool>": "auto" | "ask" | "deny" | null (default)}')
+    idempotent = serializers.JSONField(
+        required=False, help_text='{"<tool>": true | false | null (its idempotentHint)}: made again after a crash'
+    )
     teams = serializers.ListField(
-        child=serializers.CharField(max_length=64), required=False, max_length=100, help_text="team ids"
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=100,
+        help_text="team ids: attached to every agent of these teams (and offered to them)",
+    )
+    offeredTo = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=100,
+        help_text="team ids: whoever controls an agent of these teams may attach it",
+    )
+    offeredToAll = serializers.BooleanField(required=False, help_text="whoever controls any agent may attach it")
+    ownerId = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        help_text="a staff user's id: approves calls outside the teams it is offered to; default: who registers it",
+        error_messages={"invalid": "ownerId must be a user's id (an integer) or null"},
     )
 
     def validate_name(self, value: str) -> str:
@@ -122,6 +145,16 @@ class ToolServerInput(serializers.Serializer):
                 raise serializers.ValidationError(f"policies: {tool[:80]!r} must be one of {allowed} (or null)")
         return value
 
+    def validate_idempotent(self, value: Any) -> dict[str, bool | None]:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError('idempotent must be an object {"<tool>": true, false or null}')
+        if len(value) > MAX_POLICIES:
+            raise serializers.ValidationError(f"idempotent: at most {MAX_POLICIES} tools")
+        for tool, repeatable in value.items():
+            if repeatable is not None and not isinstance(repeatable, bool):
+                raise serializers.ValidationError(f"idempotent: {tool[:80]!r} must be true or false (or null)")
+        return value
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if self.partial and not attrs:
             raise serializers.ValidationError(f"nothing to change: send any of {', '.join(self.fields)}")
@@ -135,6 +168,9 @@ class ListedToolOut(serializers.Serializer):
     policy = serializers.ChoiceField(choices=Policy.choices)
     defaultPolicy = serializers.ChoiceField(choices=Policy.choices, help_text="from its readOnlyHint")
     readOnly = serializers.BooleanField()
+    repeatable = serializers.BooleanField(
+        help_text="a call in flight at a crash is made again: the operator's idempotent, else its idempotentHint"
+    )
 
 
 class ToolServerOut(serializers.Serializer):
@@ -149,6 +185,10 @@ class ToolServerOut(serializers.Serializer):
     timeoutSeconds = serializers.IntegerField()
     enabled = serializers.BooleanField()
     policies = serializers.DictField(child=serializers.CharField())
+    idempotent = serializers.DictField(child=serializers.BooleanField())
+    ownerId = serializers.IntegerField(allow_null=True, help_text="the staff user who registered it")
+    offeredTo = serializers.ListField(child=serializers.CharField(), help_text="teams whose agents may have it")
+    offeredToAll = serializers.BooleanField()
     teams = serializers.ListField(child=serializers.CharField())
     agents = serializers.ListField(child=serializers.CharField(), help_text="agents it is attached to")
     state = serializers.CharField(help_text="unknown, ready, failing or disabled: what a worker last saw")

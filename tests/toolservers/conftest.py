@@ -75,6 +75,13 @@ def inline_tools(settings, monkeypatch) -> None:
 
 
 @pytest.fixture
+def allow_private(settings) -> None:
+    """http tool servers on this machine allowed (``MARKUS_TOOLSERVER_ALLOW_PRIVATE``), as
+    the local test servers on 127.0.0.1 need; a copy of ``MARKUS``, never the dict itself."""
+    settings.MARKUS = {**settings.MARKUS, "TOOLSERVER_ALLOW_PRIVATE": True}
+
+
+@pytest.fixture
 def git_server(repo: Path, stop_servers: None) -> ToolServer:
     return ToolServer.objects.create(
         name="git",
@@ -101,8 +108,8 @@ class Counter:
 
 
 @pytest.fixture
-def counter(tmp_path: Path, stop_servers: None) -> Iterator[Counter]:
-    """counter_server.py on a free port (Streamable HTTP)."""
+def counter(tmp_path: Path, stop_servers: None, allow_private: None) -> Iterator[Counter]:
+    """counter_server.py on a free port (Streamable HTTP), on this machine (allowed)."""
     port, log = free_port(), tmp_path / "effects.log"
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "counter_server.py"), "--port", str(port), "--log", str(log)],

@@ -52,6 +52,7 @@ def server_tools(names) -> list[str]:
 @pytest.fixture
 def attached(db, agent, git_server):
     git_server.agents.add(agent)
+    git_server.offered_to.add(agent.team)  # its team's owner (alice) approves its calls
     return git_server
 
 

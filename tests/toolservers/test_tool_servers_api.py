@@ -30,7 +30,7 @@ def create(client: APIClient, **body) -> tuple[int, dict]:
     return r.status_code, r.json()
 
 
-def test_staff_register_a_stdio_and_an_http_server_and_secrets_are_never_returned(staff):
+def test_staff_register_a_stdio_and_an_http_server_and_secrets_are_never_returned(staff, allow_private):
     status, git = create(
         staff,
         name="git",
@@ -116,9 +116,9 @@ def test_only_staff_may_touch_tool_servers(staff, alice, alice_client, agent_wit
     assert ToolServer.objects.get(name="git").command == "a"
 
 
-def test_the_agents_controller_attaches_servers_and_get_shows_them(staff, alice_client, agent, bob):
-    create(staff, name="git", transport="stdio", command="a")
-    create(staff, name="tracker", transport="http", url="http://127.0.0.1:9/mcp")
+def test_the_agents_controller_attaches_servers_and_get_shows_them(staff, alice_client, agent, bob, allow_private):
+    create(staff, name="git", transport="stdio", command="a", offeredTo=[agent.team_id])
+    create(staff, name="tracker", transport="http", url="http://127.0.0.1:9/mcp", offeredToAll=True)
     r = alice_client.patch(f"/api/agents/{agent.id}/", {"toolServers": ["tracker", "git"]}, format="json")
     assert r.status_code == 200, r.content
     assert r.json()["toolServers"] == ["git", "tracker"]
@@ -126,7 +126,11 @@ def test_the_agents_controller_attaches_servers_and_get_shows_them(staff, alice_
     listed = {a["id"]: a for a in alice_client.get("/api/agents/").json()}
     assert listed[agent.id]["toolServers"] == ["git", "tracker"]
     r = alice_client.patch(f"/api/agents/{agent.id}/", {"toolServers": ["nope"]}, format="json")
-    assert r.status_code == 400 and "no tool server 'nope'; registered: git, tracker" in r.json()["detail"]
+    assert r.status_code == 400
+    assert (
+        r.json()["detail"]
+        == "toolServers: no tool server 'nope' is offered to this agent; you may attach: git, tracker"
+    )
     assert (
         alice_client.patch(f"/api/agents/{agent.id}/", {"toolServers": []}, format="json").json()["toolServers"] == []
     )
@@ -160,6 +164,7 @@ def test_the_console_never_shows_a_secret_and_keeps_it_when_left_empty(staff, ad
         "timeout_seconds": "30",
         "enabled": "on",
         "policies": "{}",
+        "idempotent": "{}",
     }
     r = admin_client.post(f"/admin/toolservers/toolserver/{server.pk}/change/", form)
     assert r.status_code == 302, r.content.decode()[:2000]
@@ -196,6 +201,7 @@ def test_the_agents_tools_list_every_offered_tool_with_its_policy_and_keep_no_se
         "policy": "ask",
         "defaultPolicy": "ask",
         "readOnly": False,
+        "repeatable": False,
     }
     assert listed["git_reset"]["policy"] == "deny" and listed["git_reset"]["defaultPolicy"] == "ask"
     r = alice_client.get(f"/api/agents/{agent.id}/tools?scenario=dream_cycle")

@@ -76,6 +76,7 @@ def test_an_ask_tool_parks_until_approved_then_runs_once(
 ):
     monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 1)  # the person does not wait on the approval
     git_server.agents.add(agent)
+    git_server.offered_to.add(agent.team)  # its team's owner (alice) approves its calls
     before = commits(repo)
     m = Model("__git_commit", lambda fn: {"repo_path": str(repo), "message": "Add the notes"})
     model(m)
@@ -116,6 +117,7 @@ def test_a_declined_call_is_not_made_and_the_model_is_told(
 ):
     monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 1)
     git_server.agents.add(agent)
+    git_server.offered_to.add(agent.team)  # its team's owner (alice) approves its calls
     before = commits(repo)
     model(Model("__git_commit", lambda fn: {"repo_path": str(repo), "message": "Sneaky"}))
     body = chat(alice_client, agent, "Commit it.")
@@ -218,6 +220,7 @@ def test_a_pause_while_the_call_waits_loses_nothing_and_runs_nothing_early(
 ):
     monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 1)
     git_server.agents.add(agent)
+    git_server.offered_to.add(agent.team)  # its team's owner (alice) approves its calls
     before = commits(repo)
     model(Model("__git_commit", lambda fn: {"repo_path": str(repo), "message": "After the pause"}))
     body = chat(alice_client, agent, "Commit it.")
