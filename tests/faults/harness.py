@@ -285,6 +285,8 @@ class Cluster:
             # The stub model calls a tool server's tool it is offered directly (the
             # counter server's 5 tools would otherwise be found on demand).
             MARKUS_TOOLSERVER_INLINE_TOOLS="16",
+            # The MCP test server listens on 127.0.0.1: a tool server on this machine.
+            MARKUS_TOOLSERVER_ALLOW_PRIVATE="true",
             LOG_LEVEL="WARNING",
             **self.extra_env,
         )

@@ -105,8 +105,10 @@ def test_kill_9_while_an_approved_mcp_call_runs_makes_it_once(cluster, counter, 
     seeded = boot(cluster, agents=2, workers=WORKERS)
     agent_id = seeded.agents[0]
     server = ToolServer.objects.create(name="counter", transport="http", url=counter.url, timeout_seconds=20)
-    server.agents.add(Agent.objects.get(id=agent_id))
-    api = Api(cluster.base, seeded.token)  # alice's: she owns the agent, so she approves its calls
+    agent = Agent.objects.get(id=agent_id)
+    server.agents.add(agent)
+    server.offered_to.add(agent.team)
+    api = Api(cluster.base, seeded.token)  # alice's: she owns the agent's team, offered the server: she approves
 
     text = f"EFFECT {TOOL} {MARKER}"
     status, item = api.post(
