@@ -161,6 +161,11 @@ def test_staff_read_and_write_the_owner_and_the_offer(world):
     r = staff.patch("/api/tool-servers/wiki/", {"offeredTo": [], "offeredToAll": True}, format="json")
     assert r.status_code == 200 and r.json()["offeredTo"] == [] and r.json()["offeredToAll"] is True
     assert attach(world, "dave", world.solo, ["wiki"]).status_code == 200
+    # Its owner: another staff user, or nobody; never a person who is not staff.
+    dave = Agent.objects.get(id="solo").owner
+    r = staff.patch("/api/tool-servers/wiki/", {"ownerId": dave.pk}, format="json")
+    assert r.status_code == 400 and r.json()["detail"] == f"ownerId: no active staff user {dave.pk}"
+    assert staff.patch("/api/tool-servers/wiki/", {"ownerId": None}, format="json").json()["ownerId"] is None
 
 
 def test_the_console_edits_the_offer_and_sets_its_owner(world, admin_client, admin_user):
