@@ -23,12 +23,19 @@ from . import access, selectors, services
 from .errors import BusError, ForbiddenError
 
 
+class TeamRefOut(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+
+
 class ChunkOut(serializers.Serializer):
     """``selectors.chunk_data``: one message of a stream."""
 
     streamId = serializers.CharField()
     sequence = serializers.IntegerField(help_text="1, 2, ... within the stream")
     sender = serializers.CharField(help_text="an agent id, or the operator's reference")
+    senderName = serializers.CharField(help_text="the sending agent's name (the operator's: Markus operator)")
+    senderTeam = TeamRefOut(allow_null=True, help_text="the sending agent's team; null for none")
     topic = serializers.CharField()
     payload = serializers.JSONField(help_text="any JSON value, as sent")
     createdAt = serializers.DateTimeField()

@@ -16,6 +16,12 @@ _MESSAGE = {
         "streamId": {"type": "string"},
         "sequence": {"type": "integer"},
         "sender": {"type": "string"},
+        "senderName": {"type": "string"},
+        "senderTeam": {
+            "type": "object",
+            "nullable": True,
+            "properties": {"id": {"type": "string"}, "name": {"type": "string"}},
+        },
         "topic": {"type": "string"},
         "payload": {"type": "object"},
         "createdAt": {"type": "string", "format": "date-time"},

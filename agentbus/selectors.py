@@ -18,10 +18,12 @@ from markus.agents.models import Agent
 from markus.core.db import count_subquery
 
 from .cursors import decode_cursor, encode_cursor
-from .models import INBOX_TOPIC, Chunk, ConsumerCursor, InboxClock, Stream, StreamMember
+from .models import INBOX_TOPIC, OPERATOR_NAME, Chunk, ConsumerCursor, InboxClock, Stream, StreamMember
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
+# What ``chunk_data`` reads of a chunk's sender: loaded with a list of chunks.
+CHUNK_SENDER = "sender__team"
 # A named group chat's topic is this prefix and its name (``services.group_chat_open``).
 GROUP_TOPIC_PREFIX = "group:"
 
@@ -34,10 +36,16 @@ def iso(value: datetime | None) -> str | None:
 
 
 def chunk_data(chunk: Chunk) -> dict[str, Any]:
+    """One message, saying who sent it (name and team, so a reader such as the Claude
+    Code hook need not look the sender up). Lists load ``CHUNK_SENDER`` with the chunks."""
+    sender = chunk.sender
+    team = sender.team if sender is not None else None
     return {
         "streamId": chunk.stream_id,
         "sequence": chunk.sequence,
         "sender": chunk.sender_ref,
+        "senderName": sender.name if sender is not None else OPERATOR_NAME,
+        "senderTeam": {"id": team.id, "name": team.name} if team is not None else None,
         "topic": chunk.topic,
         "payload": chunk.payload,
         "createdAt": iso(chunk.created_at),
@@ -82,7 +90,9 @@ def inbox_chunks(agent_id: str) -> QuerySet[Chunk]:
 def inbox_read_from(agent_id: str, position: int, *, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
     """Messages after ``position`` and the cursor to pass next time."""
     clock = current_clock()
-    chunks = list(inbox_chunks(agent_id).filter(position__gt=position).order_by("position")[:limit])
+    chunks = list(
+        inbox_chunks(agent_id).filter(position__gt=position).select_related(CHUNK_SENDER).order_by("position")[:limit]
+    )
     if len(chunks) == limit:
         next_position = chunks[-1].position
     else:
@@ -146,7 +156,7 @@ def stream_participants(stream: Stream) -> set[str]:
 
 
 def stream_events(stream: Stream, *, after: int = 0, limit: int = MAX_LIMIT) -> list[dict[str, Any]]:
-    chunks = stream.chunks.filter(sequence__gt=after).order_by("sequence")[:limit]
+    chunks = stream.chunks.filter(sequence__gt=after).select_related(CHUNK_SENDER).order_by("sequence")[:limit]
     return [chunk_data(c) for c in chunks]
 
 
@@ -154,7 +164,7 @@ def reply_state(stream_id: str, requester_id: str) -> dict[str, Any]:
     """What a request on ``stream_id`` has received: chunks on reply streams, and
     whether one of them was closed (the reply is complete)."""
     replies = Stream.objects.filter(reply_to=stream_id).exclude(sender_id=requester_id)
-    chunks = Chunk.objects.filter(stream__in=replies).order_by("position")
+    chunks = Chunk.objects.filter(stream__in=replies).select_related(CHUNK_SENDER).order_by("position")
     closed = replies.filter(closed_at__isnull=False).order_by("closed_at").first()
     return {
         "reply": [chunk_data(c) for c in chunks],

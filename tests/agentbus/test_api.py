@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from agentbus import selectors, services
 from agentbus.models import AuditEvent
 from tests.conftest import client_for
 
@@ -20,7 +21,7 @@ def session_client(user) -> APIClient:
 
 pytestmark = pytest.mark.django_db
 
-CHUNK_KEYS = {"streamId", "sequence", "sender", "topic", "payload", "createdAt"}
+CHUNK_KEYS = {"streamId", "sequence", "sender", "senderName", "senderTeam", "topic", "payload", "createdAt"}
 
 
 def test_open_append_close_and_events_over_rest(eve, max_):
@@ -140,6 +141,19 @@ def test_pending_and_drain_over_rest(eve, max_):
     drained = client.post("/api/agents/eve/agentbus/drain", {}, format="json").json()
     assert set(drained) == {"messages", "next_cursor"} and set(drained["messages"][0]) == CHUNK_KEYS
     assert client.get("/api/agents/eve/agentbus/pending").json()["pending"] == 0
+
+
+def test_a_message_says_who_sent_it_by_name_and_team(eve, max_, zed, team):
+    say(max_, eve, "one")
+    drained = eve.client().post("/api/agents/eve/agentbus/drain", {}, format="json").json()
+    message = drained["messages"][0]
+    assert (message["sender"], message["senderName"]) == ("max", "Max")
+    assert message["senderTeam"] == {"id": team.id, "name": "Core"}
+    say(zed, eve, "from outside")  # zed is in no team
+    hub = services.stream_open(sender=None, recipient=eve.agent)  # the operator's records come from the hub
+    services.stream_append(stream_id=hub.id, sender=None, payload={"text": "from the hub"})
+    later = [(m["sender"], m["senderName"], m["senderTeam"]) for m in selectors.inbox_read("eve")["messages"]]
+    assert later == [("zed", "Zed", None), ("markus:operator", "Markus operator", None)]
 
 
 @pytest.mark.parametrize("body", [{"peek": "yes"}, {"limit": 0}, {"limit": "5"}, {"limit": 10_000}])

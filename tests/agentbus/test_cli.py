@@ -53,7 +53,7 @@ def test_open_append_close(cli, eve, max_):
     chunk = cli(
         "agentbus", "append", "correction-1", "eve", "--payload", '{"text":"stop, wrong file"}', token=eve.token
     )
-    assert set(chunk) == {"streamId", "sequence", "sender", "topic", "payload", "createdAt"}
+    assert set(chunk) == {"streamId", "sequence", "sender", "senderName", "senderTeam", "topic", "payload", "createdAt"}
     assert chunk["sequence"] == 1 and chunk["topic"] == "review" and chunk["sender"] == "eve"
     assert cli("agentbus", "close", "correction-1", "eve", token=eve.token)["closed"] is True
     assert "closed" in cli.fails("agentbus", "append", "correction-1", "eve", "--payload", "{}", token=eve.token)

@@ -107,7 +107,16 @@ def test_events_after_a_sequence(eve, max_):
         services.stream_append(stream_id=stream.id, sender=eve.agent, payload={"n": i})
     events = selectors.stream_events(stream, after=2)
     assert [(e["sequence"], e["payload"]["n"]) for e in events] == [(3, 2), (4, 3)]
-    assert set(events[0]) == {"streamId", "sequence", "sender", "topic", "payload", "createdAt"}
+    assert set(events[0]) == {
+        "streamId",
+        "sequence",
+        "sender",
+        "senderName",
+        "senderTeam",
+        "topic",
+        "payload",
+        "createdAt",
+    }
 
 
 def test_every_action_is_audited(eve, max_):
