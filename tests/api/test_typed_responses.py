@@ -186,6 +186,7 @@ def world(alice, alice_client, agent, agent_with_token):
         "session_id": session["id"],
         "approval": approval,
         "date": "2026-12-01",
+        "user_id": alice.id,
     }
 
 
@@ -207,7 +208,7 @@ def recorded_params(monkeypatch):
 GET_OPERATIONS = [(m, p) for m, p in OPERATIONS if m == "GET"]
 # The long-poll inbox is an async view the schema documents by hand (agentbus/schema.py):
 # called with no wait.
-STAFF_ONLY = "/api/tool-servers/"  # the staff's (a staff user reads them)
+STAFF_ONLY = ("/api/tool-servers/", "/api/budgets/deployment/")  # the staff's (a staff user reads them)
 NEEDS_A_RUN = {"/api/agents/{agent_id}/activity-logs"}
 EXTRA_QUERY = {"/api/agents/{agent_id}/agentbus/inbox": "?timeout_seconds=0"}
 
