@@ -23,6 +23,7 @@ from rest_framework.request import Request
 
 from markus.agents import permissions
 from markus.agents.auth import Caller, acting_agent, user_may_see_agent, visible_agents
+from markus.agents.auth import caller_ref as caller_ref  # the bus's name for its callers (agentbus.api, A2A)
 from markus.agents.models import Agent
 
 from . import selectors
@@ -31,13 +32,6 @@ from .models import Stream
 
 # A DRF request, or the stand-in the async views build after authenticating themselves.
 CallerRequest: TypeAlias = Request | Caller
-
-
-def caller_ref(request: CallerRequest) -> str:
-    agent = acting_agent(request)
-    if agent is not None:
-        return f"agent:{agent.id}"
-    return f"user:{request.user.pk}"
 
 
 def reachable_agents_for(*, agent: Agent | None, user: User | AnonymousUser | None) -> QuerySet[Agent]:

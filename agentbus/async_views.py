@@ -1,9 +1,9 @@
 """The blocking endpoints as plain async Django views, so an idle waiter costs no
 worker and no thread: GET ``/api/agents/{id}/agentbus/inbox`` and POST
 ``/api/agentbus/request``. Both ``parks`` (markus.core.waits: the server runs them
-without a thread of their own) and take a wait slot: past the caps per caller and per
-server a wait answers 429 with ``Retry-After`` and starts nothing. An inbox read with
-``timeout_seconds=0`` does not wait and takes none.
+without a thread of their own) and take a wait slot: past a cap (per caller, per
+person, per server, or the chat reserve) a wait answers 429 with ``Retry-After`` and
+starts nothing. An inbox read with ``timeout_seconds=0`` does not wait and takes none.
 
 DRF's APIView is synchronous, so these authenticate themselves the same way the API
 does: ``Authorization: Bearer <agent token>``, ``Authorization: Token <user token>``,
@@ -24,7 +24,7 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import APIException, NotAuthenticated
 
-from markus.agents.auth import Caller, acting_agent
+from markus.agents.auth import Caller, acting_agent, waiter_for
 from markus.agents.models import Agent
 from markus.core.api import api_request, error, error_response, refuse_unknown_fields
 from markus.core.errors import MarkusError
@@ -102,9 +102,9 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
         return refusal.response()
     except (APIException, MarkusError) as exc:
         return error_response(exc)
-    actor = f"agent:{agent.id}" if agent is not None else f"user:{user.pk}"
+    waiter = await sync_to_async(waiter_for)(Caller(user, agent))
     try:
-        slot: AbstractContextManager[object] = WAITS.claim(actor) if timeout > 0 else nullcontext()
+        slot: AbstractContextManager[object] = WAITS.claim(waiter) if timeout > 0 else nullcontext()
     except APIException as exc:  # TooManyWaits: 429
         return error_response(exc)
     with slot:
@@ -114,7 +114,7 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
             timeout=timeout,
             limit=limit,
             ack=agent is not None,
-            actor=actor,
+            actor=waiter.caller,
         )
     return _json(result)
 
@@ -150,15 +150,15 @@ async def request_view(request: HttpRequest) -> JsonResponse:
             raise _Refusal(400, "timeoutSeconds must be a number")
         timeout = _number(str(raw_timeout), "timeoutSeconds", 30.0, 0, MAX_WAIT_SECONDS)
         sender, recipient = await sync_to_async(_request_parties)(body, user, agent)
-        actor = f"agent:{agent.id}" if agent is not None else f"user:{user.pk}"
-        with WAITS.claim(actor):  # TooManyWaits (429) before the stream is opened
+        waiter = await sync_to_async(waiter_for)(Caller(user, agent))
+        with WAITS.claim(waiter):  # TooManyWaits (429) before the stream is opened
             result = await stream_request(
                 sender=sender,
                 recipient=recipient,
                 payload=body["payload"],
                 topic=body.get("topic"),
                 timeout=timeout,
-                actor=actor,
+                actor=waiter.caller,
             )
     except _Refusal as refusal:
         return refusal.response()

@@ -37,11 +37,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.exceptions import APIException
 
 from markus.agents import permissions
-from markus.agents.auth import Caller, agent_for_token, user_for_token, visible_agents
+from markus.agents.auth import Caller, agent_for_token, caller_ref, user_for_token, visible_agents, waiter_for
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
-from markus.core.waits import WAITS
+from markus.core.waits import WAITS, Waiter
 from markus.work import selectors as work
 from markus.work import services as work_services
 from markus.work.models import TaskState
@@ -113,10 +113,6 @@ def _payload(text: str | None, payload: dict[str, Any] | None) -> dict[str, Any]
     return {TEXT_KEY: text}
 
 
-def _actor_ref(caller: Caller) -> str:
-    return f"agent:{caller.auth.id}" if caller.auth is not None else f"user:{caller.user.pk}"
-
-
 def _inbox_agent(caller: Caller, agent_id: str | None, operation: str) -> Agent:
     """The inbox a tool reads: the calling agent's own; a user names one they may see."""
     if agent_id is None:
@@ -140,9 +136,11 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         caller = await identify(ctx)
         if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
             raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
-        target = await _run(lambda: _inbox_agent(caller, agent_id, "agents_agentbus_inbox"))
+        target, waiter = await _run(
+            lambda: (_inbox_agent(caller, agent_id, "agents_agentbus_inbox"), waiter_for(caller))
+        )
         try:
-            slot = WAITS.claim(_actor_ref(caller))
+            slot = WAITS.claim(waiter)
         except APIException as exc:  # too many waits of this caller: it says how many and when to retry
             raise ToolError(_text(exc)) from None
         with slot:
@@ -152,7 +150,7 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
                     after_cursor=after_cursor,
                     timeout=timeout_seconds,
                     ack=caller.auth is not None,
-                    actor=_actor_ref(caller),
+                    actor=waiter.caller,
                 )
             )
             waited = 0.0
@@ -195,7 +193,7 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
             agent = _inbox_agent(caller, agent_id, "agents_agentbus_drain_create")
             if not peek and caller.auth is None:
                 raise ToolError("draining consumes the agent's inbox: only the agent's own token may (use peek)")
-            return services.inbox_drain(agent_id=agent.id, peek=peek, limit=limit, actor=_actor_ref(caller))
+            return services.inbox_drain(agent_id=agent.id, peek=peek, limit=limit, actor=caller_ref(caller))
 
         result: dict[str, Any] = await _run(drain)
         return result
@@ -219,13 +217,11 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
             me = access.access_acting_agent(caller, sender if sender is not None else _own_id(caller))
             recipient = access.access_recipients(caller, [to])[0]
             if stream_id is None:
-                stream = services.stream_open(
-                    sender=me, recipient=recipient, topic=topic, actor=access.caller_ref(caller)
-                )
+                stream = services.stream_open(sender=me, recipient=recipient, topic=topic, actor=caller_ref(caller))
             else:
                 stream = access.access_stream(caller, stream_id)
             chunk = services.stream_append(
-                stream_id=stream.id, sender=me, payload=body, topic=topic, actor=access.caller_ref(caller)
+                stream_id=stream.id, sender=me, payload=body, topic=topic, actor=caller_ref(caller)
             )
             return {"streamId": stream.id, **selectors.chunk_data(chunk)}
 
@@ -249,13 +245,13 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
             raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
 
-        def parties() -> tuple[Agent, Agent]:
+        def parties() -> tuple[Agent, Agent, Waiter]:
             me = access.access_acting_agent(caller, sender if sender is not None else _own_id(caller))
-            return me, access.access_recipients(caller, [to])[0]
+            return me, access.access_recipients(caller, [to])[0], waiter_for(caller)
 
-        me, recipient = await _run(parties)
+        me, recipient, waiter = await _run(parties)
         try:
-            slot = WAITS.claim(_actor_ref(caller))
+            slot = WAITS.claim(waiter)
         except APIException as exc:
             raise ToolError(_text(exc)) from None
         with slot:
@@ -266,7 +262,7 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
                     payload=body,
                     topic=topic,
                     timeout=timeout_seconds,
-                    actor=_actor_ref(caller),
+                    actor=waiter.caller,
                 )
             except (MarkusError, APIException, Http404) as exc:
                 raise ToolError(_text(exc)) from None

@@ -46,7 +46,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from mailbox.representation import PRIVATE_TO
 from markus.agents import permissions
-from markus.agents.auth import AnyRequest, Caller, acting_agent
+from markus.agents.auth import AnyRequest, Caller, acting_agent, waiter_for
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.agents.services import main_session
 from markus.core.api import error, error_response, first_error, unknown_fields
@@ -392,9 +392,9 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
         return _error(f"this agent is {agent.status}; resume or start it to chat", 409, "conflict")
     if sid is not None and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)():
         return _error(f"sessionId: no chat session {sid[:80]!r} of this agent", 400, "invalid")
-    acting = acting_agent(caller)
-    try:
-        slot = WAITS.claim(f"agent:{acting.id}" if acting is not None else f"user:{caller.user.pk}")
+    waiter = await sync_to_async(waiter_for)(caller)
+    try:  # a person's chat may take the chat reserve; an agent token's chat is one of its bus waits
+        slot = WAITS.claim(waiter, chat=acting_agent(caller) is None)
     except TooManyWaits as exc:
         return error_response(exc)
     layer = get_channel_layer()

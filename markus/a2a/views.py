@@ -40,8 +40,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentbus.access import caller_ref
-from markus.agents.auth import Caller, acting_agent
+from markus.agents.auth import Caller, acting_agent, caller_ref, waiter_for
 from markus.agents.models import Agent
 from markus.core.api import error, error_response
 from markus.core.errors import MarkusError
@@ -255,7 +254,7 @@ async def rpc_view(request: HttpRequest, agent_id: str) -> JsonResponse | Stream
         state = {"caller": caller, "agent": agent, "headers": headers, "after": _after(request), "method": method}
         context = ServerCallContext(state=state, user=_A2ACaller(caller))
         await _check_version(context)
-        slot = WAITS.claim(caller_ref(caller)) if _waits(method, params) else None
+        slot = WAITS.claim(await sync_to_async(waiter_for)(caller)) if _waits(method, params) else None
     except A2AError as exc:
         return _rpc_error(request_id, exc)
     except APIException as exc:  # TooManyWaits: 429 with Retry-After

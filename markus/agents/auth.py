@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest
 from rest_framework import authentication, exceptions, permissions
 
 from markus.core.actors import Actor
+from markus.core.waits import Waiter
 
 from .models import Agent, Team, UserToken, hash_token
 
@@ -93,6 +94,26 @@ def user_for_token(raw: str) -> UserToken | None:
 def acting_agent(request: AnyRequest) -> Agent | None:
     auth = getattr(request, "auth", None)
     return auth if isinstance(auth, Agent) else None
+
+
+def caller_ref(request: AnyRequest | Request) -> str:
+    """Who calls, as the bus, A2A, the waits and the sockets count them: ``agent:<id>``
+    for an agent's token, ``user:<pk>`` for a user."""
+    agent = acting_agent(request)
+    return f"agent:{agent.id}" if agent is not None else f"user:{request.user.pk}"
+
+
+def waiter_for(request: AnyRequest | Request) -> Waiter:
+    """The caller and the person whose share of the waits it draws on (``markus.core.waits``):
+    a user is their own person; an agent's token counts against its owner, else its
+    team's owner, else only itself. Synchronous: an ownerless agent's team is read."""
+    agent, caller = acting_agent(request), caller_ref(request)
+    if agent is None:
+        return Waiter(caller, f"person:{request.user.pk}")
+    owner_id = agent.owner_id
+    if owner_id is None and agent.team_id is not None:
+        owner_id = Team.objects.filter(id=agent.team_id).values_list("owner_id", flat=True).first()
+    return Waiter(caller, f"person:{owner_id}" if owner_id is not None else caller)
 
 
 class IsUserOrAgent(permissions.BasePermission):

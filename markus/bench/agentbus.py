@@ -285,7 +285,7 @@ def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool, mcp: bo
         waits = [inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=120) for _ in range(m)]
         return await asyncio.gather(*waits)
 
-    uncapped = mock.patch.object(WAITS, "claim", lambda caller: contextlib.nullcontext()) if mcp else None
+    uncapped = mock.patch.object(WAITS, "claim", lambda *waiter, **chat: contextlib.nullcontext()) if mcp else None
     try:
         if uncapped is not None:
             uncapped.start()

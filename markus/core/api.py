@@ -69,10 +69,7 @@ def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | N
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     if isinstance(exc, MarkusError):
-        body = {"detail": str(exc), "code": error_code(exc, exc.status_code)}
-        extra = getattr(exc, "extra", None)
-        if isinstance(extra, Mapping):
-            body |= dict(extra)
+        body = _with_extra(exc, {"detail": str(exc), "code": error_code(exc, exc.status_code)})
         return exc.status_code, with_fields(exc.status_code, body, getattr(exc, "fields", None)), {}
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
@@ -98,8 +95,14 @@ def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | N
             for name, found in fields_for(message).items():
                 listed.setdefault(name, []).extend(found)
         return exc.status_code, with_fields(exc.status_code, body, listed or None), headers
-    body = {"detail": str(detail), "code": error_code(exc, exc.status_code)}
+    body = _with_extra(exc, {"detail": str(detail), "code": error_code(exc, exc.status_code)})
     return exc.status_code, with_fields(exc.status_code, body), headers
+
+
+def _with_extra(exc: Exception, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with what the error adds to it (its ``extra``: a 429's ``cap`` and ``limit``)."""
+    extra = getattr(exc, "extra", None)
+    return body | dict(extra) if isinstance(extra, Mapping) else body
 
 
 def with_fields(status_code: int, body: dict[str, Any], fields: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -49,12 +49,16 @@ LINGER_SECONDS = 10.0
 # headers (431 over it). Twisted's own limits, answered instead of dropped (daphne).
 HEAD_MAX_BYTES = 16 * 1024
 
-# Concurrent waits (a bus inbox wait, a bus request waiting for its answer, a chat
-# waiting for its reply): at most so many per caller (an agent token, or a user) and
-# per server process; past them a wait answers 429 with Retry-After (markus.core.waits).
-# ``settings.MARKUS["WAITS_PER_CALLER"]`` and ``["WAITS_PER_SERVER"]`` override them.
+# Concurrent waits (a bus inbox wait, a bus request waiting for its answer, an MCP or
+# A2A wait, a chat waiting for its reply): at most so many per caller (an agent token,
+# or a user), per person (a user's bus waits with those of their agents' tokens), and
+# per server process, of which the chat reserve is kept for people's chats; past them a
+# wait answers 429 with Retry-After (markus.core.waits). ``settings.MARKUS`` overrides
+# them (``WAITS_PER_CALLER``, ``WAITS_PER_PERSON``, ``WAITS_PER_SERVER``, ``WAITS_CHAT_RESERVE``).
 WAITS_PER_CALLER = 16
+WAITS_PER_PERSON = 64
 WAITS_PER_SERVER = 512
+WAITS_CHAT_RESERVE = 64
 WAIT_RETRY_AFTER_SECONDS = 5
 
 # A chat's text (``POST /api/agents/{id}/chat``, and a human_chat enqueued through the
@@ -79,6 +83,16 @@ def waits_per_caller() -> int:
 def waits_per_server() -> int:
     """How many waits this server process holds at once (``WAITS_PER_SERVER``)."""
     return int(settings.MARKUS.get("WAITS_PER_SERVER", WAITS_PER_SERVER))
+
+
+def waits_per_person() -> int:
+    """How many bus waits one person and their agents' tokens hold at once (``WAITS_PER_PERSON``)."""
+    return int(settings.MARKUS.get("WAITS_PER_PERSON", WAITS_PER_PERSON))
+
+
+def waits_chat_reserve() -> int:
+    """How many of the server's waits bus waits leave to people's chats (``WAITS_CHAT_RESERVE``)."""
+    return int(settings.MARKUS.get("WAITS_CHAT_RESERVE", WAITS_CHAT_RESERVE))
 
 
 def size_text(limit: int) -> str:

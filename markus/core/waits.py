@@ -1,6 +1,6 @@
-"""Requests that wait (a bus inbox wait, a bus request waiting for its answer, a chat
-waiting for its reply): they park on the event loop and hold no thread, and only so many
-wait at once (``markus.core.limits``: per caller and per server process).
+"""Requests that wait (a bus inbox wait, a bus request waiting for its answer, an MCP
+or A2A wait, a chat waiting for its reply): they park on the event loop and hold no
+thread, and only so many wait at once (``markus.core.limits``).
 
 Why a waiting async view would hold a thread: Django's ASGI handler runs each request in
 a ``ThreadSensitiveContext`` of its own, so the request's first synchronous step (a
@@ -14,10 +14,24 @@ synchronous middleware in the chain is worse: the async view then runs through
    a view in a ``ThreadSensitiveContext`` over one of ``SHARED_THREADS`` single-thread
    executors (asgiref's documented way to choose the thread of thread-sensitive code):
    its synchronous steps run there, one at a time, and its wait holds no thread.
-3. ``WAITS.claim(caller)`` takes one of the caller's and one of the server's wait slots,
-   or raises ``TooManyWaits`` (429, ``Retry-After``, the limit in ``detail``). The slot
+3. ``WAITS.claim(waiter, chat=...)`` takes a wait slot, or raises ``TooManyWaits`` (429,
+   ``Retry-After``, the cap and its limit in ``detail``, ``cap`` and ``limit``). The slot
    is given back when the wait ends (``with slot:`` or ``slot.release()``), and in any
    case when the request ends (the handler releases what its request still holds).
+
+The caps, so that one person cannot starve the rest (issue 35: 36 agents' tokens of one
+person held every wait of the process, and everyone else's chat answered 429):
+
+- per caller (``WAITS_PER_CALLER``): an agent token's or a user's waits, of any kind;
+- per person (``WAITS_PER_PERSON``): bus waits (everything but a person's chat) count
+  against a person too: a user's own, and every token of the agents they own (an agent
+  nobody owns: its team's owner; neither: the agent alone). ``markus.agents.auth.waiter_for``
+  says who a caller is;
+- per server (``WAITS_PER_SERVER``): the process's waits of every kind together;
+- the chat reserve (``WAITS_CHAT_RESERVE``): bus waits take at most the server's waits
+  less the reserve. A person's chat (a user, not an agent token, waiting for an agent's
+  reply) may take any slot the server has free, and is not counted against the person's
+  cap: a person's chat never waits behind idle bus waits, theirs or anyone's.
 """
 
 from __future__ import annotations
@@ -28,14 +42,20 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 from django.core.handlers.asgi import ASGIHandler
 from django.urls import resolve
 from rest_framework.exceptions import Throttled
 
-from markus.core.limits import WAIT_RETRY_AFTER_SECONDS, waits_per_caller, waits_per_server
+from markus.core.limits import (
+    WAIT_RETRY_AFTER_SECONDS,
+    waits_chat_reserve,
+    waits_per_caller,
+    waits_per_person,
+    waits_per_server,
+)
 
 SHARED_THREADS = 4  # the threads the synchronous steps of every waiting request share
 
@@ -49,24 +69,35 @@ def parks(view: View) -> View:
 
 
 class TooManyWaits(Throttled):
-    """429 with ``Retry-After``: the caller's or the server's waits are all taken."""
+    """429 with ``Retry-After``: a cap of the waits is reached; the answer names it
+    (``cap``) and its ``limit``."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, cap: str, limit: int, detail: str) -> None:
         super().__init__(wait=WAIT_RETRY_AFTER_SECONDS, detail=detail)
+        self.extra = {"cap": cap, "limit": limit}
+
+
+class Waiter(NamedTuple):
+    """Who waits: the caller (``agent:<id>``, ``user:<pk>``) and the person whose share
+    its bus waits count against (``person:<pk>``; an agent nobody owns: the agent)."""
+
+    caller: str
+    person: str
 
 
 class Slot:
     """One wait, counted until it is released (once; releasing again does nothing)."""
 
-    def __init__(self, caps: WaitCaps, caller: str) -> None:
+    def __init__(self, caps: WaitCaps, waiter: Waiter, chat: bool) -> None:
         self._caps = caps
-        self.caller = caller
+        self.waiter = waiter
+        self.chat = chat
         self._held = True
 
     def release(self) -> None:
         if self._held:
             self._held = False
-            self._caps._release(self.caller)
+            self._caps._release(self.waiter, self.chat)
 
     def __enter__(self) -> Slot:
         return self
@@ -79,35 +110,60 @@ class Slot:
 _request_slots: contextvars.ContextVar[list[Slot]] = contextvars.ContextVar("markus_wait_slots")
 
 
+def _count_down(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
+
+
 class WaitCaps:
-    """How many waits each caller (``agent:<id>``, ``user:<pk>``) and the whole process
-    hold; claimed on the event loop, released from anywhere."""
+    """How many waits each caller, each person, the bus and the whole process hold (see
+    the module's docstring); claimed on the event loop, released from anywhere."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_caller: Counter[str] = Counter()
+        self._by_person: Counter[str] = Counter()  # bus waits only
+        self._bus = 0
         self._total = 0
 
-    def claim(self, caller: str) -> Slot:
-        per_caller, per_server = waits_per_caller(), waits_per_server()
+    def claim(self, waiter: Waiter, *, chat: bool = False) -> Slot:
+        """A slot for a wait of ``waiter``'s: a person's chat (``chat``), or a bus wait."""
+        per_caller, per_person, per_server = waits_per_caller(), waits_per_person(), waits_per_server()
+        per_bus = max(per_server - waits_chat_reserve(), 0)
         with self._lock:
-            if self._by_caller[caller] >= per_caller:
-                raise TooManyWaits(f"too many waits at once: at most {per_caller} per caller (agent token or user).")
+            if self._by_caller[waiter.caller] >= per_caller:
+                detail = f"too many waits at once: at most {per_caller} per caller (an agent token or a user)."
+                raise TooManyWaits("per caller", per_caller, detail)
+            if not chat and self._by_person[waiter.person] >= per_person:
+                detail = f"too many waits at once: at most {per_person} per person (a user and their agents' tokens)."
+                raise TooManyWaits("per person", per_person, detail)
             if self._total >= per_server:
-                raise TooManyWaits(f"too many waits on this server: at most {per_server} per server process.")
-            self._by_caller[caller] += 1
+                detail = f"too many waits on this server: at most {per_server} per server process."
+                raise TooManyWaits("per server", per_server, detail)
+            if not chat and self._bus >= per_bus:
+                detail = (
+                    f"too many bus waits on this server: at most {per_bus} per server process; "
+                    f"the other {per_server - per_bus} are the chat reserve, for people's chats."
+                )
+                raise TooManyWaits("chat reserve", per_bus, detail)
+            self._by_caller[waiter.caller] += 1
+            if not chat:
+                self._by_person[waiter.person] += 1
+                self._bus += 1
             self._total += 1
-        slot = Slot(self, caller)
+        slot = Slot(self, waiter, chat)
         held = _request_slots.get(None)
         if held is not None:
             held.append(slot)
         return slot
 
-    def _release(self, caller: str) -> None:
+    def _release(self, waiter: Waiter, chat: bool) -> None:
         with self._lock:
-            self._by_caller[caller] -= 1
-            if self._by_caller[caller] <= 0:
-                del self._by_caller[caller]
+            _count_down(self._by_caller, waiter.caller)
+            if not chat:
+                _count_down(self._by_person, waiter.person)
+                self._bus -= 1
             self._total -= 1
 
     def in_flight(self, caller: str | None = None) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from markus.core import limits
 from markus.usage.price_table import DEFAULT_PRICES
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -294,6 +295,13 @@ MARKUS = {
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
     # Open agent sockets (/ws/agents/{id}/…) per caller per server process; past it 4429.
     "SOCKETS_PER_CALLER": env.int("MARKUS_SOCKETS_PER_CALLER", default=32),
+    # Waits at once (bus inbox and request, MCP, A2A, chat) per caller, per person (bus
+    # waits of a user and their agents' tokens), per server process, and of those the
+    # chat reserve that bus waits leave to people's chats (markus.core.waits).
+    "WAITS_PER_CALLER": env.int("MARKUS_WAITS_PER_CALLER", default=limits.WAITS_PER_CALLER),
+    "WAITS_PER_PERSON": env.int("MARKUS_WAITS_PER_PERSON", default=limits.WAITS_PER_PERSON),
+    "WAITS_PER_SERVER": env.int("MARKUS_WAITS_PER_SERVER", default=limits.WAITS_PER_SERVER),
+    "WAITS_CHAT_RESERVE": env.int("MARKUS_WAITS_CHAT_RESERVE", default=limits.WAITS_CHAT_RESERVE),
     # Demo mode: each offline-brain turn takes this long (streaming its words over it,
     # still stopped by a pause), so a preempt, a merge or a cancel can be watched. 0: at once.
     "OFFLINE_THINK_MS": env.int("MARKUS_OFFLINE_THINK_MS", default=0),

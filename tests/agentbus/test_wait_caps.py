@@ -29,6 +29,7 @@ def caps(settings, monkeypatch):
     def set_caps(*, per_caller: int = 16, per_server: int = 512) -> None:
         monkeypatch.setitem(settings.MARKUS, "WAITS_PER_CALLER", per_caller)
         monkeypatch.setitem(settings.MARKUS, "WAITS_PER_SERVER", per_server)
+        monkeypatch.setitem(settings.MARKUS, "WAITS_CHAT_RESERVE", 0)  # the shares: test_wait_shares
 
     return set_caps
 
@@ -148,6 +149,7 @@ def test_a_streamed_chat_past_the_cap_answers_429_and_stores_nothing(caps, setti
         rest = b"".join([chunk async for chunk in events]).decode()
         items = await sync_to_async(MailboxItem.objects.filter(agent_id=ada.id).count)()
         after = await chat("text/event-stream")  # the ended stream gave its slot back
+        b"".join([chunk async for chunk in after.streaming_content])  # and this one gives its own
         return first, queued, rest, refused_stream, refused_json, items, after
 
     first, queued, rest, refused_stream, refused_json, items, after = async_to_sync(scenario)()
