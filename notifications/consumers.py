@@ -5,8 +5,8 @@
 (cookie) or, with ``?token=``, the owner of a user API token or an agent with its own
 bearer token (which sees only its own agent). Anyone who may not see the agent is
 refused with a close code and reason (4401 not signed in or a bad token, 4403 not
-allowed or a foreign origin, 4404 no such agent), a foreign agent exactly like a
-missing one.
+allowed or a foreign origin, 4404 no such agent, 4429 past the caller's open sockets of
+the kind), a foreign agent exactly like a missing one.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 
-from markus.agents.auth import user_for_token, user_may_see_agent
+from markus.agents.auth import Caller, caller_ref, user_for_token, user_may_see_agent
 from markus.agents.models import Agent, hash_token
 from markus.agents.permissions import PUBLIC, Reader, reader_for
 from markus.core.channel_layer import EVENT, frame_for
@@ -48,9 +48,9 @@ REFUSED_FORBIDDEN = 4403
 REFUSED_NOT_FOUND = 4404
 REFUSED_TOO_MANY = 4429
 
-# Open agent sockets per caller in this server process (a person's tabs, a script's
-# watchers), at most settings.MARKUS["SOCKETS_PER_CALLER"]: past it a new one is refused
-# with 4429 and a reason that states the cap.
+# Open sockets per caller and kind (agent, board, notification) in this server process
+# (a person's tabs, a script's watchers), at most settings.MARKUS["SOCKETS_PER_CALLER"]
+# of each kind: past it a new one is refused with 4429 and a reason that states the cap.
 _open_sockets: dict[str, int] = {}
 
 
@@ -211,6 +211,30 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.close(code=code, reason=reason)
 
+    place: str | None = None  # counted in _open_sockets while open
+
+    async def take_place(self, kind: str) -> bool:
+        """Count this socket against its caller's open sockets of ``kind``; past the cap
+        refuse it (4429, the cap in the reason) and answer False."""
+        caller = caller_ref(Caller(self.scope.get("user"), self.scope.get("agent")))
+        place, cap = f"{kind}:{caller}", int(settings.MARKUS["SOCKETS_PER_CALLER"])
+        if _open_sockets.get(place, 0) >= cap:
+            await self.refuse(REFUSED_TOO_MANY, f"at most {cap} open {kind} sockets per caller")
+            return False
+        _open_sockets[place] = _open_sockets.get(place, 0) + 1
+        self.place = place
+        return True
+
+    def leave_place(self) -> None:
+        """The socket closed: its place is free (once)."""
+        if self.place is not None:
+            left = _open_sockets.get(self.place, 1) - 1
+            if left > 0:
+                _open_sockets[self.place] = left
+            else:
+                _open_sockets.pop(self.place, None)
+            self.place = None
+
 
 # Frames sent per pass of the event loop (see _FramePump).
 FRAMES_PER_PASS = 16
@@ -300,7 +324,6 @@ class AgentEventsConsumer(EventStreamConsumer):
 
     group: str | None = None
     agent: Agent | None = None
-    caller: str | None = None  # counted in _open_sockets while open
 
     async def connect(self) -> None:
         agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
@@ -317,13 +340,8 @@ class AgentEventsConsumer(EventStreamConsumer):
             await self.refuse(REFUSED_NOT_FOUND, "no such agent")
             return
         self.reader = reader_for(user, acting)
-        caller = f"agent:{acting.id}" if acting is not None else f"user:{user.pk}"
-        cap = int(settings.MARKUS["SOCKETS_PER_CALLER"])
-        if _open_sockets.get(caller, 0) >= cap:
-            await self.refuse(REFUSED_TOO_MANY, f"at most {cap} open agent sockets per caller")
+        if not await self.take_place("agent"):
             return
-        _open_sockets[caller] = _open_sockets.get(caller, 0) + 1
-        self.caller = caller
         self.group = agent_group(self.agent.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -334,13 +352,7 @@ class AgentEventsConsumer(EventStreamConsumer):
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
-        if self.caller is not None:
-            left = _open_sockets.get(self.caller, 1) - 1
-            if left > 0:
-                _open_sockets[self.caller] = left
-            else:
-                _open_sockets.pop(self.caller, None)
-            self.caller = None
+        self.leave_place()
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -354,7 +366,7 @@ class NotificationsConsumer(EventStreamConsumer):
     A refused caller gets the socket accepted and closed at once with a code and a
     reason a browser can read (a close before the accept reaches it as 1006 with none):
     4401 not signed in or a token that matches nothing, 4403 an agent's token (the
-    notifications are a user's)."""
+    notifications are a user's), 4429 past ``SOCKETS_PER_CALLER`` open ones."""
 
     group: str | None = None
 
@@ -373,11 +385,15 @@ class NotificationsConsumer(EventStreamConsumer):
         if refusal is not None:
             await self.refuse(*refusal)
             return
+        if not await self.take_place("notification"):
+            return
         self.group = user_group(self.scope["user"].pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        self.closed = True
+        self.leave_place()
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

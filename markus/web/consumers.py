@@ -61,7 +61,8 @@ class WorkConsumer(EventStreamConsumer):
     requirement's status or comment; an agent created or removed) as JSON frames, each
     only to a caller who may see what it names (one query per event and socket); the
     pages then read what changed through their own views. A person (session or user
-    token) or an agent's own token; anybody else is refused with 4401 and a reason."""
+    token) or an agent's own token; anybody else is refused with 4401 and a reason, and
+    past ``SOCKETS_PER_CALLER`` open board sockets a caller's next one with 4429."""
 
     subscribed = False
 
@@ -70,6 +71,8 @@ class WorkConsumer(EventStreamConsumer):
         if acting is None and (user is None or not user.is_authenticated):
             await self.refuse(REFUSED_UNAUTHENTICATED, "invalid token" if _token_of(self.scope) else "not signed in")
             return
+        if not await self.take_place("board"):
+            return
         self.actor = Actor.for_agent(acting) if acting is not None else Actor.for_user(user)
         await self.channel_layer.group_add(WORK_GROUP, self.channel_name)
         self.subscribed = True
@@ -77,6 +80,7 @@ class WorkConsumer(EventStreamConsumer):
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
+        self.leave_place()
         if self.subscribed:
             await self.channel_layer.group_discard(WORK_GROUP, self.channel_name)
 
