@@ -4,14 +4,16 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from mailbox.api import MailboxView
-from markus.agents.api import AgentDetailView, AgentListView
+from markus.agents.api import AgentDetailView, AgentListView, AgentTokenRotateView, AgentTokenView
 from markus.agents.teams_api import TeamDetailView, TeamListView
 from markus.ops import health, metrics
-from markus.web import pages, work_pages
+from markus.web import connect_pages, pages, work_pages
 from markus.web import views as web_views
 
 urlpatterns = [
     path("favicon.ico", web_views.favicon, name="favicon"),
+    # The Claude Code hook, for curl on the machine it runs on (no secret in it).
+    path("hooks/claude_code.py", connect_pages.hook_script, name="hook-claude-code"),
     path("healthz", health.healthz, name="healthz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("admin/dashboard/", include("markus.console.urls")),
@@ -23,6 +25,8 @@ urlpatterns = [
     path("api/agents/", AgentListView.as_view()),
     path("api/agents/<str:agent_id>/", AgentDetailView.as_view()),
     path("api/agents/<str:agent_id>/mailbox", MailboxView.as_view()),
+    path("api/agents/<str:agent_id>/token", AgentTokenView.as_view()),
+    path("api/agents/<str:agent_id>/token/rotate", AgentTokenRotateView.as_view()),
     path("api/teams/", TeamListView.as_view()),
     path("api/teams/<str:team_id>/", TeamDetailView.as_view()),
     path("", include("attention.urls")),

@@ -1,5 +1,6 @@
-"""Agent endpoints: create (token shown once), list, show, and the operator's change of an
-agent (its name and role, its rhythm: heartbeat interval, time zone and active hours)."""
+"""Agent endpoints: create (token shown once), list, show, the operator's change of an
+agent (its name and role, its rhythm: heartbeat interval, time zone and active hours), and
+its token's rotation (a new one, shown once) or revocation."""
 
 from __future__ import annotations
 
@@ -17,10 +18,16 @@ from agentbus.selectors import pending_count, pending_counts
 from attention.heartbeat import rhythm, rhythm_update
 from attention.services import wake
 from markus.agents import permissions
-from markus.agents.auth import IsUser, signed_in_user, visible_agents
+from markus.agents.auth import AnyRequest, IsUser, signed_in_user, visible_agents
 from markus.agents.models import Agent
-from markus.agents.serializers import AgentCreatedOut, AgentCreateInput, AgentOut, AgentPatchInput
-from markus.agents.services import agent_create
+from markus.agents.serializers import (
+    AgentCreatedOut,
+    AgentCreateInput,
+    AgentOut,
+    AgentPatchInput,
+    AgentTokenRevokedOut,
+)
+from markus.agents.services import agent_create, agent_token_revoke, agent_token_rotate
 from markus.core.api import validated_body
 from markus.core.schema import errors
 from markus.toolservers import services as toolservers
@@ -107,18 +114,24 @@ class AgentListView(APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        body = validated_body(request, AgentCreateInput)
-        team = body.get("teamId")
-        user = permissions.require_creator(request, team.owner_id if team is not None else None)
-        agent, token = agent_create(
-            name=body.get("name") or "",
-            role=body.get("role") or "",
-            kind=body.get("kind") or Agent.Kind.INTERNAL,
-            agent_id=body.get("id"),
-            team=team,
-            owner=user,
-        )
+        agent, token = create_agent(request, validated_body(request, AgentCreateInput))
         return Response({**agent_data(agent), "token": token}, status=status.HTTP_201_CREATED)
+
+
+def create_agent(caller: AnyRequest, body: dict[str, Any]) -> tuple[Agent, str]:
+    """An agent made of ``AgentCreateInput``'s validated data, owned by the caller if they
+    may create it (``permissions.require_creator``), and its token: the API's and the
+    connect page's one way in."""
+    team = body.get("teamId")
+    user = permissions.require_creator(caller, team.owner_id if team is not None else None)
+    return agent_create(
+        name=body.get("name") or "",
+        role=body.get("role") or "",
+        kind=body.get("kind") or Agent.Kind.INTERNAL,
+        agent_id=body.get("id"),
+        team=team,
+        owner=user,
+    )
 
 
 class AgentDetailView(APIView):
@@ -164,3 +177,35 @@ class AgentDetailView(APIView):
         if limits is not None:
             out["budget"] = usage.budget_data(budget)
         return Response(out)
+
+
+class AgentTokenRotateView(APIView):
+    @extend_schema(
+        operation_id="agents_token_rotate",
+        request=None,
+        responses={200: AgentCreatedOut, **errors(401, 403, 404)},
+        description=(
+            "Give the agent a new token, in the answer once; the old one is refused from the next request on. "
+            "Its owner, its team's owner or staff; a teammate 403; the agent's own token 403 (a leaked token "
+            "must not mint its successor)."
+        ),
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = permissions.require(request, "agents_token_rotate", agent_id)
+        return Response({**agent_data(agent), "token": agent_token_rotate(agent=agent)})
+
+
+class AgentTokenView(APIView):
+    @extend_schema(
+        operation_id="agents_token_revoke",
+        request=None,
+        responses={200: AgentTokenRevokedOut, **errors(401, 403, 404)},
+        description=(
+            "Revoke the agent's token: it is refused from the next request on and nothing acts as the agent "
+            "until a token is rotated in. Who may: as for rotating."
+        ),
+    )
+    def delete(self, request: Request, agent_id: str) -> Response:
+        agent = permissions.require(request, "agents_token_revoke", agent_id)
+        agent_token_revoke(agent=agent)
+        return Response({"id": agent.id, "revoked": True})

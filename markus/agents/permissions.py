@@ -121,6 +121,8 @@ OPERATIONS: dict[str, Operation] = {
     "agents_resume": _op(C, "resume an agent"),
     "agents_stop": _op(C, "stop an agent"),
     "agents_start": _op(C, "start an agent"),
+    "agents_token_rotate": _op(C, "give it a new token (shown once; the old one is refused at once)"),
+    "agents_token_revoke": _op(C, "revoke its token (nothing acts as it until one is rotated in)"),
     "agents_mind": _op(S, "read the mind (focus, queue, working memory)"),
     "agents_decisions": _op(S, "read the decisions"),
     "agents_activity_logs": _op(S, "read an activity's logs"),
@@ -213,6 +215,11 @@ OPERATIONS: dict[str, Operation] = {
     "page:chat": _op(T, "the chat page: its sessions (private ones: their person's), the history, new messages"),
     "page:chat-messages": _op(S, "a session's messages on the chat page (earlier ones, new ones)"),
     "page:chat-session-new": _op(T, "open a chat session from the chat page"),
+    # connecting an outside agent (markus/web/connect_pages.py)
+    "page:agent-new": _op(Right.CREATE, "add an outside agent from /agents/ (as agents_create), its token shown once"),
+    "page:agent-connect": _op(C, "an outside agent's connect page: ready-made configuration for its harness"),
+    "page:agent-token-rotate": _op(C, "give it a new token from its connect page (as agents_token_rotate)"),
+    "page:agent-token-revoke": _op(C, "revoke its token from its connect page (as agents_token_revoke)"),
     # the work pages: the work API's rules (tasks and requirements the caller may see)
     "page:work-task-new": _op(Right.USER, "file a task from /work (as tasks_create)"),
     "page:work-task-move": _op(Right.USER, "move a task the caller may see (as tasks_transition_create)"),

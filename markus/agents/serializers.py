@@ -181,3 +181,8 @@ class AgentOut(serializers.Serializer):
 
 class AgentCreatedOut(AgentOut):
     token = serializers.CharField(help_text="the agent's API token; shown only once")
+
+
+class AgentTokenRevokedOut(serializers.Serializer):
+    id = serializers.CharField()
+    revoked = serializers.BooleanField(help_text="always true: the agent has no token now")

@@ -16,6 +16,7 @@ from markus.core.ids import new_id
 from .models import Agent, ChatMessage, ChatSession, Team, UserToken, hash_token
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+AGENT_TOKEN_PREFIX = "mk_"  # tells an agent's token from a user's (agentbus.hub.authorization)
 # Ids are one namespace across all teams. A taken id answers this, whoever holds it (the
 # caller, or someone whose agents the caller may not see), naming neither the id nor
 # what holds it: nobody learns more about a foreign agent than that its id is unusable.
@@ -44,7 +45,7 @@ def agent_create(
         raise AgentError(f"kind must be one of {', '.join(Agent.Kind.values)}")
     if agent_id is not None and not AGENT_ID_RE.match(agent_id):
         raise AgentError("id may hold letters, digits, '_', '-' and '.', at most 64 characters")
-    raw = "mk_" + secrets.token_urlsafe(32)
+    raw = new_agent_token()
     agent = Agent(
         id=agent_id or new_id("agt"),
         name=name.strip()[:200],
@@ -61,6 +62,23 @@ def agent_create(
         raise ConflictError(ID_NOT_AVAILABLE) from exc
     ChatSession.objects.create(agent=agent, is_main=True, title="Main session")
     return agent, raw
+
+
+def new_agent_token() -> str:
+    return AGENT_TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def agent_token_rotate(*, agent: Agent) -> str:
+    """Give ``agent`` a new token and return it (stored only as a hash, shown once). The
+    old one is refused from the next request on: every door hashes and looks it up anew."""
+    raw = new_agent_token()
+    Agent.objects.filter(id=agent.id).update(token_hash=hash_token(raw))
+    return raw
+
+
+def agent_token_revoke(*, agent: Agent) -> None:
+    """Leave ``agent`` without a token: nothing acts as it until one is rotated in."""
+    Agent.objects.filter(id=agent.id).update(token_hash=None)
 
 
 def main_session(agent_id: str) -> ChatSession:

@@ -33,6 +33,8 @@ from notifications.models import UserNotification
 from notifications.selectors import notifications_for, unread_count
 from notifications.services import notification_mark_read, notifications_mark_all_read
 
+from . import connect_pages
+
 NOTIFICATIONS_SHOWN = 10
 TASKS_PER_STATE = 8
 WORK_ROWS = 100
@@ -219,7 +221,8 @@ def notifications_read_all(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def agents_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "agents.html", {"agents": agent_rows(request), "nav": "agents"})
+    may_add = connect_pages.may_create(request, None)  # owning any team is what lets a person add one
+    return render(request, "agents.html", {"agents": agent_rows(request), "may_add": may_add, "nav": "agents"})
 
 
 # ---------------------------------------------------------------------------- errors

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import chat_pages, team_pages, views, work_pages
+from . import chat_pages, connect_pages, team_pages, views, work_pages
 
 urlpatterns = [
     path("agents/<str:agent_id>/mind/", views.mind_view, name="mind"),
@@ -51,6 +51,11 @@ urlpatterns = [
     path("agents/<str:agent_id>/chat/", chat_pages.chat_page, name="chat"),
     path("agents/<str:agent_id>/chat/messages/", chat_pages.chat_messages, name="chat-messages"),
     path("agents/<str:agent_id>/chat/sessions/new/", chat_pages.chat_session_new, name="chat-session-new"),
+    # Connecting an outside agent: add one, then its configuration and its token.
+    path("agents/new/", connect_pages.agent_new, name="agent-new"),
+    path("agents/<str:agent_id>/connect/", connect_pages.agent_connect, name="agent-connect"),
+    path("agents/<str:agent_id>/connect/rotate/", connect_pages.agent_token_rotate_page, name="agent-token-rotate"),
+    path("agents/<str:agent_id>/connect/revoke/", connect_pages.agent_token_revoke_page, name="agent-token-revoke"),
     # The teams and their group channels (``group:<teamId>``): read by the team's people.
     path("teams/", team_pages.teams_page, name="teams"),
     path("teams/<str:team_id>/channel/", team_pages.team_channel_page, name="team-channel"),
