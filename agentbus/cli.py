@@ -17,12 +17,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser, handle_default_options
 from django.db import connections
 from rest_framework.utils.encoders import JSONEncoder
 
 from markus.agents.api import agent_data
-from markus.agents.models import Agent
+from markus.agents.models import Agent, Team
+from markus.agents.services import agent_create, agent_token_revoke, agent_token_rotate
 from markus.core.api import error_code
 from markus.core.errors import MarkusError
 from markus.toolservers.services import attached_names
@@ -203,6 +205,28 @@ class LocalBus:
                 row["pending_inbox_count"] = counts[row["id"]]
         return {"agents": rows}
 
+    def agent_connect(
+        self, name: str, *, role: str, team_id: str | None, agent_id: str | None, owner: str | None
+    ) -> dict[str, Any]:
+        team = Team.objects.filter(id=team_id).first() if team_id else None
+        if team_id and team is None:
+            raise CliError(f"no such team: {team_id}", code="not_found")
+        user = User.objects.filter(username=owner).first() if owner else None
+        if owner and user is None:
+            raise CliError(f"no such user: {owner}", code="not_found")
+        agent, token = agent_create(
+            name=name, role=role, kind=Agent.Kind.EXTERNAL, agent_id=agent_id, team=team, owner=user
+        )
+        return {**agent_data(agent), "token": token}
+
+    def agent_rotate_token(self, agent_id: str) -> dict[str, Any]:
+        agent = self._agent(agent_id)
+        return {**agent_data(agent), "token": agent_token_rotate(agent=agent)}
+
+    def agent_revoke_token(self, agent_id: str) -> dict[str, Any]:
+        agent_token_revoke(agent=self._agent(agent_id))
+        return {"id": agent_id, "revoked": True}
+
     def task_show(self, task_id: str) -> dict[str, Any]:
         task = Task.objects.filter(id=task_id).first()
         if task is None:
@@ -277,6 +301,21 @@ class HubBus:
             if inbox:
                 row["pending_inbox_count"] = row.pop("pendingInboxCount", None)
         return {"agents": rows}
+
+    def agent_connect(
+        self, name: str, *, role: str, team_id: str | None, agent_id: str | None, owner: str | None
+    ) -> dict[str, Any]:
+        if owner:
+            raise usage_error("--owner is for the local database: a hub makes the token's user the owner")
+        body = {"name": name, "role": role, "kind": Agent.Kind.EXTERNAL, "teamId": team_id, "id": agent_id}
+        return self._call("POST", "/api/agents/", body={k: v for k, v in body.items() if v is not None})
+
+    def agent_rotate_token(self, agent_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/api/agents/{_q(agent_id)}/token/rotate")
+
+    def agent_revoke_token(self, agent_id: str) -> dict[str, Any]:
+        self._call("DELETE", f"/api/agents/{_q(agent_id)}/token")
+        return {"id": agent_id, "revoked": True}
 
     def task_show(self, task_id: str) -> dict[str, Any]:
         data = self._call("GET", f"/api/tasks/{_q(task_id)}/")
