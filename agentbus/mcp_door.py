@@ -14,9 +14,19 @@ bus's access rules (``agentbus.access``), as every other door:
   user who may see an agent may read it (``agent_id``) and peek, never consume;
 - ``bus_send``, ``bus_request``: as the calling agent (a user: ``sender``, an agent they
   control), to the agents it may address;
+- ``bus_reply``: answer a stream addressed to the agent (``services.stream_reply``, as
+  the loop's ``agent_reply``): a request's asker gets the answer, a person's chat
+  (``agentbus.outside``) shows it;
 - ``agent_list_colleagues``, ``task_list``, ``task_get``, ``task_comment``,
-  ``task_submit_review``, ``task_transition``: the tasks the caller may see; another's
-  task answers like a missing one.
+  ``task_submit_review``, ``task_transition``, ``task_review``: the tasks the caller may
+  see; another's task answers like a missing one; only the task's reviewer reviews it.
+
+Bounded: every string of every tool's arguments is checked once, as the REST API
+checks a body (``markus.core.input.check_data``: a NUL or a lone surrogate is a tool
+error naming the argument); nothing is ever pushed outside a call, so there is no
+standing stream: ``GET /mcp/`` answers 405 (the spec lets a server) and
+``subscriptions/listen`` (2026-07-28) is not served. What waits (``inbox_wait``,
+``bus_request``) is a wait, capped like every other.
 """
 
 from __future__ import annotations
@@ -41,7 +51,9 @@ from markus.agents.auth import Caller, agent_for_token, caller_ref, user_for_tok
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
+from markus.core.input import UnsafeInput, check_data
 from markus.core.waits import WAITS, Waiter
+from markus.work import review
 from markus.work import selectors as work
 from markus.work import services as work_services
 from markus.work.models import TaskState
@@ -56,8 +68,11 @@ TEXT_KEY = "text"
 INSTRUCTIONS = (
     "Markus: your AgentBus inbox and your tasks. Wait on your inbox with inbox_wait (it "
     "returns next_cursor: pass it back as after_cursor), talk to colleagues with bus_send "
-    "and bus_request, and work your tasks with task_get, task_comment and task_submit_review."
+    "and bus_request, answer what is addressed to you (a request, a person's chat) with bus_reply, "
+    "work your tasks with task_get, task_comment and task_submit_review, and review with task_review."
 )
+# The only method of /mcp/: every exchange is a POST, nothing is pushed outside one.
+ALLOWED_METHODS = "POST"
 
 # Who calls, from the request: resolves a token, or is fixed (the stdio server's agent).
 Identify = Callable[[Context], Awaitable[Caller]]
@@ -122,9 +137,22 @@ def _inbox_agent(caller: Caller, agent_id: str | None, operation: str) -> Agent:
     return permissions.require(caller, operation, agent_id)
 
 
+class Door(MCPServer):
+    """The SDK's server, checking every tool's arguments before the tool runs (one
+    place for every tool, as the API's parsers check every body)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            check_data(arguments)
+        except UnsafeInput as exc:
+            raise ToolError(str(exc)) from None
+        return await super().call_tool(name, arguments, context)
+
+
 def build(identify: Identify = identify_by_token) -> MCPServer:
-    """The server with its tools; ``identify`` tells who calls."""
-    server: MCPServer = MCPServer("markus", instructions=INSTRUCTIONS)
+    """The server with its tools; ``identify`` tells who calls. It publishes nothing,
+    so it serves no ``subscriptions/listen`` stream."""
+    server: MCPServer = Door("markus", instructions=INSTRUCTIONS, subscriptions=False)
 
     @server.tool(name="inbox_wait")
     async def wait_on_inbox(
@@ -269,6 +297,30 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         return result
 
     @server.tool()
+    async def bus_reply(
+        ctx: Context,
+        stream_id: str,
+        text: str | None = None,
+        payload: dict[str, Any] | None = None,
+        sender: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer a stream addressed to you (the streamId of a message in your inbox): a
+        colleague's request or question gets your answer and is closed (the asker's
+        bus_request returns it); a person's chat (stream hub.chat.<session>) shows it as
+        your reply; in a group stream it is your next message. Returns the chunk. A
+        task's conversation is answered with task_comment."""
+        caller = await identify(ctx)
+        body = _payload(text, payload)
+
+        def reply() -> dict[str, Any]:
+            me = access.access_acting_agent(caller, sender if sender is not None else _own_id(caller))
+            chunk = services.stream_reply(responder=me, stream_id=stream_id, payload=body, actor=caller_ref(caller))
+            return {**selectors.chunk_data(chunk), "replyTo": chunk.stream.reply_to}
+
+        result: dict[str, Any] = await _run(reply)
+        return result
+
+    @server.tool()
     async def agent_list_colleagues(ctx: Context) -> dict[str, Any]:
         """The agents you may address on the bus: your team's and your owner's (a user:
         the agents they may see)."""
@@ -373,6 +425,21 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
             return {**work.task_data(moved), "cascaded": cascaded}
 
         result: dict[str, Any] = await _run(move)
+        return result
+
+    @server.tool()
+    async def task_review(ctx: Context, task_id: str, verdict: str, comment: str = "") -> dict[str, Any]:
+        """Review a task you are the reviewer of, while it is in review: verdict approve
+        (it is completed) or request_changes (back to its assignee, with your comment
+        saying what to change: required). The comment is posted on the task."""
+        caller = await identify(ctx)
+
+        def verdict_given() -> dict[str, Any]:
+            actor = _actor(caller)
+            task = work.access_task(actor, task_id)
+            return work.task_data(review.task_review(task_id=task.id, actor=actor, verdict=verdict, comment=comment))
+
+        result: dict[str, Any] = await _run(verdict_given)
         return result
 
     return server

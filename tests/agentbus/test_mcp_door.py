@@ -34,12 +34,14 @@ TOOLS = {
     "inbox_drain",
     "bus_send",
     "bus_request",
+    "bus_reply",
     "agent_list_colleagues",
     "task_list",
     "task_get",
     "task_comment",
     "task_submit_review",
     "task_transition",
+    "task_review",
 }
 
 
