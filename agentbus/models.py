@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 # cannot appear in an agent id, so it never collides with one.
 OPERATOR_ID = "markus:operator"
 OPERATOR_NAME = "Markus operator"
+# The hub's conversations with outside agents (``agentbus.outside``): what is said to one
+# reaches its inbox on a stream of this prefix, from the operator persona. A person's
+# chat is ``hub.chat.<session>``, the one kind the agent answers on the bus (a stream
+# with ``reply_to`` it and no recipient); the others it answers where they were said.
+HUB_STREAM_PREFIX = "hub."
+HUB_CHAT_PREFIX = "hub.chat."
 INBOX_TOPIC = "agentbus.inbox"
 DEFAULT_TOPIC = "agent.message"
 

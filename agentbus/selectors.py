@@ -121,6 +121,18 @@ def pending_count(agent_id: str) -> int:
     return inbox_chunks(agent_id).filter(position__gt=consumer_position(agent_id)).count()
 
 
+def inbox_state(agent_id: str) -> dict[str, Any]:
+    """An inbox as its owner's mind view shows it: messages after the consumer cursor,
+    the cursor's position and when it last moved (a drain, a ``wait`` acknowledged;
+    None: never read)."""
+    row = ConsumerCursor.objects.filter(agent_id=agent_id, topic=INBOX_TOPIC).first()
+    return {
+        "pending": pending_count(agent_id),
+        "position": row.position if row is not None else 0,
+        "lastReadAt": row.updated_at if row is not None else None,
+    }
+
+
 def pending_inbox_expression() -> Coalesce:
     """What ``pending_count`` counts, as a per-row annotation on Agent querysets (one
     query for a whole list instead of two per agent)."""

@@ -4,8 +4,10 @@ already checked (``agentbus.access``); ``sender=None`` is the operator persona.
 
 Rules: a direct stream carries its sender's messages to one recipient (a reply is a
 new stream back, with ``reply_to``); a group stream carries its members' messages to
-the other members. Only the sender closes a stream; a closed stream takes no more
-chunks (409). Draining never closes anything.
+the other members. An agent's answer to a person's chat (``agentbus.outside``) is a
+stream to the hub: no recipient, ``reply_to`` the chat's stream. Only the sender
+closes a stream; a closed stream takes no more chunks (409). Draining never closes
+anything.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from .cursors import decode_cursor, encode_cursor
 from .errors import BusError, ConflictError, ForbiddenError, NotFoundError
 from .models import (
     DEFAULT_TOPIC,
+    HUB_CHAT_PREFIX,
+    HUB_STREAM_PREFIX,
     INBOX_TOPIC,
     OPERATOR_ID,
     AuditAction,
@@ -47,6 +51,10 @@ from .wakeup import wake_inboxes_on_commit
 # Sent inside the close's transaction when a reply stream (one with ``reply_to``) closes;
 # the attention loop resumes the item that waits for it. kwargs: stream.
 reply_closed = Signal()
+# Sent inside the append's transaction when an agent writes on a stream to the hub (its
+# answer to a person's chat, ``HUB_CHAT_PREFIX``); agentbus.outside makes it the chat's
+# reply. kwargs: stream, chunk.
+hub_answered = Signal()
 STREAM_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # the whole id (fullmatch: no trailing newline)
 # What a label printed on one line (a topic, a group chat's name) may not hold: the C0
 # controls, DEL, the C1 controls (NEL among them) and the line and paragraph separators.
@@ -121,11 +129,17 @@ def stream_open(
     if stream_id is not None and not stream_id.strip("."):
         # ``.`` and ``..`` are path segments: the stream's URLs would not name it.
         raise BusError("streamId must not be made only of dots")
-    if stream_id is not None and sender is not None and stream_id.startswith(OPERATOR_STREAM_PREFIX):
-        raise BusError(f"stream ids starting with {OPERATOR_STREAM_PREFIX!r} are reserved")
+    if (
+        stream_id is not None
+        and sender is not None
+        and stream_id.startswith((OPERATOR_STREAM_PREFIX, HUB_STREAM_PREFIX))
+    ):
+        raise BusError(f"stream ids starting with {OPERATOR_STREAM_PREFIX!r} or {HUB_STREAM_PREFIX!r} are reserved")
     if stream_id is not None and stream_id.startswith(TEAM_CHANNEL_PREFIX):
         raise BusError(f"stream ids starting with {TEAM_CHANNEL_PREFIX!r} are the teams' channels")
-    if (recipient is None) == (not members):
+    # An answer to a person's chat goes to the hub: a direct stream without a recipient.
+    to_hub = sender is not None and recipient is None and not members and _is_hub_chat(reply_to)
+    if (recipient is None) == (not members) and not to_hub:
         raise BusError("give either a recipient (a direct stream) or members (a group stream)")
     if recipient is not None and sender is not None and recipient.id == sender.id:
         raise BusError("an agent cannot open a stream to itself")
@@ -164,6 +178,10 @@ def stream_open(
         detail={"recipient": stream.recipient_id, "members": sorted(group), "topic": stream.topic, "replyTo": reply_to},
     )
     return stream
+
+
+def _is_hub_chat(stream_id: object) -> bool:
+    return isinstance(stream_id, str) and stream_id.startswith(HUB_CHAT_PREFIX)
 
 
 def _next_position() -> int:
@@ -220,7 +238,7 @@ def _may_append(stream: Stream, sender: Agent | None) -> bool:
     return stream.sender_id == (sender.id if sender is not None else None)
 
 
-def _message_text(payload: dict[str, Any]) -> str:
+def message_text(payload: dict[str, Any]) -> str:
     for key in ("text", "content", "message"):
         if isinstance(payload.get(key), str):
             return payload[key]
@@ -239,7 +257,7 @@ def _enqueue_for_attention(
 ) -> None:
     """ARCHITECTURE decision 7: an agent the attention loop runs hears the bus through
     its mailbox; the channel key is the stream, so a burst coalesces."""
-    text = _message_text(payload)
+    text = message_text(payload)
     first_line = (text.strip().splitlines() or [""])[0]
     who = sender.name
     extra: dict[str, Any] = {"channelKey": stream.id}
@@ -323,6 +341,8 @@ def stream_append(
     )
     _consume_for_mailbox(internal, have_cursor, position)
     wake_inboxes_on_commit(audience, position=position, message=selectors.chunk_data(chunk))
+    if stream.recipient_id is None and not stream.is_group and sender is not None:
+        hub_answered.send(sender=Stream, stream=stream, chunk=chunk)
     return chunk
 
 
@@ -409,8 +429,8 @@ def stream_reply(*, responder: Agent, stream_id: str, payload: dict[str, Any], a
         raise NotFoundError("No such stream to reply to.")
     if stream.is_group:
         return stream_append(stream_id=stream.id, sender=responder, payload=payload, actor=actor)
-    if stream.sender is None:
-        raise BusError("the operator's records take no reply")
+    if stream.sender is None and not _is_hub_chat(stream.id):
+        raise BusError("the operator's records take no reply (a task's conversation is answered on the task)")
     target = (
         Stream.objects.filter(reply_to=stream.id, sender=responder, recipient=stream.sender, closed_at__isnull=True)
         .order_by("created_at")

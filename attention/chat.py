@@ -9,6 +9,9 @@ on the agent's group (sent by the loop as a turn produces text); a reply that ar
 without any (a provider that does not stream) is sent as deltas of a few words each
 before ``done``, so a client reads one shape whatever the provider.
 
+An outside agent's chat is the same request: the item goes to the agent's bus inbox
+(``agentbus.outside``) and its answer on the bus is the reply, waited for alike.
+
 A follow-up merged into the chat in hand is answered by that chat's one reply: its
 answer (plain or ``done``) carries the reply with ``mergedInto`` (the item that led the
 merge), and its stream has no deltas of the reply (they stream under the item that led)
@@ -386,8 +389,6 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
     if isinstance(parsed, JsonResponse):
         return parsed
     text, sid = parsed
-    if agent.kind != Agent.Kind.INTERNAL:
-        return _error("this agent is external: reach it over the AgentBus", 409, "conflict")
     if agent.status != Agent.RunStatus.RUNNING:
         return _error(f"this agent is {agent.status}; resume or start it to chat", 409, "conflict")
     if sid is not None and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)():

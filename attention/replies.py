@@ -10,6 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from agentbus.services import reply_if_expected
+from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
 from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
 from mailbox.representation import private_to
@@ -75,21 +76,32 @@ def store_chat_reply(
             content=own_content(item, merged) if m is item else m.content,
             metadata={"mailboxItemId": m.id, "senderId": (m.metadata or {}).get("senderId")},
         )
-    metadata: dict[str, Any] = {"mailboxItemIds": answered, "provider": get_provider().name}
+    metadata: dict[str, Any] = {"provider": get_provider().name}
     if failed:
         metadata["failed"] = True
-    reply = ChatMessage.objects.create(session_id=session_id, role="assistant", content=text, metadata=metadata)
+    return post_chat_reply(item.agent_id, session_id, text, answered=answered, metadata=metadata)
+
+
+def post_chat_reply(
+    agent_id: str, session_id: str, text: str, *, answered: list[str], metadata: dict[str, Any]
+) -> ChatMessage:
+    """The agent's reply to the person's items ``answered``, stored in their session and
+    announced on the chat group (``chat:reply``, on commit): the loop's reply, or an
+    outside agent's answer on the bus (``agentbus.outside``)."""
+    reply = ChatMessage.objects.create(
+        session_id=session_id, role="assistant", content=text, metadata={"mailboxItemIds": answered, **metadata}
+    )
     ChatSession.objects.filter(id=session_id).update(last_message_at=timezone.now())
     send_event_on_commit(
-        chat_group(item.agent_id),
+        chat_group(agent_id),
         "chat:reply",
         {
-            "agentId": item.agent_id,
+            "agentId": agent_id,
             "mailboxItemIds": answered,
             "sessionId": session_id,
             "messageId": reply.id,
             "reply": text,
-            **({"failed": True} if failed else {}),
+            **({"failed": True} if metadata.get("failed") else {}),
         },
     )
     return reply
@@ -200,6 +212,7 @@ def chat_reply_for(item_id: str) -> dict[str, Any] | None:
             "mailboxItemIds", []
         ):
             return {"reply": msg.content, "sessionId": msg.session_id, "mailboxItemId": item_id, **lead}
-    if item.status in (Status.DROPPED, Status.COMPLETED):
+    if item.status in (Status.DROPPED, Status.COMPLETED) and DELIVERED_ON not in item.marks:
+        # (An item delivered to an outside agent's inbox is answered when the agent answers.)
         return {"reply": None, "sessionId": None, "mailboxItemId": item_id, "status": item.status, **lead}
     return None

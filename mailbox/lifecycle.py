@@ -46,6 +46,9 @@ MAX_HUMAN_ATTEMPTS = MAX_RECOVERY_ATTEMPTS
 # A mark (``MailboxItem.marks``): when this deferred item resurfaces it goes behind the
 # queue at its priority (the interrupt judge's defer), not back to its old place.
 BEHIND_QUEUE = "resurfaceBehindQueue"
+# A mark: the bus stream an outside agent's item was delivered on (``agentbus.outside``).
+# Such an item is completed at delivery; the agent answers on the bus or where it was said.
+DELIVERED_ON = "deliveredOn"
 
 
 def emit_item(item: MailboxItem) -> None:
@@ -56,6 +59,12 @@ def emit_item(item: MailboxItem) -> None:
     owner = shown["privateTo"]
     public = None if owner is None else {**event, "item": redacted(shown)}
     send_json_on_commit(agent_group(item.agent_id), event, private_to=owner, public=public)
+
+
+def waking() -> Q:
+    """Items that still bring somebody to the work they are about: open ones, and those
+    delivered to an outside agent's inbox (its harness, not a loop, takes them up)."""
+    return Q(status__in=OPEN_STATUSES) | Q(marks__deliveredOn__isnull=False)
 
 
 def not_parked() -> Q:
@@ -305,6 +314,18 @@ def drop(
         status=Status.DROPPED,
         completed_at=timezone.now(),
         drop_reason=reason[:300],
+    )
+
+
+def deliver(item: MailboxItem, *, stream_id: str) -> bool:
+    """Queued → completed: the item went to its outside agent's bus inbox on
+    ``stream_id`` (marked ``DELIVERED_ON``). Call it in the delivery's transaction."""
+    return transition(
+        item.id,
+        from_statuses=[Status.QUEUED],
+        status=Status.COMPLETED,
+        completed_at=timezone.now(),
+        marks={**item.marks, DELIVERED_ON: stream_id},
     )
 
 

@@ -5,6 +5,8 @@ The invariant, for every task:
   processing, or deferred: preempted, parked for an approval, or a retry scheduled);
 - ``review`` ⇒ its agent reviewer has a live ``review_request`` for the current round,
   or a human approval of the review is pending.
+An outside agent's item is live once delivered to its bus inbox (``lifecycle.waking``):
+its harness takes it up, no loop, so sending it again would only repeat it.
 
 ``work_liveness_repair`` restores what is missing, with the reason recorded on the new
 item (``marks.repairReason``). It runs in the beat sweep and at start-up. Each task
@@ -27,7 +29,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 
-from mailbox.lifecycle import OPEN_STATUSES
+from mailbox.lifecycle import waking
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents.models import Agent
@@ -60,20 +62,17 @@ class RepairReport:
 
 def live_execution(task: Task) -> bool:
     return MailboxItem.objects.filter(
+        waking(),
         agent_id=task.assignee_id,
         source_type=MailboxType.TASK_STATUS_UPDATE,
         payload__taskId=task.id,
         payload__extra__triggerExecution=True,
-        status__in=list(OPEN_STATUSES),
     ).exists()
 
 
 def live_review_request(task: Task, reviewer_id: str) -> bool:
     rows = MailboxItem.objects.filter(
-        agent_id=reviewer_id,
-        source_type=MailboxType.REVIEW_REQUEST,
-        payload__taskId=task.id,
-        status__in=list(OPEN_STATUSES),
+        waking(), agent_id=reviewer_id, source_type=MailboxType.REVIEW_REQUEST, payload__taskId=task.id
     )
     # For the current round (an item written before rounds were recorded counts too).
     current = Q(payload__extra__reviewRound=task.execution_round) | Q(payload__extra__reviewRound__isnull=True)
@@ -123,7 +122,7 @@ def _suspects() -> list[str]:
     if not tasks:
         return []
     ids = [t.id for t in tasks]
-    open_items = MailboxItem.objects.filter(status__in=list(OPEN_STATUSES), payload__taskId__in=ids)
+    open_items = MailboxItem.objects.filter(waking(), payload__taskId__in=ids)
     executions = set(
         open_items.filter(
             source_type=MailboxType.TASK_STATUS_UPDATE, payload__extra__triggerExecution=True

@@ -271,8 +271,9 @@ def test_task_show_carries_the_owners_pending_inbox(cli, alice, alice_token, eve
     task = task_create(actor=Actor.for_user(alice), title="Answer eve", assignee_id="eve", start=False)
     say(max_, eve, "are you on it?")
     shown = cli("task", "show", task.id, token=alice_token)
-    # The filing itself reached eve's inbox too (task lifecycle on the bus).
-    assert shown["id"] == task.id and shown["pending_inbox"] == 2 and "pendingInbox" not in shown
+    # The filing itself reached eve's inbox too (task lifecycle on the bus, and the
+    # assignment notice of its mailbox: agentbus.outside).
+    assert shown["id"] == task.id and shown["pending_inbox"] == 3 and "pendingInbox" not in shown
     assert "no such task" in cli.fails("task", "show", "tsk_missing", token=alice_token).lower() or "404" in cli.fails(
         "task", "show", "tsk_missing", token=alice_token
     )

@@ -1,9 +1,11 @@
-"""The chat endpoint's answers when no reply can come, and its input errors."""
+"""The chat endpoint's answers when no reply can come, and its input errors. An outside
+agent's chat goes to its bus inbox (tests/agentbus/test_outside_agent_chat.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from agentbus.selectors import pending_count
 from attention import services
 from mailbox.models import MailboxItem
 from markus.agents.services import agent_create
@@ -18,10 +20,15 @@ def test_chat_with_a_paused_agent_is_refused_at_once_and_enqueues_nothing(agent,
 
 
 @pytest.mark.django_db
-def test_chat_with_an_external_agent_points_to_the_bus(alice, team, alice_client):
+def test_chat_with_an_external_agent_goes_to_its_bus_inbox_and_waits_for_its_answer(
+    alice, team, alice_client, settings, monkeypatch
+):
+    monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 0.2)
     ext, _ = agent_create(name="Cli", kind="external", owner=alice, team=team, agent_id="cli")
     r = alice_client.post(f"/api/agents/{ext.id}/chat", {"text": "hi"}, format="json")
-    assert r.status_code == 409 and "AgentBus" in r.json()["detail"]
+    assert r.status_code == 202 and r.json()["pending"] is True  # nobody answered in time
+    assert pending_count(ext.id) == 1
+    assert MailboxItem.objects.get(id=r.json()["mailboxItemId"]).status == "completed"  # delivered
 
 
 @pytest.mark.django_db
