@@ -18,6 +18,7 @@ from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from agentbus.selectors import inbox_state
 from attention import heartbeat, operator
 from attention import services as attention
 from attention.loop import attention_snapshot
@@ -124,7 +125,8 @@ def header_context(
     agent_id: str, *, live: bool = False, can_control: bool = False, reader: permissions.Reader = permissions.PUBLIC
 ) -> dict[str, Any]:
     """The attention header, read fresh: state, focus (with its turns), queue depth, run
-    status, brain, and whether the reader may use the controls."""
+    status, brain (an outside agent: its bus inbox), and whether the reader may use the
+    controls."""
     agent = Agent.objects.get(id=agent_id)
     snap = attention_snapshot(agent_id)
     focus = reader.focus(snap["currentFocus"])
@@ -139,6 +141,8 @@ def header_context(
         }
     brain = get_provider().name
     return {
+        # An outside agent reads its bus inbox: shown instead of a brain and a queue.
+        "outside": inbox_state(agent_id) if agent.kind == Agent.Kind.EXTERNAL else None,
         "can_control": can_control,
         "agent": agent,
         "state": str(snap["state"]),
