@@ -84,9 +84,14 @@ class HubClient:
 
 
 def _refusal(exc: urllib.error.HTTPError) -> HubError:
-    """The hub's error answer (``{"detail", "code", "fields"?}``) as a HubError."""
+    return hub_refusal(exc.code, exc.read(), str(exc.reason or "error"))
+
+
+def hub_refusal(status: int, raw: bytes, reason: str) -> HubError:
+    """The hub's error answer (``{"detail", "code", "fields"?}``) as a HubError, from
+    its status, its body and the status's reason phrase (whatever client read it)."""
     try:
-        data = json.loads(exc.read() or b"{}")
+        data = json.loads(raw or b"{}")
     except ValueError:
         data = None
     if isinstance(data, dict) and data.get("detail"):
@@ -94,8 +99,8 @@ def _refusal(exc: urllib.error.HTTPError) -> HubError:
     elif data:
         detail = " ".join(json.dumps(data).split())
     else:
-        detail = str(exc.reason or "error")
+        detail = reason
     body = data if isinstance(data, dict) else {}
     given = body.get("code")
-    code = given if isinstance(given, str) and given else f"http_{exc.code}"
-    return HubError(f"{exc.code} {detail}", code=code, status=exc.code, detail=detail, fields=body.get("fields"))
+    code = given if isinstance(given, str) and given else f"http_{status}"
+    return HubError(f"{status} {detail}", code=code, status=status, detail=detail, fields=body.get("fields"))

@@ -459,10 +459,11 @@ def _actor(caller: Caller) -> Actor:
 
 
 class McpHttpApp:
-    """``/mcp/`` as an ASGI app: refuses a request without a valid token (401) before
-    the SDK sees it, runs the SDK's session manager (stateless: every request stands
-    alone, so any server process answers it) once per process, started on first use
-    (daphne runs no ASGI lifespan)."""
+    """``/mcp/`` as an ASGI app: answers anything but a POST with 405 (no standing
+    stream: the SDK would hold a GET open with pings for ever), refuses a request
+    without a valid token (401) before the SDK sees it, runs the SDK's session manager
+    (stateless: every request stands alone, so any server process answers it) once per
+    process, started on first use (daphne runs no ASGI lifespan)."""
 
     def __init__(self) -> None:
         self._app: Any = None
@@ -492,25 +493,32 @@ class McpHttpApp:
             await asyncio.Event().wait()  # for the life of the process
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("method") != ALLOWED_METHODS:
+            detail = "the MCP door takes POST only: it opens no stream"
+            await _refuse(send, 405, detail, "method_not_allowed", (b"allow", ALLOWED_METHODS.encode()))
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         caller = await sync_to_async(caller_for_authorization)(headers.get("authorization"))
         if caller is None:
-            body = json.dumps(
-                {"detail": "no valid token: Authorization: Bearer <agent token>", "code": "not_authenticated"}
-            )
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
-                }
-            )
-            await send({"type": "http.response.body", "body": body.encode()})
+            detail = "no valid token: Authorization: Bearer <agent token>"
+            await _refuse(send, 401, detail, "not_authenticated", (b"www-authenticate", b"Bearer"))
             return
         app = await self._ensure()
         if scope.get("path") == "/mcp":  # the SDK's route is /mcp/
             scope = {**scope, "path": "/mcp/"}
         await app(scope, receive, send)
+
+
+async def _refuse(send: Any, status: int, detail: str, code: str, header: tuple[bytes, bytes]) -> None:
+    """An answer in the API's error shape, before the SDK sees the request."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), header],
+        }
+    )
+    await send({"type": "http.response.body", "body": json.dumps({"detail": detail, "code": code}).encode()})
 
 
 asgi_app = McpHttpApp()
