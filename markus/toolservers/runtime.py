@@ -23,11 +23,14 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # the SDK is imported when a connection is made, not with Django
@@ -108,7 +111,8 @@ class _Connection:
         spec = self.spec
         if spec.transport == "stdio":
             self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-            params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env) or None)
+            command, env = executable(spec.command), dict(spec.env) or None
+            params = StdioServerParameters(command=command, args=list(spec.args), env=env)
             return Client(stdio_client(params, errlog=self.stderr), read_timeout_seconds=spec.timeout)
         http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(spec.timeout))
         stack.push_async_callback(http.aclose)
@@ -123,6 +127,16 @@ class _Connection:
         except (OSError, ValueError):
             return ""
         return f" (its last output: {tail})" if tail else ""
+
+
+def executable(command: str) -> str:
+    """A stdio server's command as it is started: a bare name is looked up in this
+    interpreter's own ``bin`` first (the virtualenv Markus runs from, where ``pip``
+    installs ``mcp-server-git``; ``make run`` does not put it on ``PATH``), else it is
+    left to the process's ``PATH``; a command with a path is run as given."""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        return command
+    return shutil.which(command, path=str(Path(sys.executable).parent)) or command
 
 
 def _describe(exc: BaseException) -> str:
