@@ -5,7 +5,9 @@ An agent's card names it, its role and team, the JSON-RPC endpoint, streaming, t
 bearer security scheme (an agent's token or a user's API token), and its skills: the
 scenarios of the attention loop (``attention.scenarios``) it runs for the work that
 reaches it, a message through this door (a person's chat, another agent's message) or a
-task filed in the API."""
+task filed in the API. An outside agent (``kind`` external) runs no loop: its card
+says what reaches its bus inbox and how it answers; a person reaches it through this
+door as a chat, an agent over the AgentBus (``bus_request``)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ TEXT = ["text/plain"]
 
 @dataclass(frozen=True)
 class Skill:
-    scenario: str  # the scenario of attention.scenarios it runs
+    scenario: str  # the scenario of attention.scenarios it runs (an outside agent: the work it takes)
     name: str
     description: str
     tags: tuple[str, ...]
@@ -84,6 +86,45 @@ SKILLS = [
 ]
 
 
+# An outside agent's skills: what reaches its bus inbox, and how it answers there.
+OUTSIDE_SKILLS = [
+    Skill(
+        scenarios.CHAT,
+        "Chat",
+        "A person's message (sent with a user's token) becomes a chat delivered to the agent's bus inbox; the "
+        "agent's answer in that chat (bus_reply) is the task's reply. Agents reach it over the AgentBus "
+        "(bus_request), not through this door.",
+        ("chat", "message"),
+        ("Which branch are you on?",),
+    ),
+    Skill(
+        scenarios.TASK_EXECUTION,
+        "Execute tasks",
+        "The tasks assigned to it (POST /api/tasks/ with assigneeId), with their comments, arrive in its bus "
+        "inbox; it comments and submits them for review.",
+        ("tasks",),
+    ),
+    Skill(
+        scenarios.REVIEW,
+        "Review tasks",
+        "Review requests for the tasks it is the reviewer of arrive in its bus inbox; it approves them or "
+        "requests changes with a comment (task_review).",
+        ("tasks", "review"),
+    ),
+]
+OUTSIDE_NOTE = " (outside Markus: a person reaches it as a chat)"  # its line in the directory
+KIND_SKILLS = {Agent.Kind.INTERNAL: SKILLS, Agent.Kind.EXTERNAL: OUTSIDE_SKILLS}
+KIND_DESCRIPTIONS = {
+    Agent.Kind.INTERNAL: "an agent of Markus{team}. Each message sent here becomes a task that follows the "
+    "agent's mailbox item: submitted, working, input-required while a person's approval is awaited, then "
+    "completed with the agent's reply, failed or canceled.",
+    Agent.Kind.EXTERNAL: "an agent outside Markus{team} (a coding agent or another harness), connected over "
+    "the AgentBus. A person's message sent here becomes a chat delivered to its bus inbox: the task is "
+    "submitted, working while the message waits for its answer, then completed with its answer in that "
+    "chat. Agents reach it over the AgentBus (bus_request), not through this door.",
+}
+
+
 def _security() -> dict[str, Any]:
     scheme = HTTPAuthSecurityScheme(
         scheme="Bearer", description="An agent's token (acts as that agent) or a user's API token"
@@ -108,9 +149,7 @@ def agent_card(agent: Agent, base: str) -> AgentCard:
     role = f", {agent.role}" if agent.role else ""
     return AgentCard(
         name=agent.name,
-        description=f"{agent.name}{role}: an agent of Markus{team}. Each message sent here becomes a task that "
-        "follows the agent's mailbox item: submitted, working, input-required while a person's approval is "
-        "awaited, then completed with the agent's reply, failed or canceled.",
+        description=f"{agent.name}{role}: " + KIND_DESCRIPTIONS[Agent.Kind(agent.kind)].format(team=team),
         supported_interfaces=[
             AgentInterface(
                 url=endpoint_url(base, agent),
@@ -134,7 +173,7 @@ def agent_card(agent: Agent, base: str) -> AgentCard:
                 input_modes=TEXT,
                 output_modes=TEXT,
             )
-            for s in SKILLS
+            for s in KIND_SKILLS[Agent.Kind(agent.kind)]
         ],
         **_security(),
     )
@@ -162,7 +201,8 @@ def directory_json(agents: list[Agent], base: str) -> dict[str, Any]:
             AgentSkill(
                 id=a.id,
                 name=a.name,
-                description=f"{a.role or 'agent'}; card: {card_url(base, a)}",
+                description=f"{a.role or 'agent'}{OUTSIDE_NOTE if a.kind == Agent.Kind.EXTERNAL else ''}; "
+                f"card: {card_url(base, a)}",
                 tags=["agent", *([a.role] if a.role else [])],
             )
             for a in agents

@@ -5,7 +5,8 @@ The state follows the item (``observe``):
 - queued (never started) → submitted; queued again, deferred or processing → working;
 - deferred, parked for a person's approval → input-required (one update per approval);
 - completed → completed, with the reply (the chat's answer, or the agent's answer on the
-  bus) as the status message and an artifact;
+  bus) as the status message and an artifact; an outside agent's item, completed when it
+  was delivered to its bus inbox (``DELIVERED_ON``), is working until the agent answers;
 - dropped after the loop gave up (it answered "I could not finish this", or recovery gave
   up) → failed; dropped otherwise (cancelled through this door, or by an operator) →
   canceled. A chat merged into another follows the item it was merged into.
@@ -41,6 +42,7 @@ from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
 
 from agentbus.selectors import reply_state
+from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import ChatMessage
@@ -106,7 +108,10 @@ def observe(task: A2ATask) -> Observed:
     if item is None:
         return Observed(S.TASK_STATE_FAILED, "The message's mailbox item is gone.")
     if item.status == Status.COMPLETED:
-        return Observed(S.TASK_STATE_COMPLETED, _reply(task, item))
+        answer = _reply(task, item)
+        if answer is None and DELIVERED_ON in item.marks:
+            return Observed(S.TASK_STATE_WORKING)  # in an outside agent's inbox, not answered yet
+        return Observed(S.TASK_STATE_COMPLETED, answer)
     if item.status == Status.DROPPED:
         answer = _reply(task, item)  # the loop answers whoever waits before it gives up
         if answer is not None or item.drop_reason.startswith("recovery:"):

@@ -6,7 +6,12 @@ for a later message of the context. An agent's message goes on the AgentBus (a n
 direct stream, ``agentbus.services.send_agent_message``), which puts it in the
 recipient's mailbox as an ``a2a_message``; its answer comes back on a reply stream.
 Either way the task is stored with its item, in the transaction that enqueues it, and a
-``messageId`` sent again answers the task it made the first time."""
+``messageId`` sent again answers the task it made the first time.
+
+An outside agent (``kind`` external) takes a person's message the same way: the chat's
+item is delivered to its bus inbox as it is enqueued (``agentbus.outside``), and its
+answer in that chat is the task's reply. An agent's message to it is refused: the bus
+reaches it directly (``bus_request``)."""
 
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from agentbus.services import send_agent_message, stream_close
 from attention.chat import session_create, session_marks, visible_sessions
 from attention.operator import OperatorError, drop_item
 from mailbox.api import sender_metadata
+from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue
@@ -63,9 +69,14 @@ def message_text(message: Message) -> str:
     return text
 
 
-def _check_recipient(agent: Agent) -> None:
-    if agent.kind != Agent.Kind.INTERNAL:
-        raise UnsupportedOperationError(message="this agent is external: reach it over the AgentBus")
+def _check_recipient(caller: Caller, agent: Agent) -> None:
+    """An outside agent takes a person's message (a chat, delivered to its bus inbox); an
+    agent reaches it on the bus itself, where its answer comes back to the asker."""
+    if agent.kind == Agent.Kind.EXTERNAL and acting_agent(caller) is not None:
+        raise UnsupportedOperationError(
+            message="this agent is outside Markus: an agent reaches it over the AgentBus "
+            "(bus_request, which waits for its answer)"
+        )
     if agent.status != Agent.RunStatus.RUNNING:
         raise UnsupportedOperationError(message=f"this agent is {agent.status}; it takes messages when running")
 
@@ -130,7 +141,7 @@ def task_send(*, caller: Caller, agent: Agent, message: Message) -> A2ATask:
         raise UnsupportedOperationError(
             message="a task takes one message: send a new one (with the same contextId to go on)"
         )
-    _check_recipient(agent)
+    _check_recipient(caller, agent)
     text = message_text(message)
     try:
         with transaction.atomic():
@@ -171,11 +182,14 @@ class _AgentOperator(AnonymousUser):
 def task_cancel(*, caller: Caller, task: A2ATask) -> None:
     """Withdraw a task's message: its item is dropped (``attention.operator.drop_item``)
     while it waits (queued, deferred, parked: its approval is cancelled too). One the agent
-    is working on right now, or a finished one, is not cancelable."""
+    is working on right now, one delivered to an outside agent's inbox, or a finished one,
+    is not cancelable."""
     seen = observe(task)
     item = MailboxItem.objects.filter(id=task.item_id).first() if task.item_id else None
     if seen.state in TERMINAL or item is None:
         raise TaskNotCancelableError(message="the task is finished")
+    if DELIVERED_ON in item.marks:
+        raise TaskNotCancelableError(message="the message is in the outside agent's inbox already: it is not withdrawn")
     if item.status == Status.PROCESSING:
         raise TaskNotCancelableError(message="the agent is working on it right now; it is not withdrawn midway")
     if item.status == Status.MERGED:

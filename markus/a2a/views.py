@@ -77,8 +77,6 @@ class AgentCardView(APIView):
 
     def get(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(_caller(request), "a2a:card", agent_id)
-        if agent.kind != Agent.Kind.INTERNAL:
-            raise Http404("No A2A card: this agent is external (reach it over the AgentBus).")
         return Response(cards.agent_card_json(agent, _base(request)))
 
 
@@ -87,7 +85,8 @@ class DirectoryView(APIView):
     schema = None
 
     def get(self, request: Request) -> Response:
-        agents = reachable_agents(_caller(request)).filter(**Agent.RUNS).select_related("team").order_by("name", "id")
+        running = reachable_agents(_caller(request)).filter(status=Agent.RunStatus.RUNNING)
+        agents = running.select_related("team").order_by("name", "id")
         return Response(cards.directory_json(list(agents), _base(request)))
 
 

@@ -1,7 +1,7 @@
 """Agent cards through the SDK's card resolver: each running agent's card names its
 JSON-RPC endpoint, streaming, its skills and the bearer scheme; the directory at the
-site root lists the running agents the caller reaches; no token gets nothing, and an
-agent the caller may not reach answers exactly like a missing one."""
+site root lists the running agents the caller reaches (outside ones too); no token gets
+nothing, and an agent the caller may not reach answers exactly like a missing one."""
 
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ def test_an_agents_card_names_its_endpoint_skills_and_bearer_scheme(base, ada, t
 def test_the_directory_lists_the_running_agents_the_caller_reaches(base, ada, eve, zed, tokens):
     Agent.objects.create(id="sleepy", name="Sleepy", owner=ada.agent.owner, status=Agent.RunStatus.PAUSED)
     listed = resolve(base, "/.well-known/agent-card.json", tokens["bob"])  # a teammate
-    assert [s.id for s in listed.skills] == ["ada"]  # not the paused one, not the harness, not zed
+    assert [s.id for s in listed.skills] == ["ada", eve.agent.id]  # the harness too; not the paused one, not zed
     assert f"{base}/a2a/ada/.well-known/agent-card.json" in listed.skills[0].description
     assert [s.id for s in resolve(base, "/.well-known/agent-card.json", tokens["charlie"]).skills] == ["zed"]
-    assert [s.id for s in resolve(base, "/.well-known/agent-card.json", eve.token).skills] == ["ada"]
+    assert [s.id for s in resolve(base, "/.well-known/agent-card.json", eve.token).skills] == ["ada", eve.agent.id]
 
 
 def test_no_token_gets_nothing_and_a_foreign_agent_answers_like_a_missing_one(base, ada, zed, tokens):
