@@ -24,7 +24,7 @@ from .base import CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Us
 
 # Scenario names (attention.scenarios) and tool names, as the LLM sees them.
 HEARTBEAT = "check_in"  # the daily report and the dream: offline_reports.py, offline_memory.py
-A2A, SESSION_RESPONSE = "a2a", "session_response"
+A2A, SESSION_RESPONSE, MENTION = "a2a", "session_response", "mention_response"
 TASK_COMMENT_TOOL = "task_comment"  # a tool name, not a mailbox type
 REQUIREMENT_COMMENT_TOOL = "requirement_comment"  # a tool name, not a mailbox type
 
@@ -157,6 +157,8 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[Step]:
             ("requirement_get", {"requirement_id": rid}),
             (REQUIREMENT_COMMENT_TOOL, {"requirement_id": rid, "content": f"{agent} noted it."}),
         ]
+    if scenario == MENTION and (task_id or item.get("requirementId")):
+        return _mention_steps(item, agent)
     if scenario == A2A and item.get("expectsReply"):
         said = str(item.get("content") or "").strip()[:500]
         return [("agent_reply", {"text": f"This is {agent} ({LABEL}). I read your message: “{said}”."})]
@@ -168,6 +170,20 @@ def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[Step]:
     if scenario == "chat":
         return _chat_steps(str(item.get("content") or ""))
     return []
+
+
+def _mention_steps(item: dict[str, Any], agent: str) -> list[Step]:
+    """A mention is answered in the thread it came from, as a reply to the comment. The
+    answer names nobody with an @: two agents mentioned together would otherwise mention
+    each other back for ever."""
+    who = f" {item['sender']}," if item.get("sender") else ""
+    note = f"{agent} here ({LABEL}):{who} I read the thread and your mention; I have noted what it asks of me."
+    reply = {"content": note, **({"reply_to_comment_id": item["commentId"]} if item.get("commentId") else {})}
+    if item.get("taskId"):
+        task_id = item["taskId"]
+        return [("task_get", {"task_id": task_id}), (TASK_COMMENT_TOOL, {"task_id": task_id, **reply})]
+    rid = item["requirementId"]
+    return [("requirement_get", {"requirement_id": rid}), (REQUIREMENT_COMMENT_TOOL, {"requirement_id": rid, **reply})]
 
 
 # What a person may ask of the offline brain in a chat, besides an answer: "remember
@@ -196,28 +212,68 @@ def _chat_steps(text: str) -> list[Step]:
 
 
 # "What is the last commit in the git repository?": the git_log tool of an attached
-# tool server (MCP), named ``<server>__git_log``; the repository is a path in the
-# question, else the one its server's description names.
+# tool server (MCP), named ``<server>__git_log``: of the server the question names (by
+# its name, or by the repository its description names), else the first offered; the
+# repository is a path in the question, else the one its server's description names.
 LAST_COMMIT = re.compile(r"\b(last|latest|newest|recent)\b.{0,40}\bcommits?\b", re.I | re.S)
 PATH = re.compile(r"(/[\w.@%+~/-]+)")
+SEPARATOR = "__"  # between a tool server's name and its tool's
 GIT_LOG = "__git_log"
-#: The tool that loads a tool server's tools found on demand (markus.toolservers.on_demand).
-TOOL_LOAD = "tool_load"
+#: The tools that find and load a tool server's tools on demand (markus.toolservers.on_demand).
+TOOL_SEARCH, TOOL_LOAD = "tool_search", "tool_load"
+# A server as its tools' descriptions end (``(Tool server <name>: <description>)``) and
+# as tool_search's description lists it (``<name> (<description>; <n> tools)``).
+SERVER_NOTE = re.compile(r"\(Tool server ([a-z0-9-]+): (.*)\)\s*$", re.S)
+SERVER_LISTED = re.compile(r"(?:: |, )([a-z0-9]+(?:-[a-z0-9]+)*) \((.*?)(?:; )?\d+ tools?\)")
+# How many git_log tools one tool_load asks for (on_demand.LOAD_MAX).
+LOAD_MAX = 8
+
+
+def _servers(tools: list[dict[str, Any]]) -> dict[str, str]:
+    """The tool servers the offered tools come from: name → its description."""
+    servers: dict[str, str] = {}
+    for t in tools:
+        name, description = t["function"]["name"], str(t["function"].get("description") or "")
+        if SEPARATOR in name:
+            note = SERVER_NOTE.search(description)
+            servers.setdefault(name.split(SEPARATOR, 1)[0], note.group(2) if note else "")
+        elif name == TOOL_SEARCH:
+            for listed in SERVER_LISTED.finditer(description):
+                servers.setdefault(listed.group(1), listed.group(2))
+    return servers
+
+
+def _says(text: str, word: str) -> bool:
+    return bool(word) and re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text, re.I) is not None
+
+
+def _named(text: str, servers: dict[str, str]) -> str | None:
+    """The server the question names: by its name (the longest that matches), else by
+    the repository its description names (the last part of a path in it)."""
+    for name in sorted(servers, key=len, reverse=True):
+        if _says(text, name):
+            return name
+    for name, description in servers.items():
+        if any(_says(text, path.rstrip("/.,;:").rsplit("/", 1)[-1]) for path in PATH.findall(description)):
+            return name
+    return None
 
 
 def _tool_steps(text: str, tools: list[dict[str, Any]]) -> list[Step]:
     if not LAST_COMMIT.search(text):
         return []
-    for t in tools:
-        fn = t["function"]
-        if fn["name"].endswith(GIT_LOG):
-            where = PATH.search(text) or PATH.search(str(fn.get("description") or ""))
-            args: dict[str, Any] = {"max_count": 1}
-            if where or "repo_path" in (fn.get("parameters") or {}).get("required", []):
-                args["repo_path"] = where.group(1).rstrip(".,;:") if where else "."
-            return [(fn["name"], args)]
-    if any(t["function"]["name"] == TOOL_LOAD for t in tools):  # the server's tools are found on demand
-        return [(TOOL_LOAD, {"names": [GIT_LOG.removeprefix("__")]})]
+    servers = _servers(tools)
+    named = _named(text, servers)
+    logs = [t["function"] for t in tools if t["function"]["name"].endswith(GIT_LOG)]
+    for fn in sorted(logs, key=lambda fn: fn["name"] != f"{named}{GIT_LOG}"):  # the named server's first
+        where = PATH.search(text) or PATH.search(str(fn.get("description") or ""))
+        args: dict[str, Any] = {"max_count": 1}
+        if where or "repo_path" in (fn.get("parameters") or {}).get("required", []):
+            args["repo_path"] = where.group(1).rstrip(".,;:") if where else "."
+        return [(fn["name"], args)]
+    if any(t["function"]["name"] == TOOL_LOAD for t in tools):  # the servers' tools are found on demand
+        names = [f"{s}{GIT_LOG}" for s in ([named] if named else list(servers)[:LOAD_MAX])]
+        return [(TOOL_LOAD, {"names": names or [GIT_LOG.removeprefix(SEPARATOR)]})]
     return []
 
 
