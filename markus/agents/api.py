@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -32,6 +33,7 @@ from markus.core.api import validated_body
 from markus.core.schema import errors
 from markus.toolservers import services as toolservers
 from markus.usage import services as usage
+from markus.usage.models import Budget
 
 if TYPE_CHECKING:
     from rest_framework.permissions import _SupportsHasPermission  # the stubs' type of a permission
@@ -158,25 +160,36 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, agent_id: str) -> Response:
         agent = permissions.require(request, "agents_partial_update", agent_id)
         body = validated_body(request, AgentPatchInput)
-        if "activeHours" in body:
-            hours = body.pop("activeHours") or {"start": None, "end": None}
-            body["heartbeatActiveStart"], body["heartbeatActiveEnd"] = hours["start"], hours["end"]
-        named = {key: body.pop(key) for key in ("name", "role") if key in body}
-        servers = body.pop("toolServers", None)
-        limits = body.pop("budget", None)
-        with transaction.atomic():
-            if named:
-                Agent.objects.filter(id=agent.id).update(**named)
-            if servers is not None:
-                toolservers.attach(agent, servers, by=signed_in_user(request))  # only people control it
-            if limits is not None:  # a raised budget lets it work again: wake it
-                budget = usage.budget_set(agent=agent, limits=limits)
-                transaction.on_commit(lambda: wake(agent.id))
-            agent, _ = rhythm_update(agent.id, **{_PATCHABLE[key]: value for key, value in body.items()})
+        limits = body.get("budget")
+        agent, budget = change_agent(agent, body, by=signed_in_user(request))  # only people control it
         out = {**agent_data(agent), "pendingInbox": pending_count(agent.id)}
         if limits is not None:
             out["budget"] = usage.budget_data(budget)
         return Response(out)
+
+
+def change_agent(agent: Agent, body: dict[str, Any], *, by: User) -> tuple[Agent, Budget | None]:
+    """``AgentPatchInput``'s validated data applied for ``by`` (who controls the agent):
+    the API's and the settings page's one way in. The agent as changed, and its budget
+    when one was set."""
+    body = dict(body)
+    if "activeHours" in body:
+        hours = body.pop("activeHours") or {"start": None, "end": None}
+        body["heartbeatActiveStart"], body["heartbeatActiveEnd"] = hours["start"], hours["end"]
+    named = {key: body.pop(key) for key in ("name", "role") if key in body}
+    servers = body.pop("toolServers", None)
+    limits = body.pop("budget", None)
+    budget = None
+    with transaction.atomic():
+        if named:
+            Agent.objects.filter(id=agent.id).update(**named)
+        if servers is not None:
+            toolservers.attach(agent, servers, by=by)
+        if limits is not None:  # a raised budget lets it work again: wake it
+            budget = usage.budget_set(agent=agent, limits=limits)
+            transaction.on_commit(lambda: wake(agent.id))
+        agent, _ = rhythm_update(agent.id, **{_PATCHABLE[key]: value for key, value in body.items()})
+    return agent, budget
 
 
 class AgentTokenRotateView(APIView):

@@ -128,7 +128,7 @@ class IsUser(permissions.BasePermission):
         return bool(request.user and request.user.is_authenticated)
 
 
-def signed_in_user(request: Request) -> User:
+def signed_in_user(request: AnyRequest | Request) -> User:
     """The request's user, for views behind IsUser (which refused anyone else)."""
     user = request.user
     if not isinstance(user, User):

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from attention.services import wake
 from markus.agents import permissions
-from markus.agents.auth import IsUser, controls_team, signed_in_user, teams_seen_by
+from markus.agents.auth import AnyRequest, IsUser, controls_team, signed_in_user, teams_seen_by
 from markus.agents.models import Team
 from markus.core.api import int_param, validated_body
 from markus.core.schema import errors
@@ -54,7 +54,7 @@ class AgentUsageView(APIView):
         return Response({"agentId": agent.id, **report, "budget": budget_data(own), "budgetStatus": status})
 
 
-def access_team(request: Request, team_id: str, operation: str) -> Team:
+def access_team(request: AnyRequest, team_id: str, operation: str) -> Team:
     """The team for ``operation``: its owner, its members and staff see it (anybody else
     gets 404, like a missing team); changing it is its owner's and staff's (403)."""
     user = signed_in_user(request)
@@ -77,8 +77,9 @@ def _wake_all(agent_ids: list[str]) -> None:
         wake(agent_id)
 
 
-def _set_and_wake(**scope: Any) -> Budget:
-    """``budget_set`` for one scope, then (after commit) wake the agents it holds."""
+def budget_set_and_wake(**scope: Any) -> Budget:
+    """``budget_set`` for one scope, then (after commit) wake the agents it holds (a
+    raised budget lets them work again): the API's and the usage pages' one way in."""
     with transaction.atomic():
         budget = budget_set(**scope)
         agent_ids = list(selectors.covered_agents(budget).values_list("id", flat=True))
@@ -90,7 +91,7 @@ def team_budget_patch(team: Team, limits: dict[str, Any]) -> dict[str, Any]:
     """``PATCH /api/teams/{id}/`` ``{"budget": {...}}`` (validated by ``BudgetInput``;
     the caller checked the team's owner or staff): set it, wake the team's agents after
     commit (a raised budget lets them work again), answer the team's budget data."""
-    _set_and_wake(team=team, limits=limits)
+    budget_set_and_wake(team=team, limits=limits)
     return team_budget_data(team)
 
 
@@ -136,11 +137,11 @@ class DeploymentBudgetView(APIView):
     def patch(self, request: Request) -> Response:
         permissions.require_staff(request, "budgets_deployment_partial_update")
         body = validated_body(request, BudgetPatchInput)
-        budget = _set_and_wake(deployment=True, limits=body["budget"])
+        budget = budget_set_and_wake(deployment=True, limits=body["budget"])
         return Response({"scope": "deployment", **_scope_data(budget)})
 
 
-def access_person(request: Request, user_id: str, operation: str) -> User:
+def access_person(request: AnyRequest, user_id: str, operation: str) -> User:
     """The person whose budget ``operation`` reads or sets: their own is readable by
     them, any by staff; anybody else 403 (saying who may); a missing person 404 (staff)."""
     if operation == "users_budget_partial_update":
@@ -182,5 +183,5 @@ class PersonBudgetView(APIView):
     def patch(self, request: Request, user_id: str) -> Response:
         person = access_person(request, user_id, "users_budget_partial_update")
         body = validated_body(request, BudgetPatchInput)
-        budget = _set_and_wake(user=person, limits=body["budget"])
+        budget = budget_set_and_wake(user=person, limits=body["budget"])
         return Response(_person_data(person, budget))
