@@ -220,6 +220,12 @@ OPERATIONS: dict[str, Operation] = {
     "page:agent-connect": _op(C, "an outside agent's connect page: ready-made configuration for its harness"),
     "page:agent-token-rotate": _op(C, "give it a new token from its connect page (as agents_token_rotate)"),
     "page:agent-token-revoke": _op(C, "revoke its token from its connect page (as agents_token_revoke)"),
+    # usage, budgets and an agent's settings (markus/web/usage_pages.py, agent_settings.py):
+    # a budget set there as the API sets it (agent: control; team: its owner, staff; person, deployment: staff)
+    "page:agent-usage": _op(S, "an agent's usage page (as agents_usage): per day and model, charts, its budgets"),
+    "page:team-usage": _op(Right.USER, "a team's usage page (as teams_usage; its owner, members, staff)"),
+    "page:deployment-usage": _op(Right.STAFF, "the deployment's usage page and its budget"),
+    "page:agent-settings": _op(C, "an agent's settings page: name, role, tool servers (as agents_partial_update)"),
     # the work pages: the work API's rules (tasks and requirements the caller may see)
     "page:work-task-new": _op(Right.USER, "file a task from /work (as tasks_create)"),
     "page:work-task-move": _op(Right.USER, "move a task the caller may see (as tasks_transition_create)"),

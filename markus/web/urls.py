@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import chat_pages, connect_pages, team_pages, views, work_pages
+from . import agent_settings, chat_pages, connect_pages, team_pages, usage_pages, views, work_pages
 
 urlpatterns = [
     path("agents/<str:agent_id>/mind/", views.mind_view, name="mind"),
@@ -56,6 +56,11 @@ urlpatterns = [
     path("agents/<str:agent_id>/connect/", connect_pages.agent_connect, name="agent-connect"),
     path("agents/<str:agent_id>/connect/rotate/", connect_pages.agent_token_rotate_page, name="agent-token-rotate"),
     path("agents/<str:agent_id>/connect/revoke/", connect_pages.agent_token_revoke_page, name="agent-token-revoke"),
+    # Usage per day and model with its charts and budgets; an agent's settings.
+    path("agents/<str:agent_id>/usage/", usage_pages.agent_usage, name="agent-usage"),
+    path("teams/<str:team_id>/usage/", usage_pages.team_usage, name="team-usage"),
+    path("usage/", usage_pages.deployment_usage, name="deployment-usage"),
+    path("agents/<str:agent_id>/settings/", agent_settings.agent_settings, name="agent-settings"),
     # The teams and their group channels (``group:<teamId>``): read by the team's people.
     path("teams/", team_pages.teams_page, name="teams"),
     path("teams/<str:team_id>/channel/", team_pages.team_channel_page, name="team-channel"),

@@ -176,6 +176,8 @@ PAGES = [
     ("page:chat", "GET", "/agents/{agent_id}/chat/"),
     ("page:chat-messages", "GET", "/agents/{agent_id}/chat/messages/"),
     ("page:chat-session-new", "POST", "/agents/{agent_id}/chat/sessions/new/"),
+    ("page:agent-usage", "GET", "/agents/{agent_id}/usage/"),
+    ("page:agent-settings", "GET", "/agents/{agent_id}/settings/"),
 ]
 
 
