@@ -18,7 +18,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -36,6 +36,7 @@ from markus.work.selectors import (
     access_requirement,
     access_task,
     agents_assignable_by,
+    agents_visible_to,
     requirement_comments,
     requirements_visible_to,
     task_comments,
@@ -47,10 +48,12 @@ from notifications.models import Approval
 from notifications.selectors import approvals_for
 from notifications.services import approval_respond
 
-WORK_ROWS = 100
+from .listing import Cleaner, Ignored, Listed, Query, one_of, search_text
+
 APPROVALS_SHOWN = 50
-ANSWERED_SHOWN = 20
+ANSWERED_SHOWN = 20  # answered approvals a page
 CHOICE_ROWS = 200  # the most agents, tasks or requirements a form's select offers
+NONE = "none"  # the assignee or requirement filter's value for tasks with none
 # The requirement steps a page offers, by the state they lead to.
 REQUIREMENT_STEPS = {
     RequirementState.IN_PROGRESS: "approve",
@@ -106,11 +109,79 @@ def _task_form_choices(actor: Actor) -> dict[str, Any]:
     }
 
 
-def _list_context(actor: Actor) -> dict[str, Any]:
+def _visible(rows: QuerySet[Any], what: str) -> Cleaner:
+    """A filter naming one of ``rows`` (those the caller may see) or ``none``."""
+
+    def clean(raw: str) -> str:
+        if raw != NONE and not rows.filter(id=raw).exists():
+            raise Ignored(f"no {what} you can see has this id")
+        return raw
+
+    return clean
+
+
+def _task_rows(actor: Actor, query: Query) -> QuerySet[Task]:
+    """The caller's tasks (``tasks_visible_to``: the API's rule) chosen by the URL:
+    ``status``, ``assigneeId`` and ``requirementId`` (as the API names them: an id, or
+    ``none``), ``q`` (words of the title, or the task's id)."""
+    wanted = query.read(
+        {
+            "status": one_of(TaskState.values),
+            "assigneeId": _visible(agents_visible_to(actor), "agent"),
+            "requirementId": _visible(requirements_visible_to(actor), "requirement"),
+            "q": search_text,
+        }
+    )
+    rows = tasks_visible_to(actor)
+    if "status" in wanted:
+        rows = rows.filter(status=wanted["status"])
+    for name, column in (("assigneeId", "assignee_id"), ("requirementId", "requirement_id")):
+        if name in wanted:
+            value = wanted[name]
+            rows = rows.filter(**({f"{column}__isnull": True} if value == NONE else {column: value}))
+    if wanted.get("q"):
+        rows = rows.filter(Q(title__icontains=wanted["q"]) | Q(id=wanted["q"]))
+    return rows.select_related("assignee").order_by("-updated_at", "-id")
+
+
+def _requirement_rows(actor: Actor, query: Query) -> QuerySet[Requirement]:
+    wanted = query.read({"rstatus": one_of(RequirementState.values), "rq": search_text})
+    rows = requirements_visible_to(actor)
+    if "rstatus" in wanted:
+        rows = rows.filter(status=wanted["rstatus"])
+    if wanted.get("rq"):
+        rows = rows.filter(Q(title__icontains=wanted["rq"]) | Q(id=wanted["rq"]))
+    return rows.order_by("-updated_at", "-id")
+
+
+def _with_chosen(options: list[Any], rows: QuerySet[Any], chosen: str | None) -> list[Any]:
+    """A filter's select: its first ``CHOICE_ROWS`` options, and the one the URL chose."""
+    if chosen and chosen != NONE and all(o.id != chosen for o in options):
+        return [*rows.filter(id=chosen), *options]
+    return options
+
+
+def _list_context(actor: Actor, params: QueryDict) -> dict[str, Any]:
+    """``/work``'s two lists, a page of each, with their filters. A fixed number of
+    queries whatever the number of rows."""
+    query = Query(params)
+    tasks = query.page(_task_rows(actor, query))
+    requirements = query.page(_requirement_rows(actor, query), name="rpage")
+    choices = _task_form_choices(actor)
+    requirement_choices = requirements_visible_to(actor).order_by("-updated_at", "-id").only("id", "title")
     return {
-        "tasks": list(tasks_visible_to(actor).select_related("assignee").order_by("-updated_at", "-id")[:WORK_ROWS]),
-        "requirements": list(requirements_visible_to(actor).order_by("-updated_at", "-id")[:WORK_ROWS]),
-        **_task_form_choices(actor),
+        "tasks": tasks,
+        "requirements": requirements,
+        "filters": query.kept,
+        "notes": query.notes,
+        "list_url": reverse("work") + query.url(),  # what a live refresh reads again: these rows
+        "task_filters_hidden": query.hidden("rstatus", "rq", "rpage"),
+        "requirement_filters_hidden": query.hidden("status", "assigneeId", "requirementId", "q", "page"),
+        "filter_agents": _with_chosen(choices["assignable"], agents_visible_to(actor), query.kept.get("assigneeId")),
+        "filter_requirements": _with_chosen(
+            list(requirement_choices[:CHOICE_ROWS]), requirement_choices, query.kept.get("requirementId")
+        ),
+        **choices,
     }
 
 
@@ -186,7 +257,7 @@ def _render_work(
     elif requirement_id:
         context.update(_requirement_context(request, access_requirement(actor, requirement_id)))
     else:
-        context.update(_list_context(actor))
+        context.update(_list_context(actor, request.GET))
         context.update(task_states=TaskState.choices, requirement_states=RequirementState.choices)
     return render(request, "work.html", context, status=status)
 
@@ -324,13 +395,25 @@ def requirement_comment(request: HttpRequest, requirement_id: str) -> HttpRespon
 # ---------------------------------------------------------------------------- approvals
 
 
-def _approvals_context(user: User) -> dict[str, Any]:
+def _answered(user: User, query: Query) -> Listed:
+    """The caller's answered approvals, a page at a time, newest answer first: ``q``
+    (words of the question's title) and ``agentId`` (the agent that asked)."""
+    agents = agents_visible_to(Actor.for_user(user))
+    wanted = query.read({"q": search_text, "agentId": _visible(agents, "agent")})
+    rows = approvals_for(user, status=Approval.State.ANSWERED)
+    if wanted.get("q"):
+        rows = rows.filter(title__icontains=wanted["q"])
+    if "agentId" in wanted:
+        value = wanted["agentId"]
+        rows = rows.filter(**({"agent__isnull": True} if value == NONE else {"agent_id": value}))
+    return query.page(rows.select_related("agent").order_by("-answered_at", "-id"), per_page=ANSWERED_SHOWN)
+
+
+def _approvals_context(user: User, params: QueryDict) -> dict[str, Any]:
     pending = list(approvals_for(user, status=Approval.State.PENDING).select_related("agent")[:APPROVALS_SHOWN])
-    answered = list(
-        approvals_for(user, status=Approval.State.ANSWERED)
-        .select_related("agent")
-        .order_by("-answered_at", "-id")[:ANSWERED_SHOWN]
-    )
+    query = Query(params)
+    answered = _answered(user, query)
+    agents = agents_visible_to(Actor.for_user(user)).order_by("name", "id")
     asked = [a.id for a in pending]
     tasks = dict(
         Task.objects.filter(metadata__reviewApprovalId__in=asked).values_list("metadata__reviewApprovalId", "id")
@@ -340,6 +423,9 @@ def _approvals_context(user: User) -> dict[str, Any]:
         "pending": [{"a": a, "taskId": tasks.get(a.id)} for a in pending],
         "pending_count": approvals_for(user, status=Approval.State.PENDING).count(),
         "answered": answered,
+        "filters": query.kept,
+        "notes": query.notes,
+        "filter_agents": _with_chosen(list(agents[:CHOICE_ROWS]), agents, query.kept.get("agentId")),
         "nav": "approvals",
     }
 
@@ -347,7 +433,7 @@ def _approvals_context(user: User) -> dict[str, Any]:
 @require_GET
 @login_required
 def approvals_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "approvals.html", _approvals_context(_user(request)))
+    return render(request, "approvals.html", _approvals_context(_user(request), request.GET))
 
 
 @require_POST
@@ -368,6 +454,6 @@ def approval_answer(request: HttpRequest, approval_id: str) -> HttpResponse:
             user=user, approval_id=approval_id, selected_option=option, comment=request.POST.get("comment", "")
         )
     except MarkusError as exc:
-        context = {**_approvals_context(user), "error": str(exc), "form": request.POST}
+        context = {**_approvals_context(user, QueryDict()), "error": str(exc), "form": request.POST}
         return render(request, "approvals.html", context, status=exc.status_code)
     return redirect(back)
