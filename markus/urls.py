@@ -7,7 +7,7 @@ from mailbox.api import MailboxView
 from markus.agents.api import AgentDetailView, AgentListView, AgentTokenRotateView, AgentTokenView
 from markus.agents.teams_api import TeamDetailView, TeamListView
 from markus.ops import health, metrics
-from markus.web import connect_pages, pages, work_pages
+from markus.web import connect_pages, notification_pages, pages, work_pages
 from markus.web import views as web_views
 
 urlpatterns = [
@@ -42,6 +42,7 @@ urlpatterns = [
     path("", pages.home, name="home"),
     path("home/agents/", pages.home_agents, name="home-agents"),
     path("home/notifications/", pages.home_notifications, name="home-notifications"),
+    path("notifications/", notification_pages.notifications_page, name="notifications"),
     path("notifications/bell/", pages.bell, name="bell"),
     path("notifications/read-all/", pages.notifications_read_all, name="notifications-read-all"),
     path("notifications/<str:notification_id>/read/", pages.notification_read, name="notification-read"),
