@@ -15,7 +15,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.llm.base import CallContext, get_provider
 from markus.usage.budgets import BudgetExhausted
-from markus.work.execution import execution_cancelled
+from markus.work.execution import LEFT_IN_PROGRESS, execution_cancelled
 
 from . import records
 from .focus import Focus, Outcome
@@ -38,16 +38,7 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
     if focus.stop_requested():
         return Outcome("stopped")
     if execution_revoked(focus):
-        with fenced(lease) as tx:
-            records.record_decision(
-                tx,
-                item=item,
-                decision_type=DecisionType.CANCEL,
-                reasoning="The task left in_progress: its execution is cancelled",
-                context={"rule": "task", "taskId": item.task_id},
-                outcome="stopped, will not resume",
-            )
-        return Outcome("cancelled", detail="the task left in_progress")
+        return revoked(focus)
     arrivals = [n for n in lifecycle.queued(lease.agent_id) if focus.is_arrival(n)]
     if not arrivals:
         return None
@@ -73,12 +64,27 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
     return ended
 
 
-def execution_revoked(focus: Focus) -> bool:
+def execution_revoked(focus: Focus, *, lock: bool = False) -> bool:
     """A task execution whose task was moved out of in_progress (or re-run in a newer
-    round) stops at its next yield point."""
+    round) stops at its next yield point, and makes no call before it (``lock``: the
+    task's row held for the caller's transaction, ``execution_cancelled``)."""
     if focus.scenario != TASK_EXECUTION or not focus.item.task_id:
         return False
-    return execution_cancelled(focus.item.task_id, focus.item.extra.get("executionRound"))
+    return execution_cancelled(focus.item.task_id, focus.item.extra.get("executionRound"), lock=lock)
+
+
+def revoked(focus: Focus) -> Outcome:
+    """The revoked execution ends here, cancelled, its decision saying why."""
+    with fenced(focus.lease) as tx:
+        records.record_decision(
+            tx,
+            item=focus.item,
+            decision_type=DecisionType.CANCEL,
+            reasoning=LEFT_IN_PROGRESS.capitalize(),
+            context={"rule": "task", "taskId": focus.item.task_id},
+            outcome="stopped, will not resume",
+        )
+    return Outcome("cancelled", detail="the task left in_progress")
 
 
 def weighed(focus: Focus) -> MailboxItem:

@@ -18,6 +18,10 @@ one transaction, the round stops there and the item is parked. Resumed once the 
 answered, the round starts at that call: granted, it is recorded ``started`` and made
 (once, as above); declined, the LLM is told so and nothing is called.
 
+A task execution whose task left in_progress makes no call: each call is refused in its
+own transaction, the task's row locked (``execution_cancelled``), and the item ends
+cancelled; a cancel never lands between the check and the effect.
+
 A resumed, recovered or retried session whose last assistant turn has calls without
 results finishes that round from the journal (``pending_calls``, ``run_round``): a
 recorded call is replayed, never run again."""
@@ -35,17 +39,22 @@ from django.utils import timezone
 
 from mailbox.models import MailboxItem
 from markus.llm.base import ToolCall
+from markus.work.execution import LEFT_IN_PROGRESS
 from notifications.models import Approval
 from notifications.services import approval_granted
 
 from . import records
 from .focus import Focus
+from .interrupts import execution_revoked
 from .lease import Fence, LeaseKeeper, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord, ToolCallState
 from .session import save_session
 from .toolbox import Tool, ToolContext, ToolError, arguments_of, execute_tool, offered
 
+# The effect of a call refused because the execution's task left in_progress: the turn
+# ends there, cancelled (``tool_loop``).
+REVOKED = "executionRevoked"
 # What an activity's log keeps of a tool's result.
 LOG_RESULT_CHARS = 4000
 DECLINED = "{name} was not called: {who} declined it{comment}."
@@ -204,6 +213,8 @@ def _call(r: Round, call: ToolCall) -> tuple[bool, str] | None:
         return _approved(r, call, found)
     if found is not None:
         return _in_flight(r, call, found, idempotent=t is not None and t.idempotent)
+    if execution_revoked(r.focus):  # refused in a transaction (``_in_transaction``), asking nobody
+        return _in_transaction(r, call)
     if t is not None and t.approval is not None:
         return _ask(r, call, t)
     if t is None or t.transactional:
@@ -249,6 +260,12 @@ def _in_transaction(r: Round, call: ToolCall, *, refused: str | None = None) -> 
         started = timezone.now()
         if focus.activity is not None:  # what the tool writes may name it
             records.ensure_stored(tx, focus.activity)
+        if refused is None and execution_revoked(focus, lock=True):
+            # The task left in_progress: its execution has no more effect on it (nor any
+            # other). Checked with the task's row locked, so a cancel and an effect never
+            # cross: the cancel waits for this transaction, or this call sees it.
+            refused = LEFT_IN_PROGRESS
+            r.ctx.effects[REVOKED] = True
         if refused is None:
             ok, result = execute_atomically(tx, r.ctx, call.name, call.arguments)
         else:

@@ -31,8 +31,8 @@ from . import records
 from .compaction import compact
 from .conversations import AWAITING
 from .focus import Focus, Outcome
-from .interrupts import yield_point
-from .journal import Round, flush_turn, pending_calls, run_round
+from .interrupts import revoked, yield_point
+from .journal import REVOKED, Round, flush_turn, pending_calls, run_round
 from .lease import fenced
 from .model_call import ItemSpend, model_call
 from .models import ActivityLogType as L
@@ -173,6 +173,8 @@ def _round(
         return Outcome("parked", detail=done.effects["parked_approval"])
     if done.effects.get(AWAITING):  # asked a colleague and keeps its place (attention.conversations)
         return Outcome(AWAITING, detail=json.dumps(done.effects[AWAITING]))
+    if done.effects.get(REVOKED):  # its task left in_progress: the call was refused, the item ends
+        return revoked(focus)
     return done
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from attention.models import ActivityLogType as L
 from attention.models import AgentActivity, AgentDecision
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from markus.core.actors import Actor
 from markus.llm.scripted import Turn
-from markus.work.models import Task, TaskState
+from markus.work.models import Task, TaskComment, TaskState
 from markus.work.services import task_create, task_transition
 
 from .conftest import wait_for
@@ -54,3 +55,34 @@ def test_an_execution_whose_task_was_cancelled_while_queued_is_skipped(
     wake(agent.id)
     wait_for(lambda: MailboxItem.objects.get(id=item.id).status == "completed", message="skipped")
     assert provider.calls == [] and not AgentActivity.objects.filter(mailbox_item=item).exists()
+
+
+@pytest.mark.pg
+def test_a_task_cancelled_during_the_final_turn_gets_no_comment_and_no_submission(
+    celery_worker, scripted, agent, alice, monkeypatch
+):
+    from django.conf import settings
+
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", False)  # the script names the task: filed first
+    task = task_create(actor=Actor.for_user(alice), title="Refactor the login form", assignee_id=agent.id)
+    last = Turn(
+        tool_calls=[
+            ("task_comment", {"task_id": task.id, "content": "Done as described; ready for review."}),
+            ("task_submit_review", {"task_id": task.id, "summary": "done"}),
+        ],
+        delay=1.0,
+    )
+    scripted(Turn(tool_calls=[("task_get", {"task_id": task.id})]), last, default=Turn(text="over"))
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", True)
+    from attention.services import wake
+
+    wake(agent.id)
+    assert last.started.wait(15)
+    task_transition(task_id=task.id, to_status=TaskState.CANCELLED, actor=Actor.for_user(alice))
+    item = execution_of(task)
+    wait_for(lambda: MailboxItem.objects.get(id=item.id).status == "completed", message="execution ended")
+    assert not TaskComment.objects.filter(task_id=task.id, author_agent_id=agent.id).exists()
+    assert Task.objects.get(id=task.id).status == TaskState.CANCELLED
+    assert AgentDecision.objects.filter(mailbox_item=item, decision_type="cancel").exists()
+    refused = [line.content for line in AgentActivity.objects.get(mailbox_item=item).logs.filter(type=L.TOOL_END)]
+    assert any("left in_progress" in text for text in refused)  # the agent is told why
