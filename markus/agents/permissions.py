@@ -216,7 +216,9 @@ OPERATIONS: dict[str, Operation] = {
     "page:chat-messages": _op(S, "a session's messages on the chat page (earlier ones, new ones)"),
     "page:chat-session-new": _op(T, "open a chat session from the chat page"),
     # connecting an outside agent (markus/web/connect_pages.py)
-    "page:agent-new": _op(Right.CREATE, "add an outside agent from /agents/ (as agents_create), its token shown once"),
+    "page:agent-new": _op(
+        Right.CREATE, "add an agent from /agents/ (as agents_create): internal, or outside with its token shown once"
+    ),
     "page:agent-connect": _op(C, "an outside agent's connect page: ready-made configuration for its harness"),
     "page:agent-token-rotate": _op(C, "give it a new token from its connect page (as agents_token_rotate)"),
     "page:agent-token-revoke": _op(C, "revoke its token from its connect page (as agents_token_revoke)"),

@@ -1,5 +1,6 @@
 """Connecting an outside agent from the pages: ``/agents/new/`` adds one (name, role, a
-team where the caller may create agents) through the API's ``create_agent``;
+team where the caller may create agents; or, with ``kind`` internal, one Markus runs)
+through the API's ``create_agent``;
 ``/agents/<id>/connect/`` shows ready-made configuration for its harness
 (``markus.agents.connect``) and rotates or revokes its token.
 
@@ -69,23 +70,27 @@ def _outside_agent(request: HttpRequest, operation: str, agent_id: str) -> Agent
 @require_http_methods(["GET", "POST"])
 @login_required
 def agent_new(request: HttpRequest) -> HttpResponse:
-    """The form; its post creates the agent (``kind`` external) as ``POST /api/agents/``
-    does and goes on to its connect page, its token shown there once. A refusal (a bad
-    field, a taken id, a team the caller may not create in) shows the form again with it."""
+    """The form; its post creates the agent as ``POST /api/agents/`` does: an outside one
+    (the default ``kind``) goes on to its connect page, its token shown there once; an
+    internal one (Markus runs it) to its mind view. A refusal (a bad field, a taken id, a
+    team the caller may not create in) shows the form again with it."""
     teams, no_team = creatable_teams(request)
     context: dict[str, Any] = {"teams": teams, "no_team": no_team, "form": request.POST, "nav": "agents"}
     if request.method == "GET":
         return render(request, "connect/new.html", context)
-    data = {key: request.POST.get(key, "").strip() for key in ("name", "role", "teamId", "id")}
+    data = {key: request.POST.get(key, "").strip() for key in ("name", "role", "teamId", "id", "kind")}
+    data["kind"] = data["kind"] or Agent.Kind.EXTERNAL
     body = AgentCreateInput(data={**data, "id": data["id"] or None}, context={"request": request})
     try:
         if not body.is_valid():
             first = next(iter(body.errors.values()))
             raise MarkusError(" ".join(str(m) for m in first))
-        agent, token = create_agent(request, {**body.validated_data, "kind": Agent.Kind.EXTERNAL})
+        agent, token = create_agent(request, body.validated_data)
     except (MarkusError, PermissionDenied) as exc:
         status = exc.status_code if isinstance(exc, MarkusError) else 403
         return render(request, "connect/new.html", {**context, "error": str(exc)}, status=status)
+    if agent.kind == Agent.Kind.INTERNAL:
+        return redirect("mind", agent.id)
     return _issued(request, agent.id, token)
 
 
