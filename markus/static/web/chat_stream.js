@@ -8,7 +8,10 @@
    "<status> <detail>" (the error's `detail`, or its text).
 
    MarkusChat.attach(form, options): a chat form (data-url, data-csrf; its textarea
-   `text` and its `.chat-reply` box). Enter sends, Shift+Enter is a new line; each
+   `text`, whose data-max-chars is the chat's limit, and its `.chat-reply` box). A
+   message over the limit is refused with the limit and stays in the box whole (a
+   maxlength would cut a paste in silence); so does one the server refuses. Enter
+   sends, Shift+Enter is a new line; each
    message gets a pair in the box (the message, the reply streamed into it), and
    sending again while a reply streams is allowed. Options: `body(text)` (the request
    body, default {text}), `keep` (the most pairs the box shows), `later` (where a reply
@@ -72,11 +75,20 @@ window.MarkusChat = (function () {
       pair.append(you, reply);
       box.append(pair);
       while (options.keep && box.children.length > options.keep) box.firstElementChild.remove();
+      var max = Number(text.dataset.maxChars) || Infinity;
+      if (message.length > max) {
+        pair.className = "chat-pair failed";
+        you.textContent = message.slice(0, 200) + "…";
+        reply.textContent = "Not sent: the message is " + message.length.toLocaleString("en") +
+          " characters; the chat takes at most " + max.toLocaleString("en") + ". Nothing was cut: shorten it and send again.";
+        return;
+      }
       text.value = "";
-      var finished = null;
+      var finished = null, started = false;
       try {
         var body = options.body ? options.body(message) : { text: message };
         await stream(form.dataset.url, form.dataset.csrf, body, function (name, payload) {
+          started = true;
           if (name === "delta") reply.textContent += payload.text;
           else if (name === "done") {
             finished = payload;
@@ -90,6 +102,7 @@ window.MarkusChat = (function () {
       } catch (err) {
         pair.className = "chat-pair failed";
         reply.textContent = "Not sent: " + err.message;
+        if (!started && !text.value) text.value = message;  // refused, nothing typed since: kept to send again
       }
     });
   }

@@ -1,0 +1,48 @@
+"""Nothing cut in silence (issue 37, point 6), in a real browser: a chat message longer
+than the chat takes (``CHAT_TEXT_MAX_CHARS``, 32,000) is refused on the mind view and on
+the chat page with a message saying the limit, and stays in the box whole; a task title
+longer than 300 characters is refused the same way on /work, not cut.
+
+alice owns agent ada."""
+
+from __future__ import annotations
+
+import pytest
+
+from mailbox.models import MailboxItem
+from markus.core.limits import CHAT_TEXT_MAX_CHARS
+from markus.work.models import Task
+
+from .test_browser_work_chat import signed_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+TOO_LONG = "x" * 40_000
+
+
+@pytest.mark.parametrize("path", ["mind", "chat"])
+def test_a_chat_message_over_the_limit_is_refused_with_the_limit_and_kept(daphne_server, browser, alice, agent, path):
+    errors: list[str] = []
+    page = signed_in(browser, daphne_server.url, alice, errors)
+    page.goto(f"{daphne_server.url}/agents/{agent.id}/{path}/")
+    page.fill("#chat-text", TOO_LONG)
+    page.click("#chat button[type=submit]")
+    page.wait_for_selector("#chat-reply .chat-pair.failed")
+    said = page.inner_text("#chat-reply .chat-pair.failed")
+    assert f"{CHAT_TEXT_MAX_CHARS:,}" in said and "40,000" in said, said
+    assert page.eval_on_selector("#chat-text", "el => el.value.length") == 40_000
+    assert not MailboxItem.objects.filter(agent=agent).exists()
+
+
+def test_a_task_title_over_300_is_refused_with_the_limit_not_cut(daphne_server, browser, alice, agent):
+    errors: list[str] = []
+    page = signed_in(browser, daphne_server.url, alice, errors)
+    page.goto(f"{daphne_server.url}/work")
+    page.click("#new-task summary")
+    assert "300" in page.inner_text("label[for=task-title]")
+    page.fill("#task-title", "t" * 400)
+    page.click("#new-task button[type=submit]")
+    page.wait_for_selector("#work-error")
+    assert "300" in page.inner_text("#work-error")
+    assert not Task.objects.exists()
+    assert page.eval_on_selector("#task-title", "el => el.value.length") == 400
