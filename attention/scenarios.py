@@ -156,7 +156,13 @@ SCENARIOS: dict[str, Scenario] = {
             "A person commented on a task you already finished; above is your session on that task. "
             "Answer them on the task with task_comment (reply_to_comment_id); do not redo the work unless they ask.",
         ),
-        Scenario(MENTION_RESPONSE, "You were mentioned. Read the context and answer if it needs you."),
+        Scenario(
+            MENTION_RESPONSE,
+            "You were mentioned in a comment. Read the task or requirement and its thread (task_get / "
+            "requirement_get), then answer where you were asked: in that thread, with task_comment or "
+            "requirement_comment (reply_to_comment_id: the comment that mentioned you). Do what it asks of you "
+            "that your tools allow, and say so there; never answer a mention with silence.",
+        ),
         Scenario(SYSTEM_NOTICE, "A system event happened. Act on it if it concerns your work."),
         Scenario(
             CHECK_IN,
@@ -260,8 +266,15 @@ def item_brief(item: MailboxItem) -> dict[str, Any]:
         "requirementId": item.requirement_id,
         "priority": item.priority,
         "sender": (item.metadata or {}).get("senderName"),
+        **_comment_brief(item),
         **_bus_brief(item),
     }
+
+
+def _comment_brief(item: MailboxItem) -> dict[str, Any]:
+    """The comment an item is about (a comment, a mention): what an answer replies to."""
+    comment_id = (item.metadata or {}).get("commentId")
+    return {"commentId": comment_id} if isinstance(comment_id, str) else {}
 
 
 def _bus_brief(item: MailboxItem) -> dict[str, Any]:

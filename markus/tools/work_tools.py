@@ -7,6 +7,7 @@ from django.http import Http404
 
 from attention import scenarios as sc
 from attention.toolbox import ToolContext, ToolError, tool
+from mailbox.models import MailboxItem
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.work import services
@@ -58,7 +59,20 @@ def _task(ctx: ToolContext, task_id: str) -> Task:
     try:
         return access_task(_actor(ctx), task_id)
     except (WorkNotFound, Http404) as exc:
-        raise ToolError(f"no task {task_id!r} that you can see") from exc
+        task = Task.objects.filter(id=task_id).first() if _mentioned_on(ctx, "taskId", task_id) else None
+        if task is None:
+            raise ToolError(f"no task {task_id!r} that you can see") from exc
+        return task
+
+
+def _mentioned_on(ctx: ToolContext, key: str, object_id: str) -> bool:
+    """A mention invites the agent into the thread it came from: while it answers the
+    mention it reads that task or requirement and comments there, even one it does not
+    otherwise see (the scenario offers only reading and commenting)."""
+    if ctx.scenario != sc.MENTION_RESPONSE or not ctx.mailbox_item_id:
+        return False
+    item = MailboxItem.objects.filter(id=ctx.mailbox_item_id, agent_id=ctx.agent_id).first()
+    return item is not None and item.payload.get(key) == object_id
 
 
 S = {"type": "string"}
@@ -199,7 +213,10 @@ def _requirement(ctx: ToolContext, rid: str) -> Requirement:
     try:
         return access_requirement(_actor(ctx), rid)
     except (WorkNotFound, Http404) as exc:
-        raise ToolError(f"no requirement {rid!r} that you can see") from exc
+        found = Requirement.objects.filter(id=rid).first() if _mentioned_on(ctx, "requirementId", rid) else None
+        if found is None:
+            raise ToolError(f"no requirement {rid!r} that you can see") from exc
+        return found
 
 
 @tool(
