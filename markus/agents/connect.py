@@ -1,6 +1,6 @@
 """Ready-made configuration for an outside agent's harness, as its connect page and
 ``manage.py agent connect`` print it: Claude Code (its MCP server and its hooks), any MCP
-client, the stdio relay, the A2A directory.
+client, the stdio relay, the A2A directory and the agent's own A2A card.
 
 The token is written in only where it was just issued (created or rotated): it is stored
 as a hash and cannot be read back, so every later view shows ``TOKEN_PLACEHOLDER``."""
@@ -43,6 +43,7 @@ def snippets(*, base_url: str, agent_id: str, token: str | None) -> dict[str, st
         "mcpHeader": header,
         "stdioRelay": f'python manage.py mcp --hub {shlex.quote(base)} --token "{secret}"',
         "a2aDirectory": f"{base}/.well-known/agent-card.json",
+        "a2aCard": f"{base}/a2a/{agent_id}/.well-known/agent-card.json",
     }
 
 

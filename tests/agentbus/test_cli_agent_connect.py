@@ -49,6 +49,7 @@ def test_connect_creates_an_outside_agent_and_prints_its_token_once_with_its_con
     assert words[-3:] == [f"{base_of(cli)}/mcp/", "--header", f"Authorization: Bearer {out['token']}"]
     assert out["snippets"]["mcpUrl"] == f"{base_of(cli)}/mcp/"
     assert '"MARKUS_AGENT_ID": "claude"' in out["snippets"]["claudeSettings"]
+    assert out["snippets"]["a2aCard"] == f"{base_of(cli)}/a2a/claude/.well-known/agent-card.json"
 
 
 def test_rotate_token_replaces_the_old_one_at_once_and_revoke_token_leaves_none(cli, eve, alice_token):

@@ -27,6 +27,7 @@ TITLES = {
     "mcpHeader": "and header",
     "stdioRelay": "Over stdio, relayed to this server",
     "a2aDirectory": "A2A directory card (with the token as Bearer)",
+    "a2aCard": "this agent's A2A card (a person reaches it as a chat)",
 }
 
 
