@@ -164,3 +164,11 @@ def test_the_paged_lists_read_in_a_fixed_number_of_queries(alice, agent, solo):
     small = [count(u) for u in urls]
     grow(2 * n)
     assert [count(u) for u in urls] == small
+
+
+def test_the_home_boards_counts_lead_to_the_work_list_filtered_by_their_state(alice, agent):
+    make_tasks(9, by=alice, assignee=agent)  # more than a column shows
+    make_tasks(2, by=alice, assignee=agent, status=TaskState.COMPLETED)
+    home = get(signed_in(alice), "/")
+    assert '<a href="/work?status=pending">all 9 →</a>' in home
+    assert 'href="/work?status=completed">Completed: <b>2</b></a>' in home
