@@ -3,7 +3,8 @@ view, woken through the channel layer (a one-second re-check of the database is 
 the fallback). No worker or thread is held while waiting.
 
 With ``Accept: text/event-stream`` the answer is a server-sent event stream: ``queued``
-(the item), ``delta`` ``{text}`` as the reply is produced, then one ``done`` with the
+(the item), ``delta`` ``{text, run}`` as the reply is produced (a new ``run`` starts
+the reply over: the item was taken up again), then one ``done`` with the
 same JSON the plain answer returns. Deltas are the ``agent:delta`` events of the item
 on the agent's group (sent by the loop as a turn produces text); a reply that arrives
 without any (a provider that does not stream) is sent as deltas of a few words each
@@ -327,7 +328,8 @@ MERGED_NOTE = "↳ merged into your earlier message: the reply there answers it 
 
 
 async def _watch(item_id: str, channel: str, timeout: float) -> AsyncIterator[tuple[str, Any]]:
-    """``("delta", text)`` for each ``agent:delta`` of the item, then one
+    """``("delta", {text, run})`` for each ``agent:delta`` of the item (``run``: the
+    activity that wrote it; a run after Pause and Resume starts the reply over), then one
     ``("reply", reply or None)``: the stored reply, or None when none came in time.
     The database is read at the start, on a ``chat:reply``, and once a second while
     nothing arrives (the fallback), never per delta."""
@@ -356,7 +358,7 @@ async def _watch(item_id: str, channel: str, timeout: float) -> AsyncIterator[tu
         if event.get("type") == DELTA_EVENT:
             check = False
             if _is_for(event, item_id) and isinstance(event.get("text"), str) and event["text"]:
-                yield "delta", event["text"]
+                yield "delta", {"text": event["text"], "run": event.get("activityId")}
         else:
             check = event.get("type") == "chat:reply" or not event
 
@@ -426,7 +428,7 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
                 async for kind, value in _watch(item.id, channel, timeout):
                     if kind == "delta":
                         streamed = True
-                        yield _sse("delta", {"text": value})
+                        yield _sse("delta", value)
                         continue
                     answer = _answer(value, item.id, session_id)
                     if answer.get("mergedInto"):  # the reply streamed under the message it joined

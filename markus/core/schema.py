@@ -138,7 +138,8 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                             "schema": {
                                 "type": "string",
                                 "description": (
-                                    "events queued {mailboxItemId, sessionId}, delta {text}, "
+                                    "events queued {mailboxItemId, sessionId}, "
+                                    "delta {text, run} (a new run starts the reply over), "
                                     "done {reply, mailboxItemId, sessionId, pending?}"
                                 ),
                             }

@@ -3,8 +3,8 @@
 
    MarkusChat.stream(url, csrf, body, onEvent): POST `body` as JSON with Accept:
    text/event-stream (session cookie and CSRF, like every form) and call
-   onEvent(name, payload) for each server-sent event as it arrives (`delta` {text},
-   then `done` {reply, mailboxItemId, sessionId}). A refusal rejects with
+   onEvent(name, payload) for each server-sent event as it arrives (`delta` {text,
+   run}, then `done` {reply, mailboxItemId, sessionId}). A refusal rejects with
    "<status> <detail>" (the error's `detail`, or its text).
 
    MarkusChat.attach(form, options): a chat form (data-url, data-csrf; its textarea
@@ -13,7 +13,9 @@
    maxlength would cut a paste in silence); so does one the server refuses. Enter
    sends, Shift+Enter is a new line; each
    message gets a pair in the box (the message, the reply streamed into it), and
-   sending again while a reply streams is allowed. Options: `body(text)` (the request
+   sending again while a reply streams is allowed. A delta of a new run (the item taken
+   up again after Pause and Resume) starts the reply over, and `done` shows the stored
+   reply, so the box never holds a first partial reply followed by the new one. Options: `body(text)` (the request
    body, default {text}), `keep` (the most pairs the box shows), `later` (where a reply
    that is not written yet will appear), `done(pair, payload)` (after a stream that
    ended with `done`; may return a promise). */
@@ -84,15 +86,18 @@ window.MarkusChat = (function () {
         return;
       }
       text.value = "";
-      var finished = null, started = false;
+      var finished = null, started = false, run = null;
       try {
         var body = options.body ? options.body(message) : { text: message };
         await stream(form.dataset.url, form.dataset.csrf, body, function (name, payload) {
           started = true;
-          if (name === "delta") reply.textContent += payload.text;
-          else if (name === "done") {
+          if (name === "delta") {
+            if (payload.run && run && payload.run !== run) reply.textContent = "";
+            run = payload.run || run;
+            reply.textContent += payload.text;
+          } else if (name === "done") {
             finished = payload;
-            if (payload.reply && !reply.textContent) reply.textContent = payload.reply;
+            if (payload.reply && !payload.mergedInto) reply.textContent = payload.reply;
             if (payload.reply === null) reply.textContent += " (no reply yet: it will appear " + (options.later || "later") + ")";
             pair.className = "chat-pair done";
           }
