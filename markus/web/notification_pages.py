@@ -50,6 +50,6 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
         "filters": query.kept,
         "notes": query.notes,
         "types": [(t.value, d.label) for t, d in USER_NOTIFICATION_TYPE_REGISTRY.items()],
-        "list_url": reverse("notifications") + query.url(),
+        "list_url": (reverse("notifications") + query.url()).rstrip("?"),
     }
     return render(request, "notifications.html", context)

@@ -174,7 +174,7 @@ def _list_context(actor: Actor, params: QueryDict) -> dict[str, Any]:
         "requirements": requirements,
         "filters": query.kept,
         "notes": query.notes,
-        "list_url": reverse("work") + query.url(),  # what a live refresh reads again: these rows
+        "list_url": (reverse("work") + query.url()).rstrip("?"),  # what a live refresh reads again: these rows
         "task_filters_hidden": query.hidden("rstatus", "rq", "rpage"),
         "requirement_filters_hidden": query.hidden("status", "assigneeId", "requirementId", "q", "page"),
         "filter_agents": _with_chosen(choices["assignable"], agents_visible_to(actor), query.kept.get("assigneeId")),
