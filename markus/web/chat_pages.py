@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -26,10 +27,13 @@ from attention.chat import (
     sessions_for,
     visible_session,
 )
-from mailbox.registry import MailboxType
+from mailbox import lifecycle
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType, Status
 from markus.agents import permissions
 from markus.agents.models import Agent, ChatSession
 from markus.core.errors import MarkusError
+from notifications.models import Approval
 
 PAGE = 30  # messages a page shows at first, and per "Load earlier"
 CATCH_UP = 100  # the most new messages one catch-up read brings
@@ -61,6 +65,23 @@ def _shown(request: HttpRequest, messages: list[dict[str, Any]]) -> list[dict[st
     return messages
 
 
+def _waiting(request: HttpRequest, agent: Agent, session: ChatSession) -> list[dict[str, Any]]:
+    """The approvals a message of this session waits for: its item parked by a tool
+    call a person must approve first (``attention.settle.park``). The caller's own are
+    shown with their title and a link to answer; another person's by whose they are."""
+    items = MailboxItem.objects.filter(
+        lifecycle.parked(), agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT, status=Status.DEFERRED
+    )
+    # A message of the main session names no session (``attention.chat``).
+    said_here = Q(metadata__sessionId__isnull=True) if session.is_main else Q(metadata__sessionId=session.id)
+    items = items.filter(said_here)
+    rows = Approval.objects.filter(mailbox_item__in=items, status=Approval.State.PENDING).select_related("user")
+    return [
+        {"id": a.id, "title": a.title, "mine": a.user_id == request.user.pk, "who": a.user.get_username()}
+        for a in rows.order_by("created_at", "id")
+    ]
+
+
 @require_GET
 @login_required
 def chat_page(request: HttpRequest, agent_id: str) -> HttpResponse:
@@ -75,6 +96,7 @@ def chat_page(request: HttpRequest, agent_id: str) -> HttpResponse:
         "messages": _shown(request, list(reversed(page["messages"]))),
         "next_cursor": page["nextCursor"],
         "chat_type": MailboxType.HUMAN_CHAT.value,  # the items whose end brings a reply
+        "waiting": _waiting(request, agent, session),
         "nav": "agents",
     }
     return render(request, "chat/chat.html", context)
@@ -85,9 +107,14 @@ def chat_page(request: HttpRequest, agent_id: str) -> HttpResponse:
 def chat_messages(request: HttpRequest, agent_id: str) -> HttpResponse:
     """``?session=&before=<id>``: the page of older messages (with the next "Load
     earlier"); ``?session=&after=<id>``: the newer ones, oldest first. A bad cursor
-    answers 400 with why."""
+    answers 400 with why. ``?session=&waiting=1``: what the session waits for (the
+    approvals its messages are parked for), read again when the agent's socket says a
+    chat item changed."""
     agent = permissions.require(request, "page:chat-messages", agent_id)
     session = _session(request, agent)
+    if request.GET.get("waiting"):
+        context = {"agent": agent, "waiting": _waiting(request, agent, session)}
+        return render(request, "chat/_waiting.html", context)
     rows = conversation(session)
     after = request.GET.get("after")
     try:

@@ -99,9 +99,14 @@ def test_an_ask_tool_parks_until_approved_then_runs_once(
     page.force_login(alice)
     html = page.get(f"/agents/{agent.id}/mind/").content.decode()
     assert "Waiting for approval to call <code>git__git_commit</code>" in html and "Add the notes" in html
+    answer_it = f'href="/approvals/#approval-{approval.id}"'
+    assert answer_it in html  # the mind view and the chat link to where it is answered
+    chat_page = page.get(f"/agents/{agent.id}/chat/").content.decode()
+    assert "waiting for your approval" in chat_page and answer_it in chat_page
     r = alice_client.post(f"/api/approvals/{approval.id}/respond", {"selectedOption": "approve"}, format="json")
     assert r.status_code == 200, r.content
     text = reply_in(body)
+    assert answer_it not in page.get(f"/agents/{agent.id}/chat/").content.decode()
     assert commits(repo) == before + 1  # exactly once
     assert "Add the notes" in git(repo, "log", "-1", "--format=%s")
     assert "The tool said" in text

@@ -2,7 +2,10 @@
    when it is done the stored messages are read (`after` the last one shown) and the
    pair gives way to them. Live: the agent's socket (/ws/agents/<id>/); a
    `chat:message` (a notify_user message) or a finished chat item reads what is new in
-   this session the same way. A refusal (4401, 4403, 4404) is
+   this session the same way; any change of a chat item reads again what the session
+   waits for (#chat-waiting: an approval its message's tool call is parked for, with a
+   link to answer it), so it shows while it waits and clears once answered. A refusal
+   (4401, 4403, 4404) is
    final; any other close reconnects with a growing delay and catches up. */
 (function () {
   "use strict";
@@ -41,6 +44,16 @@
     return reading;
   }
 
+  // What the session waits for, read again (the server says whose approval, and links it).
+  function readWaiting() {
+    fetch(main.dataset.messagesUrl + "&waiting=1", { credentials: "same-origin", headers: { "HX-Request": "true" } })
+      .then(function (r) { return r.ok ? r.text() : ""; })
+      .then(function (html) {
+        var shown = document.getElementById("chat-waiting");
+        if (html.trim() && shown) shown.outerHTML = html;
+      });
+  }
+
   window.MarkusChat.attach(form, {
     body: function (message) {
       return form.dataset.session ? { text: message, sessionId: form.dataset.session } : { text: message };
@@ -58,14 +71,17 @@
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var ws = new WebSocket(scheme + location.host + "/ws/agents/" + encodeURIComponent(main.dataset.agent) + "/");
-    ws.onopen = function () { delay = 1000; live.dataset.live = "on"; catchUp(); };
+    ws.onopen = function () { delay = 1000; live.dataset.live = "on"; catchUp(); readWaiting(); };
     ws.onmessage = function (ev) {
       var event;
       try { event = JSON.parse(ev.data); } catch (_) { return; }
       if (!event) return;
       if (event.type === "chat:message" && event.sessionId === main.dataset.session) catchUp();
-      else if (event.type === "agent:mailbox" && event.item && event.item.sourceType === main.dataset.chatType &&
-               ["completed", "failed", "dropped"].indexOf(event.item.status) >= 0) catchUp();
+      else if (event.type === "agent:mailbox" && event.item && event.item.sourceType === main.dataset.chatType) {
+        if (["completed", "failed", "dropped"].indexOf(event.item.status) >= 0) catchUp();
+        var shown = document.getElementById("chat-waiting");
+        if ((event.item.marks || {}).waitingForApproval || (shown && !shown.hidden)) readWaiting();
+      }
     };
     ws.onclose = function (ev) {
       live.dataset.live = "off";
