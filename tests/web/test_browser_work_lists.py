@@ -68,3 +68,54 @@ def test_work_counts_filters_by_state_and_pages_with_the_filter_kept_live(
     assert page.evaluate("window.__stayed === true") and page.url.endswith("/work?status=review")
     page.screenshot(path=str(test_output / f"work-lists-filtered-{width}.png"), full_page=True)
     assert errors == []
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_notifications_and_answered_approvals_page_and_filter_at_both_widths(
+    daphne_server, browser, alice, agent, test_output, width
+):
+    from django.utils import timezone
+
+    from markus.web.notification_pages import NOTIFICATIONS_PER_PAGE
+    from markus.web.work_pages import ANSWERED_SHOWN
+    from notifications.models import Approval, UserNotification
+
+    UserNotification.objects.bulk_create(
+        UserNotification(user=alice, type="system", title=f"Build {i} finished", read=bool(i % 2))
+        for i in range(NOTIFICATIONS_PER_PAGE * 2)
+    )
+    Approval.objects.bulk_create(
+        Approval(
+            user=alice,
+            agent=agent,
+            title=f"Deploy {i}?",
+            status="answered",
+            selected_option="approve",
+            answered_at=timezone.now(),
+        )
+        for i in range(ANSWERED_SHOWN + 1)
+    )
+    base = daphne_server.url
+    errors: list[str] = []
+    page = signed_in(browser, base, alice, errors, viewport=WIDTHS[width])
+    page.goto(f"{base}/")
+    page.click("#all-notifications-link")
+    page.wait_for_url("**/notifications/")
+    assert page.get_attribute("#notifications-count", "data-count") == str(NOTIFICATIONS_PER_PAGE * 2)
+    page.select_option("#notification-filters select[name=read]", "unread")
+    page.click("#notification-filters button[type=submit]")
+    page.wait_for_url("**/notifications/?*read=unread*")
+    assert page.inner_text("#notifications-count").startswith(f"{NOTIFICATIONS_PER_PAGE} notifications match")
+    assert page.locator("#notification-list li.note.unread").count() == NOTIFICATIONS_PER_PAGE
+    wide = page.evaluate("document.documentElement.scrollWidth > document.documentElement.clientWidth")
+    page.screenshot(path=str(test_output / f"notifications-list-{width}.png"), full_page=True)
+    assert not wide
+
+    page.goto(f"{base}/approvals/")
+    assert page.inner_text("#answered-count").startswith(f"{ANSWERED_SHOWN + 1} answered")
+    page.click("#answered-pager a[rel=next]")
+    page.wait_for_url("**/approvals/?page=2")
+    assert page.locator("#answered-approvals li[id^=answered-]").count() == 1
+    wide = page.evaluate("document.documentElement.scrollWidth > document.documentElement.clientWidth")
+    page.screenshot(path=str(test_output / f"approvals-answered-page-2-{width}.png"), full_page=True)
+    assert not wide and errors == []
