@@ -25,6 +25,7 @@ from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_drop_status_updates_by_task_id
 from markus.agents.models import Agent
 from markus.core.actors import Actor
+from notifications.models import UserNotification
 from notifications.registry import NotificationType
 from notifications.services import approval_cancel, approval_create, notify_user
 
@@ -313,9 +314,8 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
         task.completed_at = now
     elif to_status != TaskState.ARCHIVED:
         task.completed_at = None
-    approval_id = None
     if from_status == TaskState.REVIEW:
-        approval_id = (task.metadata or {}).pop("reviewApprovalId", None)
+        (task.metadata or {}).pop("reviewApprovalId", None)
     task.save(
         update_fields=[
             "status",
@@ -332,8 +332,7 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     if from_status == TaskState.IN_PROGRESS:
         _drop_open_items(task, task.assignee_id, reason=f"task left in_progress ({to_status})", execution=True)
     if from_status == TaskState.REVIEW:
-        if approval_id:
-            approval_cancel(approval_id=approval_id)
+        _withdraw_reviews(task)
         reviewer = task_reviewer(task)
         if reviewer and reviewer[0] == "agent":
             _drop_open_items(task, str(reviewer[1]), reason="task left review", execution=False)
@@ -353,6 +352,15 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     task_status_changed.send(
         sender=Task, task=task, from_status=from_status, to_status=to_status, actor=actor, note=note
     )
+
+
+def _withdraw_reviews(task: Task) -> None:
+    """The task left review: every review still asked of a person is withdrawn and its
+    notification read. Not only the last one: the liveness repair and an escalation to
+    the owner ask again, each with an approval of its own, found by its notification."""
+    asked = UserNotification.objects.filter(type=NotificationType.TASK_REVIEW, metadata__taskId=task.id)
+    for approval_id in set(asked.values_list("metadata__approvalId", flat=True)):
+        approval_cancel(approval_id=approval_id)  # an answered one stays as it is
 
 
 def _drop_open_items(task: Task, agent_id: str | None, *, reason: str, execution: bool) -> None:
