@@ -454,6 +454,19 @@ def approval_answer(request: HttpRequest, approval_id: str) -> HttpResponse:
             user=user, approval_id=approval_id, selected_option=option, comment=request.POST.get("comment", "")
         )
     except MarkusError as exc:
-        context = {**_approvals_context(user, QueryDict()), "error": str(exc), "form": request.POST}
+        context = {**_approvals_context(user, QueryDict()), "error": _refusal(user, approval_id, exc)}
+        # The comment typed is shown back whole: its question may be gone from the page.
+        context["kept_comment"] = request.POST.get("comment", "")
         return render(request, "approvals.html", context, status=exc.status_code)
     return redirect(back)
+
+
+def _refusal(user: User, approval_id: str, exc: MarkusError) -> str:
+    """What the page says to a refused answer: for one already answered, with what and when."""
+    done = Approval.objects.filter(user=user, id=approval_id).exclude(status=Approval.State.PENDING).first()
+    if done is None:
+        return str(exc)
+    if done.status == Approval.State.CANCELLED:
+        return f"“{done.title}” was withdrawn (its question no longer stands); your answer was not recorded."
+    when = done.answered_at.strftime("%Y-%m-%d %H:%M UTC") if done.answered_at else ""
+    return f"“{done.title}” was already answered: {done.selected_option}, {when}. Your answer was not recorded."
