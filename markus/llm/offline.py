@@ -219,6 +219,8 @@ LAST_COMMIT = re.compile(r"\b(last|latest|newest|recent)\b.{0,40}\bcommits?\b", 
 PATH = re.compile(r"(/[\w.@%+~/-]+)")
 SEPARATOR = "__"  # between a tool server's name and its tool's
 GIT_LOG = "__git_log"
+# A failing tool server's stand-in, after its name (markus.toolservers.offered.UNAVAILABLE).
+UNAVAILABLE = "__unavailable"
 #: The tools that find and load a tool server's tools on demand (markus.toolservers.on_demand).
 TOOL_SEARCH, TOOL_LOAD = "tool_search", "tool_load"
 # A server as its tools' descriptions end (``(Tool server <name>: <description>)``) and
@@ -260,10 +262,21 @@ def _named(text: str, servers: dict[str, str]) -> str | None:
 
 
 def _tool_steps(text: str, tools: list[dict[str, Any]]) -> list[Step]:
+    """The git_log of the server the question names (or the first), then every failing
+    server's stand-in (``<server>__unavailable``: its call says why); if the named server
+    is the failing one, only its stand-in: no other repository is read in its place."""
     if not LAST_COMMIT.search(text):
         return []
     servers = _servers(tools)
     named = _named(text, servers)
+    failing = [t["function"]["name"] for t in tools if t["function"]["name"].endswith(UNAVAILABLE)]
+    if f"{named}{UNAVAILABLE}" in failing:  # should it start now, its git_log is loaded
+        failing = [f"{named}{UNAVAILABLE}"]
+        tools = [t for t in tools if t["function"]["name"].startswith(f"{named}{SEPARATOR}")]
+    return [*_git_log(text, tools, named, servers), *((name, {}) for name in failing)]
+
+
+def _git_log(text: str, tools: list[dict[str, Any]], named: str | None, servers: dict[str, str]) -> list[Step]:
     logs = [t["function"] for t in tools if t["function"]["name"].endswith(GIT_LOG)]
     for fn in sorted(logs, key=lambda fn: fn["name"] != f"{named}{GIT_LOG}"):  # the named server's first
         where = PATH.search(text) or PATH.search(str(fn.get("description") or ""))
@@ -277,27 +290,41 @@ def _tool_steps(text: str, tools: list[dict[str, Any]]) -> list[Step]:
     return []
 
 
+def _error(said: str) -> str | None:
+    """A tool result's error, or None if it has none."""
+    try:
+        answer = json.loads(said or "{}")
+    except ValueError:
+        return said
+    if not isinstance(answer, dict):
+        return said
+    return str(answer["error"]) if "error" in answer else None
+
+
 def _tool_notes(results: dict[str, str]) -> str:
-    """What the tool servers' tools said, as a person reads it."""
+    """What the tool servers' tools said, as a person reads it (a failing server's
+    stand-in: why it is failing)."""
+    notes = []
     for name, said in results.items():
-        if not name.endswith(GIT_LOG):
-            continue
-        try:
-            answer = json.loads(said or "{}")
-        except ValueError:
-            answer = {"error": said}
-        if not isinstance(answer, dict) or "error" in answer:
-            error = answer.get("error") if isinstance(answer, dict) else said
-            return f"I could not read the repository ({name}): {str(error)[:300]}"
-        log = str(answer.get("content") or "")
-        subject = re.search(r"^Message: (.+)$", log, re.M)
-        commit = re.search(r"^Commit: (\w{7})", log, re.M)
-        author = re.search(r"^Author: (.+)$", log, re.M)
-        if subject is None:
-            return "The repository has no commits yet." if not log.strip() else f"The log says: {log[:300]}"
-        who = f", by {author.group(1).strip()}" if author else ""
-        return f"The last commit is “{subject.group(1).strip()}” ({commit.group(1) if commit else '?'}{who})."
-    return ""
+        if name.endswith(UNAVAILABLE) and (error := _error(said)) is not None:
+            notes.append(f"I could not use one of my tool servers: {error[:300]}.")
+        elif name.endswith(GIT_LOG):
+            notes.insert(0, _log_note(name, said))
+    return " ".join(notes)
+
+
+def _log_note(name: str, said: str) -> str:
+    error = _error(said)
+    if error is not None:
+        return f"I could not read the repository ({name}): {error[:300]}"
+    log = str(json.loads(said or "{}").get("content") or "")
+    subject = re.search(r"^Message: (.+)$", log, re.M)
+    commit = re.search(r"^Commit: (\w{7})", log, re.M)
+    author = re.search(r"^Author: (.+)$", log, re.M)
+    if subject is None:
+        return "The repository has no commits yet." if not log.strip() else f"The log says: {log[:300]}"
+    who = f", by {author.group(1).strip()}" if author else ""
+    return f"The last commit is “{subject.group(1).strip()}” ({commit.group(1) if commit else '?'}{who})."
 
 
 def _when(value: Any) -> str:

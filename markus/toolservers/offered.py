@@ -43,6 +43,9 @@ from .runtime import ServerDown, ServerRefused, Spec, runtime
 log = logging.getLogger(__name__)
 
 SEPARATOR = "__"
+# What a failing server with no tools to offer is offered as, after its name: a tool
+# whose call says why (and tries it again).
+UNAVAILABLE = "__unavailable"
 # The scenarios that work (people and colleagues wait on them): not the rhythm's own
 # (check-ins, reports, dreams, reminders) nor triage.
 WORKING_SCENARIOS = frozenset(
@@ -152,9 +155,11 @@ def provide(agent_id: str, scenario: str, *, stored: bool = False) -> list[Tool]
         return []
     servers = attached_servers(agent_id)  # one statement per item of a working scenario
     found = catalog(servers, stored=stored)
+    # A failing server with nothing listed would vanish: the model is told it is there.
+    missing = [unavailable(s) for s in servers if s.state == ServerState.FAILING and not s.tools]
     if len(found) <= inline_limit():
-        return list(found.values())
-    return finders(found, [(s.name, s.description) for s in servers])
+        return [*found.values(), *missing]
+    return [*finders(found, [(s.name, s.description) for s in servers]), *missing]
 
 
 def catalog(servers: list[ToolServer], *, stored: bool = False) -> dict[str, Tool]:
@@ -195,13 +200,49 @@ def as_tool(server: ToolServer, listed: dict[str, Any], policy: str) -> Tool:
     )
 
 
+def failing_note(server: ToolServer, *, why: bool = True) -> str:
+    """What is said of a failing server: ``why`` its last error (to the model, and on the
+    pages to whoever controls the agent), scrubbed of its secrets when it was recorded."""
+    note = f"tool server {server.name} is failing"
+    if not why:
+        return note
+    error = server.last_error.removeprefix(f"tool server {server.name} ").strip()
+    return f"{note}: {error or 'it could not be used'}"
+
+
+def unavailable(server: ToolServer) -> Tool:
+    """What a failing server that never listed its tools is offered as: a call tries it
+    again, and says why it is failing or, should it start now, loads its tools into
+    what the item is offered (as ``tool_load`` does)."""
+
+    def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        found = catalog([server]) if refresh(server) else {}
+        if not found:
+            raise ToolError(failing_note(server))
+        if ctx.offered is not None:
+            for name, t in found.items():
+                ctx.offered.setdefault(name, t)
+        return {"loaded": list(found), "note": f"tool server {server.name} started: call these from your next turn on."}
+
+    description = (
+        f"The tool server {server.name} is failing: none of its tools can be offered now. Call this to learn why "
+        "and to try it again (its tools are loaded if it starts)."
+    )
+    if server.description:
+        description += f"\n(Tool server {server.name}: {server.description})"
+    parameters = {"type": "object", "properties": {}}
+    return Tool(
+        f"{server.name}{UNAVAILABLE}", description, parameters, handler, transactional=False, source=server.name
+    )
+
+
 def call(server: ToolServer, tool: str, args: dict[str, Any]) -> Any:
     """Call the tool; its result as the LLM reads it, or ToolError saying what went wrong."""
     try:
         result = runtime().call_tool(spec_of(server), tool, args)
     except ServerDown as exc:
         record_state(server, ServerState.FAILING, str(exc))
-        raise ToolError(scrubbed(server, str(exc))) from None
+        raise ToolError(failing_note(server)) from None
     except ServerRefused as exc:
         raise ToolError(scrubbed(server, str(exc))) from None
     if server.state != ServerState.READY:

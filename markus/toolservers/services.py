@@ -17,7 +17,16 @@ from markus.core.errors import ConflictError, MarkusError
 
 from .addresses import refusal
 from .models import ServerState, ToolServer, Transport, default_policy
-from .offered import WORKING_SCENARIOS, attached_servers, catalog, listing, offerable, provide, tool_name
+from .offered import (
+    WORKING_SCENARIOS,
+    attached_servers,
+    catalog,
+    failing_note,
+    listing,
+    offerable,
+    provide,
+    tool_name,
+)
 from .runtime import runtime
 
 # The fields that make the connection: a change lists the server's tools again.
@@ -177,6 +186,13 @@ def attached_names(agent_ids: list[str]) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------- reading
+
+
+def failing_notices(agent_id: str, *, why: bool) -> list[str]:
+    """The notice "tool server X is failing" for each server attached to the agent that
+    a worker last saw failing, for its pages; ``why`` (the reader controls the agent):
+    with the server's last error."""
+    return [failing_note(s, why=why) for s in attached_servers(agent_id) if s.state == ServerState.FAILING]
 
 
 def listed_tools(server: ToolServer) -> list[dict[str, Any]]:

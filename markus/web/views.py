@@ -19,6 +19,7 @@ from mailbox.models import MailboxItem
 from markus.agents import permissions
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
+from markus.toolservers.services import failing_notices
 from markus.usage import selectors as usage
 
 from . import mind
@@ -47,11 +48,12 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
     agent = permissions.require(request, "page:mind", agent_id)
     filters = mind.MindFilters.from_query(request.GET)
     reader = permissions.reader(request)
+    can_control = mind.may_control(request.user, agent)
     return render(
         request,
         "mind/mind.html",
         {
-            **mind.header_context(agent.id, can_control=mind.may_control(request.user, agent), reader=reader),
+            **mind.header_context(agent.id, can_control=can_control, reader=reader),
             **mind.filters_context(filters),
             **mind.timeline_page(agent.id, filters, reader=reader),
             **mind.reports_context(agent.id),
@@ -59,6 +61,7 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
             "chat_recent": recent_conversation(agent.id),
             "activity_log": activity_log_lines(agent.id),
             "usage": usage.agent_panel(agent.id),
+            "tool_server_notices": failing_notices(agent.id, why=can_control),
         },
     )
 

@@ -159,7 +159,7 @@ def test_a_dead_server_gives_a_tool_error_and_the_chat_is_still_answered(
     model(Model("__git_log", git_log_args(repo)))
     body = chat(alice_client, agent, "What is the last commit?")
     said = result_of(body["reply"])
-    assert "tool server git could not be reached" in said["error"]
+    assert "tool server git is failing: could not be reached" in said["error"]
     server = ToolServer.objects.get(pk=git_server.pk)
     assert server.state == "failing" and "could not be reached" in server.last_error
 
@@ -179,7 +179,7 @@ def test_http_server_tools_their_errors_timeouts_and_big_results(
     # Slower than the server's timeout: a tool error, and the chat goes on.
     model(Model("__nap", lambda fn: {"seconds": 5}))
     said = result_of(chat(alice_client, agent, "nap")["reply"])
-    assert said["error"] == "tool server counter did not answer within 2 s"
+    assert said["error"] == "tool server counter is failing: did not answer within 2 s"
     # A result over the bound is cut, with a note saying so.
     model(Model("__big", lambda fn: {"size": RESULT_MAX_CHARS * 3}))
     said = result_of(chat(alice_client, agent, "big")["reply"])
