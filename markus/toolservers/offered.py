@@ -232,7 +232,13 @@ def unavailable(server: ToolServer) -> Tool:
         description += f"\n(Tool server {server.name}: {server.description})"
     parameters = {"type": "object", "properties": {}}
     return Tool(
-        f"{server.name}{UNAVAILABLE}", description, parameters, handler, transactional=False, source=server.name
+        f"{server.name}{UNAVAILABLE}",
+        description,
+        parameters,
+        handler,
+        transactional=False,
+        idempotent=True,  # it starts the server and lists its tools: made again after a crash, no harm
+        source=server.name,
     )
 
 
