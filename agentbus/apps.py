@@ -12,22 +12,10 @@ class AgentbusConfig(AppConfig):
         from attention.services import sweep_hooks
 
         from .outbox import sweep_relay
-        from .outside import deliver_shelved, on_agent_deleted, on_agent_saved, on_hub_answered, on_item_enqueued
 
-        # The sweep is the backstop for outbox rows the after-commit relay missed, and
-        # for outside agents' items not yet delivered to their inboxes.
-        for hook in (sweep_relay, deliver_shelved):
-            if hook not in sweep_hooks:
-                sweep_hooks.append(hook)
-
-        # What is addressed to an outside agent reaches its bus inbox; its answer on the
-        # bus to a person's chat is the chat's reply (agentbus/outside.py).
-        from mailbox.services import item_enqueued
-
-        from .services import hub_answered
-
-        item_enqueued.connect(on_item_enqueued, dispatch_uid="agentbus.outside_delivery")
-        hub_answered.connect(on_hub_answered, dispatch_uid="agentbus.outside_chat_reply")
+        # The sweep is the backstop for outbox rows the after-commit relay missed.
+        if sweep_relay not in sweep_hooks:
+            sweep_hooks.append(sweep_relay)
 
         # Task lifecycle on the bus: each transition writes an outbox row in its own
         # transaction (agentbus/lifecycle.py).
@@ -47,6 +35,3 @@ class AgentbusConfig(AppConfig):
         post_save.connect(team_channel.on_team_saved, sender=Team, dispatch_uid="agentbus.team_channel")
         post_delete.connect(team_channel.on_team_deleted, sender=Team, dispatch_uid="agentbus.team_channel_gone")
         post_save.connect(team_channel.on_agent_saved, sender=Agent, dispatch_uid="agentbus.team_channel_member")
-        # The delivery to outside agents knows an agent's kind as it was saved here.
-        post_save.connect(on_agent_saved, sender=Agent, dispatch_uid="agentbus.outside_kind")
-        post_delete.connect(on_agent_deleted, sender=Agent, dispatch_uid="agentbus.outside_kind_gone")

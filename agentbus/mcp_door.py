@@ -16,7 +16,7 @@ bus's access rules (``agentbus.access``), as every other door:
   control), to the agents it may address;
 - ``bus_reply``: answer a stream addressed to the agent (``services.stream_reply``, as
   the loop's ``agent_reply``): a request's asker gets the answer, a person's chat
-  (``agentbus.outside``) shows it;
+  (``attention.outside``) shows it;
 - ``agent_list_colleagues``, ``task_list``, ``task_get``, ``task_comment``,
   ``task_submit_review``, ``task_transition``, ``task_review``: the tasks the caller may
   see; another's task answers like a missing one; only the task's reviewer reviews it.

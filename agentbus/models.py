@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 # cannot appear in an agent id, so it never collides with one.
 OPERATOR_ID = "markus:operator"
 OPERATOR_NAME = "Markus operator"
-# The hub's conversations with outside agents (``agentbus.outside``): what is said to one
+# The hub's conversations with outside agents (``attention.outside``): what is said to one
 # reaches its inbox on a stream of this prefix, from the operator persona. A person's
 # chat is ``hub.chat.<session>``, the one kind the agent answers on the bus (a stream
 # with ``reply_to`` it and no recipient); the others it answers where they were said.

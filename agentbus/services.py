@@ -4,7 +4,7 @@ already checked (``agentbus.access``); ``sender=None`` is the operator persona.
 
 Rules: a direct stream carries its sender's messages to one recipient (a reply is a
 new stream back, with ``reply_to``); a group stream carries its members' messages to
-the other members. An agent's answer to a person's chat (``agentbus.outside``) is a
+the other members. An agent's answer to a person's chat (``attention.outside``) is a
 stream to the hub: no recipient, ``reply_to`` the chat's stream. Only the sender
 closes a stream; a closed stream takes no more chunks (409). Draining never closes
 anything.
@@ -52,7 +52,7 @@ from .wakeup import wake_inboxes_on_commit
 # the attention loop resumes the item that waits for it. kwargs: stream.
 reply_closed = Signal()
 # Sent inside the append's transaction when an agent writes on a stream to the hub (its
-# answer to a person's chat, ``HUB_CHAT_PREFIX``); agentbus.outside makes it the chat's
+# answer to a person's chat, ``HUB_CHAT_PREFIX``); attention.outside makes it the chat's
 # reply. kwargs: stream, chunk.
 hub_answered = Signal()
 STREAM_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # the whole id (fullmatch: no trailing newline)

@@ -23,7 +23,10 @@ class AttentionConfig(AppConfig):
 
         from agentbus.services import reply_closed
 
-        from . import tasks  # noqa: F401  registers the Celery tasks in every process (wake finds them by name)
+        from . import (
+            outside,
+            tasks,  # noqa: F401  registers the Celery tasks in every process (wake finds them by name)
+        )
         from .conversations import on_reply_closed, reply_waits_timed_out
         from .heartbeat import wake_sleepers_now
         from .loop import tidy_after_dead_workers
@@ -35,9 +38,23 @@ class AttentionConfig(AppConfig):
         # A paused or stopped agent's dead run is tidied by the sweep (no run takes its
         # lease); a deep sleeper with new work goes back to its normal rhythm; a wait for
         # a colleague's reply that ran out resumes with a timeout note.
-        for hook in (tidy_after_dead_workers, wake_sleepers_now, reply_waits_timed_out):
+        # An outside agent's items not yet delivered to its bus inbox are delivered.
+        for hook in (tidy_after_dead_workers, wake_sleepers_now, reply_waits_timed_out, outside.deliver_shelved):
             if hook not in sweep_hooks:
                 sweep_hooks.append(hook)
+
+        # What is addressed to an outside agent reaches its bus inbox (no loop drains its
+        # mailbox); its answer on the bus to a person's chat is the chat's reply.
+        from django.db.models.signals import post_delete, post_save
+
+        from agentbus.services import hub_answered
+        from markus.agents.models import Agent
+
+        item_enqueued.connect(outside.on_item_enqueued, dispatch_uid="attention.outside_delivery")
+        hub_answered.connect(outside.on_hub_answered, dispatch_uid="attention.outside_chat_reply")
+        # The delivery knows an agent's kind as it was saved in this process.
+        post_save.connect(outside.on_agent_saved, sender=Agent, dispatch_uid="attention.outside_kind")
+        post_delete.connect(outside.on_agent_deleted, sender=Agent, dispatch_uid="attention.outside_kind_gone")
         from .schedules import on_post_migrate
 
         # The beat entries exist after every migrate: a standalone beat on a fresh database has them.

@@ -11,7 +11,7 @@ without any (a provider that does not stream) is sent as deltas of a few words e
 before ``done``, so a client reads one shape whatever the provider.
 
 An outside agent's chat is the same request: the item goes to the agent's bus inbox
-(``agentbus.outside``) and its answer on the bus is the reply, waited for alike.
+(``attention.outside``) and its answer on the bus is the reply, waited for alike.
 
 A follow-up merged into the chat in hand is answered by that chat's one reply: its
 answer (plain or ``done``) carries the reply with ``mergedInto`` (the item that led the
@@ -109,7 +109,7 @@ def sessions_for(caller: AnyRequest, agent: Agent) -> list[dict[str, Any]]:
     last = ChatMessage.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
     rows = list(
         visible_sessions(caller, agent)
-        .annotate(message_count=Count("messages"), last_message_id=Subquery(last))
+        .annotate(message_count=Count("messages", filter=SHOWN_MESSAGES), last_message_id=Subquery(last))
         .order_by("-is_main", "-last_message_at", "-created_at", "-id")
     )
     last_messages = ChatMessage.objects.in_bulk([s.last_message_id for s in rows if s.last_message_id])
@@ -184,6 +184,10 @@ def conversation(session: ChatSession) -> QuerySet[ChatMessage]:
     # message without the key (NOT of a NULL comparison).
     rows = ChatMessage.objects.filter(session=session)
     return rows.filter(Q(metadata__activityLog__isnull=True) | Q(metadata__activityLog=False))
+
+
+# ``conversation``'s rule from a session's side: the messages its count counts.
+SHOWN_MESSAGES = Q(messages__metadata__activityLog__isnull=True) | Q(messages__metadata__activityLog=False)
 
 
 def recent_conversation(agent_id: str, limit: int = 6) -> list[dict[str, Any]]:

@@ -87,7 +87,7 @@ def post_chat_reply(
 ) -> ChatMessage:
     """The agent's reply to the person's items ``answered``, stored in their session and
     announced on the chat group (``chat:reply``, on commit): the loop's reply, or an
-    outside agent's answer on the bus (``agentbus.outside``)."""
+    outside agent's answer on the bus (``attention.outside``)."""
     reply = ChatMessage.objects.create(
         session_id=session_id, role="assistant", content=text, metadata={"mailboxItemIds": answered, **metadata}
     )

@@ -46,7 +46,7 @@ MAX_HUMAN_ATTEMPTS = MAX_RECOVERY_ATTEMPTS
 # A mark (``MailboxItem.marks``): when this deferred item resurfaces it goes behind the
 # queue at its priority (the interrupt judge's defer), not back to its old place.
 BEHIND_QUEUE = "resurfaceBehindQueue"
-# A mark: the bus stream an outside agent's item was delivered on (``agentbus.outside``).
+# A mark: the bus stream an outside agent's item was delivered on (``attention.outside``).
 # Such an item is completed at delivery; the agent answers on the bus or where it was said.
 DELIVERED_ON = "deliveredOn"
 

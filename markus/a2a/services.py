@@ -9,7 +9,7 @@ Either way the task is stored with its item, in the transaction that enqueues it
 ``messageId`` sent again answers the task it made the first time.
 
 An outside agent (``kind`` external) takes a person's message the same way: the chat's
-item is delivered to its bus inbox as it is enqueued (``agentbus.outside``), and its
+item is delivered to its bus inbox as it is enqueued (``attention.outside``), and its
 answer in that chat is the task's reply. An agent's message to it is refused: the bus
 reaches it directly (``bus_request``)."""
 

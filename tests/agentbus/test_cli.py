@@ -272,7 +272,7 @@ def test_task_show_carries_the_owners_pending_inbox(cli, alice, alice_token, eve
     say(max_, eve, "are you on it?")
     shown = cli("task", "show", task.id, token=alice_token)
     # The filing itself reached eve's inbox too (task lifecycle on the bus, and the
-    # assignment notice of its mailbox: agentbus.outside).
+    # assignment notice of its mailbox: attention.outside).
     assert shown["id"] == task.id and shown["pending_inbox"] == 3 and "pendingInbox" not in shown
     assert "no such task" in cli.fails("task", "show", "tsk_missing", token=alice_token).lower() or "404" in cli.fails(
         "task", "show", "tsk_missing", token=alice_token

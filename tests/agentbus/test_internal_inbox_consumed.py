@@ -68,7 +68,7 @@ def test_task_lifecycle_records_do_not_pile_up_in_an_internal_inbox(alice, ada, 
         m["payload"].get("taskId") == task.id for m in selectors.inbox_read_from("ada", 0)["messages"]
     )  # the record is on the bus
     assert selectors.pending_count("ada") == 0
-    assert selectors.pending_count("eve") == 2  # the record, and its mailbox's notice (agentbus.outside)
+    assert selectors.pending_count("eve") == 2  # the record, and its mailbox's notice (attention.outside)
 
 
 def test_the_cursor_moves_in_the_appends_transaction(eve, ada):

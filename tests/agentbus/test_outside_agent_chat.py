@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
-from agentbus import outside
+from attention import outside
 from agentbus.errors import BusError, NotFoundError
 from attention.chat import _enqueue
 from attention.replies import chat_group

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentbus import outside
+from attention import outside
 from attention.services import sweep
 from mailbox import lifecycle
 from mailbox.models import MailboxItem

@@ -30,8 +30,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
-from attention.replies import post_chat_reply
-from attention.session import chat_session_id
+from agentbus import services
+from agentbus.errors import BusError, ConflictError, NotFoundError
+from agentbus.models import HUB_CHAT_PREFIX, HUB_STREAM_PREFIX, OPERATOR_ID, Chunk, Stream
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
@@ -39,9 +40,8 @@ from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.core.events import CHAT_MESSAGE_EVENT, agent_group, send_event_on_commit
 from markus.core.limits import BUS_PAYLOAD_MAX_CHARS
 
-from . import services
-from .errors import BusError, ConflictError, NotFoundError
-from .models import HUB_CHAT_PREFIX, HUB_STREAM_PREFIX, OPERATOR_ID, Chunk, Stream
+from .replies import post_chat_reply
+from .session import chat_session_id
 
 log = logging.getLogger(__name__)
 
