@@ -1,6 +1,6 @@
 /* The chat page. Sending: web/chat_stream.js (the reply streamed into a pending pair);
    when it is done the stored messages are read (`after` the last one shown) and the
-   pair gives way to them. Live: the agent's socket (/ws/agents/<id>/); a
+   pair gives way to them (and the session's count in the list grows by them). Live: the agent's socket (/ws/agents/<id>/); a
    `chat:message` (a notify_user message) or a finished chat item reads what is new in
    this session the same way; any change of a chat item reads again what the session
    waits for (#chat-waiting: an approval its message's tool call is parked for, with a
@@ -22,6 +22,15 @@
     return rows.length ? rows[rows.length - 1].dataset.id : "";
   }
 
+  // The shown session's count in the list of sessions, raised by the messages read.
+  function count(added) {
+    var shown = document.querySelector(".chat-sessions .current .session-count");
+    if (!shown || added <= 0) return;
+    var n = Number(shown.dataset.count) + added;
+    shown.dataset.count = n;
+    shown.textContent = n + (n === 1 ? " message" : " messages");
+  }
+
   // Read the messages after the last one shown (all of the first page if none is).
   function catchUp() {
     if (reading) { again = true; return reading; }
@@ -33,7 +42,9 @@
         if (!html.trim()) return;
         var empty = document.getElementById("no-messages");
         if (empty) empty.remove();
+        var before = list.querySelectorAll("li.msg").length;
         if (!id) list.innerHTML = html; else list.insertAdjacentHTML("beforeend", html);
+        count(list.querySelectorAll("li.msg").length - before);
         if (window.htmx) window.htmx.process(list);
         list.lastElementChild && list.lastElementChild.scrollIntoView({ block: "end" });
       })
