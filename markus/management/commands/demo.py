@@ -17,6 +17,9 @@ from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create
 from markus.toolservers.models import ToolServer
 
+# The demo's sign-in, named on the sign-in page while it works (markus.templatetags.markus_demo).
+DEMO_USER = DEMO_PASSWORD = "admin"
+DEMO_TEAM = "Demo"
 DEMO_AGENTS = [
     ("ada", "Ada", "software engineer"),
     ("grace", "Grace", "reviewer"),
@@ -29,11 +32,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
-        admin, created = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+        superuser = {"is_staff": True, "is_superuser": True}
+        admin, created = User.objects.get_or_create(username=DEMO_USER, defaults=superuser)
         if created:
-            admin.set_password("admin")
+            admin.set_password(DEMO_PASSWORD)
             admin.save()
-        team, _ = Team.objects.get_or_create(name="Demo", defaults={"owner": admin})
+        team, _ = Team.objects.get_or_create(name=DEMO_TEAM, defaults={"owner": admin})
         for agent_id, name, role in DEMO_AGENTS:
             if not Agent.objects.filter(id=agent_id).exists():
                 agent_create(name=name, role=role, agent_id=agent_id, team=team, owner=admin)
