@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.models import User
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -148,7 +147,8 @@ class AgentDetailView(APIView):
         responses={200: AgentOut, **errors(400, 401, 403, 404)},
         description=(
             "Change the agent (its owner, its team's owner or staff; a teammate who may see it gets 403): "
-            "`name`, `role`, and its rhythm: `heartbeatIntervalMinutes` (5 to 1440; null: the default, 6 h), "
+            "`name`, `role`, `teamId` (another team where the caller may create an agent, as on create; null: "
+            "no team), and its rhythm: `heartbeatIntervalMinutes` (5 to 1440; null: the default, 6 h), "
             "`timezone` (IANA name) and the active hours `heartbeatActiveStart` / `heartbeatActiveEnd` "
             "(hours 0-23 in that time zone, both or neither; outside them no heartbeat runs), or the same as "
             '`activeHours` `{"start": 8, "end": 20}` (null: all day). A new interval '
@@ -161,18 +161,24 @@ class AgentDetailView(APIView):
         agent = permissions.require(request, "agents_partial_update", agent_id)
         body = validated_body(request, AgentPatchInput)
         limits = body.get("budget")
-        agent, budget = change_agent(agent, body, by=signed_in_user(request))  # only people control it
+        agent, budget = change_agent(request, agent, body)
         out = {**agent_data(agent), "pendingInbox": pending_count(agent.id)}
         if limits is not None:
             out["budget"] = usage.budget_data(budget)
         return Response(out)
 
 
-def change_agent(agent: Agent, body: dict[str, Any], *, by: User) -> tuple[Agent, Budget | None]:
-    """``AgentPatchInput``'s validated data applied for ``by`` (who controls the agent):
-    the API's and the settings page's one way in. The agent as changed, and its budget
-    when one was set."""
+def change_agent(caller: AnyRequest, agent: Agent, body: dict[str, Any]) -> tuple[Agent, Budget | None]:
+    """``AgentPatchInput``'s validated data applied for ``caller`` (who controls the
+    agent): the API's and the settings page's one way in. Another team (``teamId``) only
+    where the caller may create an agent (``permissions.require_creator``). The agent as
+    changed, and its budget when one was set."""
     body = dict(body)
+    by = signed_in_user(caller)  # only people control it
+    moved = "teamId" in body and (body["teamId"].id if body["teamId"] else None) != agent.team_id
+    team = body.pop("teamId", None)
+    if moved:
+        permissions.require_creator(caller, team.owner_id if team is not None else None)
     if "activeHours" in body:
         hours = body.pop("activeHours") or {"start": None, "end": None}
         body["heartbeatActiveStart"], body["heartbeatActiveEnd"] = hours["start"], hours["end"]
@@ -183,6 +189,9 @@ def change_agent(agent: Agent, body: dict[str, Any], *, by: User) -> tuple[Agent
     with transaction.atomic():
         if named:
             Agent.objects.filter(id=agent.id).update(**named)
+        if moved:  # saved, so its team channel follows (agentbus.team_channel.on_agent_saved)
+            agent.team = team
+            agent.save(update_fields=["team"])
         if servers is not None:
             toolservers.attach(agent, servers, by=by)
         if limits is not None:  # a raised budget lets it work again: wake it

@@ -42,19 +42,22 @@ class AgentCreateInput(serializers.Serializer):
     id = _string("id", "letters, digits, '_', '-' and '.', at most 64 characters; default: generated")
 
     def validate_teamId(self, value: str | None) -> Team | None:
-        """A team the user owns or belongs to (any team for staff); else "no such team"."""
-        if not value:
-            return None
-        request: Request = self.context["request"]
-        user = request.user
-        team = Team.objects.filter(id=value).first()
-        if (
-            team is None
-            or user.id is None
-            or not (user.is_staff or team.owner_id == user.id or team.members.filter(id=user.id).exists())
-        ):
-            raise serializers.ValidationError("no such team")
-        return team
+        return seen_team(self.context["request"], value)
+
+
+def seen_team(request: Request, value: str | None) -> Team | None:
+    """A team the user owns or belongs to (any team for staff); else "no such team"."""
+    if not value:
+        return None
+    user = request.user
+    team = Team.objects.filter(id=value).first()
+    if (
+        team is None
+        or user.id is None
+        or not (user.is_staff or team.owner_id == user.id or team.members.filter(id=user.id).exists())
+    ):
+        raise serializers.ValidationError("no such team")
+    return team
 
 
 def _hour(key: str, help_text: str) -> StrictIntegerField:
@@ -97,11 +100,17 @@ class ActiveHoursOut(serializers.Serializer):
 
 
 class AgentPatchInput(serializers.Serializer):
-    """What the agent's operator changes: its name and role, its rhythm; only the
-    fields sent change."""
+    """What the agent's operator changes: its name and role, its team, its rhythm; only
+    the fields sent change."""
 
     name = _string("name", "not empty; at most 200 characters are kept")
     role = _string("role", "at most 200 characters are kept")
+    teamId = TeamIdField(
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": "no such team"},
+        help_text="move it to this team (null: no team); where the caller may create an agent",
+    )
     activeHours = ActiveHoursField(
         required=False,
         allow_null=True,
@@ -153,6 +162,9 @@ class AgentPatchInput(serializers.Serializer):
         if "activeHours" in attrs and ({"heartbeatActiveStart", "heartbeatActiveEnd"} & set(attrs)):
             raise serializers.ValidationError("send activeHours or heartbeatActiveStart/heartbeatActiveEnd, not both")
         return attrs
+
+    def validate_teamId(self, value: str | None) -> Team | None:
+        return seen_team(self.context["request"], value)
 
 
 class AgentOut(serializers.Serializer):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from markus.agents.models import Agent
+from markus.agents.models import Agent, Team
+from markus.agents.services import agent_create
 from markus.toolservers.models import ToolServer
 from markus.toolservers.services import attached_names
 
@@ -35,7 +36,9 @@ def servers(team):
 
 
 def save(client: Client, **fields):
-    return client.post(PATH, {"name": "Ada", "role": "engineer", **fields})
+    """The form as sent: its team as it is unless ``teamId`` is given."""
+    team_id = Agent.objects.get(id="ada").team_id or ""
+    return client.post(PATH, {"name": "Ada", "role": "engineer", "teamId": team_id, **fields})
 
 
 def test_the_mind_view_links_the_settings_for_whoever_controls_the_agent(alice, bob, agent):
@@ -100,3 +103,27 @@ def test_the_form_needs_the_csrf_token(alice, agent):
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
     assert save(client, name="X").status_code == 403
+
+
+def test_she_moves_it_to_another_team_she_owns(alice, agent, team):
+    lab = Team.objects.create(name="Lab", owner=alice)
+    page = signed_in(alice).get(PATH).content.decode()
+    assert f'<option value="{team.id}" selected>' in page and f'value="{lab.id}"' in page
+    assert save(signed_in(alice), teamId=lab.id).status_code == 302
+    assert Agent.objects.get(id="ada").team_id == lab.id
+
+
+def test_a_team_she_only_belongs_to_is_not_offered_and_refused_with_the_apis_message(alice, charlie, agent, team):
+    far = Team.objects.create(name="Far", owner=charlie)
+    far.members.add(alice)
+    assert f'value="{far.id}"' not in signed_in(alice).get(PATH).content.decode()
+    refused = save(signed_in(alice), teamId=far.id, role="kept")
+    assert refused.status_code == 403 and "Only staff and team owners" in refused.content.decode()
+    assert 'value="kept"' in refused.content.decode()
+    assert Agent.objects.get(id="ada").team_id == team.id
+
+
+def test_an_owner_who_may_not_move_it_still_renames_it(bob, team):
+    agent_create(name="Bobs", owner=bob, team=team, agent_id="bobs")
+    response = signed_in(bob).post("/agents/bobs/settings/", {"name": "Bobby", "role": "", "teamId": team.id})
+    assert response.status_code == 302 and Agent.objects.get(id="bobs").name == "Bobby"
