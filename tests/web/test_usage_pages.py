@@ -160,6 +160,8 @@ def test_a_persons_budget_is_set_by_staff_on_their_teamless_agents_page(alice, s
 
 def test_the_deployments_page_is_staffs(alice, sam, agent):
     call(agent)
+    assert 'href="/usage/"' in signed_in(sam).get("/teams/").content.decode()
+    assert 'href="/usage/"' not in signed_in(alice).get("/teams/").content.decode()
     assert signed_in(alice).get("/usage/").status_code == 403
     page = signed_in(sam).get("/usage/")
     assert page.status_code == 200 and "1 LLM call," in page.content.decode()
