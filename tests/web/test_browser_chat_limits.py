@@ -46,3 +46,22 @@ def test_a_task_title_over_300_is_refused_with_the_limit_not_cut(daphne_server, 
     assert "300" in page.inner_text("#work-error")
     assert not Task.objects.exists()
     assert page.eval_on_selector("#task-title", "el => el.value.length") == 400
+
+
+def test_a_comment_over_its_limit_is_refused_with_the_limit_not_cut(daphne_server, browser, alice, agent):
+    from markus.core.actors import Actor
+    from markus.work.comment_services import MAX_COMMENT_LENGTH
+    from markus.work.models import TaskComment
+    from markus.work.services import task_create
+
+    task = task_create(actor=Actor.for_user(alice), title="Notes", assignee_id=agent.id)
+    errors: list[str] = []
+    page = signed_in(browser, daphne_server.url, alice, errors)
+    page.goto(f"{daphne_server.url}/work?task={task.id}")
+    assert f"{MAX_COMMENT_LENGTH:,}" in page.inner_text("#comment-limit")
+    page.fill("#comment-text", "c" * (MAX_COMMENT_LENGTH + 5))
+    page.click("#comment-form button[type=submit]")
+    page.wait_for_selector("#work-error")
+    assert str(MAX_COMMENT_LENGTH) in page.inner_text("#work-error")
+    assert not TaskComment.objects.exists()
+    assert page.eval_on_selector("#comment-text", "el => el.value.length") == MAX_COMMENT_LENGTH + 5
