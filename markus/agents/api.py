@@ -192,6 +192,7 @@ def change_agent(caller: AnyRequest, agent: Agent, body: dict[str, Any]) -> tupl
         if moved:  # saved, so its team channel follows (agentbus.team_channel.on_agent_saved)
             agent.team = team
             agent.save(update_fields=["team"])
+            toolservers.detach_unoffered(agent, by=by)  # what the old team was offered goes with it
         if servers is not None:
             toolservers.attach(agent, servers, by=by)
         if limits is not None:  # a raised budget lets it work again: wake it

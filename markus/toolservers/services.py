@@ -176,6 +176,22 @@ def attach(agent: Agent, names: list[str], *, by: User | None) -> list[str]:
     return names
 
 
+def detach_unoffered(agent: Agent, *, by: User | None) -> list[str]:
+    """After the agent moved to another team: the servers attached to it that ``by``
+    could not attach now (``attachable``: not offered to all nor to its new team) are
+    detached; staff keep what they attached. Their names."""
+    if by is None or by.is_staff:
+        return []
+    offered = Q(offered_to_all=True)
+    if agent.team_id is not None:
+        offered |= Q(offered_to=agent.team_id) | Q(teams=agent.team_id)
+    kept = set(ToolServer.objects.filter(offered, agents=agent).values_list("name", flat=True))
+    through = ToolServer.agents.through.objects.filter(agent=agent).exclude(toolserver__name__in=kept)
+    dropped = sorted(through.values_list("toolserver__name", flat=True))
+    through.delete()
+    return dropped
+
+
 def attached_names(agent_ids: list[str]) -> dict[str, list[str]]:
     """The tool servers attached to each agent (not through its team), by name, in one query."""
     names: dict[str, list[str]] = {a: [] for a in agent_ids}

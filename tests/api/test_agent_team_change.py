@@ -68,3 +68,17 @@ def test_an_owner_who_owns_no_team_may_not_move_their_agent_out(bob, team):
 
 def test_a_teammate_may_not_move_it(bob, agent, lab):
     assert move(bob, "ada", None).status_code == 403
+
+
+def test_a_moved_agent_keeps_only_the_tool_servers_its_new_team_is_offered(alice, agent, team, lab):
+    """A server offered only to Core leaves ada when alice moves her to Lab; one offered to
+    all stays (issue 35, point 1: only a server offered to the agent's team may be attached)."""
+    from markus.toolservers.models import ToolServer
+
+    core_only = ToolServer.objects.create(name="core-only", transport="stdio", command="true")
+    core_only.offered_to.add(team)
+    everyone = ToolServer.objects.create(name="everyone", transport="stdio", command="true", offered_to_all=True)
+    attached = client_for(alice).patch("/api/agents/ada/", {"toolServers": ["core-only", "everyone"]}, format="json")
+    assert attached.status_code == 200, attached.content
+    assert move(alice, "ada", lab.id).status_code == 200
+    assert list(ToolServer.objects.filter(agents=agent).values_list("name", flat=True)) == [everyone.name]
