@@ -65,3 +65,16 @@ def test_a_merged_items_content_has_a_rule_not_a_literal_separator(alice, agent)
     html = client.get(f"/agents/{agent.id}/mind/").content.decode()
     assert "<strong>one</strong>" in html and "<hr>" in html
     assert "---" not in html.split('class="content')[1].split("</blockquote>")[0]
+
+
+@pytest.mark.django_db
+def test_the_mind_views_recent_chat_is_markdown(alice, agent):
+    from markus.agents.models import ChatMessage
+    from markus.agents.services import main_session
+
+    ChatMessage.objects.create(session=main_session(agent), role="assistant", content="The build is **green**.")
+    client = Client()
+    client.force_login(alice)
+    html = client.get(f"/agents/{agent.id}/mind/").content.decode()
+    recent = html.split('id="chat-recent"')[1].split("</ol>")[0]
+    assert "<strong>green</strong>" in recent and "**green**" not in recent
