@@ -14,8 +14,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
-from attention import outside
 from agentbus.errors import BusError, NotFoundError
+from attention import outside
 from attention.chat import _enqueue
 from attention.replies import chat_group
 from mailbox.models import MailboxItem
