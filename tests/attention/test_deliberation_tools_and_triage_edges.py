@@ -1,5 +1,7 @@
-"""Review 17 of issue 15 (deliberation, batches, the mailbox tools, the mini triage and
-working memory). Each test asserts the correct behaviour and fails today."""
+"""The edges of the deliberation, batches, the mailbox tools, the mini triage and working
+memory: what the deciding turn writes, stages and reprioritises is kept and seen, its
+reads are bounded, a batch cannot be forged or silently trimmed, and the triage reads a
+decision wrapped in prose."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Review of issue 15 (batches): the gaps found in review, through the real loop with the
-scripted brain.
+"""Batches, through the real loop with the scripted brain:
 
 1. A yield point weighs a new arrival against the most urgent item of the batch, not
    against its lead alone.

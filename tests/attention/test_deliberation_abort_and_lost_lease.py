@@ -1,7 +1,7 @@
-"""Review of issue 15 (the deliberation's concurrency and its abort), through the real
-loop with the scripted brain: a human's chat that arrives after the loop read the queue
-but before the deliberation began still aborts it; a second worker cannot deliberate
-for the same agent meanwhile; a deliberation whose lease was lost applies nothing."""
+"""The deliberation's concurrency and its abort, through the real loop with the scripted
+brain: a human's chat that arrives after the loop read the queue but before the
+deliberation began still aborts it; a second worker cannot deliberate for the same agent
+meanwhile; a deliberation whose lease was lost applies nothing."""
 
 from __future__ import annotations
 

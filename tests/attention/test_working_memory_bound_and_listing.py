@@ -1,7 +1,7 @@
-"""Review of issue 15 (working memory and the deliberation's edges), through the real
-loop with the scripted brain: the bound holds for triage's and deliberation's own keys
-too; a deliberation that never decides falls back and the item still runs; the listing
-says how many more wait beyond the 50 it shows."""
+"""Working memory and the deliberation's edges, through the real loop with the scripted
+brain: the bound holds for triage's and deliberation's own keys too; a deliberation that
+never decides falls back and the item still runs; the listing says how many more wait
+beyond the 50 it shows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's demo steps, as a user reported them broken:
+"""The README's demo steps hold:
 
 1. Merge: the one reply answers both messages (the brain sees both), its mailbox count
    is the true one, and the reply is shown once: under the message that leads the

@@ -1,4 +1,4 @@
-"""Review of issue 16's rhythm (defects found by a second reading), frozen time:
+"""The rhythm's active-hours window, in frozen time:
 
 - an agent waiting outside its active hours for the window to open gets its normal
   rhythm back at once when the operator widens or clears the window or moves it to

@@ -1,6 +1,6 @@
-"""Regressions found in review: nothing merged into an item is lost, an approval answered
-early does not park an item forever, a malformed triage answer cannot crash the loop,
-and a stale worker cannot merge into an item it lost."""
+"""Nothing merged into an item is lost, an approval answered early does not park an item
+forever, a malformed triage answer cannot crash the loop, and a stale worker cannot merge
+into an item it lost."""
 
 from __future__ import annotations
 

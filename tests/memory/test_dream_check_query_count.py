@@ -1,6 +1,6 @@
-"""Review of issue 16's dream cycle (a defect found by a second reading): the beat's
-check reads the new observations of all running agents at once, so it costs the same
-queries for 2 agents as for 8 (it counted each agent's observations one by one)."""
+"""The dream cycle's beat check reads the new observations of all running agents at once,
+so it costs the same queries for 2 agents as for 8 (it counted each agent's observations
+one by one)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review of issue 16's reminders and reports (defects found by a second reading):
+"""Reminders and reports listings and far-off times:
 
 - a pending reminder set long ago stays listed (API, ``list_reminders``) however many
   reminders fired after it;

@@ -1,5 +1,6 @@
-"""Issue 14's admin bugs, reproduced through the links the admin itself renders
-(object ids quoted: ``_`` becomes ``_5F``)."""
+"""The admin through the links it renders itself (object ids quoted: ``_`` becomes
+``_5F``): quoted ids reach their pages, created ids are read only, and pages, titles,
+JSON and times read well."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Review of issue 16's memory API (a defect found by a second reading): a teammate may
-read an agent's long-term memory, as they may watch it, but only those who may change
-the agent (its owner, its team's owner, staff) or the agent itself with its own token
-write MEMORY.md or add observations; a teammate gets 403 and nothing changes."""
+"""Who may write an agent's memory through the API: a teammate may read an agent's
+long-term memory, as they may watch it, but only those who may change the agent (its owner,
+its team's owner, staff) or the agent itself with its own token write MEMORY.md or add
+observations; a teammate gets 403 and nothing changes."""
 
 from __future__ import annotations
 

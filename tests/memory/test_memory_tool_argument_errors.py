@@ -1,7 +1,7 @@
-"""Review of issue 16's memory tools and API (defects found by a second reading): what
-an LLM may send wrongly (a null where a string is required, an id beyond any row) is a
-tool error naming the argument, never "<tool> failed: AttributeError"; the API names the
-field a null was sent for; the console keeps section titles unique whatever their case."""
+"""Memory tools and API under wrong arguments: what an LLM may send wrongly (a null where a
+string is required, an id beyond any row) is a tool error naming the argument, never
+"<tool> failed: AttributeError"; the API names the field a null was sent for; the console
+keeps section titles unique whatever their case."""
 
 from __future__ import annotations
 
