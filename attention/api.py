@@ -21,7 +21,7 @@ from mailbox.registry import Status
 from mailbox.representation import PLACEHOLDER, private_of
 from mailbox.selectors import QUEUE_PAGE, QUEUE_PAGE_MAX, queue_depth, queued_page
 from markus.agents import permissions
-from markus.agents.models import Agent, WorkingMemory
+from markus.agents.models import Agent, ChatMessage, WorkingMemory
 from markus.core.api import StringField, int_param, validated_body
 from markus.core.schema import errors
 from markus.llm.base import get_provider
@@ -186,7 +186,7 @@ def control_view(action: str) -> type[ControlView]:
 
 class ChatMessageOut(serializers.Serializer):
     id = serializers.IntegerField()
-    role = serializers.CharField(help_text="user, assistant or system")
+    role = serializers.ChoiceField(choices=ChatMessage.Role.choices)
     content = serializers.CharField()
     metadata = serializers.DictField(
         help_text="notifyUser messages: {notifyUser, priority, taskId, requirementId}; "

@@ -145,7 +145,7 @@ def deliver(item_id: str) -> Chunk | None:
         if session_id is not None:  # the conversation shows the person's message at once
             ChatMessage.objects.create(
                 session_id=session_id,
-                role="user",
+                role=ChatMessage.Role.USER,
                 content=item.content,
                 metadata={"mailboxItemId": item.id, "senderId": (item.metadata or {}).get("senderId")},
             )
@@ -234,8 +234,12 @@ def chat_reply(*, agent: Agent, stream_id: str, text: str, actor: str = "") -> C
 def _answered(session_id: str) -> list[str]:
     """The person's items the next reply in the session answers: those said since the
     session's last reply."""
-    last = ChatMessage.objects.filter(session_id=session_id, role="assistant").order_by("-created_at", "-id").first()
-    said = ChatMessage.objects.filter(session_id=session_id, role="user")
+    last = (
+        ChatMessage.objects.filter(session_id=session_id, role=ChatMessage.Role.ASSISTANT)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    said = ChatMessage.objects.filter(session_id=session_id, role=ChatMessage.Role.USER)
     if last is not None:
         said = said.filter(Q(created_at__gt=last.created_at) | Q(created_at=last.created_at, id__gt=last.id))
     ids = said.order_by("created_at", "id").values_list("metadata__mailboxItemId", flat=True)

@@ -337,7 +337,7 @@ def inject_main_session(tx: Fence, *, item: MailboxItem, outcome: str) -> None:
     now = timezone.now()
     ChatMessage.objects.create(
         session_id=sid,
-        role="system",
+        role=ChatMessage.Role.SYSTEM,
         content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",
         metadata={"activityLog": True, "mailboxItemId": item.id},
         created_at=now,

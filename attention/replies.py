@@ -72,7 +72,7 @@ def store_chat_reply(
     for m in [item, *merged]:
         ChatMessage.objects.create(
             session_id=session_id,
-            role="user",
+            role=ChatMessage.Role.USER,
             content=own_content(item, merged) if m is item else m.content,
             metadata={"mailboxItemId": m.id, "senderId": (m.metadata or {}).get("senderId")},
         )
@@ -89,7 +89,10 @@ def post_chat_reply(
     announced on the chat group (``chat:reply``, on commit): the loop's reply, or an
     outside agent's answer on the bus (``attention.outside``)."""
     reply = ChatMessage.objects.create(
-        session_id=session_id, role="assistant", content=text, metadata={"mailboxItemIds": answered, **metadata}
+        session_id=session_id,
+        role=ChatMessage.Role.ASSISTANT,
+        content=text,
+        metadata={"mailboxItemIds": answered, **metadata},
     )
     ChatSession.objects.filter(id=session_id).update(last_message_at=timezone.now())
     send_event_on_commit(
@@ -207,7 +210,8 @@ def chat_reply_for(item_id: str) -> dict[str, Any] | None:
     if item is None:
         return None
     lead = {"mergedInto": item.id} if item.id != item_id else {}
-    for msg in ChatMessage.objects.filter(session__agent_id=item.agent_id, role="assistant").order_by("-id")[:50]:
+    replies = ChatMessage.objects.filter(session__agent_id=item.agent_id, role=ChatMessage.Role.ASSISTANT)
+    for msg in replies.order_by("-id")[:50]:
         if item.id in (msg.metadata or {}).get("mailboxItemIds", []) or item_id in (msg.metadata or {}).get(
             "mailboxItemIds", []
         ):

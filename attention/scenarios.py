@@ -387,9 +387,9 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
     """The opening messages of a new LLM session for the item."""
     messages: list[dict[str, Any]] = []
     if scenario == CHAT and chat_session_id:
-        history = ChatMessage.objects.filter(session_id=chat_session_id, role__in=["user", "assistant"]).order_by(
-            "-created_at", "-id"
-        )[:20]
+        history = ChatMessage.objects.filter(
+            session_id=chat_session_id, role__in=[ChatMessage.Role.USER, ChatMessage.Role.ASSISTANT]
+        ).order_by("-created_at", "-id")[:20]
         messages += [{"role": m.role, "content": m.content} for m in reversed(list(history))]
         messages.append({"role": "user", "content": _with_notify_context(item)})
         return messages

@@ -87,7 +87,7 @@ def _reply(task: A2ATask, item: MailboxItem) -> str | None:
         texts = [str(c["payload"].get("text", "")) for c in state["reply"] if isinstance(c["payload"], dict)]
         return "\n".join(t for t in texts if t) or None
     answered = {task.id, item.id}
-    replies = ChatMessage.objects.filter(session_id=task.session_id, role="assistant").order_by("-id")
+    replies = ChatMessage.objects.filter(session_id=task.session_id, role=ChatMessage.Role.ASSISTANT).order_by("-id")
     for reply in replies[:REPLIES_SCANNED]:
         if answered & set((reply.metadata or {}).get("mailboxItemIds") or []):
             return reply.content

@@ -201,8 +201,13 @@ class ChatSession(models.Model):
 
 
 class ChatMessage(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"  # the person chatting
+        ASSISTANT = "assistant"  # the agent's reply
+        SYSTEM = "system"  # activity lines the loop writes into the main session
+
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
-    role = models.CharField(max_length=16)  # user | assistant | system
+    role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(default="")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

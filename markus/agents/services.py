@@ -92,7 +92,9 @@ def agent_message_post(
     """A message the agent writes into its session ``session_id`` outside a reply (``notify_user``, a
     budget's notice), announced as ``chat:message`` to the person's sockets and to the
     agent's mind view, on commit."""
-    message = ChatMessage.objects.create(session_id=session_id, role="assistant", content=content, metadata=metadata)
+    message = ChatMessage.objects.create(
+        session_id=session_id, role=ChatMessage.Role.ASSISTANT, content=content, metadata=metadata
+    )
     ChatSession.objects.filter(id=session_id).update(last_message_at=message.created_at)
     pushed = {
         "agentId": agent_id,

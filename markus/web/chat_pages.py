@@ -31,7 +31,7 @@ from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents import permissions
-from markus.agents.models import Agent, ChatSession
+from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.core.errors import MarkusError
 from notifications.models import Approval
 
@@ -51,12 +51,12 @@ def _session(request: HttpRequest, agent: Agent) -> ChatSession:
 def _shown(request: HttpRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages with who said each (``who``): "You", another person's name (one
     query for all of them), the agent's name, or "System"."""
-    ids = {str(m["metadata"].get("senderId")) for m in messages if m["role"] == "user"}
+    ids = {str(m["metadata"].get("senderId")) for m in messages if m["role"] == ChatMessage.Role.USER}
     names = dict(get_user_model().objects.filter(pk__in=[i for i in ids if i.isdigit()]).values_list("pk", "username"))
     mine = str(request.user.pk)
     for m in messages:
         sender = str(m["metadata"].get("senderId"))
-        if m["role"] == "user":
+        if m["role"] == ChatMessage.Role.USER:
             m["who"] = (
                 "You" if sender == mine else names.get(int(sender), "A person") if sender.isdigit() else "A person"
             )
