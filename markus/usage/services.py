@@ -46,7 +46,10 @@ _COLUMNS += ["cost", "mailbox_item_id", "created_at", "error", "estimated"]
 
 def record_calls(calls: list[Call]) -> None:
     """One row per LLM call, its team the agent's at this moment, its cost from the
-    prices, all in one INSERT … SELECT (each agent's team read in the same statement)."""
+    prices, all in one INSERT … SELECT (each agent's team read in the same statement).
+    Not ``bulk_create``: it wraps its INSERT in a transaction of its own (BEGIN and
+    COMMIT: 3 statements, not 1, after every network call) and fails on a deleted
+    agent's call, which this one drops."""
     if not calls:
         return
     meta, qn, ops = LLMCall._meta, connection.ops.quote_name, connection.ops
