@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from mcp.server.mcpserver import Context, MCPServer
@@ -47,7 +46,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.exceptions import APIException
 
 from markus.agents import permissions
-from markus.agents.auth import Caller, agent_for_token, caller_ref, user_for_token, visible_agents, waiter_for
+from markus.agents.auth import Caller, caller_for_token, caller_ref, visible_agents, waiter_for
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.core.errors import MarkusError
@@ -76,6 +75,9 @@ ALLOWED_METHODS = "POST"
 
 # Who calls, from the request: resolves a token, or is fixed (the stdio server's agent).
 Identify = Callable[[Context], Awaitable[Caller]]
+# Where the door leaves the caller it resolved in the request's ASGI scope, for the tool
+# the request calls: a token is looked up once per request.
+SCOPE_CALLER = "markus.caller"
 
 
 def caller_for_authorization(header: str | None) -> Caller | None:
@@ -85,17 +87,16 @@ def caller_for_authorization(header: str | None) -> Caller | None:
     raw = raw.strip()
     if not raw or scheme.lower() not in ("bearer", "token"):
         return None
-    if scheme.lower() == "bearer":
-        agent = agent_for_token(raw)
-        if agent is not None:
-            return Caller(AnonymousUser(), agent)
-    token = user_for_token(raw)
-    return Caller(token.user, None) if token is not None else None
+    return caller_for_token(raw, agents=scheme.lower() == "bearer")
 
 
 async def identify_by_token(ctx: Context) -> Caller:
-    headers = ctx.headers or {}
-    caller = await sync_to_async(caller_for_authorization)(headers.get("authorization"))
+    """The caller the door resolved for this request (``McpHttpApp``), else its token's."""
+    scope = getattr(ctx.request_context.request, "scope", None) or {}
+    caller = scope.get(SCOPE_CALLER)
+    if caller is None:
+        headers = ctx.headers or {}
+        caller = await sync_to_async(caller_for_authorization)(headers.get("authorization"))
     if caller is None:
         raise ToolError("no valid token: send Authorization: Bearer <agent token> (or Token <user token>)")
     return caller
@@ -504,8 +505,9 @@ class McpHttpApp:
             await _refuse(send, 401, detail, "not_authenticated", (b"www-authenticate", b"Bearer"))
             return
         app = await self._ensure()
+        scope = {**scope, SCOPE_CALLER: caller}
         if scope.get("path") == "/mcp":  # the SDK's route is /mcp/
-            scope = {**scope, "path": "/mcp/"}
+            scope["path"] = "/mcp/"
         await app(scope, receive, send)
 
 

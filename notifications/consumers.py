@@ -3,7 +3,8 @@
 ``/ws/agents/<id>/`` forwards the ``agent.<id>`` group's events as JSON,
 ``/ws/notifications/`` the ``user.<id>`` group's. Who connects is the session user
 (cookie) or, with ``?token=``, the owner of a user API token or an agent with its own
-bearer token (which sees only its own agent). Anyone who may not see the agent is
+bearer token (which sees only its own agent), read as at every door (``caller_for_token``:
+an agent's token before a user's). Anyone who may not see the agent is
 refused with a close code and reason (4401 not signed in or a bad token, 4403 not
 allowed or a foreign origin, 4404 no such agent, 4429 past the caller's open sockets of
 the kind), a foreign agent exactly like a missing one.
@@ -25,10 +26,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser
 
-from markus.agents.auth import Caller, caller_ref, user_for_token, user_may_see_agent
-from markus.agents.models import Agent, hash_token
+from markus.agents.auth import Caller, caller_for_token, caller_ref, user_may_see_agent
+from markus.agents.models import Agent
 from markus.agents.permissions import PUBLIC, Reader, reader_for
 from markus.core.channel_layer import EVENT, frame_for
 from markus.core.events import agent_group, user_group
@@ -134,17 +135,6 @@ def install_close_reasons() -> None:
     protocol.markus_close_reasons = True
 
 
-@database_sync_to_async
-def _from_token(raw: str) -> tuple[User | AnonymousUser, Agent | None] | None:
-    token = user_for_token(raw)
-    if token is not None:
-        return token.user, None
-    agent = Agent.objects.filter(token_hash=hash_token(raw)).first()
-    if agent is not None:
-        return AnonymousUser(), agent
-    return None
-
-
 class TokenAuthMiddleware(BaseMiddleware):
     """``?token=<key>`` (or ``Authorization: Token|Bearer <key>``) replaces the session
     user. A token that matches nothing leaves an anonymous caller."""
@@ -152,8 +142,8 @@ class TokenAuthMiddleware(BaseMiddleware):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = _token_of(scope)
         if raw:
-            found = await _from_token(raw)
-            user, agent = found if found is not None else (AnonymousUser(), None)
+            caller = await database_sync_to_async(caller_for_token)(raw)
+            user, agent = (caller.user, caller.auth) if caller is not None else (AnonymousUser(), None)
             scope = {**scope, "user": user, "agent": agent}
         return await super().__call__(scope, receive, send)
 

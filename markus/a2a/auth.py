@@ -1,6 +1,7 @@
 """Who calls the A2A door: ``Authorization: Bearer <token>``, where the token is an
 agent's token (it acts as that agent) or a user's API token (the security scheme the
-cards name); ``Authorization: Token <key>`` works too, as on the API. No session: an
+cards name); ``Authorization: Token <key>`` works too, as on the API. A token that
+could be both names the agent, as at every door (``caller_for_token``). No session: an
 A2A client is a program, not a browser."""
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from markus.agents.auth import (
     Caller,
     UserTokenAuthentication,
     acting_agent,
-    agent_for_token,
-    user_for_token,
+    caller_for_token,
 )
-from markus.agents.models import Agent, UserToken
+from markus.agents.models import Agent
 from markus.core.limits import BodyTooLarge
 
 if TYPE_CHECKING:
@@ -32,14 +32,11 @@ SCHEME = "bearer"  # the name of the card's security scheme
 class BearerAuthentication(AgentTokenAuthentication):
     """A bearer token: an agent's, else a user's API token."""
 
-    def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | UserToken]:
-        agent = agent_for_token(raw)
-        if agent is not None:
-            return (AnonymousUser(), agent)
-        token = user_for_token(raw)
-        if token is None:
+    def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | None]:
+        caller = caller_for_token(raw)
+        if caller is None:
             raise exceptions.AuthenticationFailed("Invalid token: neither an agent's nor a user's.")
-        return (token.user, token)
+        return (caller.user, caller.auth)
 
 
 AUTHENTICATION = [BearerAuthentication, UserTokenAuthentication]

@@ -1,6 +1,8 @@
 """Agent bearer tokens, user API tokens, and who may see what.
 
-An agent token acts only as that agent. Both kinds of token are stored only as their
+A token becomes a caller in one place (``caller_for_token``), with one precedence for
+every door (the API, A2A, MCP, the sockets): an agent's token before a user's. An agent
+token acts only as that agent. Both kinds of token are stored only as their
 SHA-256 (``hash_token``); a presented token is hashed and looked up. A user sees the
 agents they own, the agents of teams they own or belong to, and everything if staff.
 Anything else answers 404.
@@ -43,7 +45,7 @@ AnyRequest: TypeAlias = HttpRequest | Caller
 class AgentTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request: Request) -> tuple[User | AnonymousUser, Agent | UserToken] | None:
+    def authenticate(self, request: Request) -> tuple[User | AnonymousUser, Agent | None] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
@@ -55,12 +57,12 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid bearer token.") from exc
         return self.identify(raw)
 
-    def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | UserToken]:
+    def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | None]:
         """Who a raw bearer token names (here: an agent's token only)."""
-        agent = agent_for_token(raw)
-        if agent is None:
+        caller = caller_for_token(raw)
+        if caller is None or caller.auth is None:
             raise exceptions.AuthenticationFailed("Invalid agent token.")
-        return (AnonymousUser(), agent)
+        return (caller.user, caller.auth)
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
@@ -70,11 +72,11 @@ class UserTokenAuthentication(authentication.TokenAuthentication):
     """``Authorization: Token <key>``, the header of DRF's TokenAuthentication, checked
     against the hashed ``UserToken`` rows instead of plaintext keys."""
 
-    def authenticate_credentials(self, key: str) -> tuple[User, UserToken]:
-        token = user_for_token(key)
-        if token is None:
+    def authenticate_credentials(self, key: str) -> tuple[User | AnonymousUser, None]:
+        caller = caller_for_token(key, agents=False)
+        if caller is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
-        return (token.user, token)
+        return (caller.user, None)
 
 
 def agent_for_token(raw: str) -> Agent | None:
@@ -89,6 +91,18 @@ def user_for_token(raw: str) -> UserToken | None:
     if token is None or not token.user.is_active:
         return None
     return token
+
+
+def caller_for_token(raw: str, *, agents: bool = True) -> Caller | None:
+    """Who a raw token names, the one way every door asks (once per request): an agent's
+    token first, then a user's API token; None for neither (unknown, revoked, an inactive
+    user). ``agents=False`` is the ``Token`` scheme, which names a user's token only."""
+    if agents:
+        agent = agent_for_token(raw)
+        if agent is not None:
+            return Caller(AnonymousUser(), agent)
+    token = user_for_token(raw)
+    return Caller(token.user, None) if token is not None else None
 
 
 def acting_agent(request: AnyRequest) -> Agent | None:
