@@ -14,7 +14,8 @@ enqueued for it) is delivered to its inbox and completed in the mailbox (marked
 2. ``deliver_shelved`` (a sweep hook) delivers what is still queued, oldest first: the
    items queued before this rule, those a failed delivery left, deferred ones come due.
 3. The agent answers a person's chat on a stream to the hub (``reply_to`` the chat's
-   stream, no recipient: the REST API, or ``chat_reply`` for the MCP door);
+   stream, no recipient: ``agentbus.services.stream_reply``, which the REST API and the
+   MCP door's ``bus_reply`` reach);
    ``on_hub_answered`` makes each chunk on it the chat's reply (stored, announced, the
    answer of the chat request still waiting). The chat's own messages are stored at
    delivery, so the conversation shows them before any answer.
@@ -31,7 +32,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from agentbus import services
-from agentbus.errors import BusError, ConflictError, NotFoundError
+from agentbus.errors import ConflictError
 from agentbus.models import HUB_CHAT_PREFIX, HUB_STREAM_PREFIX, OPERATOR_ID, Chunk, Stream
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
@@ -45,7 +46,7 @@ from .session import chat_session_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HUB_CHAT_PREFIX", "HUB_STREAM_PREFIX", "chat_reply", "chat_stream_id", "deliver", "deliver_shelved"]
+__all__ = ["HUB_CHAT_PREFIX", "HUB_STREAM_PREFIX", "chat_stream_id", "deliver", "deliver_shelved"]
 
 # Room kept under the bus's payload limit for the fields around a text cut to fit.
 CUT_MARGIN = 500
@@ -209,26 +210,6 @@ def deliver_shelved() -> int:
 
 
 # ------------------------------------------------------------------------ answers
-
-
-def chat_reply(*, agent: Agent, stream_id: str, text: str, actor: str = "") -> Chunk:
-    """The agent's answer in a person's chat (the MCP door's chat reply): ``stream_id``
-    is the chat's stream (``hub.chat.<session>``, as the message came) or the session's
-    id. It goes on a reply stream to the hub, which ``on_hub_answered`` makes the reply."""
-    if not isinstance(text, str) or not text.strip():
-        raise BusError("text is required")
-    if not isinstance(stream_id, str) or not stream_id:
-        raise BusError("streamId is required: the chat's stream (hub.chat.<session>) or its session id")
-    if not stream_id.startswith(HUB_STREAM_PREFIX):
-        stream_id = chat_stream_id(stream_id)
-    if not stream_id.startswith(HUB_CHAT_PREFIX):
-        raise BusError(f"{stream_id!r} is not a person's chat: answer a task's conversation with a comment on the task")
-    stream = Stream.objects.filter(id=stream_id, recipient_id=agent.id).first()
-    if stream is None:
-        raise NotFoundError("No such chat to reply to.")
-    return services.stream_reply(
-        responder=agent, stream_id=stream.id, payload={"text": text}, actor=actor or f"agent:{agent.id}"
-    )
 
 
 def _answered(session_id: str) -> list[str]:

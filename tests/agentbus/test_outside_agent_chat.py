@@ -1,7 +1,7 @@
 """A person chats with an outside agent (issue 36, point 1): the chat's message reaches
 the agent's ``inbox_wait`` on the chat's stream; what the agent answers on the bus (a
-stream with ``replyTo`` that stream, with its own token over the REST API, or the
-``chat_reply`` service the MCP door calls) is the chat's reply: stored in the chat
+stream with ``replyTo`` that stream, with its own token over the REST API, or
+``services.stream_reply``, which the MCP door's ``bus_reply`` calls) is the chat's reply: stored in the chat
 session, announced live, and the answer of the waiting chat request. eve is the outside
 agent, alice a person."""
 
@@ -14,6 +14,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
+from agentbus import services
 from agentbus.errors import BusError, NotFoundError
 from attention import outside
 from attention.chat import _enqueue
@@ -89,7 +90,7 @@ def test_chat_reply_answers_a_session_and_follow_ups_share_its_stream(alice, eve
     first, _ = _enqueue(caller, eve.agent, "one", session.id)
     second, _ = _enqueue(caller, eve.agent, "two", session.id)
     stream_id = outside.chat_stream_id(session.id)
-    chunk = outside.chat_reply(agent=eve.agent, stream_id=stream_id, text="both answered")
+    chunk = services.stream_reply(responder=eve.agent, stream_id=stream_id, payload={"text": "both answered"})
     reply = ChatMessage.objects.get(session=session, role="assistant")
     assert reply.content == "both answered" and reply.metadata["mailboxItemIds"] == [first.id, second.id]
     assert chunk.stream.reply_to == stream_id
@@ -102,8 +103,11 @@ def test_chat_reply_answers_a_session_and_follow_ups_share_its_stream(alice, eve
 def test_only_the_chats_agent_answers_it_and_a_task_conversation_takes_no_bus_reply(alice, eve, max_):
     _enqueue(Caller(alice, None), eve.agent, "hello", None)
     stream_id = outside.chat_stream_id(main_session(eve.id).id)
+    task_stream = services.stream_open(
+        sender=None, recipient=eve.agent, topic="task_comment", stream_id=f"{outside.HUB_STREAM_PREFIX}task.tsk_1.eve"
+    )
     with pytest.raises(NotFoundError):  # as for a chat that does not exist
-        outside.chat_reply(agent=max_.agent, stream_id=stream_id, text="not mine")
+        services.stream_reply(responder=max_.agent, stream_id=stream_id, payload={"text": "not mine"})
     with pytest.raises(BusError):
-        outside.chat_reply(agent=eve.agent, stream_id=f"{outside.HUB_STREAM_PREFIX}task.tsk_1.eve", text="no")
+        services.stream_reply(responder=eve.agent, stream_id=task_stream.id, payload={"text": "no"})
     assert not ChatMessage.objects.filter(role="assistant").exists()
