@@ -38,7 +38,7 @@ from django.utils import timezone
 from mailbox import lifecycle
 from mailbox import services as mailbox
 from mailbox.expiry import expire_stale, is_expired
-from mailbox.merge import entity_key, is_strict
+from mailbox.merge import consolidation_key, entity_key, is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, Status, descriptor
 from markus import telemetry
@@ -200,10 +200,11 @@ def _window_left(item: MailboxItem) -> float:
 
 
 def _consolidation_due(items: list[MailboxItem]) -> bool:
-    """Do two queued items share a task or requirement (and may fold together)?"""
+    """Do two queued items share a task, a requirement or an agent conversation (and may
+    fold together)? (``merge.consolidation_key``)"""
     keys: set[tuple[str, str]] = set()
     for item in items:
-        key = entity_key(item)
+        key = consolidation_key(item)
         if key is None or is_strict(item):
             continue
         if key in keys:
@@ -212,17 +213,18 @@ def _consolidation_due(items: list[MailboxItem]) -> bool:
     return False
 
 
-def _coalesce_into_head(lease: Lease, head: MailboxItem) -> None:
-    """Pre-triage consolidation (section 21) with a claimed head taking part: queued
-    items about the head's task or requirement fold into it where the merge rule
-    allows."""
-    with fenced(lease) as tx:  # a stale worker must not merge into an item it lost
-        for other in mailbox.mailbox_coalesce_into(head, epoch=lease.epoch):
+def _consolidate(lease: Lease) -> None:
+    """Consolidation at the queue's read (``mailbox_consolidate_by_entity``), fenced (a
+    stale worker must not fold the queue), each item folded in with its merge decision."""
+    with fenced(lease) as tx:
+        merged: list[MailboxItem] = []
+        mailbox.mailbox_consolidate_by_entity(lease.agent_id, merged=merged)
+        for other in merged:
             records.record_decision(
                 tx,
                 item=other,
                 decision_type=DecisionType.MERGE,
-                reasoning=f"Consolidated into {head.id} (same entity)",
+                reasoning=f"Consolidated into {other.merged_into_id} (same task, requirement or conversation)",
             )
 
 
@@ -263,7 +265,7 @@ def _next(run: Run) -> Begun | None:
             if not view.items:
                 return None
         if _consolidation_due(view.items):
-            mailbox.mailbox_consolidate_by_entity(lease.agent_id)
+            _consolidate(lease)
             view = read_queue(lease.agent_id)
             if not view.items:
                 return None

@@ -72,6 +72,21 @@ def entity_key(item: MailboxItem) -> tuple[str, str] | None:
     return None
 
 
+def consolidation_key(item: MailboxItem) -> tuple[str, str] | None:
+    """What queued items fold together by at the queue's read (section 21's pre-triage
+    consolidation, and section 14's channel coalescing): the task or requirement an item
+    is about (``entity_key``), or else an agent message's conversation, its
+    ``extra.channelKey``. None: the item folds with nothing there."""
+    key = entity_key(item)
+    if key is not None:
+        return key
+    if item.source_type == MailboxType.A2A_MESSAGE:
+        channel = dedup_key(item.source_type, item.payload or {})
+        if channel is not None:
+            return ("channel", channel)
+    return None
+
+
 def may_merge(target: MailboxItem, item: MailboxItem, *, into_focus: bool = False) -> bool:
     """May ``target`` absorb ``item``? ``into_focus``: the target is the item being
     worked on (its session open), so a strict target may take in a plain item."""

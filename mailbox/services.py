@@ -24,7 +24,7 @@ from markus.core.errors import MarkusError
 from . import lifecycle
 from .expiry import expire_stale
 from .lifecycle import MAX_HUMAN_ATTEMPTS, OPEN_STATUSES, emit_item, not_parked, queued
-from .merge import dedup_key, entity_key, is_protected, is_strict, may_merge, protection_reason
+from .merge import consolidation_key, dedup_key, is_protected, is_strict, may_merge, protection_reason
 from .models import MailboxItem
 from .registry import (
     COMMENT_TYPES,
@@ -300,48 +300,34 @@ def _needs_agent(item: MailboxItem) -> bool:
 
 
 @transaction.atomic
-def mailbox_consolidate_by_entity(agent_id: str) -> int:
-    """Cross-type consolidation before triage (section 21): queued items sharing a
-    ``taskId`` (or else a ``requirementId``) collapse into one. The survivor is the
-    first in dequeue order among those that need the agent's attention (so an
-    informational status update never swallows a comment); it keeps the highest
-    priority. Execution triggers and human chats never merge. Returns items merged."""
+def mailbox_consolidate_by_entity(agent_id: str, *, merged: list[MailboxItem] | None = None) -> int:
+    """Consolidation at the queue's read (sections 14 and 21): queued items sharing a
+    ``taskId`` (or else a ``requirementId``) collapse into one, across types, and so do
+    agent messages of one conversation (one ``channelKey``): ``merge.consolidation_key``.
+    The survivor of a task's or requirement's items is the first in dequeue order among
+    those that need the agent's attention (so an informational status update never
+    swallows a comment); of a conversation's messages, the oldest (its ``messages`` read
+    in the order they were said). It keeps the highest priority. Execution triggers and
+    human chats never merge. Returns how many items merged; ``merged``, when given,
+    receives them (each with ``merged_into`` set)."""
     groups: dict[tuple[str, str], list[MailboxItem]] = defaultdict(list)
     for item in queued(agent_id).select_for_update():
-        key = entity_key(item)
+        key = consolidation_key(item)
         if key is not None and not is_strict(item):
             groups[key].append(item)
-    merged = 0
-    for members in groups.values():
-        survivor = next((m for m in members if _needs_agent(m)), members[0])
-        for other in members:
+    count = 0
+    for (kind, _), members in groups.items():
+        if kind == "channel":
+            survivor = min(members, key=lambda m: (m.queued_at, m.id))
+        else:
+            survivor = next((m for m in members if _needs_agent(m)), members[0])
+        for other in sorted(members, key=lambda m: (m.queued_at, m.id)) if kind == "channel" else members:
             if other is not survivor and may_merge(survivor, other):
-                lifecycle.absorb(survivor, other, label_prefix=True)
-                merged += 1
-    return merged
-
-
-@transaction.atomic
-def mailbox_coalesce_into(head: MailboxItem, *, epoch: int) -> list[MailboxItem]:
-    """Pre-triage consolidation with the head taking part: queued items about the
-    head's task or requirement fold into it, when the merge rule allows (never into a
-    strict head, never a strict item or a human's). The head must be processing under
-    ``epoch`` (a stale worker must not merge into an item it lost). Returns the items merged."""
-    key = entity_key(head)
-    if key is None or is_strict(head) or not _needs_agent(head):
-        return []
-    locked = (
-        MailboxItem.objects.select_for_update().filter(id=head.id, status=Status.PROCESSING, lease_epoch=epoch).first()
-    )
-    if locked is None:
-        return []
-    lookup = {"payload__taskId": key[1]} if key[0] == "task" else {"payload__requirementId": key[1]}
-    merged = []
-    for other in queued(head.agent_id).select_for_update().filter(**lookup):
-        if not other.is_user_interaction and may_merge(locked, other):
-            lifecycle.absorb(locked, other)
-            merged.append(other)
-    return merged
+                lifecycle.absorb(survivor, other, label_prefix=kind != "channel")
+                count += 1
+                if merged is not None:
+                    merged.append(other)
+    return count
 
 
 @transaction.atomic
