@@ -149,7 +149,7 @@ def choose(
             outcome = deliberate(run, weighed, depth, provider, since=read_at)
             if outcome is not None:
                 return outcome
-    return triage(run.lease, head, queue, agent.name, depth=depth)
+    return triage(run.lease, head, queue, agent, depth=depth)
 
 
 # ---------------------------------------------------------------------------- protection

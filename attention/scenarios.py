@@ -303,13 +303,19 @@ def longterm_lines(
 END_OF_TURN = "When done, answer in plain text with no tool call (or call end_turn). Never repeat a refused call."
 
 
+def identity(agent: Agent) -> str:
+    """The first line of every prompt of the agent, the mini triage's too (seed section
+    21, "Triage Prompt Identity"): it speaks as itself, with its role."""
+    return f"You are {agent.name}" + (f", {agent.role}." if agent.role else ".")
+
+
 def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:
     """The scenario's system prompt: only what stays the same from call to call of the
     agent in this scenario (its role, the instructions, the guidance, how a turn ends),
     so a provider's prompt cache reads it, and the tools after it, from the cache. What
     changes goes last, in ``context_message``."""
     lines = [
-        f"You are {agent.name}" + (f", {agent.role}." if agent.role else "."),
+        identity(agent),
         SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}.",
     ]
     lines += human_guidance(scenario)

@@ -55,7 +55,7 @@ from . import records
 from .lease import Fence, Lease, StaleLease, fenced
 from .model_call import model_call
 from .models import DecisionType
-from .scenarios import TRIAGE, item_brief, scenario_for
+from .scenarios import TRIAGE, identity, item_brief, scenario_for
 from .toolbox import TOOLS, ToolContext, execute_tool, load_tools
 
 log = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ def contenders(head: MailboxItem, queue: list[MailboxItem], *, depth: int | None
 
 @telemetry.planned("mini_triage")
 def triage(
-    lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent_name: str, *, depth: int | None = None
+    lease: Lease, head: MailboxItem, queue: list[MailboxItem], agent: Agent, *, depth: int | None = None
 ) -> Plan | None:
     """The mini triage over the ``contenders`` (None: process the head). ``queue``: the
     queued items in dequeue order, the head first, none claimed yet; the provider is
@@ -267,7 +267,7 @@ def triage(
         return None
     briefs = [{**candidate_brief(c), "stale": is_stale(c, now)} for c in candidates]
     try:
-        answer = _ask(lease, provider, head, briefs, agent_name, triage_model(depth) or "")
+        answer = _ask(lease, provider, head, briefs, agent, triage_model(depth) or "")
     except StaleLease:
         raise
     except Exception:
@@ -290,16 +290,16 @@ def _prompt(briefs: list[dict[str, Any]]) -> str:
 
 
 def _ask(
-    lease: Lease, provider: Provider, head: MailboxItem, briefs: list[dict[str, Any]], agent_name: str, model: str
+    lease: Lease, provider: Provider, head: MailboxItem, briefs: list[dict[str, Any]], agent: Agent, model: str
 ) -> dict[str, Any] | None:
     """Up to TRIAGE_MAX_TOOL_ITERATIONS rounds of read-only tools, then the JSON answer."""
     load_tools()
     tools = [t.schema() for name, t in TOOLS.items() if name in TRIAGE_ALLOWED_TOOLS] + [DECISION_SCHEMA]
-    tool_ctx = ToolContext(agent_id=lease.agent_id, agent_name=agent_name, scenario=TRIAGE)
+    tool_ctx = ToolContext(agent_id=lease.agent_id, agent_name=agent.name, scenario=TRIAGE)
     context = CallContext(
-        scenario=TRIAGE, agent_name=agent_name, item={**item_brief(head), "candidates": briefs}, model=model
+        scenario=TRIAGE, agent_name=agent.name, item={**item_brief(head), "candidates": briefs}, model=model
     )
-    system = f"You are {agent_name}. You decide what to work on next."
+    system = f"{identity(agent)} You decide what to work on next."
     messages: list[dict[str, Any]] = [{"role": "user", "content": _prompt(briefs)}]
     for round_ in range(TRIAGE_MAX_TOOL_ITERATIONS + 1):
         final = round_ == TRIAGE_MAX_TOOL_ITERATIONS

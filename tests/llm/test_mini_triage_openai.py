@@ -69,7 +69,7 @@ def test_the_mini_triage_runs_read_only_tools_then_answers_json(openai_settings,
 
     assert status(new) == "completed" and status(old) == "dropped"
     first = stub.requests[0]["body"]
-    assert first["messages"][0]["content"].startswith("You are Ada.")
+    assert first["messages"][0]["content"].startswith("You are Ada, engineer.")
     assert {t["function"]["name"] for t in first["tools"]} == {*TRIAGE_ALLOWED_TOOLS, "triage_decision"}
     assert old.id in first["messages"][1]["content"] and "waited 5 min" in first["messages"][1]["content"]
     second = stub.requests[1]["body"]["messages"]
