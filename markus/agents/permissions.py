@@ -141,6 +141,11 @@ OPERATIONS: dict[str, Operation] = {
     "agents_reminder_cancel": _op(C, "cancel a reminder"),
     "agents_tools": _op(S, "list the tools it is offered (built-in and its tool servers') with their policies"),
     "tool:list_now": _op(C, "list its tool servers' tools anew when reading its tools (others read the last listing)"),
+    "tool:notify_user": _op(
+        T,
+        "be addressed by its notify_user: target_user_id; else the person it talks to, the last person who "
+        "chatted with it, its owner, its team's owner, the first of them it may talk to",
+    ),
     "tool:approve_call": _op(
         Right.APPROVE,
         "approve a call of one of its ask tools: the staff member who asked; else its team's owner when the "

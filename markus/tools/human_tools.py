@@ -11,8 +11,9 @@ from django.contrib.auth.models import User
 from attention.scenarios import ASKING_SCENARIOS, HUMAN_GUIDANCE_SCENARIOS
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
-from markus.agents.auth import user_may_see_agent
+from mailbox.registry import MailboxType
 from markus.agents.models import Agent
+from markus.agents.permissions import user_may_do
 from markus.agents.services import agent_message_post, main_session
 from notifications.registry import PRIORITIES, NotificationType
 from notifications.services import approval_create
@@ -27,34 +28,48 @@ APPROVAL_SCENARIOS = ASKING_SCENARIOS
 
 
 def _target_user(ctx: ToolContext, target_user_id: str | None) -> User:
-    """The named user, else the person this item came from, else the agent's owner, else
-    its team's owner. Only users who may see the agent can be addressed."""
+    """Whom ``notify_user`` reaches (seed 25.1), among the people the permission table
+    lets it address (``tool:notify_user``): the user named, else the person this item
+    came from (whom it talks to now), else the last person who chatted with it, else its
+    owner, else its team's owner."""
     agent = Agent.objects.select_related("team").get(id=ctx.agent_id)
-    User = get_user_model()
     if target_user_id:
-        target = (
-            User.objects.filter(pk=target_user_id).first()
-            if str(target_user_id).isascii() and str(target_user_id).isdigit()
-            else None
-        )
-        if target is None or not user_may_see_agent(target, agent):
+        found = _users([str(target_user_id)])
+        target = found[0] if found else None
+        if target is None or not user_may_do(target, "tool:notify_user", agent):
             raise ToolError(f"no user {target_user_id!r} you can reach")
         return target
     item = MailboxItem.objects.filter(id=ctx.mailbox_item_id).first()
-    meta = (item.metadata or {}) if item else {}
-    if (
-        meta.get("senderRole") == "user"
-        and str(meta.get("senderId", "")).isascii()
-        and str(meta.get("senderId", "")).isdigit()
-    ):
-        sender = User.objects.filter(pk=meta["senderId"]).first()
-        if sender is not None and user_may_see_agent(sender, agent):
-            return sender
-    if agent.owner is not None:
-        return agent.owner
-    if agent.team is not None:  # select_related above: no query
-        return agent.team.owner
+    talking = [_person(item.metadata)] if item is not None else []
+    chatted = (
+        MailboxItem.objects.filter(agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT, metadata__senderRole="user")
+        .order_by("-queued_at", "-id")
+        .values_list("metadata", flat=True)[:LAST_CHATTERS]
+    )
+    people = _users([p for p in [*talking, *(_person(m) for m in chatted)] if p])
+    people += [u for u in (agent.owner, agent.team.owner if agent.team is not None else None) if u is not None]
+    for person in people:
+        if user_may_do(person, "tool:notify_user", agent):
+            return person
     raise ToolError("nobody to notify: this agent has no owner or team")
+
+
+# How many of the latest chats are looked through for the last person who chatted.
+LAST_CHATTERS = 20
+
+
+def _person(metadata: dict | None) -> str:
+    """The user id a person's item names (its sender), or ""."""
+    meta = metadata or {}
+    sender = str(meta.get("senderId", ""))
+    return sender if meta.get("senderRole") == "user" and sender.isascii() and sender.isdigit() else ""
+
+
+def _users(ids: list[str]) -> list[User]:
+    """The users of ``ids`` that exist, in that order, each once (one query)."""
+    wanted = list(dict.fromkeys(i for i in ids if i.isascii() and i.isdigit()))
+    found = get_user_model().objects.in_bulk([int(i) for i in wanted])
+    return [found[int(i)] for i in wanted if int(i) in found]
 
 
 def _priority(value: str | None) -> str | None:
