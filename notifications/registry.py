@@ -12,11 +12,13 @@ class NotificationType(StrEnum):
     TASK_COMPLETED = "task_completed"
     TASK_REVIEW = "task_review"
     TASK_FAILED = "task_failed"
+    TASK_BLOCKED = "task_blocked"
     REQUIREMENT_CREATED = "requirement_created"
     REQUIREMENT_DECISION = "requirement_decision"
     AGENT_REPORT = "agent_report"
     COMMENT_MENTION = "comment_mention"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    AGENT_STALLED = "agent_stalled"
     SYSTEM = "system"
 
 
@@ -37,6 +39,8 @@ USER_NOTIFICATION_TYPE_REGISTRY: dict[NotificationType, NotificationTypeDescript
     N.TASK_COMPLETED: _D("Task Completed", "✅", "normal", "navigate", "task"),
     N.TASK_REVIEW: _D("Task Review", "👁️", "normal", "navigate", "task"),
     N.TASK_FAILED: _D("Task Failed", "❌", "high", "navigate", "task"),
+    # A task waits on a dependency that can never complete (markus.work.dead_ends).
+    N.TASK_BLOCKED: _D("Task Blocked", "⛔", "high", "navigate", "task"),
     N.REQUIREMENT_CREATED: _D("Requirement Proposed", "📝", "high", "navigate", "task"),
     N.REQUIREMENT_DECISION: _D("Requirement Decision", "⚖️", "normal", "navigate", "task"),
     N.AGENT_REPORT: _D("Agent Report", "📊", "normal", "none", "agent"),
@@ -44,6 +48,8 @@ USER_NOTIFICATION_TYPE_REGISTRY: dict[NotificationType, NotificationTypeDescript
     N.COMMENT_MENTION: _D("Mention", "@", "high", "navigate", "task"),
     # An agent's or a team's budget is used up: its agents take no LLM work (markus.usage).
     N.BUDGET_EXHAUSTED: _D("Budget Exhausted", "💸", "high", "navigate", "agent"),
+    # An agent has made no progress for a while (attention.stalls).
+    N.AGENT_STALLED: _D("Agent Stalled", "⏳", "high", "navigate", "agent"),
     N.SYSTEM: _D("System", "⚙️", "normal", "none", "system"),
 }
 PRIORITIES = ("low", "normal", "high", "urgent")

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from markus.core.actors import Actor
 
-from . import history
+from . import dead_ends, history
 from .errors import IllegalTransition, WorkError, WorkNotFound
 from .models import StatusChange, Task
 from .selectors import WAITING_STATES, dependency_cycle
@@ -71,4 +71,5 @@ def _changed(task: Task, before: list[str], after: list[str], actor: Actor) -> N
     the re-check its last dependency's completion would have made."""
     note = f"dependencies: {', '.join(before) or 'none'} → {', '.join(after) or 'none'}"
     history.record(StatusChange.Entity.TASK, task.id, task.status, task.status, actor, note)
-    start_when_free(task, actor, note=f"its dependencies changed and are all met ({note})")
+    if not start_when_free(task, actor, note=f"its dependencies changed and are all met ({note})"):
+        dead_ends.recheck(task, actor)  # a dead dependency dropped, or a new one added

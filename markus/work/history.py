@@ -46,6 +46,11 @@ def on_task_status_changed(
     )
 
 
+def task_changed(task_id: str, status: str) -> None:
+    """After commit: the task changed with its status the same (its dead-end mark)."""
+    send_json_on_commit(WORK_GROUP, {"type": TASK_STATUS, "taskId": task_id, "fromStatus": status, "status": status})
+
+
 def on_requirement_status_changed(
     sender: type[Requirement],
     *,

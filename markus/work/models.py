@@ -69,6 +69,8 @@ class Task(models.Model):
     - ``filing_approval``: while set, the task an agent filed waits ``pending`` for a
       person's approval (``Team.agent_task_approval``, ``markus.work.filing``); cleared
       when it is answered or withdrawn.
+    - ``blocked_reason``: set while it waits on a dependency that ended badly or in a
+      cycle (``markus.work.dead_ends``), "" otherwise.
     """
 
     id = models.CharField(primary_key=True, max_length=64, default=ids.task_id)
@@ -99,6 +101,8 @@ class Task(models.Model):
     filing_approval = models.ForeignKey(
         "notifications.Approval", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Why it can never start as its dependencies stand ("" while it may): markus.work.dead_ends.
+    blocked_reason = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

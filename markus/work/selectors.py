@@ -191,6 +191,7 @@ def task_data(task: Task) -> dict[str, Any]:
         "dependsOn": sorted(d.id for d in task.depends_on.all()),
         "dependents": waiting_dependents_count(task),
         "awaitingApproval": task.filing_approval_id is not None,
+        "blockedReason": task.blocked_reason or None,
         "metadata": task.metadata or {},
         "executionRound": task.execution_round,
         "cancelRequestedAt": task.cancel_requested_at,

@@ -31,6 +31,11 @@ class TaskOut(serializers.Serializer):
     awaitingApproval = serializers.BooleanField(
         help_text="filed by an agent, it waits pending for a person's approval (its team's agentTaskApproval)"
     )
+    blockedReason = serializers.CharField(
+        allow_null=True,
+        help_text="why it can never start as its dependencies stand (a dependency failed, rejected, cancelled or "
+        "archived unfinished; a cycle), null while it may: retry or change the dependency, or cancel it",
+    )
     metadata = serializers.DictField()
     executionRound = serializers.IntegerField()
     cancelRequestedAt = serializers.DateTimeField(allow_null=True)
@@ -53,7 +58,8 @@ class TaskTransitionOut(TaskDetailOut):
 
 class TaskListOut(serializers.Serializer):
     tasks = TaskOut(many=True)
-    totalCount = serializers.IntegerField()
+    totalCount = serializers.IntegerField(help_text="counted up to 10,000")
+    totalCountCapped = serializers.BooleanField(help_text="more than totalCount match (shown as 10,000+)")
 
 
 class RequirementOut(serializers.Serializer):
@@ -76,7 +82,8 @@ class RequirementOut(serializers.Serializer):
 
 class RequirementListOut(serializers.Serializer):
     requirements = RequirementOut(many=True)
-    totalCount = serializers.IntegerField()
+    totalCount = serializers.IntegerField(help_text="counted up to 10,000")
+    totalCountCapped = serializers.BooleanField(help_text="more than totalCount match (shown as 10,000+)")
 
 
 class _CommentFields(serializers.Serializer):
@@ -134,4 +141,5 @@ StatusChangeOut._declared_fields["from"] = serializers.CharField(allow_null=True
 
 class StatusHistoryOut(serializers.Serializer):
     history = StatusChangeOut(many=True)
-    totalCount = serializers.IntegerField()
+    totalCount = serializers.IntegerField(help_text="counted up to 10,000")
+    totalCountCapped = serializers.BooleanField(help_text="more than totalCount match (shown as 10,000+)")

@@ -29,7 +29,7 @@ from notifications.models import UserNotification
 from notifications.registry import NotificationType
 from notifications.services import approval_cancel, approval_create, notify_user
 
-from . import notices
+from . import dead_ends, notices
 from .comment_services import requirement_comment_create, task_comment_create
 from .errors import DependentsWaiting, IllegalTransition, WorkError, WorkNotFound
 from .filing import filing_approver, request_filing_approval, withdraw_filing_approval
@@ -233,13 +233,15 @@ def task_transition(*, task_id: str, to_status: str, actor: Actor, note: str = "
         raise WorkError(f"unknown status {to_status!r}; expected one of: {', '.join(TaskState.values)}")
     task = _lock(task_id)
     note = clean_text(note, "note", max_length=10_000)
-    _apply(task, to_status, actor, note=note)
-    if cascade and to_status == TaskState.CANCELLED:
+    cascading = cascade and to_status == TaskState.CANCELLED
+    _apply(task, to_status, actor, note=note, recheck_dependents=not cascading)
+    if cascading:
         because = f"cancelled with {task.id} ({task.title}), which it waits on"
         for dependent_id in waiting_dependents(task.id):
             dependent = _lock(dependent_id)
             if dependent.status in WAITING_STATES:
                 _apply(dependent, TaskState.CANCELLED, actor, note=f"{because}. {note}".strip() if note else because)
+        dead_ends.recheck_dependents(task, actor)  # those it did not cancel (waiting on others too)
     return task
 
 
@@ -286,7 +288,7 @@ def _check_rules(task: Task, to_status: str, actor: Actor) -> None:
             raise IllegalTransition("the reviewer cannot be the assignee: a worker cannot complete its own task")
 
 
-def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
+def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "", recheck_dependents: bool = True) -> None:
     """Apply a transition. Must be called holding SELECT FOR UPDATE on ``task``.
 
     1. Check the state machine and the rules.
@@ -294,6 +296,8 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
     3. Side effects of leaving the old state (cancel the execution, withdraw a review),
        then of entering the new one (execution, review request, notifications).
     4. Entering a terminal state runs the cascades (dependents, requirement).
+    5. Dependencies that can never be met (``dead_ends``): its own mark, and (unless
+       ``recheck_dependents`` is false: a cascade cancels them next) its dependents'.
     """
     _check_rules(task, to_status, actor)
     withdraw_filing_approval(task)  # moved on: the question of its filing no longer stands
@@ -349,6 +353,11 @@ def _apply(task: Task, to_status: str, actor: Actor, *, note: str = "") -> None:
         _unblock_dependents(task)
         if task.requirement_id:
             requirement_tasks_settled(requirement_id=task.requirement_id)
+    # Dependencies that can never be met: its own mark (it left waiting), its dependents'.
+    if task.blocked_reason:
+        dead_ends.recheck(task, actor)
+    if recheck_dependents:
+        dead_ends.recheck_dependents(task, actor)
     task_status_changed.send(
         sender=Task, task=task, from_status=from_status, to_status=to_status, actor=actor, note=note
     )
