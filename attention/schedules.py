@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 HEARTBEAT_TICK_MINUTES = 5
 DREAM_CYCLE_HOURS = 4
 DAILY_REPORT_TICK_MINUTES = 15
+DEAD_END_TICK_MINUTES = 10  # markus.work.dead_ends: the transitions mark at once; this catches the rest
+STALL_TICK_MINUTES = 1  # attention.stalls: one query per kind for all the running agents
 RETENTION_TICK_HOURS = 1  # markus.retention: each run's batches are small when it runs often
 
 SECONDS, MINUTES, HOURS = "seconds", "minutes", "hours"  # IntervalSchedule periods
@@ -104,6 +106,20 @@ def entries() -> list[Entry]:
             Every(DAILY_REPORT_TICK_MINUTES, MINUTES),
             "Checks which manager agents are due to write today's report (after 20:00 in their time zone).",
             earlier=(("attention.daily_report_all", Crontab("0", "18", day_of_week="1-5")),),
+        ),
+        Entry(
+            "attention.dead_ends",
+            "attention.dead_ends",
+            Every(DEAD_END_TICK_MINUTES, MINUTES),
+            "Marks the waiting tasks that can never start (a dependency failed, rejected, cancelled; a cycle) "
+            "and tells their creator once; unmarks those that can again.",
+        ),
+        Entry(
+            "attention.stalls",
+            "attention.stalls",
+            Every(STALL_TICK_MINUTES, MINUTES),
+            "Tells each running agent's owner, once per stall, that it has made no progress for a while "
+            "(the same item too long, the same tool failing, waiting on a person).",
         ),
         Entry(
             "retention.prune",

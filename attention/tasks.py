@@ -10,8 +10,9 @@ from django.db import close_old_connections
 
 from markus.memory.dream import dream_check
 from markus.reports import services as reports
+from markus.work import dead_ends
 
-from . import heartbeat, loop, selectors, services
+from . import heartbeat, loop, selectors, services, stalls
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +55,19 @@ def dream_cycle_all() -> int:
     enough new observations, within the cluster's cap (markus.memory.dream)."""
     close_old_connections()
     return dream_check()
+
+
+@shared_task(name="attention.stalls", ignore_result=True)
+def notify_stalled() -> int:
+    """Every minute from beat: each running agent's owner told of its stall, once per
+    stall (attention.stalls)."""
+    close_old_connections()
+    return len(stalls.notify_stalls())
+
+
+@shared_task(name="attention.dead_ends", ignore_result=True)
+def dead_ends_all() -> int:
+    """Every 10 minutes from beat: the waiting tasks that can never start marked (their
+    creator told once), those that can again unmarked (markus.work.dead_ends)."""
+    close_old_connections()
+    return len(dead_ends.sweep())

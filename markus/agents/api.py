@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from agentbus.selectors import pending_count, pending_counts
 from attention.heartbeat import rhythm, rhythm_update
 from attention.services import wake
+from attention.stalls import Stall, stalls_of
 from markus.agents import permissions
 from markus.agents.auth import AnyRequest, IsUser, signed_in_user, visible_agents
 from markus.agents.models import Agent
@@ -38,10 +39,14 @@ if TYPE_CHECKING:
     from rest_framework.permissions import _SupportsHasPermission  # the stubs' type of a permission
 
 
-def agent_data(agent: Agent, tool_servers: list[str] | None = None) -> dict[str, Any]:
-    """An agent as the API shows it; ``tool_servers``: read with the others' (a list)."""
+def agent_data(
+    agent: Agent, tool_servers: list[str] | None = None, stalls: dict[str, Stall | None] | None = None
+) -> dict[str, Any]:
+    """An agent as the API shows it; ``tool_servers`` and ``stalls`` (``attention.stalls``):
+    read with the others' (a list), else read here."""
     if tool_servers is None:
         tool_servers = toolservers.attached_names([agent.id])[agent.id]
+    stall = (stalls if stalls is not None else stalls_of([agent.id])).get(agent.id)
     return {
         "id": agent.id,
         "name": agent.name,
@@ -53,6 +58,8 @@ def agent_data(agent: Agent, tool_servers: list[str] | None = None) -> dict[str,
         "createdAt": agent.created_at,
         **rhythm_data(agent),
         "toolServers": tool_servers,
+        # null, or why it has made no progress for a while: {kind, reason, since}
+        "stall": stall.data() if stall is not None else None,
     }
 
 
@@ -97,7 +104,8 @@ class AgentListView(APIView):
     def get(self, request: Request) -> Response:
         agents = list(visible_agents(request).order_by("created_at", "id"))
         servers = toolservers.attached_names([a.id for a in agents])
-        rows = [agent_data(a, servers[a.id]) for a in agents]
+        stalled = stalls_of([a.id for a in agents])
+        rows = [agent_data(a, servers[a.id], stalled) for a in agents]
         if request.query_params.get("inbox") in ("1", "true"):
             counts = pending_counts([a.id for a in agents])
             for row in rows:

@@ -167,6 +167,12 @@ class AgentPatchInput(serializers.Serializer):
         return seen_team(self.context["request"], value)
 
 
+class StallOut(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["tool_failing", "long_focus", "waiting_on_person"])
+    reason = serializers.CharField(help_text="why it has made no progress, naming no content")
+    since = serializers.DateTimeField(help_text="when the stall began")
+
+
 class AgentOut(serializers.Serializer):
     id = serializers.CharField()
     name = serializers.CharField()
@@ -186,6 +192,12 @@ class AgentOut(serializers.Serializer):
     heartbeatSleepDepth = serializers.IntegerField(help_text="each level doubles the interval (at most 24 h)")
     toolServers = serializers.ListField(
         child=serializers.CharField(), help_text="tool servers attached to it (not its team's: GET …/tools)"
+    )
+    stall = StallOut(
+        allow_null=True,
+        help_text="null, or why it has made no progress for a while (attention.stalls): the same tool failing "
+        "MARKUS_STALL_TOOL_FAILURES times in a row, the same item past MARKUS_STALL_SECONDS, a person's answer "
+        "awaited past MARKUS_STALL_WAIT_SECONDS",
     )
     pendingInbox = serializers.IntegerField(required=False, help_text="messages waiting in the AgentBus inbox")
     pendingInboxCount = serializers.IntegerField(required=False, help_text="with ?inbox=1 on the list")

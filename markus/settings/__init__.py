@@ -291,6 +291,12 @@ MARKUS = {
     "COALESCE_WINDOW_MS": env.int("MARKUS_COALESCE_WINDOW_MS", default=200),
     "PREEMPT_RESUME_DELAY_S": env.float("MARKUS_PREEMPT_RESUME_DELAY_S", default=3.0),
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
+    # An agent is stalled (attention.stalls: its card, its mind view, its owner told once)
+    # when it has held the same item this many seconds, when the same tool failed this many
+    # times in a row, or when a person's answer has been awaited this many seconds.
+    "STALL_SECONDS": env.int("MARKUS_STALL_SECONDS", default=600),
+    "STALL_TOOL_FAILURES": env.int("MARKUS_STALL_TOOL_FAILURES", default=3),
+    "STALL_WAIT_SECONDS": env.int("MARKUS_STALL_WAIT_SECONDS", default=86_400),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
     # Open agent sockets (/ws/agents/{id}/…) per caller per server process; past it 4429.

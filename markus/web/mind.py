@@ -24,6 +24,7 @@ from attention import services as attention
 from attention.loop import attention_snapshot
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision
 from attention.selectors import timeline_entry, waiting_calls
+from attention.stalls import stalls_of
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
 from mailbox.representation import PLACEHOLDER
@@ -148,6 +149,7 @@ def header_context(
         "state": str(snap["state"]),
         "focus": focus,
         "queue_depth": queue_depth(agent_id),
+        "stall": stalls_of([agent_id])[agent_id],  # attention.stalls: why it is stuck, if it is
         "brain": brain,
         "offline_brain": brain == OFFLINE_BRAIN,
         "live": live,

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from attention.models import AgentAttention
 from attention.records import focus_of
+from attention.stalls import stalls_of
 from mailbox.models import MailboxItem
 from mailbox.registry import Status, descriptor
 from markus.agents.auth import visible_agents
@@ -61,8 +62,9 @@ def _user(request: HttpRequest) -> User:
 
 
 def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
-    """The agents the user may see with their live state, focus and queue depth: three
-    queries for any number of agents."""
+    """The agents the user may see with their live state, focus, queue depth and stall
+    (``attention.stalls``): five queries for any number of agents (six when one is
+    focused: its last tool calls)."""
     agents = list(visible_agents(request).select_related("team").order_by("created_at", "id"))
     ids = [a.id for a in agents]
     now = timezone.now()
@@ -75,6 +77,7 @@ def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
         .annotate(n=Count("id"))
         .values_list("agent_id", "n")
     )
+    stalled = stalls_of(ids, now)
     rows = []
     for agent in agents:
         row = attention.get(agent.id)
@@ -90,6 +93,7 @@ def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
                 "state": str(row.state) if (row and live) else "idle",
                 "focus": focus,
                 "queue_depth": depths.get(agent.id, 0),
+                "stall": stalled[agent.id],
             }
         )
     return rows

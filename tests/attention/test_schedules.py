@@ -21,6 +21,8 @@ DECLARED = {
     "attention.heartbeat": ("attention.heartbeat_all", (5, "minutes")),
     "attention.dream_cycle": ("attention.dream_cycle_all", (4, "hours")),
     "attention.daily_report": ("attention.daily_report_all", (15, "minutes")),
+    "attention.stalls": ("attention.stalls", (1, "minutes")),
+    "attention.dead_ends": ("attention.dead_ends", (10, "minutes")),
 }
 
 
