@@ -8,19 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions
 from rest_framework.request import Request
 
-from markus.agents.auth import (
-    AgentTokenAuthentication,
-    Caller,
-    UserTokenAuthentication,
-    acting_agent,
-    caller_for_token,
-)
-from markus.agents.models import Agent
+from markus.agents.auth import BearerAuthentication, Caller, UserTokenAuthentication, acting_agent
 from markus.core.limits import BodyTooLarge
 
 if TYPE_CHECKING:
@@ -29,16 +21,7 @@ if TYPE_CHECKING:
 SCHEME = "bearer"  # the name of the card's security scheme
 
 
-class BearerAuthentication(AgentTokenAuthentication):
-    """A bearer token: an agent's, else a user's API token."""
-
-    def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | None]:
-        caller = caller_for_token(raw)
-        if caller is None:
-            raise exceptions.AuthenticationFailed("Invalid token: neither an agent's nor a user's.")
-        return (caller.user, caller.auth)
-
-
+# The API's token schemes (``markus.agents.auth``), without its session.
 AUTHENTICATION = [BearerAuthentication, UserTokenAuthentication]
 
 

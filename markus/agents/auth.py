@@ -42,7 +42,10 @@ class Caller:
 AnyRequest: TypeAlias = HttpRequest | Caller
 
 
-class AgentTokenAuthentication(authentication.BaseAuthentication):
+class BearerAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer <token>``: an agent's token (it acts as that agent), else a
+    user's API token, as ``caller_for_token`` reads it at every door."""
+
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[User | AnonymousUser, Agent | None] | None:
@@ -58,10 +61,10 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
         return self.identify(raw)
 
     def identify(self, raw: str) -> tuple[User | AnonymousUser, Agent | None]:
-        """Who a raw bearer token names (here: an agent's token only)."""
+        """Who a raw bearer token names."""
         caller = caller_for_token(raw)
-        if caller is None or caller.auth is None:
-            raise exceptions.AuthenticationFailed("Invalid agent token.")
+        if caller is None:
+            raise exceptions.AuthenticationFailed("Invalid token: neither an agent's nor a user's.")
         return (caller.user, caller.auth)
 
     def authenticate_header(self, request: Request) -> str:

@@ -11,11 +11,15 @@ from rest_framework import serializers
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "markus.agents.auth.AgentTokenAuthentication"
+    target_class = "markus.agents.auth.BearerAuthentication"
     name = "agentBearer"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {"type": "http", "scheme": "bearer", "description": "An agent's API token (acts only as that agent)"}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An agent's API token (acts only as that agent), or a user's",
+        }
 
 
 class ErrorSerializer(serializers.Serializer):

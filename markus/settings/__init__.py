@@ -176,7 +176,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("MARKUS_MAX_BODY_BYTES", default=1024 * 10
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "markus.agents.auth.AgentTokenAuthentication",
+        "markus.agents.auth.BearerAuthentication",  # Bearer <agent or user token>
         "markus.agents.auth.UserTokenAuthentication",  # Token <key>, stored hashed
         "rest_framework.authentication.SessionAuthentication",
     ],

@@ -109,3 +109,31 @@ def test_the_mcp_door_resolves_the_caller_once_per_request(agent_with_token):
     [data] = [line.removeprefix("data:") for line in answer.text.splitlines() if line.startswith("data:")]
     assert json.loads(data)["result"]["isError"] is False, data
     assert spy.call_count == 1
+
+
+def test_a_users_token_as_bearer_names_the_user_at_the_api_as_at_a2a_and_mcp(alice):
+    raw = "mk_users-own-token"
+    UserToken.objects.create(user=alice, key_hash=hash_token(raw))
+    assert bearer(raw).get("/api/agents/").status_code == 200
+    a2a = RequestFactory().post("/a2a/tok/", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert authenticate(a2a).user == alice
+    assert mcp_door.caller_for_authorization(f"Bearer {raw}").user == alice
+
+
+def test_the_api_a2a_and_the_sockets_resolve_the_caller_once_per_request(agent_with_token):
+    agent, raw = agent_with_token
+    with mock.patch("markus.agents.auth.caller_for_token", wraps=caller_for_token) as spy:
+        assert bearer(raw).get(f"/api/agents/{agent.id}/").status_code == 200
+    assert spy.call_count == 1
+    with mock.patch("markus.agents.auth.caller_for_token", wraps=caller_for_token) as spy:
+        card = Client().get(f"/a2a/{agent.id}/.well-known/agent-card.json", HTTP_AUTHORIZATION=f"Bearer {raw}")
+        rpc = Client().post(
+            f"/a2a/{agent.id}/",
+            data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "none"}}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {raw}",
+        )
+    assert spy.call_count == 2, (card.status_code, rpc.status_code)  # one per request
+    with mock.patch("notifications.consumers.caller_for_token", wraps=caller_for_token) as spy:
+        assert socket_scope(raw)["agent"] == agent
+    assert spy.call_count == 1
