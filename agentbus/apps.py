@@ -9,17 +9,15 @@ class AgentbusConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from attention.services import sweep_hooks
+        from markus.core.signals import on, swept, task_status_changed
 
         from .outbox import sweep_relay
 
         # The sweep is the backstop for outbox rows the after-commit relay missed.
-        if sweep_relay not in sweep_hooks:
-            sweep_hooks.append(sweep_relay)
+        on(swept, sweep_relay, "agentbus.swept.relay")
 
         # Task lifecycle on the bus: each transition writes an outbox row in its own
         # transaction (agentbus/lifecycle.py).
-        from markus.work.signals import task_status_changed
 
         from .lifecycle import on_task_status_changed
 

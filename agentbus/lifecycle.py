@@ -55,7 +55,7 @@ def on_task_status_changed(
     actor: Actor,
     **kwargs: Any,
 ) -> None:
-    """Receiver of ``markus.work.signals.task_status_changed`` (sent inside the
+    """Receiver of ``markus.core.signals.task_status_changed`` (sent inside the
     transition's transaction)."""
     audience = lifecycle_audience(task)
     if not audience:

@@ -150,5 +150,5 @@ def outbox_relay(*, ids: Iterable[int] | None = None, limit: int = BATCH, now: d
 
 
 def sweep_relay() -> None:
-    """The sweep's backstop (registered in ``attention.services.sweep_hooks``)."""
+    """The sweep's backstop (a receiver of ``markus.core.signals.swept``)."""
     outbox_relay()

@@ -26,16 +26,6 @@ class SchemaViolation(BusError):
     """A payload does not match its registered schema."""
 
 
-_BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {}
-
-
-def register_schema(name: str, build: Callable[[], dict[str, Any]]) -> None:
-    """Register a schema by name. ``build`` is called lazily (schemas may read model
-    enums, which are not importable while apps load)."""
-    _BUILDERS[name] = build
-    _validator.cache_clear()
-
-
 def registered_schemas() -> list[str]:
     return sorted(_BUILDERS)
 
@@ -114,4 +104,6 @@ def _task_lifecycle_v1() -> dict[str, Any]:
     }
 
 
-register_schema(TASK_LIFECYCLE_V1, _task_lifecycle_v1)
+# The schemas by name, a table of this module (no app adds one): each is built when first
+# used, since it may read model enums, which are not importable while apps load.
+_BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {TASK_LIFECYCLE_V1: _task_lifecycle_v1}

@@ -21,12 +21,12 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Value, When
-from django.dispatch import Signal
 from django.utils import timezone
 
 from mailbox.registry import MailboxType
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
+from markus.core import signals
 from markus.core.limits import BUS_PAYLOAD_MAX_CHARS
 
 from . import selectors
@@ -48,13 +48,10 @@ from .models import (
 )
 from .wakeup import wake_inboxes_on_commit
 
-# Sent inside the close's transaction when a reply stream (one with ``reply_to``) closes;
-# the attention loop resumes the item that waits for it. kwargs: stream.
-reply_closed = Signal()
-# Sent inside the append's transaction when an agent writes on a stream to the hub (its
-# answer to a person's chat, ``HUB_CHAT_PREFIX``); attention.outside makes it the chat's
-# reply. kwargs: stream, chunk.
-hub_answered = Signal()
+# Sent when a reply stream closes and when an agent answers a person's chat on the hub
+# (``markus.core.signals``, the set of signals that go up).
+reply_closed = signals.reply_closed
+hub_answered = signals.hub_answered
 STREAM_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # the whole id (fullmatch: no trailing newline)
 # What a label printed on one line (a topic, a group chat's name) may not hold: the C0
 # controls, DEL, the C1 controls (NEL among them) and the line and paragraph separators.

@@ -7,21 +7,17 @@ class AttentionConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from mailbox.services import item_enqueued
+        from markus.core.signals import approval_answered, hub_answered, item_enqueued, on, reply_closed, swept
 
         from .services import on_item_enqueued
 
         item_enqueued.connect(on_item_enqueued, dispatch_uid="attention.wake_on_enqueue")
 
-        from notifications.services import register_approval_answered_hook
-
         from .settle import on_approval_answered
 
-        register_approval_answered_hook(on_approval_answered)
+        on(approval_answered, on_approval_answered, "attention.approval_answered")
 
         from django.db.models.signals import post_migrate
-
-        from agentbus.services import reply_closed
 
         from . import (
             outside,
@@ -30,7 +26,6 @@ class AttentionConfig(AppConfig):
         from .conversations import on_reply_closed, reply_waits_timed_out
         from .heartbeat import wake_sleepers_now
         from .loop import tidy_after_dead_workers
-        from .services import sweep_hooks
 
         # An agent that asked a colleague and keeps its place resumes when the reply closes.
         reply_closed.connect(on_reply_closed, dispatch_uid="attention.reply_closed")
@@ -40,14 +35,12 @@ class AttentionConfig(AppConfig):
         # a colleague's reply that ran out resumes with a timeout note.
         # An outside agent's items not yet delivered to its bus inbox are delivered.
         for hook in (tidy_after_dead_workers, wake_sleepers_now, reply_waits_timed_out, outside.deliver_shelved):
-            if hook not in sweep_hooks:
-                sweep_hooks.append(hook)
+            on(swept, hook, f"attention.swept.{hook.__name__}")
 
         # What is addressed to an outside agent reaches its bus inbox (no loop drains its
         # mailbox); its answer on the bus to a person's chat is the chat's reply.
         from django.db.models.signals import post_delete, post_save
 
-        from agentbus.services import hub_answered
         from markus.agents.models import Agent
 
         item_enqueued.connect(outside.on_item_enqueued, dispatch_uid="attention.outside_delivery")

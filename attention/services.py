@@ -18,6 +18,7 @@ from mailbox.registry import Status
 from markus.agents.models import Agent
 from markus.core.events import agent_group, send_event_on_commit
 from markus.work.liveness import work_liveness_repair
+from markus.core.signals import swept
 
 from .lease import abandoned_leases
 from .models import AgentAttention
@@ -119,16 +120,11 @@ def sweep() -> int:
     for agent_id in agents:
         wake(agent_id)
         kicked += 1
-    for hook in sweep_hooks:
-        try:
-            hook()
-        except Exception:
-            log.exception("sweep hook failed")
+    # The backstops (the loop's own, the AgentBus outbox relay) hear ``swept``.
+    for receiver, failure in swept.send_robust(sender=None):
+        if isinstance(failure, Exception):
+            log.error("sweep receiver %s failed", receiver, exc_info=failure)
     return kicked
-
-
-# Other apps (the AgentBus outbox relay) add their backstops here.
-sweep_hooks: list = []
 
 
 def sync_beat_schedule() -> dict[str, list[str]]:

@@ -3,9 +3,9 @@
 Tool implementations live above the loop (``markus.tools``) and register themselves
 with ``@tool`` when ``load_tools()`` imports the modules named in
 ``settings.MARKUS["TOOL_MODULES"]``: the loop never imports its tools. Tools that depend
-on the agent (those of the MCP servers attached to it, ``markus.toolservers``) come from
-a *provider* an app registers (``register_provider``): ``tools_for`` is what an item is
-offered, the built-in tools of its scenario and its providers' tools.
+on the agent (those of the MCP servers attached to it, ``markus.toolservers``) answer the
+``markus.core.signals.tools_wanted`` signal: ``tools_for`` is what an item is offered, the
+built-in tools of its scenario and what the receivers answer.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import math
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 
 from markus import telemetry
 from markus.core.errors import MarkusError
 from markus.core.input import check_data
+from markus.core.signals import tools_wanted
 
 log = logging.getLogger(__name__)
 
@@ -130,27 +131,17 @@ def load_tools() -> dict[str, Tool]:
     return TOOLS
 
 
-# A provider: (the agent's id, the scenario) -> the tools it offers that agent there.
-ToolProvider = Callable[[str, str], list[Tool]]
-PROVIDERS: list[ToolProvider] = []
-
-
-def register_provider(provider: ToolProvider) -> None:
-    if provider not in PROVIDERS:
-        PROVIDERS.append(provider)
-
-
 def builtin_for(scenario: str) -> dict[str, Tool]:
     load_tools()
     return {n: t for n, t in TOOLS.items() if t.scenarios is None or scenario in t.scenarios}
 
 
 def tools_for(agent_id: str, scenario: str) -> dict[str, Tool]:
-    """Everything an item of ``scenario`` is offered: the built-in tools, then each
-    provider's (a name taken already keeps its first tool)."""
+    """Everything an item of ``scenario`` is offered: the built-in tools, then what each
+    receiver of ``tools_wanted`` answers (a name taken already keeps its first tool)."""
     found = builtin_for(scenario)
-    for provider in PROVIDERS:
-        for t in provider(agent_id, scenario):
+    for _, offered in tools_wanted.send(sender=Tool, agent_id=agent_id, scenario=scenario):
+        for t in cast("list[Tool]", offered):
             found.setdefault(t.name, t)
     return found
 

@@ -15,10 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.dispatch import Signal
 from django.utils import timezone
 
 from markus import telemetry
+from markus.core import signals
 from markus.core.errors import MarkusError
 
 from . import lifecycle
@@ -40,8 +40,8 @@ from .representation import serialize_item
 log = logging.getLogger(__name__)
 
 # Sent once the row is written (inside the enqueue's transaction when there is one);
-# the attention app wakes the agent on commit. Receivers are cached per sender.
-item_enqueued = Signal(use_caching=True)  # kwargs: item
+# the attention app wakes the agent on commit (``markus.core.signals``).
+item_enqueued = signals.item_enqueued
 
 __all__ = [
     "MAX_HUMAN_ATTEMPTS",

@@ -2,14 +2,13 @@
 
 ``notify_user`` is the one way to create a notification: it stores the row and sends
 a ``notification`` event to the user's group after commit. ``approval_respond`` answers
-an approval and calls every hook in ``approval_answered_hooks`` inside the same
+an approval and sends ``markus.core.signals.approval_answered`` inside the same
 transaction, so whoever asked (the attention loop re-queuing a parked item, a human
-task review) reacts atomically with the answer.
+task review) reacts atomically with the answer; a receiver that raises rolls it back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -21,6 +20,7 @@ from mailbox.models import MailboxItem
 from markus.agents.models import Agent
 from markus.core.errors import ConflictError, MarkusError
 from markus.core.events import send_event_on_commit, user_group
+from markus.core.signals import approval_answered
 
 from .links import LINK_RULE, is_local_path
 from .models import Approval, UserNotification
@@ -28,23 +28,6 @@ from .registry import PRIORITIES, USER_NOTIFICATION_TYPE_REGISTRY, NotificationT
 
 ACTION_TYPES = ("navigate", "open_chat", "none")
 DEFAULT_APPROVAL_OPTIONS = [{"id": "approve", "label": "Approve"}, {"id": "reject", "label": "Reject"}]
-
-# Called as hook(approval) inside approval_respond's transaction, after the answer is
-# stored. A hook that raises rolls the answer back; hooks should ignore approvals that
-# are not theirs.
-ApprovalHook = Callable[[Approval], None]
-approval_answered_hooks: list[ApprovalHook] = []
-
-
-def register_approval_answered_hook(hook: ApprovalHook) -> None:
-    """Idempotent: registering the same function twice keeps one entry."""
-    if hook not in approval_answered_hooks:
-        approval_answered_hooks.append(hook)
-
-
-def unregister_approval_answered_hook(hook: ApprovalHook) -> None:
-    if hook in approval_answered_hooks:
-        approval_answered_hooks.remove(hook)
 
 
 def serialize_notification(n: UserNotification) -> dict[str, Any]:
@@ -214,8 +197,7 @@ def approval_respond(*, user: User, approval_id: str, selected_option: str, comm
     approval.answered_at = timezone.now()
     approval.save(update_fields=["status", "selected_option", "comment", "answered_at"])
     UserNotification.objects.filter(user=user, metadata__approvalId=approval.id).update(read=True)
-    for hook in list(approval_answered_hooks):
-        hook(approval)
+    approval_answered.send(sender=Approval, approval=approval)
     return approval
 
 

@@ -8,10 +8,10 @@ class ToolServersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from attention.toolbox import register_provider
+        from markus.core.signals import on, tools_wanted
 
         from . import runtime
         from .offered import provide
 
-        register_provider(provide)
+        on(tools_wanted, provide, "toolservers.offered")
         runtime.install_shutdown_hooks()

@@ -1,6 +1,6 @@
 """The status history of tasks and requirements, and the live events of the work pages.
 
-Both listen to the one place a status changes (``signals.task_status_changed`` and
+Both listen to the one place a status changes (``markus.core.signals.task_status_changed`` and
 ``requirement_status_changed``, sent inside the transition's transaction): the history
 row commits or rolls back with the transition; the event goes out after commit, to the
 work pages' group (``WORK_GROUP``), with ids only. Comments announce themselves

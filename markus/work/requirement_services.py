@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from markus.agents.models import Agent
 from markus.core.actors import Actor
+from markus.core.signals import requirement_status_changed
 from notifications.registry import NotificationType
 from notifications.services import notify_user
 
@@ -27,7 +28,6 @@ from .errors import IllegalTransition, WorkError, WorkNotFound, WorkPermissionEr
 from .inputs import clean_text
 from .models import Requirement, RequirementState, Task
 from .selectors import requirement_agent_id
-from .signals import requirement_status_changed
 from .states import (
     MAX_PENDING_REQUIREMENTS_PER_AGENT,
     TERMINAL_TASK_STATES,

@@ -1,5 +1,5 @@
 """A reviewer's verdict on a task, and a person's answers about tasks, back through
-``notifications.services.approval_answered_hooks``: a human reviewer's (the approval
+``markus.core.signals.approval_answered``: a human reviewer's (the approval
 created when a task entered review) and the approval of a task an agent filed
 (``filing``). An agent reviewer gives its verdict with ``task_review`` (the MCP door);
 both end in ``_verdict``."""

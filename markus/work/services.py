@@ -25,6 +25,7 @@ from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_drop_status_updates_by_task_id
 from markus.agents.models import Agent
 from markus.core.actors import Actor
+from markus.core.signals import task_status_changed
 from notifications.models import UserNotification
 from notifications.registry import NotificationType
 from notifications.services import approval_cancel, approval_create, notify_user
@@ -46,7 +47,6 @@ from .requirement_services import (
     requirement_transition,
 )
 from .selectors import WAITING_STATES, task_reviewer, unmet_dependencies, waiting_dependents, waiting_dependents_count
-from .signals import task_status_changed
 from .states import (
     RERUNNABLE_TASK_STATES,
     RETRYABLE_TASK_STATES,

@@ -1,17 +1,16 @@
-"""Approvals: creation, listing and answering, with the answered hooks."""
+"""Approvals: creation, listing and answering, heard by the receivers of approval_answered."""
 
 from __future__ import annotations
 
 import pytest
 
 from markus.core.errors import ConflictError
+from markus.core.signals import approval_answered, on
 from notifications.models import Approval, UserNotification
 from notifications.services import (
     approval_cancel,
     approval_create,
     approval_respond,
-    register_approval_answered_hook,
-    unregister_approval_answered_hook,
 )
 
 pytestmark = pytest.mark.django_db
@@ -29,10 +28,10 @@ def answered():
     def hook(approval):
         seen.append((approval.id, approval.selected_option, approval.comment))
 
-    register_approval_answered_hook(hook)
-    register_approval_answered_hook(hook)  # idempotent
+    on(approval_answered, hook, "test.answered")
+    on(approval_answered, hook, "test.answered")  # idempotent
     yield seen
-    unregister_approval_answered_hook(hook)
+    approval_answered.disconnect(dispatch_uid="test.answered")
 
 
 def test_creating_an_approval_notifies_its_user(approval, alice):
@@ -97,12 +96,12 @@ def test_a_hook_that_fails_rolls_the_answer_back(alice, approval):
     def broken(approval):
         raise ConflictError("not now")
 
-    register_approval_answered_hook(broken)
+    on(approval_answered, broken, "test.broken")
     try:
         with pytest.raises(ConflictError):
             approval_respond(user=alice, approval_id=approval.id, selected_option="approve")
     finally:
-        unregister_approval_answered_hook(broken)
+        approval_answered.disconnect(dispatch_uid="test.broken")
     assert Approval.objects.get(id=approval.id).status == "pending"
 
 

@@ -8,10 +8,10 @@ import pytest
 from mailbox import lifecycle
 from mailbox.registry import MailboxType, Priority, Status
 from markus.core.actors import Actor
+from markus.core.signals import task_status_changed
 from markus.work.execution import execution_cancelled
 from markus.work.models import Task, TaskState
 from markus.work.services import task_create, task_transition
-from markus.work.signals import task_status_changed
 from notifications.models import Approval, UserNotification
 from notifications.services import approval_respond
 
