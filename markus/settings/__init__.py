@@ -242,9 +242,9 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
-    # The memory transport polls; its 1 s default would add up to a second to every
-    # wake-up (and to every budget re-send of run_attention).
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.01}
+    # kombu's memory transport polls (1 s by default); this one wakes the worker with an
+    # in-process doorbell rung by every send (markus.embedded.MemoryTransport).
+    CELERY_BROKER_TRANSPORT = "markus.embedded:MemoryTransport"
 
 # At-least-once delivery: run_attention is idempotent, so a redelivery is harmless.
 CELERY_TASK_ACKS_LATE = True
@@ -256,6 +256,14 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Celery's Django fixup closes every database connection around every task whatever
+# CONN_MAX_AGE says (and only every this many tasks when this is set): markus.celery
+# closes them by Django's own rule instead (close_old_connections around each task).
+CELERY_DB_REUSE_MAX = 1_000_000
+# Seconds a worker keeps its PostgreSQL connection between tasks (a new one forks a
+# server backend: the largest part of a wake-up); 0 closes it after every task. A
+# CONN_MAX_AGE in DATABASE_URL (?conn_max_age=) takes precedence.
+WORKER_CONN_MAX_AGE = env.int("MARKUS_WORKER_CONN_MAX_AGE", default=60)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 MARKUS = {

@@ -19,6 +19,9 @@ else:
     DATABASES["default"]["TEST"] = {"NAME": _name}
 MARKUS.update({"COALESCE_WINDOW_MS": 20, "PREEMPT_RESUME_DELAY_S": 0.2})
 MARKUS.update({"WAKE_ON_ENQUEUE": False})
+# The suite starts and stops many in-process workers: each task's connection is closed
+# after it (a kept one would outlive its worker thread and hold the test database).
+WORKER_CONN_MAX_AGE = 0
 # A provider error is tried again at once in tests (the back-off has its own tests).
 MARKUS.update({"LLM_BACKOFF_S": 0.0})
 if REDIS_URL:
