@@ -198,6 +198,10 @@ class AnthropicProvider(Provider):
             base_url=base_url, api_key=api_key, timeout=anthropic.Timeout(timeout), max_retries=0
         )
 
+    @classmethod
+    def configured(cls, *, model: str, base_url: str, api_key: str, timeout: float) -> Provider:
+        return cls(model=model or DEFAULT_MODEL, base_url=base_url or None, api_key=api_key or "unset", timeout=timeout)
+
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> LLMResponse:

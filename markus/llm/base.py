@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,21 @@ class Provider:
         """One word: continue / preempt / cancel / merge / defer."""
         return "continue"
 
+    @classmethod
+    def configured(cls, *, model: str, base_url: str, api_key: str, timeout: float) -> Provider:
+        """The provider as the settings ask for it (empty strings: not set). A provider
+        that reads none of them (the offline brain) is built bare."""
+        return cls()
+
+
+# The providers by the name ``MARKUS_LLM_PROVIDER`` gives, as dotted paths (the way Django
+# names a backend in settings): this module is what every provider imports, and imports
+# none of them.
+PROVIDERS = {
+    "offline": "markus.llm.offline.OfflineProvider",
+    "openai": "markus.llm.openai_provider.OpenAIProvider",
+    "anthropic": "markus.llm.anthropic_provider.AnthropicProvider",
+}
 
 _override: Provider | None = None
 
@@ -372,23 +388,10 @@ def _configuration() -> tuple[str, ...]:
 
 
 def _build(name: str, model: str, base_url: str, api_key: str, timeout: str) -> Provider:
-    if name == "offline":
-        from .offline import OfflineProvider
-
-        return OfflineProvider()
-    if name == "openai":
-        from .openai_provider import OpenAIProvider
-
-        return OpenAIProvider(
-            model=model or "gpt-4o-mini", base_url=base_url or None, api_key=api_key or "unset", timeout=float(timeout)
-        )
-    if name == "anthropic":
-        from .anthropic_provider import DEFAULT_MODEL, AnthropicProvider
-
-        return AnthropicProvider(
-            model=model or DEFAULT_MODEL, base_url=base_url or None, api_key=api_key or "unset", timeout=float(timeout)
-        )
-    raise ValueError(f"unknown MARKUS_LLM_PROVIDER {name!r} (offline, openai, anthropic)")
+    if name not in PROVIDERS:
+        raise ValueError(f"unknown MARKUS_LLM_PROVIDER {name!r} ({', '.join(PROVIDERS)})")
+    provider: type[Provider] = import_string(PROVIDERS[name])
+    return provider.configured(model=model, base_url=base_url, api_key=api_key, timeout=float(timeout))
 
 
 def get_provider(*, model: str | None = None) -> Provider:

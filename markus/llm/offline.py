@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 
+from . import offline_deliberation, offline_memory, offline_reports
 from .base import CallContext, LLMCancelled, LLMResponse, Provider, ToolCall, Usage, without_context, word_chunks
+from .offline_plan import LABEL, FinalFn, PlanFn, Step
 
 # Scenario names (attention.scenarios) and tool names, as the LLM sees them.
 HEARTBEAT = "check_in"  # the daily report and the dream: offline_reports.py, offline_memory.py
@@ -28,7 +29,6 @@ A2A, SESSION_RESPONSE, MENTION = "a2a", "session_response", "mention_response"
 TASK_COMMENT_TOOL = "task_comment"  # a tool name, not a mailbox type
 REQUIREMENT_COMMENT_TOOL = "requirement_comment"  # a tool name, not a mailbox type
 
-LABEL = "offline brain (rule-based, no language model)"
 
 # Demo mode: each turn takes MARKUS["OFFLINE_THINK_MS"] (env MARKUS_OFFLINE_THINK_MS; 0,
 # the default, answers at once). It sleeps in steps of at most THINK_STEP_S, checking
@@ -104,22 +104,10 @@ def _called(messages: list[dict[str, Any]]) -> dict[str, str]:
     return names
 
 
-Step = tuple[str, dict[str, Any]]
-# A plan: (the item's brief, the agent's name) → the tool steps; a final: (the brief, the
-# agent's name, tool name → its latest result) → the final text. Scenarios that live in
-# their own modules (offline_*.py, imported at the end of this one) register here.
-PlanFn = Callable[[dict[str, Any], str], list[Step]]
-FinalFn = Callable[[dict[str, Any], str, dict[str, str]], str]
-PLANS: dict[str, PlanFn] = {}
-FINALS: dict[str, FinalFn] = {}
-
-
-def register(scenario: str, *, plan: PlanFn | None = None, final: FinalFn | None = None) -> None:
-    """Teach the offline brain a scenario: its tool steps and/or its final text."""
-    if plan is not None:
-        PLANS[scenario] = plan
-    if final is not None:
-        FINALS[scenario] = final
+# The scenarios whose plans live in their own modules, one per area (each keeps its own):
+# their tool steps and their final texts, read from the areas' tables.
+PLANS: dict[str, PlanFn] = {**offline_deliberation.PLANS, **offline_memory.PLANS, **offline_reports.PLANS}
+FINALS: dict[str, FinalFn] = {**offline_deliberation.FINALS, **offline_memory.FINALS, **offline_reports.FINALS}
 
 
 def _plan(scenario: str, item: dict[str, Any], agent: str) -> list[Step]:
@@ -443,4 +431,3 @@ def _tokens(system: str, messages: list[dict[str, Any]]) -> int:
 
 
 # Scenario plans kept in their own modules register themselves (``register``) on import.
-from . import offline_plans  # noqa: E402,F401

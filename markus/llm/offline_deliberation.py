@@ -27,7 +27,7 @@ import json
 import re
 from typing import Any
 
-from .offline import register
+from .offline_plan import FinalFn, PlanFn
 
 DELIBERATION, TRIAGE = "deliberation", "triage"  # attention.scenarios
 CANCEL_WORDS = re.compile(r"\b(cancel(?:led)?|stop|never mind|scrap)\b|取消", re.I)
@@ -174,5 +174,6 @@ def _triage_final(item: dict[str, Any], agent: str, results: dict[str, str]) -> 
     return json.dumps(offline_triage(item.get("candidates") or []))
 
 
-register(DELIBERATION, plan=deliberation_steps, final=_deliberation_final)
-register(TRIAGE, final=_triage_final)
+# What the offline brain (``markus.llm.offline``) reads of this area.
+PLANS: dict[str, PlanFn] = {DELIBERATION: deliberation_steps}
+FINALS: dict[str, FinalFn] = {DELIBERATION: _deliberation_final, TRIAGE: _triage_final}

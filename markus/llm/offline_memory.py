@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from .offline import LABEL, Step, register
+from .offline_plan import LABEL, FinalFn, PlanFn, Step
 
 DREAM_CYCLE = "dream_cycle"
 SECTION = "Recurring observations"
@@ -59,4 +59,6 @@ def final(item: dict[str, Any], agent: str, results: dict[str, str]) -> str:
     )
 
 
-register(DREAM_CYCLE, plan=plan, final=final)
+# What the offline brain (``markus.llm.offline``) reads of this area.
+PLANS: dict[str, PlanFn] = {DREAM_CYCLE: plan}
+FINALS: dict[str, FinalFn] = {DREAM_CYCLE: final}

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from .offline import LABEL, Step, register
+from .offline_plan import LABEL, FinalFn, PlanFn, Step
 
 # Scenario names (attention.scenarios) as the LLM sees them.
 DAILY_REPORT, REMINDER_DUE = "daily_report_writing", "reminder_due"
@@ -73,5 +73,6 @@ def _reminder_final(item: dict[str, Any], agent: str, results: dict[str, str]) -
     return f"{agent}: reminder “{str(item.get('summary') or '')[:200]}” {said}."
 
 
-register(DAILY_REPORT, plan=_report_plan, final=_report_final)
-register(REMINDER_DUE, plan=_reminder_plan, final=_reminder_final)
+# What the offline brain (``markus.llm.offline``) reads of this area.
+PLANS: dict[str, PlanFn] = {DAILY_REPORT: _report_plan, REMINDER_DUE: _reminder_plan}
+FINALS: dict[str, FinalFn] = {DAILY_REPORT: _report_final, REMINDER_DUE: _reminder_final}

@@ -114,6 +114,10 @@ class OpenAIProvider(Provider):
         # The seam (attention.model_call) tries again with back-off: the SDK does not.
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=openai.Timeout(timeout), max_retries=0)
 
+    @classmethod
+    def configured(cls, *, model: str, base_url: str, api_key: str, timeout: float) -> Provider:
+        return cls(model=model or "gpt-4o-mini", base_url=base_url or None, api_key=api_key or "unset", timeout=timeout)
+
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> LLMResponse:

@@ -27,6 +27,10 @@ class Policy(models.TextChoices):
     DENY = "deny"  # never offered
 
 
+# Between a server's name and its tool's in the name the model calls: ``<server>__<tool>``.
+SEPARATOR = "__"
+
+
 class ServerState(models.TextChoices):
     UNKNOWN = "unknown"  # no worker has used it yet
     READY = "ready"  # the last connection listed its tools or answered a call

@@ -37,12 +37,11 @@ from markus.agents.models import Agent
 from notifications.services import approval_create
 
 from .addresses import refusal
-from .models import Policy, ServerState, ToolServer, Transport
+from .models import SEPARATOR, Policy, ServerState, ToolServer, Transport
 from .runtime import ServerDown, ServerRefused, Spec, runtime
 
 log = logging.getLogger(__name__)
 
-SEPARATOR = "__"
 # What a failing server with no tools to offer is offered as, after its name: a tool
 # whose call says why (and tries it again).
 UNAVAILABLE = "__unavailable"

@@ -23,7 +23,7 @@ from django.conf import settings
 
 from attention.toolbox import Tool, ToolContext, ToolError
 
-from .offered import SEPARATOR
+from .models import SEPARATOR
 
 SEARCH = "tool_search"
 LOAD = "tool_load"
