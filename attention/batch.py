@@ -31,12 +31,12 @@ from mailbox import lifecycle
 from mailbox.lifecycle import MAX_RECOVERY_ATTEMPTS
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 
 from . import records
 from .lease import Fence
 from .models import DecisionType
-from .scenarios import CHAT
+from .scenarios import row, row_for
 
 # Marks (``MailboxItem.marks``):
 BATCH = "batch"  # on the lead: the ids of the items processed with it
@@ -63,11 +63,11 @@ def _failed_before(item: MailboxItem) -> bool:
 
 
 def may_lead(item: MailboxItem, scenario: str | None) -> bool:
-    return scenario is not None and scenario != CHAT and not is_strict(item) and not _failed_before(item)
+    return scenario is not None and row(scenario).batches and not is_strict(item) and not _failed_before(item)
 
 
 def may_join(item: MailboxItem) -> bool:
-    return item.source_type != MailboxType.HUMAN_CHAT and not is_strict(item) and not _failed_before(item)
+    return row_for(item).batches and not is_strict(item) and not _failed_before(item)
 
 
 def resolve(

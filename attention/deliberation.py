@@ -57,7 +57,7 @@ from .model_call import model_call
 from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
 from .no_progress import Refusals
-from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, context_lines, item_brief, scenario_for, system_prompt
+from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, context_lines, item_brief, row_for, scenario_for, system_prompt
 from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
 from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, contenders, triage, triage_due, triage_model
 
@@ -214,7 +214,7 @@ def stage(ctx: ToolContext, action: str, item_id: Any, **detail: Any) -> dict[st
     item = _queued(ctx.agent_id, item_id, f"{action}_mailbox_item")
     if action in ("defer", "drop"):
         check_changeable(item, "deferred" if action == "defer" else "dropped")
-    elif item.source_type == MailboxType.HUMAN_CHAT:
+    elif row_for(item).in_chat:
         check_changeable(item, "re-prioritised")
     staged: dict[str, dict[str, Any]] = ctx.effects.setdefault(STAGED, {"defer": {}, "drop": {}, "priority": {}})
     if action in ("defer", "drop"):  # the later of the two wins

@@ -3,10 +3,11 @@ the item it is focused on, and how an item's run ends."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from django.utils import timezone
 
@@ -18,6 +19,7 @@ from markus.memory.document import Section
 
 from .lease import Lease
 from .models import AgentActivity
+from .scenarios import Scenario, row
 
 if TYPE_CHECKING:
     from .models import LLMSession
@@ -135,6 +137,11 @@ class Focus:
     held: HeldSession = field(default_factory=HeldSession)
     turn: TurnRecords = field(default_factory=TurnRecords)
 
+    @property
+    def row(self) -> Scenario:
+        """The scenario's row: what the loop does differently for it."""
+        return row(self.scenario)
+
     def stop_requested(self) -> bool:
         now = time.monotonic()
         if now - self.last_stop_check > 0.1:
@@ -149,12 +156,109 @@ class Focus:
         return self.seen_all or self.seen_since is None or item.queued_at >= self.seen_since
 
 
-@dataclass
-class Outcome:
-    """How a run of an item ended. ``kind``: completed | preempted | cancelled |
-    stopped | retry | parked (for an approval) | awaiting_reply (for a colleague's
-    reply, ``detail`` the tool's effect as JSON)."""
+# ---------------------------------------------------------------------------- how a run ends
+# One frozen class per way a run of an item can end; ``Outcome`` is their union, and
+# ``attention.settle`` settles it with one ``match`` a type checker holds exhaustive.
+# ``kind`` and ``detail`` are what the activity's status line and the trace say.
 
-    kind: str
+
+@dataclass(frozen=True)
+class Completed:
+    """The run ended with its final answer (``text``): the scenario's ending answers
+    whoever waits with it."""
+
     text: str = ""
-    detail: str = ""
+    kind: ClassVar[str] = "completed"
+
+    @property
+    def detail(self) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
+class Preempted:
+    """A more urgent item took over (``reason``: by which): it resumes later."""
+
+    reason: str = ""
+    kind: ClassVar[str] = "preempted"
+
+    @property
+    def detail(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What it was for went away (``reason``): it ends without an answer."""
+
+    reason: str = ""
+    kind: ClassVar[str] = "cancelled"
+
+    @property
+    def detail(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The agent was stopped or paused, or a budget refused the next call (``reason``
+    "budget: …"): back to the queue with its session."""
+
+    reason: str = ""
+    kind: ClassVar[str] = "stopped"
+
+    @property
+    def detail(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The attempt failed (``reason``): run again from a clean start, a few times."""
+
+    reason: str
+    kind: ClassVar[str] = "retry"
+
+    @property
+    def detail(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Failed:
+    """It may not try again (its ceiling was reached, ``reason``): it ends failed now."""
+
+    reason: str
+    kind: ClassVar[str] = "failed"
+
+    @property
+    def detail(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Parked:
+    """It waits for a person's answer to the approval ``approval_id``."""
+
+    approval_id: str
+    kind: ClassVar[str] = "parked"
+
+    @property
+    def detail(self) -> str:
+        return self.approval_id
+
+
+@dataclass(frozen=True)
+class AwaitingReply:
+    """It asked a colleague and waits for the reply (``effect``: what the asking tool
+    left, ``attention.conversations``)."""
+
+    effect: dict[str, Any]
+    kind: ClassVar[str] = "awaiting_reply"
+
+    @property
+    def detail(self) -> str:
+        return json.dumps(self.effect)
+
+
+Outcome: TypeAlias = Completed | Preempted | Cancelled | Stopped | Retry | Failed | Parked | AwaitingReply

@@ -264,7 +264,7 @@ def skip_quiet_heartbeat(focus: Focus) -> bool:
     or a retry) runs on; one an operator asked for ("Run a heartbeat now") is not
     skipped for want of news."""
     item = focus.item
-    if item.source_type != MailboxType.HEARTBEAT:
+    if not focus.row.skips_without_news:
         return False
     if focus.held.saved or item.marks.get("markerRetries"):
         return False

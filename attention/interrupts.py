@@ -12,18 +12,17 @@ from django.conf import settings
 from mailbox import lifecycle
 from mailbox.merge import may_merge
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType
 from markus.llm.base import CallContext, get_provider
 from markus.usage.budgets import BudgetExhausted
 from markus.work.execution import LEFT_IN_PROGRESS, execution_cancelled
 
 from . import records
-from .focus import Focus, Outcome
+from .focus import Cancelled, Focus, Outcome, Preempted, Stopped
 from .heuristics import Verdict, heuristic_decision
 from .lease import Fence, StaleLease, fenced, lease_renew_if_due
 from .model_call import model_judge
 from .models import AttentionState, DecisionType, LLMSession
-from .scenarios import NON_PREEMPTABLE, TASK_EXECUTION, item_brief, merged_message
+from .scenarios import item_brief, merged_message, row_for
 from .session import save_session
 
 log = logging.getLogger(__name__)
@@ -36,7 +35,7 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
     if not lease_renew_if_due(lease):
         raise StaleLease(f"lost the lease of {lease.agent_id}")
     if focus.stop_requested():
-        return Outcome("stopped")
+        return Stopped()
     if execution_revoked(focus):
         return revoked(focus)
     arrivals = [n for n in lifecycle.queued(lease.agent_id) if focus.is_arrival(n)]
@@ -48,7 +47,7 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
         focus.seen.add(new.id)
         verdict = decide(focus, new)  # the judge's LLM call, if any: outside any transaction
         with fenced(lease) as tx:
-            if focus.scenario in NON_PREEMPTABLE and verdict.decision in (DecisionType.PREEMPT, DecisionType.CANCEL):
+            if not focus.row.preemptable and verdict.decision in (DecisionType.PREEMPT, DecisionType.CANCEL):
                 records.record_decision(
                     tx,
                     item=new,
@@ -68,7 +67,7 @@ def execution_revoked(focus: Focus, *, lock: bool = False) -> bool:
     """A task execution whose task was moved out of in_progress (or re-run in a newer
     round) stops at its next yield point, and makes no call before it (``lock``: the
     task's row held for the caller's transaction, ``execution_cancelled``)."""
-    if focus.scenario != TASK_EXECUTION or not focus.item.task_id:
+    if not focus.row.watches_task or not focus.item.task_id:
         return False
     return execution_cancelled(focus.item.task_id, focus.item.extra.get("executionRound"), lock=lock)
 
@@ -84,7 +83,7 @@ def revoked(focus: Focus) -> Outcome:
             context={"rule": "task", "taskId": focus.item.task_id},
             outcome="stopped, will not resume",
         )
-    return Outcome("cancelled", detail="the task left in_progress")
+    return Cancelled("the task left in_progress")
 
 
 def weighed(focus: Focus) -> MailboxItem:
@@ -157,7 +156,7 @@ def _apply(tx: Fence, focus: Focus, session: LLMSession, new: MailboxItem, verdi
             context=context,
             outcome="deferred for resumption",
         )
-        return Outcome("preempted", detail=f"by {new.id}")
+        return Preempted(f"by {new.id}")
     if verdict.decision == DecisionType.CANCEL:
         if focus.batch:
             context["batch"] = [m.id for m in focus.batch]
@@ -170,9 +169,9 @@ def _apply(tx: Fence, focus: Focus, session: LLMSession, new: MailboxItem, verdi
             # A batch is never completed alone: all of it goes back to the queue.
             outcome="stopped; its batch is re-queued" if focus.batch else "stopped, will not resume",
         )
-        return Outcome("cancelled", detail=f"by {new.id}")
+        return Cancelled(f"by {new.id}")
     if verdict.decision == DecisionType.DEFER:
-        if new.source_type == MailboxType.HUMAN_CHAT:  # protected: it waits its turn instead
+        if row_for(new).in_chat:  # a person waits: it waits its turn instead
             records.record_decision(
                 tx,
                 item=new,

@@ -27,6 +27,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -49,6 +50,7 @@ from markus.usage import budgets
 from . import batch, metering, records
 from .conversations import reply_waits_timed_out
 from .deliberation import Aborted, choose
+from .endings import given_up
 from .focus import Focus, Run
 from .interrupts import execution_revoked
 from .lease import (
@@ -66,8 +68,8 @@ from .lease import (
 from .models import ActivityLogType as L
 from .models import AgentAttention, AttentionState, DecisionType, LLMSession
 from .processing import process_item
-from .replies import answer_given_up, tell_budget_wait
-from .scenarios import TASK_EXECUTION, scenario_for
+from .replies import tell_budget_wait
+from .scenarios import row, scenario_for
 from .session import SESSION_PREFIX
 from .settle import complete
 from .triage import MAX_CANDIDATES, Plan, apply_plan
@@ -82,9 +84,21 @@ QUEUE_READ_LIMIT = MAX_CANDIDATES
 LOCKED_RETRY_S = 1.0
 
 
+class RunStatus(StrEnum):
+    """How a run of the loop ended (the Celery task returns it as its string)."""
+
+    INACTIVE = "inactive"  # the agent does not run: no lease taken
+    BUSY = "busy"  # another run holds the lease (or its row is locked)
+    DONE = "done"  # the queue is empty
+    BUDGET = "budget"  # the run's item budget is spent: it runs again at once
+    STOPPED = "stopped"  # the agent was stopped or paused
+    STALE = "stale"  # the lease was lost
+    BLOCKED = "blocked"  # a spending budget is used up: the items wait queued
+
+
 @dataclass
 class RunResult:
-    status: str  # inactive | busy | done | budget | stopped | stale | blocked (a spending budget used up)
+    status: RunStatus
     processed: int = 0
     run_again_in: float | None = None  # seconds; None: no follow-up needed
     items: list[str] = field(default_factory=list)
@@ -313,9 +327,10 @@ def _resumes(chosen: MailboxItem) -> bool:
 
 def _needs_llm(item: MailboxItem) -> bool:
     """Would the item's run call the LLM even with a budget used up? Informational
-    items do not, and heartbeats and dreams are skipped then (``metering.SKIPPED_FIRST``)."""
+    items do not, and heartbeats and dreams are skipped then (their row's
+    ``skipped_near_budget``)."""
     scenario = scenario_for(item)
-    return scenario is not None and scenario not in metering.SKIPPED_FIRST
+    return scenario is not None and not row(scenario).skipped_near_budget
 
 
 def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *, skip: str | None = None) -> Begun:
@@ -335,7 +350,7 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
     scenario = scenario_for(chosen)
     agent = run.the_agent()
     revoked = False
-    if scenario == TASK_EXECUTION:
+    if scenario is not None and row(scenario).watches_task:
         probe = Focus(lease=lease, item=chosen, scenario=scenario, agent=agent)
         revoked = execution_revoked(probe)  # the task left in_progress while this waited
     now = timezone.now()
@@ -380,13 +395,14 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
         # Members already in the lead's batch go on in its saved session with it.
         batch.record_picks(tx, item, members, resumed=batch.members_of(chosen) if resumed else ())
         records.emit_state(lease.agent_id, AttentionState.FOCUSED, item, now, depth=depth)
+        focus_row = row(scenario)
         if scenario is None:
-            complete(tx, item, outcome="noted (informational, no LLM)")
+            complete(tx, item, outcome=focus_row.done)
             return Begun(item, None)
         if revoked:
             complete(tx, item, outcome="skipped: the task is no longer in progress")
             return Begun(item, None)
-        if skip is not None and scenario in metering.SKIPPED_FIRST:
+        if skip is not None and focus_row.skipped_near_budget:
             complete(tx, item, outcome=f"skipped: {skip}")
             return Begun(item, None)
         focus = Focus(
@@ -405,7 +421,7 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
             last_stop_check=time.monotonic(),  # the fence just found the agent running
         )
         focus.held.saved = resumed
-        if members or not (item.source_type in COMMENT_TYPES and (item.task_id or item.requirement_id)):
+        if members or not (focus_row.joins_open_work and (item.task_id or item.requirement_id)):
             # (A comment on a task or a requirement may go into its open work instead,
             # ``markus.work.comment_routing``; not one that leads a batch.) A brain that
             # answers at once has its activity and
@@ -429,32 +445,32 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
         # A lease held by a live run: that run looks again when it lets go. A free or
         # expired lease whose row is locked (its holder frozen inside a transaction,
         # until the database cuts that session): nobody will, so this run comes back.
-        return RunResult(take.status, run_again_in=LOCKED_RETRY_S if take.locked else None)
+        return RunResult(RunStatus(take.status), run_again_in=LOCKED_RETRY_S if take.locked else None)
     lease = take.lease
     # The take read the agent's name, role and main session: no second read of them.
     run = Run(lease, agent=Agent(id=agent_id, name=take.agent_name, role=take.agent_role))
     if take.main_session_id:
         records.know_main_session(lease, take.main_session_id)
     budget = budget or settings.MARKUS["RUN_BUDGET_ITEMS"]
-    result = RunResult("done")
+    result = RunResult(RunStatus.DONE)
     try:
         if take.in_flight or take.abandoned:
             _recover(lease)
         while True:
             if result.processed >= budget:
-                result.status = "budget"
+                result.status = RunStatus.BUDGET
                 break
             # One invoke_agent span per item (markus.telemetry): triage and the item's run.
             with telemetry.item_step(agent_id, take.agent_name, provider=get_provider):
                 try:
                     begun = _next(run)
                 except AgentNotRunning:
-                    result.status = "stopped"
+                    result.status = RunStatus.STOPPED
                     break
                 except budgets.BudgetExhausted:
                     # The items wait queued: raising the budget wakes the agent, and the sweep
                     # kicks it at every beat, so the next period finds them.
-                    result.status = "blocked"
+                    result.status = RunStatus.BLOCKED
                     break
                 if begun is None:
                     break
@@ -466,14 +482,14 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
                     process_item(begun.focus)
     except StaleLease as exc:
         log.warning("attention: %s", exc)
-        result.status = "stale"
+        result.status = RunStatus.STALE
         return result
     except SESSION_LOST as exc:
         # The database cut this session (a transaction left idle too long: this worker
         # was frozen), cancelled a statement or refused a lock in time: a lost lease.
         # Let go of it if it is still ours; the next run recovers the item.
         log.warning("attention: run of %s abandoned on a database error (%s: %s)", agent_id, type(exc).__name__, exc)
-        result.status = "stale"
+        result.status = RunStatus.STALE
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()
         _finish(lease, depth=None)
@@ -481,13 +497,13 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
     finally:
         records.forget_run(lease)
         _flush_usage(lease)
-        if result.status != "stale":
-            _finish(lease, depth=0 if result.status == "done" else None)
+        if result.status != RunStatus.STALE:
+            _finish(lease, depth=0 if result.status == RunStatus.DONE else None)
     # A run that found our lease (or its row locked) answered busy and counts on us to
     # look again after we let go; also when we stopped for a pause that ended meanwhile.
-    if result.status == "budget":
+    if result.status == RunStatus.BUDGET:
         result.run_again_in = 0.0
-    elif result.status in ("done", "stopped"):
+    elif result.status in (RunStatus.DONE, RunStatus.STOPPED):
         due = _next_due_in(agent_id)
         if due is not None and agent_is_running(agent_id):
             result.run_again_in = due
@@ -549,7 +565,7 @@ def _recover(lease: Lease) -> None:
         closed = records.close_lost_activities(tx, requeued=report.requeued, dropped=report.dropped)
         for item in MailboxItem.objects.filter(id__in=report.dropped).order_by("queued_at", "id"):
             crashes = int(item.marks.get("crashes", 0)) + 1
-            answer_given_up(tx, item, f"the worker running it stopped {crashes} time(s) while I was on it")
+            given_up(tx, item, f"the worker running it stopped {crashes} time(s) while I was on it")
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
 
 

@@ -1,6 +1,7 @@
 """Before and after every LLM call of the loop (``model_call``, the judge):
-the budgets' check and the usage record (``markus.usage``). Heartbeats and dreams are
-refused first, from the budgets' near share on."""
+the budgets' check and the usage record (``markus.usage``). The scenarios whose row
+says ``skipped_near_budget`` (heartbeats and dreams) are refused first, from the
+budgets' near share on."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from markus.llm.base import CallContext, Provider, Usage
 from markus.usage import budgets
 from markus.usage.services import Call, model_of, record_calls
 
-from .scenarios import CHECK_IN, DREAM_CYCLE
+from .scenarios import row
 
 if TYPE_CHECKING:
     from .lease import Lease
 
-SKIPPED_FIRST = frozenset({CHECK_IN, DREAM_CYCLE})
 # A run of the loop (one lease epoch) that found no budget for its agent, neither the
 # agent's nor its team's, reads them no more: a budget set meanwhile counts from the
 # next run (a run ends after MARKUS["RUN_BUDGET_ITEMS"] items); an existing budget is
@@ -40,7 +40,7 @@ def before_call(lease: Lease, context: CallContext) -> None:
     """Raises ``BudgetExhausted`` when a budget refuses the call."""
     if _unbudgeted.get(lease.agent_id) == (lease.owner, lease.epoch):
         return
-    budgets.check_call(lease.agent_id, skippable=context.scenario in SKIPPED_FIRST)
+    budgets.check_call(lease.agent_id, skippable=row(context.scenario).skipped_near_budget)
 
 
 # The calls of a brain in this process not written yet, by agent (``after_call``, ``flush``).

@@ -36,12 +36,13 @@ from agentbus.errors import ConflictError
 from agentbus.models import HUB_CHAT_PREFIX, HUB_STREAM_PREFIX, OPERATOR_ID, Chunk, Stream
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.core.events import CHAT_MESSAGE_EVENT, agent_group, send_event_on_commit
 from markus.core.limits import BUS_PAYLOAD_MAX_CHARS
 
 from .replies import post_chat_reply
+from .scenarios import row_for
 from .session import chat_session_id
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def chat_stream_id(session_id: str) -> str:
 def conversation_id(item: MailboxItem) -> tuple[str, str]:
     """The stream the item goes on and that stream's topic: one per chat session, per
     task or requirement (for this agent), else the agent's notices."""
-    if item.source_type == MailboxType.HUMAN_CHAT:
+    if row_for(item).in_chat:
         return chat_stream_id(chat_session_id(item)), "chat"
     if item.task_id:
         return f"{HUB_STREAM_PREFIX}task.{item.task_id}.{item.agent_id}", "task"
@@ -133,8 +134,7 @@ def deliver(item_id: str) -> Chunk | None:
         if agent.kind != Agent.Kind.EXTERNAL:  # made internal since: its loop takes it
             return None
         stream_id, topic = conversation_id(item)
-        chat = item.source_type == MailboxType.HUMAN_CHAT
-        session_id = stream_id.removeprefix(HUB_CHAT_PREFIX) if chat else None
+        session_id = stream_id.removeprefix(HUB_CHAT_PREFIX) if topic == "chat" else None
         stream = _stream(agent, stream_id, topic)
         chunk = services.stream_append(
             stream_id=stream.id,

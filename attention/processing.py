@@ -10,14 +10,13 @@ import logging
 
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
-from mailbox.registry import COMMENT_TYPES
 from markus import telemetry
 from markus.llm.base import LLMCancelled
 from markus.usage.budgets import BudgetExhausted
 from markus.work.comment_routing import open_work_for
 
 from . import heartbeat, records
-from .focus import Focus, Outcome
+from .focus import Failed, Focus, Outcome, Retry, Stopped
 from .lease import Lease, StaleLease, fenced
 from .model_call import CeilingReached, ProviderFailed
 from .models import ActivityLogType as L
@@ -37,7 +36,7 @@ def process_item(focus: Focus) -> None:
     that may go into its task's open execution) through its scenario and settle it."""
     lease, item, scenario = focus.lease, focus.item, focus.scenario
     if focus.activity is None:
-        if item.source_type in COMMENT_TYPES and _inject_into_active_task(lease, item):
+        if focus.row.joins_open_work and _inject_into_active_task(lease, item):
             return
         with fenced(lease) as tx:
             focus.activity = records.start_activity(lease, item=item, scenario=scenario)
@@ -45,24 +44,24 @@ def process_item(focus: Focus) -> None:
     if heartbeat.skip_quiet_heartbeat(focus):  # nothing to do: completed as skipped, no LLM call
         return
     try:
-        outcome = run_tool_loop(focus)
+        outcome: Outcome = run_tool_loop(focus)
     except LLMCancelled:
-        outcome = Outcome("stopped", detail="the agent was stopped or paused mid-call")
+        outcome = Stopped("the agent was stopped or paused mid-call")
     except BudgetExhausted as exc:  # back to the queue with its session: it waits for the budget
-        outcome = Outcome("stopped", detail=f"budget: {exc}")
+        outcome = Stopped(f"budget: {exc}")
     except StaleLease:
         raise
     except CeilingReached as exc:  # no more calls for this item: it ends, the person is told
         focus.turn.note(records.LogLine(L.ERROR, f"stopped: {exc}"))
-        outcome = Outcome("failed", detail=str(exc))
+        outcome = Failed(str(exc))
     except ProviderFailed as exc:  # every try of the call failed: the attempt failed
         focus.turn.note(records.LogLine(L.ERROR, str(exc)))
-        outcome = Outcome("retry", detail=f"provider error: {'; '.join(exc.errors)}")
+        outcome = Retry(f"provider error: {'; '.join(exc.errors)}")
     except Exception as exc:  # a failure of ours or an unknown one: the attempt failed
         log.exception("attention: %s failed on %s", scenario, item.id)
         assert focus.activity is not None
         focus.turn.note(records.LogLine(L.ERROR, f"{exc.__class__.__name__}: {exc}"))
-        outcome = Outcome("retry", detail=f"error: {exc.__class__.__name__}: {str(exc)[:200]}")
+        outcome = Retry(f"error: {exc.__class__.__name__}: {str(exc)[:200]}")
     telemetry.outcome(outcome.kind, outcome.detail)
     settle(focus, outcome)
 

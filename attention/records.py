@@ -13,7 +13,7 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
-from mailbox.registry import ActivityType, MailboxType, descriptor
+from mailbox.registry import descriptor
 from mailbox.representation import PLACEHOLDER, private_to
 from mailbox.selectors import queue_depth
 from markus.agents.models import ChatMessage, ChatSession
@@ -22,6 +22,7 @@ from markus.core.events import agent_group, send_event_on_commit
 
 from .lease import Fence, Lease, fenced
 from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentDecision, AttentionState, ToolCallRecord
+from .scenarios import row, row_for
 
 
 def serialize_decision(d: AgentDecision) -> dict[str, Any]:
@@ -143,9 +144,7 @@ def activity_type_for(item: MailboxItem, scenario: str) -> str:
     d = descriptor(item.source_type)
     if d.activity_type is not None:
         return d.activity_type.value
-    if scenario == "task_execution":
-        return ActivityType.TASK.value
-    return ActivityType.CHAT.value
+    return row(scenario).activity_type.value
 
 
 def start_activity(
@@ -330,7 +329,7 @@ def forget_run(lease: Lease) -> None:
 
 def inject_main_session(tx: Fence, *, item: MailboxItem, outcome: str) -> None:
     """``[ACTIVITY: type] summary → outcome`` in the agent's main session (section 20)."""
-    if item.source_type == MailboxType.HUMAN_CHAT:
+    if row_for(item).in_chat:  # the chat is in the main session already
         return
     tx.check()
     sid = main_session_id(tx.lease)

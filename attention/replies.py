@@ -1,6 +1,7 @@
 """A chat's reply: stored with the messages it answers, announced on the chat group,
-and found again by the waiting chat view; and the answer to whoever waits for an item
-the loop gives up on."""
+and found again by the waiting chat view; and the notice to a person whose chat waits
+behind a used-up budget. (The answer to whoever waits for an item the loop gives up on is
+an ending: ``attention.endings.given_up``.)"""
 
 from __future__ import annotations
 
@@ -9,22 +10,20 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentbus.services import reply_if_expected
 from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
-from mailbox.registry import MESSAGE_SEPARATOR, MailboxType, Status
+from mailbox.registry import MESSAGE_SEPARATOR, Status
 from mailbox.representation import private_to
-from markus.agents.models import Agent, ChatMessage, ChatSession
+from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import agent_message_post
-from markus.core.actors import Actor
 from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import get_provider
-from markus.work.comment_services import requirement_comment_create, task_comment_create
 
 from .focus import Focus
 from .lease import Fence
 from .models import LLMSession
-from .session import chat_session_id, effects_made, focus_chat_session
+from .scenarios import row_for
+from .session import chat_session_id, focus_chat_session
 
 DELTA_EVENT = "agent:delta"
 
@@ -110,48 +109,12 @@ def post_chat_reply(
     return reply
 
 
-def answer_given_up(tx: Fence, item: MailboxItem, reason: str) -> str | None:
-    """Whoever waits for an item the loop gives up on (a person's chat or comment, an
-    agent's request) is answered, with why and what was already done (the journal's
-    calls that took effect), so nobody waits in silence. Inside the caller's fenced
-    transaction. Returns how they were answered (None: nobody was waiting)."""
-    if item.source_type == MailboxType.HUMAN_CHAT:
-        merged = list(
-            MailboxItem.objects.filter(
-                merged_into_id=item.id, status=Status.MERGED, source_type=MailboxType.HUMAN_CHAT
-            ).order_by("queued_at", "id")
-        )
-        store_chat_reply(tx, item, merged, _given_up(item, reason), session_id=chat_session_id(item), failed=True)
-        return "chat"
-    if item.source_type == MailboxType.A2A_MESSAGE:
-        stream_id = item.marks.get("streamId")
-        if not isinstance(stream_id, str):
-            return None
-        agent = Agent.objects.get(id=item.agent_id)
-        answered = reply_if_expected(
-            responder=agent, stream_id=stream_id, text=_given_up(item, reason), actor=f"agent:{agent.id}"
-        )
-        return "bus" if answered else None
-    if not item.is_user_interaction:
-        return None
-    # A person's comment on a task or a requirement.
-    if item.task_id:
-        actor = Actor.for_agent(Agent.objects.get(id=item.agent_id))
-        task_comment_create(task_id=item.task_id, actor=actor, content=_given_up(item, reason))
-        return "task comment"
-    if item.requirement_id:
-        actor = Actor.for_agent(Agent.objects.get(id=item.agent_id))
-        requirement_comment_create(requirement_id=item.requirement_id, actor=actor, content=_given_up(item, reason))
-        return "requirement comment"
-    return None
-
-
 def tell_budget_wait(tx: Fence, items: list[MailboxItem], reason: str, period: str) -> int:
     """Each person whose chat waits behind a used-up budget is told so in their chat
     session, once per item and budget period (the notice's metadata is the record):
     the agent takes no LLM work, and nobody waits in silence. The chat itself stays
     queued and is answered when the budget allows. Returns how many were told."""
-    waiting = [i for i in items if i.source_type == MailboxType.HUMAN_CHAT and (i.metadata or {}).get("senderId")]
+    waiting = [i for i in items if row_for(i).in_chat and (i.metadata or {}).get("senderId")]
     if not waiting:
         return 0
     told = set(
@@ -180,12 +143,6 @@ def tell_budget_wait(tx: Fence, items: list[MailboxItem], reason: str, period: s
             user_id=int((item.metadata or {})["senderId"]),
         )
     return len(waiting) - len(told)
-
-
-def _given_up(item: MailboxItem, reason: str) -> str:
-    made = effects_made(item)
-    did = f" Before that I had already done: {', '.join(r.name for r in made)}." if made else ""
-    return f"I could not finish this: {reason}.{did}"
 
 
 def own_content(item: MailboxItem, merged: list[MailboxItem]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from django.utils import timezone
@@ -10,7 +11,7 @@ from django.utils import timezone
 from agentbus.selectors import reply_expected
 from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType
+from mailbox.registry import ActivityType, MailboxType
 from markus.agents import memory as working_memory
 from markus.agents.models import Agent, ChatMessage
 from markus.llm.base import CONTEXT_MARK
@@ -20,18 +21,76 @@ from markus.memory.selectors import prompt_block as longterm_memory
 T = MailboxType
 
 
+class Ending(StrEnum):
+    """How a run that completed answers whoever waits for its item, and what a task
+    waiting for the run's verdict does without one (``attention.endings``)."""
+
+    NONE = "none"  # nobody waits beyond the item's completion
+    CHAT_REPLY = "chat_reply"  # the final answer is the person's chat reply
+    BUS_ANSWER = "bus_answer"  # an agent's message waiting for an answer gets the final answer
+    EXECUTION_VERDICT = "execution_verdict"  # the task waits for a submit or a failure
+    REVIEW_VERDICT = "review_verdict"  # the task waits for a completion or a send-back
+
+
+class Asking(StrEnum):
+    """How the scenario's prompt tells it to ask a person something."""
+
+    NONE = "none"
+    APPROVAL = "approval"  # request_user_approval: the item waits for the answer
+    IN_ANSWER = "in_answer"  # the person is in the chat: ask in the answer
+
+
 @dataclass(frozen=True)
 class Scenario:
-    """What the loop runs for an item: the instructions the LLM gets, whether a human
-    waits on it (then only merge is honoured at yield points), how many tokens one
-    answer may have (``max_tokens``; ``MARKUS_LLM_MAX_TOKENS`` overrides it), and how its
-    outcome is logged."""
+    """The loop's table: one row per scenario, read wherever the loop does something
+    differently for it. A new scenario is a row here (and its types in ``_BY_TYPE``),
+    and at most one ending (``Ending``, settled in ``attention.endings``).
+
+    - ``instructions``: what the LLM is told; ``max_tokens``: how long one answer may be
+      (``MARKUS_LLM_MAX_TOKENS`` overrides it); ``done``: how its completion is logged.
+    - ``preemptable``: False when a human waits on it (then only a merge is honoured at
+      yield points).
+    - ``ending``: how a completed run answers (a chat reply, a bus answer, a verdict).
+    - ``in_chat``: a person's chat: the session opens with the chat's history, the
+      follow-ups merged into it are their own words, it never waits behind a defer a
+      judge proposes nor is re-prioritised by a deliberation, its outside agent hears it
+      on the chat's stream, and it leaves no line in the main session (it is there).
+    - ``batches``: may lead or join a batch; ``suggests_batch``: triage is told the
+      items of this scenario may be acknowledged together.
+    - ``protected``: triage never defers, drops or completes it inline.
+    - ``skipped_near_budget``: completed as skipped when a budget is near or at its
+      limit, and refused first by the budgets (``metering``).
+    - ``watches_task``: stops when its task leaves in_progress (``interrupts``), and
+      is not begun at all when it already has.
+    - ``joins_open_work``: an item about a task or a requirement may go into its open
+      work instead of running by itself (``markus.work.comment_routing``).
+    - ``resumes_task_session``: continues the task's own session (``session``).
+    - ``skips_without_news``: completed as skipped when nothing changed (``heartbeat``).
+    - ``reaches_people``/``asks``: the prompt's "Talking to people" guidance.
+    - ``recalls_by_item``: the long-term memory matching the item's text is recalled.
+    - ``ends_turn_in_text``: the prompt says a turn ends with a plain answer.
+    - ``activity_type``: its activity's type when the item type does not say one."""
 
     name: str
     instructions: str
     preemptable: bool = True
     max_tokens: int = 1024
     done: str = "handled"
+    ending: Ending = Ending.NONE
+    in_chat: bool = False
+    batches: bool = True
+    suggests_batch: bool = False
+    protected: bool = False
+    skipped_near_budget: bool = False
+    watches_task: bool = False
+    joins_open_work: bool = False
+    resumes_task_session: bool = False
+    skips_without_news: bool = False
+    reaches_people: bool = True
+    asks: Asking = Asking.NONE
+    recalls_by_item: bool = True
+    ends_turn_in_text: bool = True
+    activity_type: ActivityType = ActivityType.CHAT
 
 
 # Scenario names are the names LLM sessions are saved under and tools are offered in;
@@ -88,35 +147,6 @@ _RECALL = (
     "- To review what you did before (an execution's details, what a notification you sent was about): "
     "recall_activity (lists your activities; with an activity id, its logs)."
 )
-#: The scenarios whose prompt gets the guidance; those that also offer request_user_approval.
-HUMAN_GUIDANCE_SCENARIOS = frozenset(
-    {
-        CHAT,
-        TASK_EXECUTION,
-        REVIEW,
-        COMMENT_RESPONSE,
-        REQUIREMENT_ACTION,
-        A2A,
-        SESSION_RESPONSE,
-        MENTION_RESPONSE,
-        SYSTEM_NOTICE,
-        CHECK_IN,
-        REMINDER_DUE,
-        DELIBERATION,
-    }
-)
-ASKING_SCENARIOS = frozenset({TASK_EXECUTION, REVIEW, COMMENT_RESPONSE, REQUIREMENT_ACTION, A2A})
-
-
-def human_guidance(scenario: str) -> list[str]:
-    """The prompt's ``## Talking to people`` lines for ``scenario`` (none for the
-    scenarios that do not reach a person: triage, the dream cycle, the daily report)."""
-    if scenario not in HUMAN_GUIDANCE_SCENARIOS:
-        return []
-    ask = [_ASK] if scenario in ASKING_SCENARIOS else [_ASK_IN_CHAT] if scenario == CHAT else []
-    return ["## Talking to people", _TELL, *ask, _DISCUSS, _RECALL]
-
-
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -127,6 +157,11 @@ SCENARIOS: dict[str, Scenario] = {
             "first (task_get, requirement_get, recall_activity) and answer with what it says.",
             preemptable=False,
             done="answered",
+            ending=Ending.CHAT_REPLY,
+            in_chat=True,
+            batches=False,
+            protected=True,
+            asks=Asking.IN_ANSWER,
         ),
         Scenario(
             TASK_EXECUTION,
@@ -136,25 +171,38 @@ SCENARIOS: dict[str, Scenario] = {
             "own task.",
             max_tokens=2048,
             done="executed",
+            ending=Ending.EXECUTION_VERDICT,
+            watches_task=True,
+            asks=Asking.APPROVAL,
+            activity_type=ActivityType.TASK,
         ),
         Scenario(
             REVIEW,
             "You were asked to review a task. Read it, comment, and complete it or send it back.",
             done="reviewed",
+            ending=Ending.REVIEW_VERDICT,
+            asks=Asking.APPROVAL,
         ),
-        Scenario(COMMENT_RESPONSE, _COMMENT_PROTOCOL),
-        Scenario(REQUIREMENT_ACTION, "A requirement you proposed changed. Decide what to do next."),
+        Scenario(COMMENT_RESPONSE, _COMMENT_PROTOCOL, joins_open_work=True, asks=Asking.APPROVAL),
+        Scenario(
+            REQUIREMENT_ACTION,
+            "A requirement you proposed changed. Decide what to do next.",
+            asks=Asking.APPROVAL,
+        ),
         Scenario(
             A2A,
             "Another agent wrote to you. Read what each sender said and act on it. If they asked you "
             "something, answer with agent_reply (the sender, or a request waiting on it, gets it); your final "
             "answer is sent as the reply when you have not replied. Never wait for an answer from anyone: it "
             "arrives later as a new item.",
+            ending=Ending.BUS_ANSWER,
+            asks=Asking.APPROVAL,
         ),
         Scenario(
             SESSION_RESPONSE,
             "A person commented on a task you already finished; above is your session on that task. "
             "Answer them on the task with task_comment (reply_to_comment_id); do not redo the work unless they ask.",
+            resumes_task_session=True,
         ),
         Scenario(
             MENTION_RESPONSE,
@@ -162,12 +210,15 @@ SCENARIOS: dict[str, Scenario] = {
             "requirement_get), then answer where you were asked: in that thread, with task_comment or "
             "requirement_comment (reply_to_comment_id: the comment that mentioned you). Do what it asks of you "
             "that your tools allow, and say so there; never answer a mention with silence.",
+            protected=True,
         ),
-        Scenario(SYSTEM_NOTICE, "A system event happened. Act on it if it concerns your work."),
+        Scenario(SYSTEM_NOTICE, "A system event happened. Act on it if it concerns your work.", suggests_batch=True),
         Scenario(
             CHECK_IN,
             "Periodic check-in: look at your mailbox and recent work; act only if something needs it.",
             done="heartbeat processed",
+            skipped_near_budget=True,
+            skips_without_news=True,
         ),
         Scenario(
             DAILY_REPORT,
@@ -177,6 +228,7 @@ SCENARIOS: dict[str, Scenario] = {
             "and sent to your owner.",
             max_tokens=2048,
             done="report written",
+            reaches_people=False,
         ),
         Scenario(
             REMINDER_DUE,
@@ -195,6 +247,9 @@ SCENARIOS: dict[str, Scenario] = {
             "3000 characters, the document 15000, and the oldest lines go first when it is full). "
             "memory_search_longterm shows what MEMORY.md already says; recall_activity what you did.",
             done="memory consolidated",
+            skipped_near_budget=True,
+            reaches_people=False,
+            recalls_by_item=False,
         ),
         Scenario(
             DELIBERATION,
@@ -208,6 +263,7 @@ SCENARIOS: dict[str, Scenario] = {
             "request and a direct mention are never deferred, dropped or completed inline.",
             max_tokens=768,
             done="deliberated",
+            ends_turn_in_text=False,
         ),
         Scenario(
             TRIAGE,
@@ -217,10 +273,27 @@ SCENARIOS: dict[str, Scenario] = {
             "Never defer or drop a human's item, an execution trigger or a review request.",
             max_tokens=512,
             done="triaged",
+            reaches_people=False,
+            ends_turn_in_text=False,
         ),
     ]
 }
-NON_PREEMPTABLE = frozenset(name for name, s in SCENARIOS.items() if not s.preemptable)
+#: What an informational item (it runs no scenario) is, for the loop's questions.
+NOTED = Scenario("", "", done="noted (informational, no LLM)", reaches_people=False)
+#: The scenarios whose prompt gets the guidance; those that also offer request_user_approval.
+HUMAN_GUIDANCE_SCENARIOS = frozenset(name for name, s in SCENARIOS.items() if s.reaches_people)
+ASKING_SCENARIOS = frozenset(name for name, s in SCENARIOS.items() if s.asks == Asking.APPROVAL)
+_ASKING_LINES = {Asking.NONE: [], Asking.APPROVAL: [_ASK], Asking.IN_ANSWER: [_ASK_IN_CHAT]}
+
+
+def human_guidance(scenario: str) -> list[str]:
+    """The prompt's ``## Talking to people`` lines for ``scenario`` (none for the
+    scenarios that do not reach a person: triage, the dream cycle, the daily report)."""
+    row = SCENARIOS.get(scenario, NOTED)
+    if not row.reaches_people:
+        return []
+    return ["## Talking to people", _TELL, *_ASKING_LINES[row.asks], _DISCUSS, _RECALL]
+
 
 # Which scenario each item type runs. Task status and requirement updates run one only
 # when they ask for it (an execution trigger, an action-required update).
@@ -256,6 +329,23 @@ def scenario(name: str) -> Scenario:
     return SCENARIOS[name]
 
 
+def row(name: str | None) -> Scenario:
+    """The scenario's row; ``NOTED`` for none (an informational item) or a name no row has."""
+    return SCENARIOS.get(name or "", NOTED)
+
+
+def row_for(item: MailboxItem) -> Scenario:
+    """The row of the scenario the item runs (``NOTED`` for an informational item)."""
+    return row(scenario_for(item))
+
+
+def bus_stream(item: MailboxItem) -> str | None:
+    """The bus stream an agent's message came on, where its answer goes: only an agent's
+    message carries one (``agentbus.services`` marks it ``streamId``)."""
+    stream_id = item.marks.get("streamId")
+    return stream_id if isinstance(stream_id, str) else None
+
+
 def item_brief(item: MailboxItem) -> dict[str, Any]:
     return {
         "id": item.id,
@@ -279,8 +369,8 @@ def _comment_brief(item: MailboxItem) -> dict[str, Any]:
 
 def _bus_brief(item: MailboxItem) -> dict[str, Any]:
     """An agent message's stream, and whether it waits for this agent's answer."""
-    stream_id = item.marks.get("streamId")
-    if item.source_type != MailboxType.A2A_MESSAGE or not isinstance(stream_id, str):
+    stream_id = bus_stream(item)
+    if stream_id is None:
         return {}
     return {"streamId": stream_id, "expectsReply": reply_expected(stream_id, item.agent_id)}
 
@@ -295,7 +385,7 @@ def longterm_lines(
     """The prompt's ``## Long-term Memory``: MEMORY.md and the observations matching
     the item (a dream lists its own), within the budget. ``state``: what the run read
     of it already (``markus.memory.selectors.prompt_state``)."""
-    text = "" if scenario == DREAM_CYCLE else f"{item.summary} {item.content}"
+    text = f"{item.summary} {item.content}" if row(scenario).recalls_by_item else ""
     return longterm_memory(agent.id, text, state=state)
 
 
@@ -314,12 +404,13 @@ def system_prompt(agent: Agent, item: MailboxItem, scenario: str) -> str:
     agent in this scenario (its role, the instructions, the guidance, how a turn ends),
     so a provider's prompt cache reads it, and the tools after it, from the cache. What
     changes goes last, in ``context_message``."""
+    known = SCENARIOS.get(scenario)
     lines = [
         identity(agent),
-        SCENARIOS[scenario].instructions if scenario in SCENARIOS else f"Handle this {item.label.lower()}.",
+        known.instructions if known is not None else f"Handle this {item.label.lower()}.",
     ]
     lines += human_guidance(scenario)
-    if scenario not in (DELIBERATION, TRIAGE):
+    if row(scenario).ends_turn_in_text:
         lines.append(END_OF_TURN)
     return "\n".join(lines)
 
@@ -392,7 +483,7 @@ def last_context(messages: list[dict[str, Any]]) -> str:
 def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None) -> list[dict[str, Any]]:
     """The opening messages of a new LLM session for the item."""
     messages: list[dict[str, Any]] = []
-    if scenario == CHAT and chat_session_id:
+    if row(scenario).in_chat and chat_session_id:
         history = ChatMessage.objects.filter(
             session_id=chat_session_id, role__in=[ChatMessage.Role.USER, ChatMessage.Role.ASSISTANT]
         ).order_by("-created_at", "-id")[:20]
@@ -425,6 +516,6 @@ def _with_notify_context(item: MailboxItem) -> str:
 def merged_message(item: MailboxItem) -> dict[str, Any]:
     """How a merged item reaches the next LLM turn."""
     sender = (item.metadata or {}).get("senderName") or "someone"
-    if item.source_type == MailboxType.HUMAN_CHAT:
+    if row_for(item).in_chat:  # a person's own words
         return {"role": "user", "content": item.content}
     return {"role": "user", "content": f"[{item.label} from {sender}] {item.summary}\n\n{item.content}".strip()}

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 from markus.agents.models import ChatSession
 from markus.agents.services import main_session
 
@@ -19,7 +19,7 @@ from .focus import Focus, HeldSession
 from .lease import Fence, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord
-from .scenarios import CHAT, SESSION_RESPONSE, TASK_EXECUTION, first_messages, merged_message
+from .scenarios import SESSION_RESPONSE, TASK_EXECUTION, first_messages, merged_message, row_for
 
 SESSION_PREFIX = "ls_"
 
@@ -57,7 +57,7 @@ def resumed_messages(item: MailboxItem) -> list[dict[str, Any]]:
     """A session reply (a person's comment on a task the agent already finished)
     continues the task's own session: the latest saved session of its agent on its task,
     the execution's or an earlier reply's. Copied, so that session stays as it was."""
-    if item.source_type != MailboxType.SESSION_REPLY or not item.task_id:
+    if not row_for(item).resumes_task_session or not item.task_id:
         return []
     prior = (
         LLMSession.objects.filter(
@@ -82,7 +82,7 @@ def load_session(focus: Focus) -> LLMSession:
     known_absent = focus.held.saved is False  # the loop's queue read said so
     session = None if known_absent else LLMSession.objects.filter(id=session_id(focus.item)).first()
     if session is None:
-        chat_sid = focus_chat_session(focus) if focus.scenario == CHAT else None
+        chat_sid = focus_chat_session(focus) if focus.row.in_chat else None
         messages = [*resumed_messages(focus.item), *first_messages(focus.item, focus.scenario, chat_sid)]
         if focus.item.attempts > 1:  # an earlier attempt may have acted already: it is told what
             made = effects_made(focus.item)
@@ -113,7 +113,7 @@ def load_session(focus: Focus) -> LLMSession:
     absorbed = _absorbed(focus.item)
     # The people's messages merged into this chat (by an earlier run, before it crashed
     # or was preempted) are answered with it.
-    focus.merged_ids = [m.id for m in absorbed if m.source_type == MailboxType.HUMAN_CHAT]
+    focus.merged_ids = [m.id for m in absorbed if row_for(m).in_chat]
     missed: list[tuple[str, dict[str, Any]]] = [(m.id, merged_message(m)) for m in absorbed]
     for i, member in enumerate(focus.batch):
         missed.append((member.id, batch_message(member, i + 2, len(focus.batch) + 1)))

@@ -1,38 +1,34 @@
-"""Settling an item's run: the outcome lands in one fenced transaction, through the
-mailbox lifecycle. Also the approval hook that resumes a parked item."""
+"""Settling an item's run: the outcome (``attention.focus``: one class per way a run
+ends) lands in one fenced transaction, through the mailbox lifecycle; whoever waits is
+answered by the scenario's ending (``attention.endings``). Also the approval hook that
+resumes a parked item."""
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import assert_never
 
 from django.conf import settings
 from django.utils import timezone
 
-from agentbus.services import reply_if_expected
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 from markus.agents.models import Agent
-from markus.work import liveness
 from notifications.models import Approval
 from notifications.services import approval_granted
 
-from . import batch, conversations, records
-from .focus import Focus, Outcome
+from . import batch, conversations, endings, records
+from .focus import AwaitingReply, Cancelled, Completed, Failed, Focus, Outcome, Parked, Preempted, Retry, Stopped
 from .lease import Fence, StaleLease, fenced
 from .model_call import backoff
 from .models import ActivityLogType as L
 from .models import ActivityOutcome, DecisionType, LLMSession
-from .replies import answer_given_up, deliver_chat_reply
-from .scenarios import A2A, CHAT, REVIEW, SCENARIOS, TASK_EXECUTION
 from .services import wake_on_commit
 from .session import FAILED_ATTEMPTS, append_note, discard_session, save_session, session_id
 
 MAX_MARKER_RETRIES = 2
-# The scenarios whose task waits for a verdict (a submit or failure; a completion or a
-# send-back), and the mark (``MailboxItem.marks``) that counts their retries.
-VERDICT_RETRIES = {TASK_EXECUTION: "executionRetries", REVIEW: "reviewRetries"}
 
 
 def settle(focus: Focus, outcome: Outcome) -> None:
@@ -51,78 +47,87 @@ def _end(tx: Fence, focus: Focus, *, success: bool, outcome: str = "") -> None:
 
 
 def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
-    item, activity = focus.item, focus.activity
-    assert activity is not None
+    """One arm per way a run ends (``attention.focus``), the type checker holding the
+    ``match`` exhaustive; a batch that does not end together (cancelled, failed) is
+    dissolved by one arm."""
+    item = focus.item
+    assert focus.activity is not None
     # The outcome's line joins the last turn's, written when the activity ends (every
-    # branch ends it); the session is saved unless this attempt is about to be thrown
+    # arm ends it); the session is saved unless this attempt is about to be thrown
     # away (a retry from a clean start).
     status = outcome.kind + (f": {outcome.detail}" if outcome.detail else "")
     focus.turn.note(records.LogLine(L.STATUS, status))
-    discard = outcome.kind == "retry" and _marker_retries(item) < MAX_MARKER_RETRIES
+    discard = isinstance(outcome, Retry) and _marker_retries(item) < MAX_MARKER_RETRIES
     if focus.held.session is not None and focus.held.dirty and not discard:
         save_session(tx, focus, focus.held.session)
-    if outcome.kind == "completed":
-        missing = verdict_missing(focus)
-        if missing:
-            return no_verdict(tx, focus, missing)
-        _end(tx, focus, success=True)
-        if focus.scenario == CHAT:  # the reply and the completion commit together
-            deliver_chat_reply(tx, focus, outcome.text)
-        elif focus.scenario == A2A:  # an agent message that waits for an answer gets one
-            answer_on_bus(focus, outcome.text)
-        complete(tx, item, outcome=SCENARIOS[focus.scenario].done)
-        for member in focus.batch:  # a batch completes together
-            answer_on_bus(focus, outcome.text, item=member)
-            complete(tx, member, outcome=f"{SCENARIOS[focus.scenario].done} (in a batch with {item.id})")
-    elif outcome.kind == "preempted":
-        _end(tx, focus, success=True)
-        # Being preempted is not a failed attempt (recovery counts attempts).
-        until = timezone.now() + resume_delay()
-        # The item, and with it the whole batch: they wait alike and resume together.
-        batch.defer_members(tx, [item, *focus.batch], until=until)
-        if focus.batch:
-            _record_batch(tx, focus, DecisionType.PREEMPT, "preempted with its batch", "deferred for resumption")
-        records.inject_main_session(tx, item=item, outcome="paused (preempted), will resume")
-    elif outcome.kind == "parked":
-        _end(tx, focus, success=True)
-        park(tx, item, approval_id=outcome.detail, batch_members=focus.batch)
-    elif outcome.kind == conversations.AWAITING:
-        _end(tx, focus, success=True)
-        effect = json.loads(outcome.detail)
-        conversations.park(tx, item, effect, batch=focus.batch)
-        asked = (effect.get("to") or {}).get("name") or "a colleague"
-        records.inject_main_session(tx, item=item, outcome=f"waiting for a reply from {asked}")
-    elif outcome.kind == "cancelled" and focus.batch:
-        # Not completed alone: the batch goes back to the queue as separate items and
-        # triage decides afresh, with what cancelled it in view.
-        _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED)
-        batch.dissolve(tx, item, focus.batch, failed=False)
+    match outcome:
+        case Completed(text=text):
+            _completed(tx, focus, text)
+        case Preempted():
+            _end(tx, focus, success=True)
+            # Being preempted is not a failed attempt (recovery counts attempts).
+            until = timezone.now() + resume_delay()
+            # The item, and with it the whole batch: they wait alike and resume together.
+            batch.defer_members(tx, [item, *focus.batch], until=until)
+            if focus.batch:
+                _record_batch(tx, focus, DecisionType.PREEMPT, "preempted with its batch", "deferred for resumption")
+            records.inject_main_session(tx, item=item, outcome="paused (preempted), will resume")
+        case Parked(approval_id=approval_id):
+            _end(tx, focus, success=True)
+            park(tx, item, approval_id=approval_id, batch_members=focus.batch)
+        case AwaitingReply(effect=effect):
+            _end(tx, focus, success=True)
+            conversations.park(tx, item, effect, batch=focus.batch)
+            asked = (effect.get("to") or {}).get("name") or "a colleague"
+            records.inject_main_session(tx, item=item, outcome=f"waiting for a reply from {asked}")
+        case Stopped(reason=reason):
+            _end(tx, focus, success=False, outcome=ActivityOutcome.STOPPED)
+            record_pause(tx, focus, reason)
+            # Back to the queue; it keeps its first start and resumes with its session.
+            lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=True, keep_started=True)
+            batch.requeue_members(tx, focus.batch)  # their batch resumes under its lead
+        case Cancelled() | Retry() | Failed() if focus.batch:
+            _dissolve(tx, focus, outcome)
+        case Cancelled():
+            _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED)
+            complete(tx, item, outcome="cancelled")
+        case Retry(reason=reason):
+            _retry(tx, focus, reason)
+        case Failed(reason=reason):  # it may not try again (its ceiling): it ends now
+            _give_up(tx, focus, _failures(item, reason))
+        case _:
+            assert_never(outcome)
+
+
+def _completed(tx: Fence, focus: Focus, text: str) -> None:
+    """The run gave its final answer: unless the task it was for still waits for its
+    verdict, the scenario's ending answers whoever waits with it, and the item and its
+    batch complete together."""
+    item = focus.item
+    missing = verdict_missing(focus)
+    if missing:
+        return no_verdict(tx, focus, missing)
+    _end(tx, focus, success=True)
+    done = focus.row.done
+    endings.answer(tx, focus, text, item)  # the reply and the completion commit together
+    complete(tx, item, outcome=done)
+    for member in focus.batch:
+        endings.answer(tx, focus, text, member)
+        complete(tx, member, outcome=f"{done} (in a batch with {item.id})")
+
+
+def _dissolve(tx: Fence, focus: Focus, outcome: Cancelled | Retry | Failed) -> None:
+    """A batch that does not end together goes back to the queue as separate items:
+    triage decides afresh, with what cancelled it in view; after a failure every item
+    runs again by itself, from a clean start."""
+    cancelled = isinstance(outcome, Cancelled)
+    _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED if cancelled else "")
+    batch.dissolve(tx, focus.item, focus.batch, failed=not cancelled)
+    if cancelled:
         _record_batch(tx, focus, DecisionType.CANCEL, "its batch was cancelled", "re-queued")
-        discard_session(item)
-    elif outcome.kind == "cancelled":
-        _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED)
-        complete(tx, item, outcome="cancelled")
-    elif outcome.kind == "stopped":
-        _end(tx, focus, success=False, outcome=ActivityOutcome.STOPPED)
-        record_pause(tx, focus, outcome.detail)
-        # Back to the queue; it keeps its first start and resumes with its session.
-        lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, refund_attempt=True, keep_started=True)
-        batch.requeue_members(tx, focus.batch)  # their batch resumes under its lead
-    elif outcome.kind == "retry" and focus.batch:
-        # A failed attempt of a batch: every item runs again by itself, from a clean start.
-        _end(tx, focus, success=False)
-        batch.dissolve(tx, item, focus.batch, failed=True)
+    else:
         _record_batch(tx, focus, DecisionType.DEFER, f"its batch failed ({outcome.detail})", "re-queued")
-        discard_session(item)
-    elif outcome.kind == "retry":
-        _retry(tx, focus, outcome)
-    elif outcome.kind == "failed" and focus.batch:
-        _end(tx, focus, success=False)
-        batch.dissolve(tx, item, focus.batch, failed=True)
-        _record_batch(tx, focus, DecisionType.DEFER, f"its batch failed ({outcome.detail})", "re-queued")
-        discard_session(item)
-    elif outcome.kind == "failed":  # it may not try again (its ceiling): it ends now
-        _give_up(tx, focus, _failures(item, outcome.detail))
+    discard_session(focus.item)
 
 
 def record_pause(tx: Fence, focus: Focus, detail: str = "") -> None:
@@ -164,7 +169,7 @@ def _marker_retries(item: MailboxItem) -> int:
     return int(item.marks.get("markerRetries", 0))
 
 
-def _retry(tx: Fence, focus: Focus, outcome: Outcome) -> None:
+def _retry(tx: Fence, focus: Focus, reason: str) -> None:
     """A failed attempt (an empty answer, a provider error, no progress): run again
     from a clean start, after a back-off, at most MAX_MARKER_RETRIES times, told what
     the failed attempts did and why they failed (``attempt_notes``); then an awaited
@@ -175,7 +180,7 @@ def _retry(tx: Fence, focus: Focus, outcome: Outcome) -> None:
     retries = _marker_retries(item)
     if retries < MAX_MARKER_RETRIES:
         _end(tx, focus, success=False)
-        marks = {**item.marks, "markerRetries": retries + 1, FAILED_ATTEMPTS: _attempts(focus, outcome.detail)}
+        marks = {**item.marks, "markerRetries": retries + 1, FAILED_ATTEMPTS: _attempts(focus, reason)}
         delay = backoff(retries)
         if delay < 1:
             lifecycle.requeue(item.id, epoch=tx.epoch, fenced=True, marks=marks)
@@ -190,9 +195,9 @@ def _retry(tx: Fence, focus: Focus, outcome: Outcome) -> None:
             )
         discard_session(item)
         return
-    if focus.scenario in VERDICT_RETRIES:
-        return no_verdict(tx, focus, outcome.detail)
-    _give_up(tx, focus, f"{retries + 1} attempts failed ({_failures(item, outcome.detail)})")
+    if endings.verdict(focus.row.ending) is not None:
+        return no_verdict(tx, focus, reason)
+    _give_up(tx, focus, f"{retries + 1} attempts failed ({_failures(item, reason)})")
 
 
 def _give_up(tx: Fence, focus: Focus, reason: str) -> None:
@@ -201,11 +206,11 @@ def _give_up(tx: Fence, focus: Focus, reason: str) -> None:
     item, activity = focus.item, focus.activity
     assert activity is not None
     _end(tx, focus, success=False)
-    if focus.scenario in VERDICT_RETRIES:
+    if endings.verdict(focus.row.ending) is not None:
         records.log(tx, activity, L.ERROR, reason)
         return _task_gave_up(tx, focus, reason)
     records.log(tx, activity, L.ERROR, f"gave up: {reason}")
-    answer_given_up(tx, item, reason)
+    endings.given_up(tx, item, reason)
     complete(tx, item, outcome=f"failed ({reason})")
 
 
@@ -241,16 +246,8 @@ def _attempts(focus: Focus, reason: str) -> list[dict[str, object]]:
 
 def verdict_missing(focus: Focus) -> str:
     """Why the task this run was for still waits for it ('' if it does not)."""
-    item = focus.item
-    if not item.task_id:
-        return ""
-    if focus.scenario == TASK_EXECUTION and liveness.execution_awaits_verdict(
-        item.task_id, item.extra.get("executionRound")
-    ):
-        return "the execution ended without task_submit_review or a failure; the task is still in_progress"
-    if focus.scenario == REVIEW and liveness.review_awaits_verdict(item.task_id, item.extra.get("reviewRound")):
-        return "the review ended without completing the task or sending it back; the task is still in review"
-    return ""
+    verdict = endings.verdict(focus.row.ending)
+    return verdict.missing if verdict is not None and verdict.awaits(focus.item) else ""
 
 
 def retry_delay(retries: int) -> timedelta:
@@ -265,7 +262,9 @@ def no_verdict(tx: Fence, focus: Focus, reason: str) -> None:
     retries the execution's task fails, a review goes to a person."""
     item, activity = focus.item, focus.activity
     assert activity is not None
-    key = VERDICT_RETRIES[focus.scenario]
+    verdict = endings.verdict(focus.row.ending)
+    assert verdict is not None, "only a run a task waits for has no verdict"
+    key = verdict.mark
     retries = int(item.marks.get(key, 0))
     _end(tx, focus, success=False)
     records.log(tx, activity, L.ERROR, reason)
@@ -298,12 +297,10 @@ def _task_gave_up(tx: Fence, focus: Focus, reason: str) -> None:
     to a person."""
     item = focus.item
     complete(tx, item, outcome=f"failed: {reason}")
-    if item.task_id is None:  # no task waits for this run: nothing to fail or hand over
+    verdict = endings.verdict(focus.row.ending)
+    if item.task_id is None or verdict is None:  # no task waits for this run: nothing to fail or hand over
         return
-    if focus.scenario == TASK_EXECUTION:
-        liveness.execution_gave_up(item.task_id, reason=reason)
-    else:
-        liveness.review_gave_up(item.task_id, reason=reason)
+    verdict.gave_up(item.task_id, reason)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -362,16 +359,3 @@ def on_approval_answered(approval: Approval) -> None:
     lifecycle.unpark(item)
     batch.unpark_members(item, approval.id)
     wake_on_commit(item.agent_id)
-
-
-def answer_on_bus(focus: Focus, text: str, *, item: MailboxItem | None = None) -> None:
-    """A bus ``request`` returns when its reply stream closes: when the agent did not call
-    agent_reply, its final answer is the reply (inside the fenced settle transaction, so a
-    stale worker sends nothing). ``item``: an item of the focus's batch (default: the
-    focus's item)."""
-    item = item or focus.item
-    if item.source_type != MailboxType.A2A_MESSAGE:
-        return
-    stream_id = item.marks.get("streamId")
-    if isinstance(stream_id, str):
-        reply_if_expected(responder=focus.agent, stream_id=stream_id, text=text, actor=f"agent:{focus.agent.id}")

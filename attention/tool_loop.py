@@ -20,7 +20,6 @@ that round from the journal before it asks the LLM again."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.utils import timezone
@@ -30,7 +29,7 @@ from markus.llm.base import CallContext, LLMResponse, ToolCall, fenced_tool_call
 from . import records
 from .compaction import compact
 from .conversations import AWAITING
-from .focus import Focus, Outcome
+from .focus import AwaitingReply, Completed, Focus, Outcome, Parked, Retry, Stopped
 from .interrupts import revoked, yield_point
 from .journal import REVOKED, Round, flush_turn, pending_calls, run_round
 from .lease import fenced
@@ -92,7 +91,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
             with fenced(lease) as tx:
                 flush_turn(tx, focus)
                 save_session(tx, focus, session)
-            return Outcome("stopped")
+            return Stopped()
         tools = [t.schema() for t in offered.values()]  # a tool found on demand joins them
         if compact(session, system=system, tools=tools):
             focus.held.dirty = True
@@ -142,7 +141,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
             return verdict
         if len(focus.merged_ids) != merged:  # a follow-up merged in: the item now carries it
             ctx.item = item_brief(item)
-    return Outcome("retry", detail=f"no final answer after {MAX_TURNS} turns")
+    return Retry(f"no final answer after {MAX_TURNS} turns")
 
 
 def _typed(response: LLMResponse, offered: dict[str, Any], turn: int) -> LLMResponse:
@@ -170,9 +169,9 @@ def _round(
         focus.run.memory = focus.run.longterm = None  # a tool may write working or long-term memory
     done = run_round(focus, session, tool_ctx, calls, at=at, first=first)
     if done.effects.get("parked_approval"):
-        return Outcome("parked", detail=done.effects["parked_approval"])
+        return Parked(done.effects["parked_approval"])
     if done.effects.get(AWAITING):  # asked a colleague and keeps its place (attention.conversations)
-        return Outcome(AWAITING, detail=json.dumps(done.effects[AWAITING]))
+        return AwaitingReply(done.effects[AWAITING])
     if done.effects.get(REVOKED):  # its task left in_progress: the call was refused, the item ends
         return revoked(focus)
     return done
@@ -186,7 +185,7 @@ def _no_progress(session: LLMSession, done: Round, refusals: Refusals) -> Outcom
             continue
         told, stop = refusals.refused(call, result)
         if stop:
-            return Outcome("retry", detail=stop)
+            return Retry(stop)
         for message in reversed(session.messages):
             if message.get("role") == "tool" and message.get("tool_call_id") == call.id:
                 message["content"] = told
@@ -230,7 +229,7 @@ def final_outcome(focus: Focus, response: LLMResponse) -> Outcome:
     failed attempt (for chats too). An answer cut at its ``max_tokens`` says so."""
     answer = (response.text or "").strip()
     if not answer:
-        return Outcome("retry", detail="an empty answer")
+        return Retry("an empty answer")
     if response.finish_reason in ("length", "max_tokens"):
         answer += "\n\n(This answer was cut short: it reached its length limit.)"
-    return Outcome("completed", text=answer)
+    return Completed(answer)

@@ -41,7 +41,7 @@ from agentbus.services import reply_if_expected
 from mailbox import lifecycle
 from mailbox.merge import is_strict
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status, descriptor
+from mailbox.registry import Status, descriptor
 from mailbox.representation import PLACEHOLDER
 from markus import telemetry
 from markus.agents import memory as working_memory
@@ -55,7 +55,7 @@ from . import records
 from .lease import Fence, Lease, StaleLease, fenced
 from .model_call import model_call
 from .models import DecisionType
-from .scenarios import TRIAGE, identity, item_brief, scenario_for
+from .scenarios import TRIAGE, bus_stream, identity, item_brief, row_for, scenario_for
 from .toolbox import TOOLS, ToolContext, execute_tool, load_tools
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def candidate_brief(item: MailboxItem) -> dict[str, Any]:
         "ageSeconds": round(age, 1),
         "periodic": descriptor(item.source_type).periodic,
         # System notices can be acknowledged together (a batch), the rest are handled alone.
-        "batchable": item.source_type == MailboxType.SYSTEM_EVENT,
+        "batchable": row_for(item).suggests_batch,
         # A daily report asks for its own day: one of another day is not superseded.
         **({"reportDate": str(item.extra["date"])} if item.extra.get("date") else {}),
     }
@@ -181,7 +181,7 @@ class Plan:
 
 
 def _protected(item: MailboxItem) -> bool:
-    return item.is_user_interaction or is_strict(item) or item.source_type == MailboxType.MENTION
+    return item.is_user_interaction or is_strict(item) or row_for(item).protected
 
 
 def is_stale(item: MailboxItem, now: datetime | None = None) -> bool:
@@ -479,8 +479,8 @@ def _answer_waiting(tx: Fence, item: MailboxItem, text: str) -> None:
     """An agent message waiting for this agent's answer that triage set aside (dropped,
     or handled inline without agent_reply) is answered with ``text``, so its sender, or a
     bus ``request``, does not wait for its timeout. Inside the fenced transaction."""
-    stream_id = item.marks.get("streamId")
-    if item.source_type != MailboxType.A2A_MESSAGE or not isinstance(stream_id, str):
+    stream_id = bus_stream(item)
+    if stream_id is None:
         return
     responder = Agent.objects.get(id=tx.agent_id)
     reply_if_expected(responder=responder, stream_id=stream_id, text=text[:2000], actor=f"agent:{tx.agent_id}")
