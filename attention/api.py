@@ -1,5 +1,6 @@
 """Attention endpoints: the mind, decisions, activity logs, loop control, and the chat
-sessions (the chat itself is the async view in ``chat``)."""
+sessions (their rules are ``markus.agents.chat``'s; the chat itself is the async view in
+``attention.chat``)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from mailbox.representation import PLACEHOLDER, private_of
 from mailbox.selectors import QUEUE_PAGE, QUEUE_PAGE_MAX, queue_depth, queued_page
-from markus.agents import permissions
+from markus.agents import chat, permissions
 from markus.agents.models import Agent, ChatMessage, WorkingMemory
 from markus.core.api import StringField, int_param, validated_body
 from markus.core.schema import errors
 from markus.llm.base import get_provider
 
-from . import chat, services
+from . import services
 from .loop import attention_snapshot
 from .models import AgentActivity, AgentActivityLog, AgentDecision
 from .records import serialize_decision

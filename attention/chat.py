@@ -22,8 +22,8 @@ The text is at most ``CHAT_TEXT_MAX_CHARS`` (400 past it, nothing stored). The c
 ``parks`` and takes a wait slot before anything is enqueued (markus.core.waits: 429
 past the caps per caller and per server); a stream gives it back when it ends.
 
-Also here: the reads of an agent's chat sessions (``sessions_for``, ``session_messages``)
-under the one rule of who sees which session (``visible_sessions``)."""
+The chat's rules (who sees which session, the marks a session puts on its item, the
+reply that answered an item) are ``markus.agents.chat``'s; this module is the view."""
 
 from __future__ import annotations
 
@@ -31,15 +31,13 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator
-from datetime import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from rest_framework.exceptions import APIException
 
@@ -48,10 +46,11 @@ from mailbox import services as mailbox
 from mailbox.api import sender_metadata
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
-from mailbox.representation import PRIVATE_TO
 from markus.agents import permissions
-from markus.agents.auth import AnyRequest, Caller, acting_agent, waiter_for
-from markus.agents.models import Agent, ChatMessage, ChatSession
+from markus.agents.auth import Caller, acting_agent, waiter_for
+from markus.agents.chat import chat_reply_for, notify_context, session_marks, visible_sessions
+from markus.agents.chat_stream import KEEP, KEEP_S, Piece, deltas_after
+from markus.agents.models import Agent, ChatSession
 from markus.agents.services import main_session
 from markus.core.api import error, error_response, first_error, unknown_fields
 from markus.core.channel_layer import event_of
@@ -61,7 +60,7 @@ from markus.core.input import json_body
 from markus.core.limits import CHAT_TEXT_MAX_CHARS
 from markus.core.waits import WAITS, TooManyWaits, parks
 
-from .replies import DELTA_EVENT, chat_group, chat_reply_for
+from .replies import DELTA_EVENT, chat_group
 from .serializers import ChatIn
 
 SSE = "text/event-stream"
@@ -74,160 +73,12 @@ def _error(detail: str, status: int, code: str) -> JsonResponse:
     return error(detail, status, code)
 
 
-# ---------------------------------------------------------------------------- sessions
-
-
-def _session_user(caller: AnyRequest) -> tuple[int | None, bool]:
-    """The caller's user id (None for an agent acting as itself) and whether it sees
-    every session of the agent (staff, or the agent itself)."""
-    if acting_agent(caller) is not None:
-        return None, True
-    user = caller.user
-    return user.pk, bool(user.is_staff)
-
-
-def visible_sessions(caller: AnyRequest, agent: Agent) -> QuerySet[ChatSession]:
-    """The agent's sessions the caller may see: the main session and the shared ones
-    (no user) for everyone who sees the agent; a person's own session for that person
-    (and staff, and the agent itself). Anything else answers like a missing one."""
-    rows = ChatSession.objects.filter(agent=agent)
-    user_id, sees_all = _session_user(caller)
-    if sees_all:
-        return rows
-    return rows.filter(Q(is_main=True) | Q(user__isnull=True) | Q(user_id=user_id))
-
-
-def serialize_message(m: ChatMessage) -> dict[str, Any]:
-    return {"id": m.pk, "role": m.role, "content": m.content, "metadata": m.metadata or {}, "createdAt": m.created_at}
-
-
-def sessions_for(caller: AnyRequest, agent: Agent) -> list[dict[str, Any]]:
-    """The caller's view of the agent's sessions: the main session first (created if
-    the agent has none yet), then the others by their last message, newest first
-    (sessions without a message by creation). Two queries for any number of sessions."""
-    main_session(agent.id)
-    last = ChatMessage.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
-    rows = list(
-        visible_sessions(caller, agent)
-        .annotate(message_count=Count("messages", filter=SHOWN_MESSAGES), last_message_id=Subquery(last))
-        .order_by("-is_main", "-last_message_at", "-created_at", "-id")
-    )
-    last_messages = ChatMessage.objects.in_bulk([s.last_message_id for s in rows if s.last_message_id])
-    out = []
-    for s in rows:
-        m = last_messages.get(s.last_message_id)
-        out.append(
-            {
-                "id": s.id,
-                "kind": "main" if s.is_main else "chat",
-                "title": s.title,
-                "userId": s.user_id,
-                "createdAt": s.created_at,
-                "lastMessageAt": m.created_at if m is not None else s.last_message_at,
-                "lastMessage": None
-                if m is None
-                else {"id": m.pk, "role": m.role, "content": m.content, "createdAt": m.created_at},
-                "messageCount": s.message_count,
-            }
-        )
-    # Sessions whose last_message_at was never stamped sort by creation above; a
-    # stored message is the truth for the order.
-    main = [r for r in out if r["kind"] == "main"]
-    others = sorted(
-        (r for r in out if r["kind"] != "main"),
-        key=lambda r: (r["lastMessageAt"] or r["createdAt"], r["id"]),
-        reverse=True,
-    )
-    return main + others
-
-
-def session_create(caller: AnyRequest, agent: Agent, title: str) -> ChatSession:
-    """A new session of the agent, the calling person's own (an agent's: shared)."""
-    user_id, _ = _session_user(caller)
-    return ChatSession.objects.create(agent=agent, user_id=user_id, title=title)
-
-
-def session_marks(session: ChatSession | None) -> dict[str, Any]:
-    """What a chat said in ``session`` keeps on its item: a person's own session (not
-    the main one, not a shared one) makes it private to that person (``PRIVATE_TO``)."""
-    if session is None or session.is_main or session.user_id is None:
-        return {}
-    return {PRIVATE_TO: session.user_id}
-
-
-def visible_session(caller: AnyRequest, agent: Agent, session_id: str) -> ChatSession:
-    session = visible_sessions(caller, agent).filter(id=session_id).first()
-    if session is None:
-        raise Http404("No such chat session.")
-    return session
-
-
-MAX_CURSOR = 20  # digits of a message id
-
-
-def _anchor(session: ChatSession, cursor: str, name: str) -> tuple[datetime, int]:
-    """The ``(created_at, id)`` of the message a cursor names, or a 400 naming ``name``."""
-    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > MAX_CURSOR:
-        raise MarkusError(f"{name} must be the id of a message of this session (a nextCursor)")
-    anchor: list[tuple[datetime, int]] = list(
-        ChatMessage.objects.filter(session=session, id=int(cursor)).values_list("created_at", "id")[:1]
-    )
-    if not anchor:
-        raise MarkusError(f"{name}: no message {cursor} in this session")
-    return anchor[0]
-
-
-def conversation(session: ChatSession) -> QuerySet[ChatMessage]:
-    """What a person reads as the conversation: the session's messages without the
-    activity-log lines the loop writes into the main session (the mind view has those)."""
-    # Not ``exclude(metadata__activityLog=True)``: on SQLite that also leaves out every
-    # message without the key (NOT of a NULL comparison).
-    rows = ChatMessage.objects.filter(session=session)
-    return rows.filter(Q(metadata__activityLog__isnull=True) | Q(metadata__activityLog=False))
-
-
-# ``conversation``'s rule from a session's side: the messages its count counts.
-SHOWN_MESSAGES = Q(messages__metadata__activityLog__isnull=True) | Q(messages__metadata__activityLog=False)
-
-
-def recent_conversation(agent_id: str, limit: int = 6) -> list[dict[str, Any]]:
-    """The last messages of the agent's main session, oldest first (the mind view's chat
-    box): the conversation everybody who sees the agent may read."""
-    rows = conversation(main_session(agent_id)).order_by("-created_at", "-id")[:limit]
-    return [serialize_message(m) for m in reversed(list(rows))]
-
-
-def session_messages(
-    session: ChatSession, *, limit: int, before: str | None, rows: QuerySet[ChatMessage] | None = None
-) -> dict[str, Any]:
-    """One page of the session's messages (``rows``: of these), newest first, and the
-    cursor of the next (older) page: keyset on ``(created_at, id)``, the order of the
-    session's index."""
-    rows = (ChatMessage.objects.filter(session=session) if rows is None else rows).order_by("-created_at", "-id")
-    if before is not None:
-        at, mid = _anchor(session, before, "before")
-        rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, id__lt=mid))
-    page = list(rows[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
-    return {
-        "sessionId": session.id,
-        "messages": [serialize_message(m) for m in page],
-        "nextCursor": str(page[-1].pk) if more else None,
-    }
-
-
-def messages_after(rows: QuerySet[ChatMessage], session: ChatSession, after: str, *, limit: int) -> list[ChatMessage]:
-    """The messages after the one ``after`` names, oldest first (a page catching up)."""
-    at, mid = _anchor(session, after, "after")
-    newer = rows.filter(Q(created_at__gt=at) | Q(created_at=at, id__gt=mid)).order_by("created_at", "id")
-    return list(newer[:limit])
-
-
 # ---------------------------------------------------------------------------- chat
 
 
-def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] | JsonResponse:
+def _authenticate(
+    request: HttpRequest, agent_id: str, operation: str = "agents_chat"
+) -> tuple[Caller, Agent] | JsonResponse:
     """The caller and the agent, or the error response."""
     try:
         # As a DRF view: agent bearer, user token, or the session with its CSRF check.
@@ -235,26 +86,12 @@ def _authenticate(request: HttpRequest, agent_id: str) -> tuple[Caller, Agent] |
     except (APIException, MarkusError) as exc:  # 401 / 403; 400 or 413 for the body
         return error_response(exc)
     try:
-        agent = permissions.require(caller, "agents_chat", agent_id)
+        agent = permissions.require(caller, operation, agent_id)
     except Http404:
         return _error("No such agent.", 404, "not_found")
     except PermissionDenied as exc:
         return error_response(exc)
     return caller, agent
-
-
-def notify_context(session_id: str) -> dict[str, Any] | None:
-    """The context of the notification a message to this session replies to: the
-    session's latest message, when it is a ``notify_user`` message about a task or a
-    requirement."""
-    last = ChatMessage.objects.filter(session_id=session_id).order_by("-created_at", "-id").first()
-    meta = (last.metadata or {}) if last is not None else {}
-    if last is None or not meta.get("notifyUser"):
-        return None
-    task_id, requirement_id = meta.get("taskId") or None, meta.get("requirementId") or None
-    if not task_id and not requirement_id:
-        return None
-    return {"messageId": last.pk, "taskId": task_id, "requirementId": requirement_id}
 
 
 def _enqueue(caller: Caller, agent: Agent, text: str, session_id: str | None) -> tuple[MailboxItem, str]:
@@ -331,24 +168,52 @@ def _is_for(event: dict[str, Any], item_id: str) -> bool:
 MERGED_NOTE = "↳ merged into your earlier message: the reply there answers it too."
 
 
-async def _watch(item_id: str, channel: str, timeout: float) -> AsyncIterator[tuple[str, Any]]:
-    """``("delta", {text, run})`` for each ``agent:delta`` of the item (``run``: the
-    activity that wrote it; a run after Pause and Resume starts the reply over), then one
-    ``("reply", reply or None)``: the stored reply, or None when none came in time.
-    The database is read at the start, on a ``chat:reply``, and once a second while
-    nothing arrives (the fallback), never per delta."""
+def _reply_of(event: dict[str, Any], item_id: str) -> dict[str, Any] | None:
+    """The reply a ``chat:reply`` event carries, when it answers this item (as
+    ``chat_reply_for`` would find it: ``mergedInto`` the item that led the reply)."""
+    ids = event.get("mailboxItemIds")
+    if not isinstance(ids, list) or item_id not in ids or not isinstance(event.get("reply"), str):
+        return None
+    reply = {"reply": event["reply"], "sessionId": event.get("sessionId"), "mailboxItemId": item_id}
+    return reply | ({"mergedInto": ids[0]} if ids[0] != item_id else {})
+
+
+def _piece(p: Piece) -> tuple[str, Any, int | None]:
+    return "delta", {"text": p.text, "run": p.run}, p.seq
+
+
+async def _follow(
+    item_id: str, channel: str, timeout: float, after: int = 0
+) -> AsyncIterator[tuple[str, Any, int | None]]:
+    """``("delta", {text, run}, seq)`` for each piece of the item's reply after the
+    ``seq`` ``after`` (the kept ones first, ``markus.agents.chat_stream``, then the live
+    ``agent:delta`` events: a ``seq`` already sent is skipped, a gap filled from the kept
+    ones; ``run``: the activity that wrote it, a run after Pause and Resume starts the
+    reply over), then one ``("reply", reply or None, n)``: the reply (from the
+    ``chat:reply`` event, or stored: ``chat_reply_for``) with ``n`` the last ``seq``
+    written for it, or None when none came in time with ``n`` the last ``seq`` sent.
+    The database is read at the start, on a ``chat:reply`` for another item, and once a
+    second while nothing arrives (the fallback), never per delta."""
     layer = get_channel_layer()
     deadline = time.monotonic() + timeout
+    sent = after
+    missed = sync_to_async(deltas_after)
+    if after:
+        for p in (await missed(item_id, sent)).pieces:
+            sent = p.seq
+            yield _piece(p)
     check = True
     while True:
-        if check:
-            reply = await sync_to_async(chat_reply_for)(item_id)
-            if reply is not None:
-                yield "reply", reply
-                return
+        reply = await sync_to_async(chat_reply_for)(item_id) if check else None
+        if reply is not None:
+            kept = await missed(item_id, sent)  # pieces the live events have not brought
+            for p in kept.pieces:
+                yield _piece(p)
+            yield "reply", reply, kept.last
+            return
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            yield "reply", None
+            yield "reply", None, sent
             return
         try:
             message = await asyncio.wait_for(layer.receive(channel), timeout=min(1.0, remaining))
@@ -359,16 +224,41 @@ async def _watch(item_id: str, channel: str, timeout: float) -> AsyncIterator[tu
             event = event_of(message)
         except (KeyError, TypeError, ValueError):
             event = {}
-        if event.get("type") == DELTA_EVENT:
+        kind, text, seq = event.get("type"), event.get("text"), event.get("seq")
+        if kind == DELTA_EVENT:
             check = False
-            if _is_for(event, item_id) and isinstance(event.get("text"), str) and event["text"]:
-                yield "delta", {"text": event["text"], "run": event.get("activityId")}
+            if not (_is_for(event, item_id) and isinstance(text, str) and text):
+                continue
+            if not isinstance(seq, int) or isinstance(seq, bool):  # a piece nobody kept
+                yield "delta", {"text": text, "run": event.get("activityId")}, None
+                continue
+            if seq > sent + 1:  # pieces this channel did not bring: the kept ones
+                for p in (await missed(item_id, sent)).pieces:
+                    sent = p.seq
+                    yield _piece(p)
+            if seq > sent:
+                sent = seq
+                yield "delta", {"text": text, "run": event.get("activityId")}, seq
+        elif kind == "chat:reply" and (answered := _reply_of(event, item_id)) is not None:
+            kept = await missed(item_id, sent)
+            for p in kept.pieces:
+                yield _piece(p)
+            yield "reply", answered, kept.last
+            return
         else:
-            check = event.get("type") == "chat:reply" or not event
+            check = kind == "chat:reply" or not event
 
 
-def _sse(event: str, data: dict[str, Any]) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
+async def _watch(item_id: str, channel: str, timeout: float) -> AsyncIterator[tuple[str, Any]]:
+    """``_follow`` from the start, without the ``seq``s: ``("delta", {text, run})``s,
+    then one ``("reply", reply or None)``."""
+    async for kind, value, _ in _follow(item_id, channel, timeout):
+        yield kind, value
+
+
+def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
 def _answer(reply: dict[str, Any] | None, item_id: str, session_id: str) -> dict[str, Any]:
@@ -380,8 +270,68 @@ def _answer(reply: dict[str, Any] | None, item_id: str, session_id: str) -> dict
     return answer
 
 
+async def _stream(
+    item_id: str, session_id: str, channel: str, timeout: float, after: int, release: Callable[[], Awaitable[None]]
+) -> AsyncIterator[str]:
+    """The event stream of the item's reply after the event ``<item_id>:<after>``: each
+    event's ``id:`` is ``<item_id>:<n>``, ``n`` 0 for ``queued``, the piece's ``seq`` for
+    a ``delta``, and past the last piece for what the stream makes itself (a reply that
+    came whole in word deltas, the merged note, ``done``), so a resumed stream sends
+    each of them once too. A ``done`` still pending keeps the id of the last piece sent
+    (a resume after it goes on waiting)."""
+    try:
+        if after == 0:
+            yield _sse("queued", {"mailboxItemId": item_id, "sessionId": session_id}, f"{item_id}:0")
+        streamed = False
+        async for kind, value, n in _follow(item_id, channel, timeout, after):
+            if kind == "delta":
+                streamed = True
+                yield _sse("delta", value, None if n is None else f"{item_id}:{n}")
+                continue
+            answer = _answer(value, item_id, session_id)
+            if value is None:
+                yield _sse("done", answer, f"{item_id}:{n}")
+                return
+            tail: list[tuple[str, dict[str, Any]]] = []
+            if answer.get("mergedInto"):  # the reply streamed under the message it joined
+                tail.append(("delta", {"text": MERGED_NOTE}))
+            elif not streamed and not n and answer["reply"]:  # a provider that does not stream
+                tail += [("delta", {"text": chunk}) for chunk in word_chunks(answer["reply"])]
+            tail.append(("done", answer))
+            for number, (event, data) in enumerate(tail, start=(n or 0) + 1):
+                if number > after:
+                    yield _sse(event, data, f"{item_id}:{number}")
+    finally:
+        await release()
+
+
+def _streaming(events: AsyncIterator[str]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(events, content_type=SSE)
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy must pass each event on at once
+    return response
+
+
+async def _listen(agent_id: str, stream: bool) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """A channel in the agent's chat group (and its agent group, for a stream's deltas),
+    and the function that leaves them."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    groups = [chat_group(agent_id), *([agent_group(agent_id)] if stream else [])]
+    for group in groups:
+        await layer.group_add(group, channel)
+
+    async def leave() -> None:
+        for group in groups:
+            await layer.group_discard(group, channel)
+
+    return channel, leave
+
+
 @parks
 async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | StreamingHttpResponse:
+    if request.method == "GET":
+        return await _resume(request, agent_id)
     if request.method != "POST":
         return _error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
     auth: tuple[Caller, Agent] | JsonResponse = await sync_to_async(_authenticate)(request, agent_id)
@@ -404,56 +354,111 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
         slot = WAITS.claim(waiter, chat=acting_agent(caller) is None)
     except TooManyWaits as exc:
         return error_response(exc)
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    groups = [chat_group(agent.id), *([agent_group(agent.id)] if stream else [])]
-    for group in groups:
-        await layer.group_add(group, channel)
+    channel, leave = await _listen(agent.id, bool(stream))
     timeout = float(settings.MARKUS["CHAT_TIMEOUT_S"])
     try:
         item, session_id = await sync_to_async(_enqueue)(caller, agent, text, sid)
     except BaseException:
         slot.release()
-        for group in groups:
-            await layer.group_discard(group, channel)
+        await leave()
         raise
 
     async def release() -> None:
         slot.release()
-        for group in groups:
-            await layer.group_discard(group, channel)
+        await leave()
 
     if stream:
+        return _streaming(_stream(item.id, session_id, channel, timeout, 0, release))
+    return await _wait(item.id, session_id, channel, timeout, release)
 
-        async def events() -> AsyncIterator[str]:
-            try:
-                yield _sse("queued", {"mailboxItemId": item.id, "sessionId": session_id})
-                streamed = False
-                async for kind, value in _watch(item.id, channel, timeout):
-                    if kind == "delta":
-                        streamed = True
-                        yield _sse("delta", value)
-                        continue
-                    answer = _answer(value, item.id, session_id)
-                    if answer.get("mergedInto"):  # the reply streamed under the message it joined
-                        yield _sse("delta", {"text": MERGED_NOTE})
-                    elif not streamed and answer["reply"]:  # a provider that does not stream
-                        for chunk in word_chunks(answer["reply"]):
-                            yield _sse("delta", {"text": chunk})
-                    yield _sse("done", answer)
-            finally:
-                await release()
 
-        response = StreamingHttpResponse(events(), content_type=SSE)
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"  # a proxy must pass each event on at once
-        return response
+async def _wait(
+    item_id: str, session_id: str, channel: str, timeout: float, release: Callable[[], Awaitable[None]]
+) -> JsonResponse:
+    """The plain answer: the reply (200), or ``pending`` (202) when none came in time."""
     try:
         reply = None
-        async for kind, value in _watch(item.id, channel, timeout):
+        async for kind, value in _watch(item_id, channel, timeout):
             if kind == "reply":
                 reply = value
     finally:
         await release()
-    data = _answer(reply, item.id, session_id)
+    data = _answer(reply, item_id, session_id)
     return JsonResponse(data, status=200 if data["reply"] is not None else 202)
+
+
+# ---------------------------------------------------------------------------- resume
+
+LAST_EVENT_ID = re.compile(r"(?P<item>[A-Za-z0-9_-]{1,64}):(?P<n>[0-9]{1,9})")
+
+
+def _last_event_id(request: HttpRequest) -> tuple[str, int] | JsonResponse:
+    """The item and the ``n`` of ``Last-Event-ID`` (or ``?lastEventId=``, for a client
+    that cannot set the header), or the 400."""
+    raw = (request.headers.get("Last-Event-ID") or request.GET.get("lastEventId") or "").strip()
+    found = LAST_EVENT_ID.fullmatch(raw)
+    if found is None:
+        return _error(
+            "Last-Event-ID must be the id of an event of a chat's stream (<mailboxItemId>:<n>): "
+            "GET resumes that stream after it",
+            400,
+            "invalid",
+        )
+    return found["item"], int(found["n"])
+
+
+def _own_chat(caller: Caller, agent: Agent, item_id: str) -> tuple[str, str] | None:
+    """The item and its session, when the item is a chat the caller said to the agent."""
+    item = MailboxItem.objects.filter(id=item_id, agent=agent, source_type=MailboxType.HUMAN_CHAT).first()
+    if item is None or (item.metadata or {}).get("senderId") != sender_metadata(caller, {})["senderId"]:
+        return None
+    return item.id, (item.metadata or {}).get("sessionId") or main_session(agent.id).id
+
+
+async def _resume(request: HttpRequest, agent_id: str) -> JsonResponse | StreamingHttpResponse:
+    """``GET /api/agents/{id}/chat`` with ``Last-Event-ID: <mailboxItemId>:<n>``: the
+    stream of that chat's reply after event ``n`` (the pieces missed, then live, then
+    ``done``), or with ``Accept: application/json`` its plain answer when it comes. Only
+    who said the chat resumes it (404 otherwise); past the kept pieces, 409."""
+    auth: tuple[Caller, Agent] | JsonResponse = await sync_to_async(_authenticate)(
+        request, agent_id, "agents_chat_resume"
+    )
+    if isinstance(auth, JsonResponse):
+        return auth
+    caller, agent = auth
+    stream = wants_stream(request.headers.get("Accept", SSE))
+    if stream is None:
+        return _error("Accept must allow application/json or text/event-stream", 406, "not_acceptable")
+    last = _last_event_id(request)
+    if isinstance(last, JsonResponse):
+        return last
+    item_id, after = last
+    own = await sync_to_async(_own_chat)(caller, agent, item_id)
+    if own is None:
+        return _error("No such chat of yours to resume.", 404, "not_found")
+    item_id, session_id = own
+    if stream:
+        kept = await sync_to_async(deltas_after)(item_id, after)
+        if after + 1 < kept.first:
+            return error(
+                f"the pieces after {after} are no longer kept (a reply keeps its last {KEEP} pieces for "
+                f"{KEEP_S} s): read the whole reply with Accept: application/json, or the session's messages",
+                409,
+                "conflict",
+                alternatives=["Accept: application/json", f"GET /api/agents/{agent.id}/sessions/{session_id}/messages"],
+            )
+    waiter = await sync_to_async(waiter_for)(caller)
+    try:
+        slot = WAITS.claim(waiter, chat=acting_agent(caller) is None)
+    except TooManyWaits as exc:
+        return error_response(exc)
+    channel, leave = await _listen(agent.id, bool(stream))
+
+    async def release() -> None:
+        slot.release()
+        await leave()
+
+    timeout = float(settings.MARKUS["CHAT_TIMEOUT_S"])
+    if stream:
+        return _streaming(_stream(item_id, session_id, channel, timeout, after, release))
+    return await _wait(item_id, session_id, channel, timeout, release)

@@ -11,6 +11,7 @@ import logging
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from markus import telemetry
+from markus.agents.chat import chat_reply_for
 from markus.llm.base import LLMCancelled
 from markus.usage.budgets import BudgetExhausted
 from markus.work.comment_routing import open_work_for
@@ -21,7 +22,7 @@ from .lease import Lease, StaleLease, fenced
 from .model_call import CeilingReached, ProviderFailed
 from .models import ActivityLogType as L
 from .models import DecisionType, LLMSession
-from .replies import chat_group, chat_reply_for
+from .replies import chat_group
 from .session import session_id
 from .settle import on_approval_answered, settle
 from .tool_loop import run_tool_loop

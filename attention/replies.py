@@ -1,20 +1,19 @@
 """A chat's reply: stored with the messages it answers, announced on the chat group,
-and found again by the waiting chat view; and the notice to a person whose chat waits
-behind a used-up budget. (The answer to whoever waits for an item the loop gives up on is
-an ending: ``attention.endings.given_up``.)"""
+found again by ``markus.agents.chat.chat_reply_for``; and the notice to a person whose chat
+waits behind a used-up budget. (The answer to whoever waits for an item the loop gives up on
+is an ending: ``attention.endings.given_up``.)"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from django.utils import timezone
-
-from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
-from mailbox.registry import MESSAGE_SEPARATOR, Status
+from mailbox.registry import MESSAGE_SEPARATOR
 from mailbox.representation import private_to
-from markus.agents.models import ChatMessage, ChatSession
+from markus.agents.chat import reply_store
+from markus.agents.chat_stream import log_delta
+from markus.agents.models import ChatMessage
 from markus.agents.services import agent_message_post
 from markus.core.events import agent_group, send_event_on_commit
 from markus.llm.base import get_provider
@@ -30,8 +29,10 @@ DELTA_EVENT = "agent:delta"
 
 def delta_sender(focus: Focus, session: LLMSession) -> Callable[[str], None]:
     """``CallContext.on_delta`` for the focus: each piece of a turn's text goes to the
-    agent's group as ``agent:delta`` ``{agentId, mailboxItemIds, activityId, turn, text}``.
-    Outside a transaction (the loop holds none during an LLM call) it is sent at once."""
+    agent's group as ``agent:delta`` ``{agentId, mailboxItemIds, activityId, turn, text, seq?}``
+    (``seq``: a person's chat's pieces are kept for a stream that resumes,
+    ``markus.agents.chat_stream``). Outside a transaction (the loop holds none during an
+    LLM call) it is sent at once."""
     item = focus.item
     group = agent_group(item.agent_id)
     base = {
@@ -41,11 +42,14 @@ def delta_sender(focus: Focus, session: LLMSession) -> Callable[[str], None]:
     }
 
     owner = private_to(item)  # a private conversation's reply reaches only who may read it
+    run = focus.activity.id if focus.activity is not None else None
 
     def send(text: str) -> None:
-        send_event_on_commit(
-            group, DELTA_EVENT, {**base, "turn": session.turn_count + 1, "text": text}, private_to=owner
-        )
+        event = {**base, "turn": session.turn_count + 1, "text": text}
+        seq = log_delta(item, text, run)  # kept for a stream that resumes
+        if seq is not None:
+            event["seq"] = seq
+        send_event_on_commit(group, DELTA_EVENT, event, private_to=owner)
 
     return send
 
@@ -87,13 +91,7 @@ def post_chat_reply(
     """The agent's reply to the person's items ``answered``, stored in their session and
     announced on the chat group (``chat:reply``, on commit): the loop's reply, or an
     outside agent's answer on the bus (``attention.outside``)."""
-    reply = ChatMessage.objects.create(
-        session_id=session_id,
-        role=ChatMessage.Role.ASSISTANT,
-        content=text,
-        metadata={"mailboxItemIds": answered, **metadata},
-    )
-    ChatSession.objects.filter(id=session_id).update(last_message_at=timezone.now())
+    reply = reply_store(session_id, text, answered=answered, metadata=metadata)
     send_event_on_commit(
         chat_group(agent_id),
         "chat:reply",
@@ -154,26 +152,3 @@ def own_content(item: MailboxItem, merged: list[MailboxItem]) -> str:
         if content.endswith(suffix):
             content = content[: -len(suffix)]
     return content
-
-
-def chat_reply_for(item_id: str) -> dict[str, Any] | None:
-    """The stored reply that answered an item (directly, or through a merge: then
-    ``mergedInto`` names the item that led it, whose reply it is)."""
-    item = MailboxItem.objects.filter(id=item_id).first()
-    seen = set()
-    while item is not None and item.status == Status.MERGED and item.merged_into_id and item.id not in seen:
-        seen.add(item.id)
-        item = MailboxItem.objects.filter(id=item.merged_into_id).first()
-    if item is None:
-        return None
-    lead = {"mergedInto": item.id} if item.id != item_id else {}
-    replies = ChatMessage.objects.filter(session__agent_id=item.agent_id, role=ChatMessage.Role.ASSISTANT)
-    for msg in replies.order_by("-id")[:50]:
-        if item.id in (msg.metadata or {}).get("mailboxItemIds", []) or item_id in (msg.metadata or {}).get(
-            "mailboxItemIds", []
-        ):
-            return {"reply": msg.content, "sessionId": msg.session_id, "mailboxItemId": item_id, **lead}
-    if item.status in (Status.DROPPED, Status.COMPLETED) and DELIVERED_ON not in item.marks:
-        # (An item delivered to an outside agent's inbox is answered when the agent answers.)
-        return {"reply": None, "sessionId": None, "mailboxItemId": item_id, "status": item.status, **lead}
-    return None

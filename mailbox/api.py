@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from attention.selectors import timeline
 from markus.agents import permissions
 from markus.agents.auth import AnyRequest, actor_for_request
+from markus.agents.chat import session_marks, visible_sessions
 from markus.agents.models import Agent
 from markus.core.api import int_param, list_param, validated_body
 from markus.core.schema import errors
@@ -56,20 +57,16 @@ def sender_metadata(request: AnyRequest, metadata: dict[str, Any]) -> dict[str, 
 def chat_marks(request: Request, agent: Agent, source_type: str, metadata: dict[str, Any]) -> dict[str, Any]:
     """A chat said in a session (``metadata.sessionId``): the session must be one the
     caller may see (400 otherwise: nobody writes into another person's private
-    session), and a private one makes the item private (``attention.chat.session_marks``)."""
+    session), and a private one makes the item private (``markus.agents.chat.session_marks``)."""
     session_id = metadata.get("sessionId")
     if source_type != MailboxType.HUMAN_CHAT or session_id is None:
         return {}
-    from attention import chat  # attention.chat imports this module (sender_metadata)
-
-    session = (
-        chat.visible_sessions(request, agent).filter(id=session_id).first() if isinstance(session_id, str) else None
-    )
+    session = visible_sessions(request, agent).filter(id=session_id).first() if isinstance(session_id, str) else None
     if session is None:
         raise ValidationError(
             {"metadata": f"metadata.sessionId: no chat session {str(session_id)[:80]!r} of this agent"}
         )
-    return chat.session_marks(session)
+    return session_marks(session)
 
 
 class MailboxView(APIView):

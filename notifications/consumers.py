@@ -240,6 +240,8 @@ def _coalesced(first: str, then: str) -> str | None:
     if any(a.get(k) != b.get(k) for k in _TURN_KEYS) or not isinstance(a.get("text"), str):
         return None
     a["text"] += str(b.get("text") or "")
+    if "seq" in b:  # a chat's piece: the frame ends with the later one (a resume goes on after it)
+        a["seq"] = b["seq"]
     return json.dumps(a)
 
 

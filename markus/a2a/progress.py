@@ -45,7 +45,7 @@ from agentbus.selectors import reply_state
 from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
-from markus.agents.models import ChatMessage
+from markus.agents.chat import reply_answering
 from notifications.models import Approval
 
 from .models import A2ATask, A2ATaskUpdate
@@ -57,7 +57,6 @@ TERMINAL_NAMES = frozenset(S.Name(s) for s in TERMINAL)
 CANCEL_REASON = "cancelled through the A2A door"
 REPLY = "reply"  # the artifact's id and name, and the reply message's id suffix
 MAX_MERGES = 20
-REPLIES_SCANNED = 200  # of the task's own chat session, newest first
 
 
 @dataclass(frozen=True)
@@ -86,12 +85,8 @@ def _reply(task: A2ATask, item: MailboxItem) -> str | None:
             return None
         texts = [str(c["payload"].get("text", "")) for c in state["reply"] if isinstance(c["payload"], dict)]
         return "\n".join(t for t in texts if t) or None
-    answered = {task.id, item.id}
-    replies = ChatMessage.objects.filter(session_id=task.session_id, role=ChatMessage.Role.ASSISTANT).order_by("-id")
-    for reply in replies[:REPLIES_SCANNED]:
-        if answered & set((reply.metadata or {}).get("mailboxItemIds") or []):
-            return reply.content
-    return None
+    reply = reply_answering({task.id, item.id}, session_id=task.session_id)
+    return reply.content if reply is not None else None
 
 
 def _waiting(item: MailboxItem) -> Observed:

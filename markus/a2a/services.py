@@ -31,7 +31,6 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 
 from agentbus.access import caller_ref
 from agentbus.services import send_agent_message, stream_close
-from attention.chat import session_create, session_marks, visible_sessions
 from attention.operator import OperatorError, drop_item
 from mailbox.api import sender_metadata
 from mailbox.lifecycle import DELIVERED_ON
@@ -39,6 +38,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.auth import Caller, acting_agent
+from markus.agents.chat import session_create, session_marks, visible_sessions
 from markus.agents.models import Agent, ChatSession
 from markus.core.limits import CHAT_TEXT_MAX_CHARS
 from notifications.services import approval_cancel

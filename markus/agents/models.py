@@ -211,10 +211,19 @@ class ChatMessage(models.Model):
     content = models.TextField(default="")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # A reply: the mailbox item it answers (the one that led; the follow-ups merged into
+    # it reach it through their merge), read by one query on its index
+    # (``markus.agents.chat.chat_reply_for``). Only a reply sets it: a message that merely
+    # names an item (a budget's notice) does not. No foreign key: a reply outlives the
+    # retention of the item it answered.
+    reply_to = models.CharField(max_length=64, null=True, blank=True)
 
     class Meta:
         db_table = "chat_messages"
-        indexes = [models.Index(fields=["session", "created_at"], name="idx_chat_messages_session")]
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="idx_chat_messages_session"),
+            models.Index(fields=["reply_to"], condition=models.Q(reply_to__isnull=False), name="idx_chat_reply_to"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} message {self.pk} in {self.session_id}"

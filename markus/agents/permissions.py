@@ -129,6 +129,7 @@ OPERATIONS: dict[str, Operation] = {
     "agents_mailbox_list": _op(S, "read the mailbox timeline"),
     "agents_mailbox_enqueue": _op(T, "post an item (the types of POSTABLE)"),
     "agents_chat": _op(T, "chat"),
+    "agents_chat_resume": _op(T, "resume the reply stream of one's own chat (Last-Event-ID)"),
     "agents_sessions_list": _op(S, "list chat sessions (private ones: their person's)"),
     "agents_sessions_create": _op(T, "open a chat session"),
     "agents_session_messages": _op(S, "read a session's messages (private ones: their person's)"),

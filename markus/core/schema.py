@@ -171,6 +171,64 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                 "409": {"description": "The agent is paused, stopped or external", **_json(_ERROR)},
             },
             "security": [{"tokenAuth": []}, {"agentBearer": []}],
-        }
+        },
+        "get": {
+            "operationId": "agents_chat_resume",
+            "tags": ["agents"],
+            "summary": "Resume the reply stream of one's own chat after a dropped connection",
+            "description": (
+                "Last-Event-ID (or ?lastEventId=) names the last event received, <mailboxItemId>:<n>: the "
+                "stream goes on after it (the pieces missed, then live, then done), each event once. With "
+                "Accept: application/json, the plain answer when the reply comes (200, or 202 pending)."
+            ),
+            "parameters": [
+                {"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+                {"name": "lastEventId", "in": "query", "schema": {"type": "string"}},
+            ],
+            "responses": {
+                "200": {
+                    "description": "The rest of the stream (text/event-stream), or the reply (JSON)",
+                    "content": {
+                        **_json(
+                            {
+                                "type": "object",
+                                "required": ["reply", "mailboxItemId", "sessionId"],
+                                "properties": {
+                                    "reply": {"type": "string"},
+                                    "mailboxItemId": {"type": "string"},
+                                    "sessionId": {"type": "string"},
+                                    "mergedInto": {"type": "string"},
+                                },
+                            }
+                        )["content"],
+                        "text/event-stream": {
+                            "schema": {
+                                "type": "string",
+                                "description": "the events after Last-Event-ID: delta..., done (as the chat's)",
+                            }
+                        },
+                    },
+                },
+                "202": {
+                    "description": "JSON: not answered within the wait",
+                    **_json(
+                        {
+                            "type": "object",
+                            "required": ["reply", "mailboxItemId", "sessionId", "pending"],
+                            "properties": {
+                                "reply": {"type": "string", "nullable": True},
+                                "mailboxItemId": {"type": "string"},
+                                "sessionId": {"type": "string"},
+                                "pending": {"type": "boolean", "enum": [True]},
+                            },
+                        }
+                    ),
+                },
+                **{str(c): {"description": "Error", **_json(_ERROR)} for c in (400, 401, 403, 404, 406)},
+                "409": {"description": "The pieces after that event are no longer kept", **_json(_ERROR)},
+            },
+            "security": [{"tokenAuth": []}, {"agentBearer": []}],
+        },
     }
     return result

@@ -1,6 +1,6 @@
 """The main session's activity-log lines for the mind view (seed section 20): each item
 the agent handled, as ``[ACTIVITY: <type>] <summary> → <outcome>``. The chat hides them
-(``attention.chat.conversation``); the mind view is where they are read."""
+(``markus.agents.chat.conversation``); the mind view is where they are read."""
 
 from __future__ import annotations
 

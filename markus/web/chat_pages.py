@@ -18,7 +18,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from attention.chat import (
+from mailbox import lifecycle
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType, Status
+from markus.agents import permissions
+from markus.agents.chat import (
     conversation,
     messages_after,
     serialize_message,
@@ -27,10 +31,6 @@ from attention.chat import (
     sessions_for,
     visible_session,
 )
-from mailbox import lifecycle
-from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
-from markus.agents import permissions
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.core.errors import MarkusError
 from notifications.models import Approval
@@ -72,7 +72,7 @@ def _waiting(request: HttpRequest, agent: Agent, session: ChatSession) -> list[d
     items = MailboxItem.objects.filter(
         lifecycle.parked(), agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT, status=Status.DEFERRED
     )
-    # A message of the main session names no session (``attention.chat``).
+    # A message of the main session names no session (``attention.chat._enqueue``).
     said_here = Q(metadata__sessionId__isnull=True) if session.is_main else Q(metadata__sessionId=session.id)
     items = items.filter(said_here)
     rows = Approval.objects.filter(mailbox_item__in=items, status=Approval.State.PENDING).select_related("user")

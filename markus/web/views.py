@@ -13,10 +13,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from attention.chat import recent_conversation
 from attention.selectors import timeline_items
 from mailbox.models import MailboxItem
 from markus.agents import permissions
+from markus.agents.chat import recent_conversation
 from markus.agents.models import Agent
 from markus.core.errors import MarkusError
 from markus.toolservers.services import failing_notices

@@ -209,7 +209,8 @@ GET_OPERATIONS = [(m, p) for m, p in OPERATIONS if m == "GET"]
 # The long-poll inbox is an async view the schema documents by hand (agentbus/schema.py):
 # called with no wait.
 STAFF_ONLY = ("/api/tool-servers/", "/api/budgets/deployment/")  # the staff's (a staff user reads them)
-NEEDS_A_RUN = {"/api/agents/{agent_id}/activity-logs"}
+# (The chat's resume, like the activity log, answers its documented 400 without an event to resume after.)
+NEEDS_A_RUN = {"/api/agents/{agent_id}/activity-logs", "/api/agents/{agent_id}/chat"}
 EXTRA_QUERY = {"/api/agents/{agent_id}/agentbus/inbox": "?timeout_seconds=0"}
 
 
