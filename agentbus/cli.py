@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from rest_framework.utils.encoders import JSONEncoder
 
+from attention.stalls import stalls_of
 from markus.agents.api import agent_data
 from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create, agent_token_revoke, agent_token_rotate
@@ -198,7 +199,8 @@ class LocalBus:
     def agent_list(self, *, inbox: bool) -> dict[str, Any]:
         agents = list(Agent.objects.order_by("created_at", "id"))
         servers = attached_names([a.id for a in agents])
-        rows = [agent_data(agent, servers[agent.id]) for agent in agents]
+        stalled = stalls_of([a.id for a in agents])
+        rows = [agent_data(agent, servers[agent.id], stalled) for agent in agents]
         if inbox:
             counts = selectors.pending_counts([a.id for a in agents])
             for row in rows:
