@@ -5,7 +5,10 @@
    text/event-stream (session cookie and CSRF, like every form) and call
    onEvent(name, payload) for each server-sent event as it arrives (`delta` {text,
    run}, then `done` {reply, mailboxItemId, sessionId}). A refusal rejects with
-   "<status> <detail>" (the error's `detail`, or its text).
+   "<status> <detail>" (the error's `detail`, or its text). A stream that drops before
+   `done` (a flaky network) is resumed: GET the same URL with Last-Event-ID, the id of
+   the last event read, a few times with a growing pause; the server sends what was
+   missed, each event once, so onEvent sees the reply whole.
 
    MarkusChat.attach(form, options): a chat form (data-url, data-csrf; its textarea
    `text`, whose data-max-chars is the chat's limit, and its `.chat-reply` box). A
@@ -22,14 +25,42 @@
 window.MarkusChat = (function () {
   "use strict";
 
-  // One event's lines ("event: name", "data: ..."): its name and its JSON payload.
+  var RESUMES = 5;  // tries to resume a dropped stream (0.5 s, 1 s, 2 s, 4 s, 8 s apart)
+
+  // One event's lines ("id: ...", "event: name", "data: ..."): its id, name and JSON payload.
   function parse(raw) {
-    var name = "", data = "";
+    var id = null, name = "", data = "";
     raw.split("\n").forEach(function (line) {
-      if (line.startsWith("event: ")) name = line.slice(7);
+      if (line.startsWith("id: ")) id = line.slice(4);
+      else if (line.startsWith("event: ")) name = line.slice(7);
       else if (line.startsWith("data: ")) data += line.slice(6);
     });
-    return data ? { name: name, payload: JSON.parse(data) } : null;
+    return data ? { id: id, name: name, payload: JSON.parse(data) } : null;
+  }
+
+  async function refusal(response) {
+    var raw = await response.text(), detail = raw;
+    try { detail = JSON.parse(raw).detail || raw; } catch (_) { /* not JSON */ }
+    return new Error(response.status + " " + detail);
+  }
+
+  // Read a stream's events into onEvent, noting the last id and whether `done` came.
+  async function read(response, onEvent, seen) {
+    var reader = response.body.getReader(), decoder = new TextDecoder(), buffer = "";
+    for (;;) {
+      var chunk = await reader.read();
+      if (chunk.done) return;
+      buffer += decoder.decode(chunk.value, { stream: true });
+      var events = buffer.split("\n\n");
+      buffer = events.pop();  // an event cut in two waits for its end
+      events.forEach(function (raw) {
+        var event = parse(raw);
+        if (!event) return;
+        if (event.id) seen.last = event.id;
+        if (event.name === "done") seen.done = true;
+        onEvent(event.name, event.payload);
+      });
+    }
   }
 
   async function stream(url, csrf, body, onEvent) {
@@ -39,23 +70,27 @@ window.MarkusChat = (function () {
       headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": csrf },
       body: JSON.stringify(body),
     });
-    if (!response.ok || !response.body) {
-      var raw = await response.text(), detail = raw;
-      try { detail = JSON.parse(raw).detail || raw; } catch (_) { /* not JSON */ }
-      throw new Error(response.status + " " + detail);
+    if (!response.ok || !response.body) throw await refusal(response);
+    var seen = { last: null, done: false };
+    try { await read(response, onEvent, seen); } catch (err) { if (!seen.last) throw err; }
+    for (var attempt = 0; !seen.done && seen.last && attempt < RESUMES; attempt++) {
+      await new Promise(function (wake) { setTimeout(wake, 500 * Math.pow(2, attempt)); });
+      try {
+        var again = await fetch(url, {
+          credentials: "same-origin",
+          headers: { "Accept": "text/event-stream", "Last-Event-ID": seen.last },
+        });
+        if (!again.ok || !again.body) {
+          if (again.status !== 429 && again.status < 500) throw await refusal(again);
+          continue;
+        }
+        await read(again, onEvent, seen);
+      } catch (err) {
+        if (err instanceof TypeError) continue;  // the network again
+        throw err;
+      }
     }
-    var reader = response.body.getReader(), decoder = new TextDecoder(), buffer = "";
-    for (;;) {
-      var chunk = await reader.read();
-      if (chunk.done) break;
-      buffer += decoder.decode(chunk.value, { stream: true });
-      var events = buffer.split("\n\n");
-      buffer = events.pop();  // an event cut in two waits for its end
-      events.forEach(function (raw) {
-        var event = parse(raw);
-        if (event) onEvent(event.name, event.payload);
-      });
-    }
+    if (!seen.done && seen.last) throw new Error("the connection dropped before the reply was done; it will appear in the session");
   }
 
   function attach(form, options) {
@@ -106,7 +141,8 @@ window.MarkusChat = (function () {
         if (finished && options.done) await options.done(pair, finished);
       } catch (err) {
         pair.className = "chat-pair failed";
-        reply.textContent = "Not sent: " + err.message;
+        if (started) reply.textContent += " (" + err.message + ")";
+        else reply.textContent = "Not sent: " + err.message;
         if (!started && !text.value) text.value = message;  // refused, nothing typed since: kept to send again
       }
     });
