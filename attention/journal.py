@@ -29,10 +29,10 @@ recorded call is replayed, never run again."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -51,6 +51,8 @@ from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord, ToolCallState
 from .session import save_session
 from .toolbox import Tool, ToolContext, ToolError, arguments_of, execute_tool, offered
+
+_T = TypeVar("_T")
 
 # The effect of a call refused because the execution's task left in_progress: the turn
 # ends there, cancelled (``tool_loop``).
@@ -178,9 +180,15 @@ def run_round(
         results.append({"role": "tool", "tool_call_id": call.id, "content": made[1]})
     where = len(session.messages) if at is None else at
     session.messages[where:where] = results
-    with fenced(focus.lease) as tx:
-        save_session(tx, focus, session)
+    _write(r, lambda tx: save_session(tx, focus, session))
     return r
+
+
+def _write(r: Round, write: Callable[[Fence], _T]) -> _T:
+    """The journal's one way to write: ``write`` in a fenced transaction of the item's
+    lease (a call with its record, a record of a call made outside, the session)."""
+    with fenced(r.focus.lease) as tx:
+        return write(tx)
 
 
 def _recorded(item: MailboxItem, session: LLMSession, turn: int, positions: Iterable[int]) -> dict[int, ToolCallRecord]:
@@ -256,20 +264,22 @@ def _in_transaction(r: Round, call: ToolCall, *, refused: str | None = None) -> 
     """The effect, its journal row and its result in one fenced transaction (``refused``:
     no call, that error is its result)."""
     focus = r.focus
-    with fenced(focus.lease) as tx:
+
+    def made(tx: Fence) -> tuple[bool, str]:
         started = timezone.now()
+        why = refused
         if focus.activity is not None:  # what the tool writes may name it
             records.ensure_stored(tx, focus.activity)
-        if refused is None and execution_revoked(focus, lock=True):
+        if why is None and execution_revoked(focus, lock=True):
             # The task left in_progress: its execution has no more effect on it (nor any
             # other). Checked with the task's row locked, so a cancel and an effect never
             # cross: the cancel waits for this transaction, or this call sees it.
-            refused = LEFT_IN_PROGRESS
+            why = LEFT_IN_PROGRESS
             r.ctx.effects[REVOKED] = True
-        if refused is None:
+        if why is None:
             ok, result = execute_atomically(tx, r.ctx, call.name, call.arguments)
         else:
-            ok, result = False, json.dumps({"error": refused})
+            ok, result = False, json.dumps({"error": why})
         r.open(tx, [_start_line(call, at=started), _end_line(call, ok, result)])
         r.row(
             call,
@@ -280,6 +290,9 @@ def _in_transaction(r: Round, call: ToolCall, *, refused: str | None = None) -> 
             started_at=started,
             completed_at=timezone.now(),
         ).save(force_insert=True)
+        return ok, result
+
+    ok, result = _write(r, made)
     r.effects.update(r.ctx.effects)
     return ok, result
 
@@ -287,11 +300,14 @@ def _in_transaction(r: Round, call: ToolCall, *, refused: str | None = None) -> 
 def _around(r: Round, call: ToolCall) -> tuple[bool, str]:
     """A call whose effect leaves the database: recorded as started (with the session
     as far as this turn), made outside any transaction, then its result recorded."""
-    focus = r.focus
-    with fenced(focus.lease) as tx:
+
+    def started(tx: Fence) -> ToolCallRecord:
         r.open(tx, [_start_line(call)])
         row = r.row(call, state=ToolCallState.STARTED)
         row.save(force_insert=True)
+        return row
+
+    row = _write(r, started)
     ok, result = _outside(r, call)
     _finish(r, call, row, ok, result)
     return ok, result
@@ -301,31 +317,35 @@ def _ask(r: Round, call: ToolCall, t: Tool) -> tuple[bool, str] | None:
     """A call a person approves first: its approval and its ``awaiting`` row in one
     transaction (with the session as far as this turn); the item is parked for it. Bad
     arguments, or nobody to ask, answer the LLM at once instead."""
-    assert t.approval is not None
+    ask = t.approval
+    assert ask is not None
     focus = r.focus
     try:
         args = arguments_of(t, call.arguments)
     except ToolError as exc:
         return _in_transaction(r, call, refused=str(exc))
-    with fenced(focus.lease) as tx:
+
+    def asked(tx: Fence) -> str | None:
+        """None once the approval is asked; else why it could not be."""
         if focus.activity is not None:  # the approval names the item and the activity
             records.ensure_stored(tx, focus.activity)
         try:
             with transaction.atomic():
-                approval_id = t.approval(r.ctx, args)
+                approval_id = ask(r.ctx, args)
         except ToolError as exc:
-            refused = str(exc)
-        else:
-            waiting = records.LogLine(
-                L.STATUS,
-                f"{call.name} waits for a person's approval ({approval_id}) before it is called",
-                {"callId": call.id, "approvalId": approval_id, "name": call.name, "arguments": args},
-            )
-            r.open(tx, [_start_line(call), waiting])
-            r.row(call, state=ToolCallState.AWAITING, effects={"approvalId": approval_id}).save(force_insert=True)
-            r.effects["parked_approval"] = approval_id
-            return None
-    return _in_transaction(r, call, refused=refused)
+            return str(exc)
+        waiting = records.LogLine(
+            L.STATUS,
+            f"{call.name} waits for a person's approval ({approval_id}) before it is called",
+            {"callId": call.id, "approvalId": approval_id, "name": call.name, "arguments": args},
+        )
+        r.open(tx, [_start_line(call), waiting])
+        r.row(call, state=ToolCallState.AWAITING, effects={"approvalId": approval_id}).save(force_insert=True)
+        r.effects["parked_approval"] = approval_id
+        return None
+
+    refused = _write(r, asked)
+    return None if refused is None else _in_transaction(r, call, refused=refused)
 
 
 def _approved(r: Round, call: ToolCall, row: ToolCallRecord) -> tuple[bool, str] | None:
@@ -344,11 +364,14 @@ def _approved(r: Round, call: ToolCall, row: ToolCallRecord) -> tuple[bool, str]
         r.focus.turn.note(records.LogLine(L.STATUS, f"{call.name}: {who} declined it", {"callId": call.id}))
         _finish(r, call, row, False, result)
         return False, result
-    with fenced(r.focus.lease) as tx:
+
+    def started(tx: Fence) -> None:
         ToolCallRecord.objects.filter(id=row.id, state=ToolCallState.AWAITING).update(
             state=ToolCallState.STARTED, started_at=timezone.now()
         )
         r.open(tx, [records.LogLine(L.STATUS, f"{call.name}: approved by {who}; calling it", {"callId": call.id})])
+
+    _write(r, started)
     ok, result = _outside(r, call)
     _finish(r, call, row, ok, result)
     return ok, result
@@ -388,9 +411,11 @@ def _in_flight(r: Round, call: ToolCall, row: ToolCallRecord, *, idempotent: boo
 
 
 def _finish(r: Round, call: ToolCall, row: ToolCallRecord, ok: bool, result: str) -> None:
-    with fenced(r.focus.lease) as tx:
+    def done(tx: Fence) -> None:
         ToolCallRecord.objects.filter(id=row.id).update(
             state=ToolCallState.DONE, ok=ok, result=result, effects=r.ctx.effects, completed_at=timezone.now()
         )
         r.open(tx, [_end_line(call, ok, result)])
+
+    _write(r, done)
     r.effects.update(r.ctx.effects)

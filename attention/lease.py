@@ -33,7 +33,7 @@ from typing import Any, Self
 
 from django.conf import settings
 from django.db import InterfaceError, InternalError, OperationalError, connection, models, transaction
-from django.db.models import Exists, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
@@ -296,18 +296,9 @@ def lease_renew(lease: Lease, *, seconds: float | None = None) -> bool:
     expired lease that nobody took is safe, the epoch proves it. Also False when another
     session keeps the row locked past the lock timeout: the lease is not proven."""
     now = timezone.now()
-    try:
-        with bounded_lock_wait():
-            renewed = (
-                AgentAttention.objects.filter(
-                    agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner
-                ).update(lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()), updated_at=now)
-                == 1
-            )
-    except OperationalError as exc:
-        if lock_conflict(exc):
-            return False
-        raise
+    renewed = _update_if_mine(
+        lease, lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()), updated_at=now
+    )
     if renewed:
         note_renewed(lease)
     return renewed
@@ -322,23 +313,24 @@ def lease_renew_if_due(lease: Lease) -> bool:
 def lease_release(lease: Lease) -> bool:
     """Let go of the lease (False if it was no longer ours, or its row stayed locked by
     another session past the lock timeout: then it simply runs out)."""
-    now = timezone.now()
     _forget(lease)
+    return _update_if_mine(
+        lease,
+        lease_owner="",
+        lease_expires_at=None,
+        state=AttentionState.IDLE,
+        current_item=None,
+        focus_started_at=None,
+        updated_at=timezone.now(),
+    )
+
+
+def _update_if_mine(lease: Lease, **fields: Any) -> bool:
+    """Write ``fields`` on the lease's row if it is still this lease's; False if not, or
+    if another session kept the row locked past the lock timeout."""
     try:
         with bounded_lock_wait():
-            return (
-                AgentAttention.objects.filter(
-                    agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner
-                ).update(
-                    lease_owner="",
-                    lease_expires_at=None,
-                    state=AttentionState.IDLE,
-                    current_item=None,
-                    focus_started_at=None,
-                    updated_at=now,
-                )
-                == 1
-            )
+            return _mine(lease).update(**fields) == 1
     except OperationalError as exc:
         if lock_conflict(exc):
             return False
@@ -469,10 +461,6 @@ def _update_mine(lease: Lease, fields: dict[str, Any], *, running: bool = False)
 
 def _mine(lease: Lease) -> QuerySet[AgentAttention]:
     return AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner)
-
-
-def _agent_running(agent_id: str) -> Q:
-    return Q(Exists(Agent.objects.running().filter(id=agent_id)))
 
 
 class LeaseKeeper:
