@@ -20,10 +20,11 @@ from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from mailbox.representation import PLACEHOLDER, private_of
-from mailbox.selectors import QUEUE_PAGE, QUEUE_PAGE_MAX, queue_depth, queued_page
+from mailbox.selectors import QUEUE_PAGE, QUEUE_PAGE_MAX, depth_fields, queue_depth, queued_page
 from markus.agents import chat, permissions
 from markus.agents.models import Agent, ChatMessage, WorkingMemory
 from markus.core.api import StringField, int_param, validated_body
+from markus.core.counting import capped_count
 from markus.core.schema import errors
 from markus.llm.base import get_provider
 
@@ -61,7 +62,7 @@ class MindView(APIView):
                 "status": agent.status,
                 "state": snap["state"],
                 "currentFocus": reader.focus(snap["currentFocus"]),
-                "queueDepth": queue_depth(agent.id),
+                **depth_fields(queue_depth(agent.id)),
                 "queue": reader.items(queue),
                 "queuedNextCursor": queue_next,
                 "workingMemory": [
@@ -113,7 +114,7 @@ class DecisionsView(APIView):
         rows = AgentDecision.objects.filter(agent=agent).order_by("-created_at", "-id")
         page = list(rows.annotate(item_marks=F("mailbox_item__marks"))[offset : offset + limit])
         reader = permissions.reader(request)
-        return Response({"decisions": [reader_decision(reader, d) for d in page], "totalCount": rows.count()})
+        return Response({"decisions": [reader_decision(reader, d) for d in page], **capped_count(rows).fields()})
 
 
 class ActivityLogsView(APIView):

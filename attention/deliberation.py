@@ -43,6 +43,7 @@ from django.utils import timezone
 from mailbox.merge import is_protected, is_strict, protection_reason
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
+from mailbox.selectors import QUEUE_DEPTH_CAP, depth_capped, depth_label
 from markus import telemetry
 from markus.agents.memory import age_label
 from markus.agents.models import Agent
@@ -342,7 +343,7 @@ def _listing(items: list[MailboxItem], depth: int) -> str:
     tied = [i for i in items if i.priority == head.priority]
     stale = [i for i in items if i.priority != head.priority]
     lines = [
-        f"[DELIBERATION MODE] {depth} item(s) wait in your mailbox. These {len(tied)} tie for first "
+        f"[DELIBERATION MODE] {depth_label(depth)} item(s) wait in your mailbox. These {len(tied)} tie for first "
         f"(priority {head.priority}), in the order you would take them:"
     ]
     lines += [_line(item, now) for item in tied]
@@ -350,12 +351,13 @@ def _listing(items: list[MailboxItem], depth: int) -> str:
         lines.append("Also waiting, stale (informational, queued over 4 h ago; drop what is moot):")
         lines += [_line(item, now) for item in stale]
     rest = depth - len(items)
+    more = f"over {QUEUE_DEPTH_CAP - len(items)}" if depth_capped(depth) else str(rest)  # past the cap
     if rest > 0:
         lines.append(
-            f"- … and {rest} more: less urgent ones (or more of these) wait their turn "
+            f"- … and {more} more: less urgent ones (or more of these) wait their turn "
             f"(check_mailbox with offset {len(tied)} lists them)"
             if len(items) >= PROMPT_QUEUE_LIMIT  # a full listing: more of these may wait
-            else f"{rest} less urgent item(s) wait their turn after these (check_mailbox lists them)."
+            else f"{more} less urgent item(s) wait their turn after these (check_mailbox lists them)."
         )
     lines.append("Decide, then call complete_deliberation.")
     return "\n".join(lines)
@@ -500,7 +502,7 @@ def _begin(run: Run, items: list[MailboxItem], depth: int, *, watched: bool, beg
     activity = records.start_activity(lease, item=head, scenario=DELIBERATION)
     activity.mailbox_item = None
     activity.type = ActivityType.INTERNAL.value
-    activity.label = f"Deliberation: {depth} item(s) waiting"
+    activity.label = f"Deliberation: {depth_label(depth)} item(s) waiting"
     activity.task_id = None
     activity.private_to = records.private_to_all(items)  # its prompt quotes every item it weighs
     d = _Deliberation(run, activity, before, store=watched)

@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
@@ -42,6 +42,7 @@ from mailbox.expiry import expire_stale, is_expired
 from mailbox.merge import consolidation_key, entity_key, is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, Status, descriptor
+from mailbox.selectors import depth_capped, queue_depth_subquery
 from markus import telemetry
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
@@ -78,7 +79,8 @@ log = logging.getLogger(__name__)
 
 # The loop reads at most this many queued items per step: the head and what triage
 # (its candidates), consolidation and the first prompt look at; the queue's depth is
-# counted in full. Reading the whole queue for every item made a long queue O(n²).
+# counted up to a cap (QUEUE_DEPTH_CAP). Reading, or counting, the whole queue for every
+# item made a long queue O(n²).
 QUEUE_READ_LIMIT = MAX_CANDIDATES
 # How soon a run that found the agent's row locked by a frozen holder tries again.
 LOCKED_RETRY_S = 1.0
@@ -114,8 +116,9 @@ def agent_is_running(agent_id: str) -> bool:
 @dataclass
 class QueueView:
     """The head of the queue as one statement read it: up to QUEUE_READ_LIMIT queued
-    items in dequeue order, how many are queued in all, whether deferred items came
-    due, and when it was read."""
+    items in dequeue order, how many are queued in all (up to QUEUE_DEPTH_CAP + 1, which
+    means more than the cap: ``mailbox.selectors.depth_label``), whether deferred items
+    came due, and when it was read."""
 
     items: list[MailboxItem]
     depth: int
@@ -129,14 +132,14 @@ class QueueView:
 
 def _queue_query(agent_id: str, now: datetime) -> QuerySet[MailboxItem]:
     mine = MailboxItem.objects.filter(agent_id=agent_id)
-    depth = mine.filter(status=Status.QUEUED).order_by().values("agent_id").annotate(n=Count("id")).values("n")[:1]
+    depth = queue_depth_subquery(agent_id)  # up to QUEUE_DEPTH_CAP + 1: a read that never grows with the queue
     due = (
         mine.filter(status=Status.DEFERRED)
         .filter(Q(deferred_until__isnull=True) | Q(deferred_until__lte=now))
         .filter(lifecycle.not_parked())
     )
     saved = LLMSession.objects.filter(id=Concat(Value(SESSION_PREFIX), OuterRef("id")))
-    return lifecycle.queued(agent_id).annotate(depth=Subquery(depth), due=Exists(due), has_session=Exists(saved))[
+    return lifecycle.queued(agent_id).annotate(depth=depth, due=Exists(due), has_session=Exists(saved))[
         :QUEUE_READ_LIMIT
     ]
 
@@ -370,7 +373,7 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
         scenario = scenario_for(item)
         members = batch.claim_members(tx, item, None if revoked else scenario, wanted)
         together = {item.id, *(m.id for m in members)}
-        depth = max(0, view.depth - len(together))
+        depth = view.depth if depth_capped(view.depth) else max(0, view.depth - len(together))
         context: dict[str, Any] = {"priority": item.priority, "queueDepth": depth}
         if members:
             context["batch"] = [m.id for m in members]

@@ -15,7 +15,7 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from mailbox.registry import descriptor
 from mailbox.representation import PLACEHOLDER, private_to
-from mailbox.selectors import queue_depth
+from mailbox.selectors import depth_fields, queue_depth
 from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import main_session
 from markus.core.events import agent_group, send_event_on_commit
@@ -130,7 +130,8 @@ def emit_state(
         public={**attention, "currentFocus": shown},
     )
     if state != AttentionState.DECIDING:
-        focused = {"agentId": agent_id, "mailboxDepth": queue_depth(agent_id) if depth is None else depth}
+        shown_depth = queue_depth(agent_id) if depth is None else depth
+        focused = {"agentId": agent_id, **depth_fields(shown_depth, "mailboxDepth")}  # "1000+": capped
         send_event_on_commit(
             agent_group(agent_id),
             "agent:focus",

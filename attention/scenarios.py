@@ -12,6 +12,7 @@ from agentbus.selectors import reply_expected
 from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType
+from mailbox.selectors import depth_capped, depth_label, queue_depth
 from markus.agents import memory as working_memory
 from markus.agents.models import Agent, ChatMessage
 from markus.llm.base import CONTEXT_MARK
@@ -435,13 +436,14 @@ def context_lines(
     lines += longterm_lines(agent, item, scenario) if longterm is None else longterm
     if queue is None:
         queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
-        depth = len(queue) if len(queue) < PROMPT_QUEUE_LIMIT else queued(agent.id).count()
+        depth = len(queue) if len(queue) < PROMPT_QUEUE_LIMIT else queue_depth(agent.id)
     waiting = [q for q in queue if q.id != item.id][:PROMPT_QUEUE_LIMIT]
     depth = len(waiting) if depth is None else depth
-    lines.append(f"## Mailbox ({depth} waiting)")
+    lines.append(f"## Mailbox ({depth_label(depth)} waiting)")
     lines += [f"- [{q.priority}] {q.source_type}: {q.summary}" for q in waiting]
     if depth > len(waiting):
-        lines.append(f"- … and {depth - len(waiting)} more")
+        rest = f"over {depth_label(depth)[:-1]}" if depth_capped(depth) else str(depth - len(waiting))
+        lines.append(f"- … and {rest} more")
     return lines
 
 

@@ -46,7 +46,8 @@ class MindOut(serializers.Serializer):
     status = serializers.CharField()
     state = serializers.ChoiceField(choices=AttentionState.choices)
     currentFocus = FocusOut(allow_null=True)
-    queueDepth = serializers.IntegerField()
+    queueDepth = serializers.IntegerField(help_text="queued items, counted up to 1000")
+    queueDepthCapped = serializers.BooleanField(help_text="more than queueDepth are queued (shown as 1000+)")
     queue = ItemOut(many=True, help_text="one page of the queue (queuedLimit), in dequeue order")
     queuedNextCursor = serializers.CharField(
         allow_null=True, help_text="pass as queuedAfter for the queue's next page; null on its last page"
@@ -71,7 +72,8 @@ class DecisionOut(serializers.Serializer):
 
 class DecisionsOut(serializers.Serializer):
     decisions = DecisionOut(many=True)
-    totalCount = serializers.IntegerField()
+    totalCount = serializers.IntegerField(help_text="counted up to 10,000")
+    totalCountCapped = serializers.BooleanField(help_text="there are more than totalCount (shown as 10,000+)")
 
 
 class ActivityLogOut(serializers.Serializer):

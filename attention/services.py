@@ -4,11 +4,12 @@ periodic items and the beat schedule."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from agentbus.team_channel import team_channel_sync_agent
@@ -78,6 +79,44 @@ def agent_start(agent: Agent) -> None:
     agent_resume(agent)
 
 
+def agents_to_kick(now: datetime) -> list[str]:
+    """The running agents without a live lease that have due work (an item queued, one
+    processing, a deferred one come due, none of them parked) or an abandoned lease, in
+    one statement. Each running agent's items are probed through an index, one
+    ``SELECT … LIMIT 1`` per kind of due work that stops at the first match: the cost
+    follows the running agents, never the items (a ``DISTINCT agent_id`` over every open
+    item took 209 ms at 100,000 queued on SQLite).
+
+    Probes, not ``EXISTS``: PostgreSQL may run an ``EXISTS`` as a hashed subplan, one
+    scan of every queued item hashed by agent (it did, 245 ms at 100,000: the JSON
+    ``marks`` filter makes it guess a handful of rows), where a correlated ``LIMIT 1``
+    stays a seek per agent; one probe a status, as ``status IN (…)`` priced a sequential
+    scan and crossed the JIT threshold."""
+    mine = MailboxItem.objects.filter(agent_id=OuterRef("pk")).order_by()
+
+    def probe(rows: QuerySet[MailboxItem]) -> Subquery:
+        return Subquery(rows.values("pk")[:1])
+
+    # Only a deferred item is ever parked (``lifecycle.park`` defers it, ``unpark`` clears
+    # the mark as it re-queues it): the queued and processing probes need no JSON filter,
+    # whose guessed selectivity is what steered PostgreSQL off the index.
+    came_due = (Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)) & mailbox.not_parked()
+    live = AgentAttention.objects.filter(lease_expires_at__gt=now).exclude(lease_owner="").values("agent_id")
+    abandoned = abandoned_leases(now).values("agent_id")
+    return list(
+        Agent.objects.running()
+        .alias(
+            queued=probe(mine.filter(status=Status.QUEUED)),
+            processing=probe(mine.filter(status=Status.PROCESSING)),
+            due=probe(mine.filter(came_due, status=Status.DEFERRED)),
+        )
+        .filter(Q(queued__isnull=False) | Q(processing__isnull=False) | Q(due__isnull=False) | Q(id__in=abandoned))
+        .exclude(id__in=live)
+        .order_by()
+        .values_list("id", flat=True)
+    )
+
+
 def sweep() -> int:
     """The backstop, every few seconds from beat:
 
@@ -93,31 +132,8 @@ def sweep() -> int:
         work_liveness_repair()
     except Exception:
         log.exception("liveness repair failed")
-    now = timezone.now()
-    due = (
-        MailboxItem.objects.filter(
-            Q(status=Status.QUEUED)
-            | Q(status=Status.PROCESSING)
-            | (Q(status=Status.DEFERRED) & (Q(deferred_until__isnull=True) | Q(deferred_until__lte=now)))
-        )
-        .filter(mailbox.not_parked())
-        .values_list("agent_id", flat=True)
-        .distinct()
-    )
-    live = (
-        AgentAttention.objects.filter(lease_expires_at__gt=now)
-        .exclude(lease_owner="")
-        .values_list("agent_id", flat=True)
-    )
-    abandoned = abandoned_leases(now).values_list("agent_id", flat=True)
-    agents = (
-        Agent.objects.running()
-        .filter(Q(id__in=list(due)) | Q(id__in=list(abandoned)))
-        .exclude(id__in=list(live))
-        .values_list("id", flat=True)
-    )
     kicked = 0
-    for agent_id in agents:
+    for agent_id in agents_to_kick(timezone.now()):
         wake(agent_id)
         kicked += 1
     # The backstops (the loop's own, the AgentBus outbox relay) hear ``swept``.

@@ -67,6 +67,14 @@ class MailboxItem(models.Model):
                 condition=models.Q(status="queued"),
                 name="idx_mailbox_queue_head",
             ),
+            # Deferred items by when they come due, across agents: the sweep's backstops
+            # (a colleague's reply that timed out, a deferred item come due) seek it
+            # instead of walking every item of every agent.
+            models.Index(
+                fields=["deferred_until", "agent"],
+                condition=models.Q(status="deferred"),
+                name="idx_mailbox_deferred_due",
+            ),
         ]
 
     def __str__(self) -> str:

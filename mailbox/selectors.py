@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from markus.core.counting import CappedCount, capped_count
 from markus.core.errors import MarkusError
 
 from .lifecycle import queued
@@ -16,9 +17,41 @@ from .models import MailboxItem
 from .registry import MAILBOX_TYPE_REGISTRY, Category, Status, is_known_type, types_in_category
 from .representation import serialize_item
 
+# A queue's depth is counted up to this; a longer queue reads as QUEUE_DEPTH_CAP + 1 and
+# is shown as "1000+" (``depth_label``, ``depth_fields``): counting every queued item
+# cost 26 ms a read at 100,000 on SQLite, 37 ms on PostgreSQL, the cap well under 1 ms.
+QUEUE_DEPTH_CAP = 1000
+
+
+def _queued_rows(agent_id: Any) -> QuerySet[MailboxItem]:
+    return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED)
+
 
 def queue_depth(agent_id: str) -> int:
-    return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).count()
+    """How many items are queued, up to QUEUE_DEPTH_CAP + 1 (which means "more than the
+    cap"): one statement that reads at most that many index entries."""
+    counted = capped_count(_queued_rows(agent_id), QUEUE_DEPTH_CAP)
+    return counted.count + 1 if counted.capped else counted.count
+
+
+def queue_depth_subquery(agent_id: Any) -> CappedCount:
+    """``queue_depth`` as a subquery of a bigger statement (the loop's queue read)."""
+    return CappedCount(_queued_rows(agent_id), QUEUE_DEPTH_CAP)
+
+
+def depth_capped(depth: int) -> bool:
+    return depth > QUEUE_DEPTH_CAP
+
+
+def depth_label(depth: int) -> str:
+    """A depth as a person reads it: "12", or "1000+" past the cap."""
+    return f"{QUEUE_DEPTH_CAP}+" if depth_capped(depth) else str(depth)
+
+
+def depth_fields(depth: int, name: str = "queueDepth") -> dict[str, Any]:
+    """A depth as an API answer or an event carries it: the number (the cap past it) and
+    ``<name>Capped``."""
+    return {name: min(depth, QUEUE_DEPTH_CAP), f"{name}Capped": depth_capped(depth)}
 
 
 def queued_items(agent_id: str) -> list[dict[str, Any]]:

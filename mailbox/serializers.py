@@ -146,12 +146,16 @@ class TimelineEntry(_ItemFields):
 
 class TimelineOut(serializers.Serializer):
     queued = ItemOut(many=True, help_text="one page of the queue (queuedLimit), in the order it would be dequeued")
-    queueDepth = serializers.IntegerField(help_text="every queued item")
+    queueDepth = serializers.IntegerField(help_text="queued items, counted up to 1000")
+    queueDepthCapped = serializers.BooleanField(help_text="more than queueDepth are queued (shown as 1000+)")
     queuedNextCursor = serializers.CharField(
         allow_null=True, help_text="pass as queuedAfter for the queue's next page; null on its last page"
     )
     history = TimelineEntry(many=True, help_text="newest first")
-    totalCount = serializers.IntegerField(allow_null=True, help_text="null on a page read with before")
+    totalCount = serializers.IntegerField(
+        allow_null=True, help_text="counted up to 1,000 (then totalCountCapped); null on a page read with before"
+    )
+    totalCountCapped = serializers.BooleanField(help_text="there are more than totalCount (shown as 1,000+)")
     nextCursor = serializers.CharField(
         allow_null=True, help_text="pass as before for the next page of history; null on the last page"
     )

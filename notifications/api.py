@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from markus.agents.auth import IsUser, signed_in_user
 from markus.core.api import int_param, validated_body
+from markus.core.counting import capped_count
 from markus.core.schema import errors
 
 from . import selectors, services
@@ -51,7 +52,7 @@ class NotificationListView(UserAPIView):
         return Response(
             {
                 "notifications": [services.serialize_notification(n) for n in rows[offset : offset + limit]],
-                "totalCount": rows.count(),
+                **capped_count(rows).fields(),  # "10,000+": never a full count
                 "unreadCount": selectors.unread_count(user),
             }
         )
@@ -86,7 +87,7 @@ class ApprovalListView(UserAPIView):
         return Response(
             {
                 "approvals": [services.serialize_approval(a) for a in rows[offset : offset + limit]],
-                "totalCount": rows.count(),
+                **capped_count(rows).fields(),  # "10,000+": never a full count
             }
         )
 

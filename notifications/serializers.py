@@ -28,7 +28,8 @@ class NotificationOut(serializers.Serializer):
 
 class NotificationListOut(serializers.Serializer):
     notifications = NotificationOut(many=True)
-    totalCount = serializers.IntegerField(help_text="notifications matching the filter")
+    totalCount = serializers.IntegerField(help_text="notifications matching the filter, counted up to 10,000")
+    totalCountCapped = serializers.BooleanField(help_text="more than totalCount match (shown as 10,000+)")
     unreadCount = serializers.IntegerField(help_text="all of the user's unread notifications")
 
 
@@ -61,4 +62,5 @@ class ApprovalOut(serializers.Serializer):
 
 class ApprovalListOut(serializers.Serializer):
     approvals = ApprovalOut(many=True)
-    totalCount = serializers.IntegerField()
+    totalCount = serializers.IntegerField(help_text="counted up to 10,000")
+    totalCountCapped = serializers.BooleanField(help_text="more than totalCount match (shown as 10,000+)")

@@ -247,8 +247,10 @@ def test_an_empty_mailbox_has_an_empty_timeline(agent, alice_client):
     assert alice_client.get(url(agent.id)).json() == {
         "queued": [],
         "queueDepth": 0,
+        "queueDepthCapped": False,
         "queuedNextCursor": None,
         "history": [],
         "totalCount": 0,
+        "totalCountCapped": False,
         "nextCursor": None,
     }

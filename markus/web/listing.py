@@ -2,6 +2,10 @@
 page of rows, its honest count, and the filters that chose them, all read from the
 URL, so a link, a reload or a live refresh shows the same rows.
 
+The count stops at ``markus.core.counting.COUNT_CAP`` and then reads "10,000+" (the
+pages past it are not offered): counting a whole long list cost more than reading its
+first page, and grew with the table.
+
 A parameter the page cannot use (an unknown state, a page past the last, a search
 longer than ``SEARCH_MAX``) is ignored and named in a note shown above the list,
 never an error page: the rest of the URL still applies. A NUL byte anywhere in the
@@ -11,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.http import QueryDict
+from django.utils.functional import cached_property
+
+from markus.core.counting import capped_count
 
 PER_PAGE = 50  # rows a list shows at a time
 SEARCH_MAX = 200  # characters of a search; a title is at most 300
@@ -45,6 +52,26 @@ def search_text(raw: str) -> str:
     if len(text) > SEARCH_MAX:
         raise Ignored(f"at most {SEARCH_MAX} characters")
     return text
+
+
+class ShownCount(int):
+    """A list's count as a page shows it: the number, "10,000+" when it is capped."""
+
+    capped: bool = False
+
+    def __str__(self) -> str:
+        return f"{int(self):,}+" if self.capped else str(int(self))
+
+
+class CappedPaginator(Paginator):
+    """Django's paginator with its count capped (``capped_count``): one bounded count."""
+
+    @cached_property
+    def count(self) -> int:
+        counted = capped_count(cast("QuerySet[Any]", self.object_list))
+        shown = ShownCount(counted.count)
+        shown.capped = counted.capped
+        return shown
 
 
 @dataclass
@@ -79,8 +106,9 @@ class Query:
         return [(n, self.kept[n]) for n in names if n in self.kept]
 
     def page(self, rows: QuerySet[Any], name: str = "page", per_page: int = PER_PAGE) -> Listed:
-        """One page of ``rows`` (ordered by the caller): two queries, the count and the rows."""
-        paginator = Paginator(rows, per_page)
+        """One page of ``rows`` (ordered by the caller): two queries, the (capped) count
+        and the rows."""
+        paginator = CappedPaginator(rows, per_page)
         raw = self.raw.get(name, "")
         number = 1
         if raw:
@@ -114,6 +142,7 @@ class Listed:
 
     @property
     def count(self) -> int:
+        """The rows in all, up to the cap: shown as "10,000+" past it."""
         return self.page.paginator.count
 
     @property

@@ -28,7 +28,7 @@ from attention.stalls import stalls_of
 from mailbox.models import MailboxItem
 from mailbox.registry import STATUS_COLOURS, Category, MailboxType, Status, descriptor, registry_for_ui
 from mailbox.representation import PLACEHOLDER
-from mailbox.selectors import queue_depth, timeline_queryset
+from mailbox.selectors import depth_label, queue_depth, timeline_queryset
 from markus.agents import permissions
 from markus.agents.models import Agent
 from markus.console import services as console
@@ -148,7 +148,7 @@ def header_context(
         "agent": agent,
         "state": str(snap["state"]),
         "focus": focus,
-        "queue_depth": queue_depth(agent_id),
+        "queue_depth": depth_label(queue_depth(agent_id)),  # "1000+" past the cap
         "stall": stalls_of([agent_id])[agent_id],  # attention.stalls: why it is stuck, if it is
         "brain": brain,
         "offline_brain": brain == OFFLINE_BRAIN,

@@ -23,6 +23,7 @@ from markus.agents.auth import actor_for_request, user_may_see_agent
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.core.api import int_param, validated_body
+from markus.core.counting import capped_count
 from markus.core.schema import errors
 
 from . import selectors, services
@@ -176,7 +177,7 @@ class TaskListView(APIView):
         return Response(
             {
                 "tasks": [selectors.task_data(t) for t in selectors.with_dependencies(rows)[offset : offset + limit]],
-                "totalCount": rows.count(),
+                **capped_count(rows).fields(),  # "10,000+": never a full count
             }
         )
 

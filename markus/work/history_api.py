@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from markus.agents.auth import actor_for_request
 from markus.core.api import int_param
+from markus.core.counting import capped_count
 from markus.core.schema import errors
 
 from . import selectors
@@ -24,7 +25,7 @@ from .serializers import StatusHistoryOut
 def history_page(request: Request, rows: QuerySet[StatusChange]) -> Response:
     limit = int_param(request, "limit", 50, lo=1, hi=500)
     offset = int_param(request, "offset", 0, lo=0, hi=10**9)
-    return Response({"history": [history_row(c) for c in rows[offset : offset + limit]], "totalCount": rows.count()})
+    return Response({"history": [history_row(c) for c in rows[offset : offset + limit]], **capped_count(rows).fields()})
 
 
 class TaskHistoryView(APIView):

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from markus.agents.auth import actor_for_request
 from markus.core.actors import Actor
 from markus.core.api import int_param
+from markus.core.counting import capped_count
 from markus.core.schema import errors
 
 from . import selectors, services
@@ -81,7 +82,7 @@ class RequirementListView(APIView):
         return Response(
             {
                 "requirements": [selectors.requirement_data(r) for r in rows[offset : offset + limit]],
-                "totalCount": rows.count(),
+                **capped_count(rows).fields(),  # "10,000+": never a full count
             }
         )
 

@@ -146,7 +146,7 @@ def test_an_outsider_gets_404_for_everything_about_a_task(charlie_client, task):
     ]:
         response = getattr(charlie_client, method)(path, {"status": "cancelled", "content": "x"}, format="json")
         assert response.status_code == 404, (method, path)
-    assert charlie_client.get("/api/tasks/").json() == {"tasks": [], "totalCount": 0}
+    assert charlie_client.get("/api/tasks/").json() == {"tasks": [], "totalCount": 0, "totalCountCapped": False}
     assert Task.objects.get(id=task.id).status == TaskState.IN_PROGRESS
 
 

@@ -1,0 +1,86 @@
+"""The timeline's first page counts the history only up to a cap (``totalCount`` with
+``totalCountCapped``, shown "1,000+"), and the queue beside it only up to its own
+(``queueDepth``, ``queueDepthCapped``): a full count made the first page of a long
+history cost 2-3 times that of a short one. Below the caps the counts are exact; the
+page's statements are the same for 1 row and for 1,000; the decisions list counts the
+same way."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from attention import selectors as attention_selectors
+from attention.models import AgentDecision, DecisionType
+from mailbox import selectors as mailbox_selectors
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType, Status
+from markus.core import counting
+
+pytestmark = [pytest.mark.django_db, pytest.mark.pg]
+
+
+def history(agent, n: int, status: str = Status.COMPLETED) -> list[MailboxItem]:
+    start = timezone.now() - timedelta(hours=1)
+    return MailboxItem.objects.bulk_create(
+        MailboxItem(
+            agent=agent,
+            source_type=MailboxType.SYSTEM_EVENT,
+            status=status,
+            payload={"summary": f"item {i}"},
+            queued_at=start + timedelta(milliseconds=i),
+        )
+        for i in range(n)
+    )
+
+
+def first_page(client, agent, **params):
+    response = client.get(f"/api/agents/{agent.id}/mailbox", {"limit": 5, **params})
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_below_the_cap_the_count_is_exact(agent, alice_client):
+    history(agent, 12)
+    body = first_page(alice_client, agent)
+    assert (body["totalCount"], body["totalCountCapped"]) == (12, False)
+    assert (body["queueDepth"], body["queueDepthCapped"]) == (0, False)
+
+
+def test_past_the_cap_the_count_stops_and_says_so(agent, alice_client, monkeypatch):
+    monkeypatch.setattr(attention_selectors, "TIMELINE_COUNT_CAP", 10)
+    monkeypatch.setattr(mailbox_selectors, "QUEUE_DEPTH_CAP", 6)
+    history(agent, 9)
+    history(agent, 9, Status.QUEUED)
+    body = first_page(alice_client, agent, queuedLimit=2)
+    assert (body["totalCount"], body["totalCountCapped"]) == (10, True)
+    assert (body["queueDepth"], body["queueDepthCapped"]) == (6, True)
+    assert body["nextCursor"]  # the pages go on past the cap
+    later = first_page(alice_client, agent, before=body["nextCursor"])
+    assert later["totalCount"] is None and later["totalCountCapped"] is False
+
+
+def test_the_decisions_list_counts_up_to_the_cap(agent, alice_client, monkeypatch):
+    monkeypatch.setattr(counting, "COUNT_CAP", 3)
+    for item in history(agent, 5):
+        AgentDecision.objects.create(agent=agent, mailbox_item=item, decision_type=DecisionType.PICK)
+    body = alice_client.get(f"/api/agents/{agent.id}/decisions", {"limit": 2}).json()
+    assert (body["totalCount"], body["totalCountCapped"], len(body["decisions"])) == (3, True, 2)
+
+
+def test_the_first_page_costs_the_same_statements_for_1_row_and_1000(agent, alice_client):
+    history(agent, 1)
+    first_page(alice_client, agent)
+    with CaptureQueriesContext(connection) as one:
+        first_page(alice_client, agent)
+    history(agent, 999)
+    history(agent, 60, Status.QUEUED)
+    with CaptureQueriesContext(connection) as thousand:
+        first_page(alice_client, agent)
+    assert len(thousand) == len(one) + 1  # + the queue's bounded depth: a queue longer than its page
+    counts = [q["sql"] for q in thousand if "COUNT(" in q["sql"].upper()]
+    assert counts and all("LIMIT" in sql.upper() for sql in counts)  # every count is bounded
