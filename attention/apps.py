@@ -34,7 +34,16 @@ class AttentionConfig(AppConfig):
         # lease); a deep sleeper with new work goes back to its normal rhythm; a wait for
         # a colleague's reply that ran out resumes with a timeout note.
         # An outside agent's items not yet delivered to its bus inbox are delivered.
-        for hook in (tidy_after_dead_workers, wake_sleepers_now, reply_waits_timed_out, outside.deliver_shelved):
+        # An item kept past its time limit by a holder that froze is ended.
+        from .time_limit import end_overdue
+
+        for hook in (
+            tidy_after_dead_workers,
+            wake_sleepers_now,
+            reply_waits_timed_out,
+            outside.deliver_shelved,
+            end_overdue,
+        ):
             on(swept, hook, f"attention.swept.{hook.__name__}")
 
         # What is addressed to an outside agent reaches its bus inbox (no loop drains its

@@ -291,6 +291,33 @@ def lease_take(agent_id: str, *, seconds: float | None = None) -> Lease | None:
     return lease
 
 
+def lease_take_over(agent_id: str, *, epoch: int) -> Lease | None:
+    """Take the agent's lease from a live holder still at ``epoch`` (the sweep's time
+    limit: a holder that kept one item past it, ``attention.time_limit``). The epoch
+    moves on, so the holder, should it wake, writes nothing (fencing); its lease keeper's
+    next renewal fails. None when the lease moved on meanwhile or its row is locked."""
+    now = timezone.now()
+    owner = new_owner()
+    try:
+        with bounded_lock_wait():
+            won = AgentAttention.objects.filter(agent_id=agent_id, lease_epoch=epoch).update(
+                lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds()),
+                lease_epoch=epoch + 1,
+                cancel_requested=False,
+                updated_at=now,
+            )
+    except OperationalError as exc:
+        if lock_conflict(exc):
+            return None
+        raise
+    if won != 1:
+        return None
+    lease = Lease(agent_id, owner, epoch + 1)
+    note_renewed(lease)
+    return lease
+
+
 def lease_renew(lease: Lease, *, seconds: float | None = None) -> bool:
     """Extend the lease. Fails (False) once another worker has taken it; renewing an
     expired lease that nobody took is safe, the epoch proves it. Also False when another

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from markus.llm.base import CallContext, LLMResponse, ToolCall, fenced_tool_calls, get_provider
 
-from . import records
+from . import records, time_limit
 from .compaction import compact
 from .conversations import AWAITING
 from .focus import AwaitingReply, Completed, Focus, Outcome, Parked, Retry, Stopped
@@ -92,6 +92,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
                 flush_turn(tx, focus)
                 save_session(tx, focus, session)
             return Stopped()
+        time_limit.check(focus)  # past the item's time limit: it ends (a CeilingReached)
         tools = [t.schema() for t in offered.values()]  # a tool found on demand joins them
         if compact(session, system=system, tools=tools):
             focus.held.dirty = True

@@ -292,6 +292,11 @@ MARKUS = {
     # failed, with the reason (the person who asked is told once).
     "ITEM_MAX_CALLS": env.int("MARKUS_ITEM_MAX_CALLS", default=40),
     "ITEM_MAX_TOKENS": env.int("MARKUS_ITEM_MAX_TOKENS", default=400_000),
+    # One attempt at an item runs at most this many seconds (the seed's 10-minute
+    # processing backstop): checked before each turn, and by the sweep for a holder that
+    # froze past it; the item then ends failed, the person told (attention.time_limit).
+    # 0: no limit.
+    "ITEM_MAX_SECONDS": env.float("MARKUS_ITEM_MAX_SECONDS", default=600.0),
     # Seconds a worker holds an agent's lease before it must renew it.
     "LEASE_SECONDS": env.float("MARKUS_LEASE_SECONDS", default=60.0),
     # Items one run_attention processes before it re-sends itself.
