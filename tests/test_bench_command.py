@@ -105,7 +105,17 @@ def test_bench_one_suite_prints_its_table(fake_suites: list[str]) -> None:
 
 
 def test_the_real_suite_list_is_the_issue_order() -> None:
-    assert bench.SUITES == ["mailbox", "attention", "agentbus", "timeline", "websocket", "memory", "prompts", "asgi"]
+    assert bench.SUITES == [
+        "mailbox",
+        "attention",
+        "agentbus",
+        "timeline",
+        "websocket",
+        "memory",
+        "prompts",
+        "scale",
+        "asgi",
+    ]
     assert bench.POSTGRESQL_ONLY == ["peers"]
 
 
