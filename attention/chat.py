@@ -49,7 +49,7 @@ from mailbox.registry import MailboxType
 from markus.agents import permissions
 from markus.agents.auth import Caller, acting_agent, waiter_for
 from markus.agents.chat import chat_reply_for, notify_context, session_marks, visible_sessions
-from markus.agents.chat_stream import KEEP, KEEP_S, Piece, deltas_after
+from markus.agents.chat_stream import KEEP, KEEP_S, Kept, Piece, deltas_after
 from markus.agents.models import Agent, ChatSession
 from markus.agents.services import main_session
 from markus.core.api import error, error_response, first_error, unknown_fields
@@ -183,7 +183,7 @@ def _piece(p: Piece) -> tuple[str, Any, int | None]:
 
 
 async def _follow(
-    item_id: str, channel: str, timeout: float, after: int = 0
+    item_id: str, channel: str, timeout: float, after: int = 0, *, pieces: bool = True
 ) -> AsyncIterator[tuple[str, Any, int | None]]:
     """``("delta", {text, run}, seq)`` for each piece of the item's reply after the
     ``seq`` ``after`` (the kept ones first, ``markus.agents.chat_stream``, then the live
@@ -193,11 +193,15 @@ async def _follow(
     ``chat:reply`` event, or stored: ``chat_reply_for``) with ``n`` the last ``seq``
     written for it, or None when none came in time with ``n`` the last ``seq`` sent.
     The database is read at the start, on a ``chat:reply`` for another item, and once a
-    second while nothing arrives (the fallback), never per delta."""
+    second while nothing arrives (the fallback), never per delta. Without ``pieces`` (a
+    waiter for the plain answer) the kept pieces are not read."""
     layer = get_channel_layer()
     deadline = time.monotonic() + timeout
     sent = after
-    missed = sync_to_async(deltas_after)
+
+    async def missed(item_id: str, after: int) -> Kept:
+        return await sync_to_async(deltas_after)(item_id, after) if pieces else Kept([], 0, 1)
+
     if after:
         for p in (await missed(item_id, sent)).pieces:
             sent = p.seq
@@ -378,7 +382,7 @@ async def _wait(
     """The plain answer: the reply (200), or ``pending`` (202) when none came in time."""
     try:
         reply = None
-        async for kind, value in _watch(item_id, channel, timeout):
+        async for kind, value, _ in _follow(item_id, channel, timeout, pieces=False):
             if kind == "reply":
                 reply = value
     finally:

@@ -93,6 +93,20 @@ return n
 """
 
 
+# The pieces after ARGV[1]: they follow one another, so the first kept one's number
+# says where they start in the list (a resume reads what it missed, not the whole list).
+_AFTER = """
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+local head = redis.call('LINDEX', KEYS[2], 0)
+if not head then return {last, last + 1} end
+local first = tonumber(string.match(head, '^(%d+)'))
+local start = math.max(0, tonumber(ARGV[1]) - first + 1)
+local out = {last, first}
+for _, row in ipairs(redis.call('LRANGE', KEYS[2], start, -1)) do table.insert(out, row) end
+return out
+"""
+
+
 class _Redis:
     def __init__(self, url: str, prefix: str) -> None:
         import redis
@@ -100,6 +114,7 @@ class _Redis:
         self.client = redis.Redis.from_url(url)
         self.prefix = prefix
         self.script = self.client.register_script(_APPEND)
+        self.reader = self.client.register_script(_AFTER)
 
     def _keys(self, item_id: str) -> list[str]:
         base = f"{self.prefix}:chatreply:{item_id}"
@@ -110,19 +125,13 @@ class _Redis:
         return int(self.script(keys=self._keys(item_id), args=[entry, KEEP, KEEP_S]))
 
     def after(self, item_id: str, seq: int) -> Kept:
-        counter, key = self._keys(item_id)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.get(counter)
-        pipe.lrange(key, 0, -1)
-        raw_last, rows = pipe.execute()
+        last, first, *rows = self.reader(keys=self._keys(item_id), args=[seq])
         pieces = []
         for row in rows:
             n, _, body = row.decode().partition(" ")
             data: dict[str, Any] = json.loads(body)
             pieces.append(Piece(int(n), str(data.get("t") or ""), data.get("r")))
-        last = int(raw_last or 0)
-        first = pieces[0].seq if pieces else last + 1
-        return Kept([p for p in pieces if p.seq > seq], last, first)
+        return Kept([p for p in pieces if p.seq > seq], int(last), int(first))
 
 
 _memory = _Memory()
