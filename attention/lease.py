@@ -32,24 +32,18 @@ from datetime import datetime, timedelta
 from typing import Any, Self
 
 from django.conf import settings
-from django.db import InterfaceError, InternalError, OperationalError, connection, models, transaction
+from django.db import OperationalError, connection, models, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, ChatSession
+from markus.core.db import SESSION_LOST, bounded_lock_wait, lock_conflict
 
 from .models import AgentAttention, AttentionState
 
 log = logging.getLogger(__name__)
-
-# What the database raises when it cut this session (idle in transaction too long: the
-# worker was frozen; psycopg maps that to InternalError), cancelled a statement
-# (statement_timeout), refused a lock in time (lock_timeout) or lost the connection.
-# The loop treats them as a lost lease.
-SESSION_LOST = (OperationalError, InterfaceError, InternalError)
-LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE for NOWAIT and lock_timeout
 
 
 class StaleLease(Exception):
@@ -59,31 +53,6 @@ class StaleLease(Exception):
 class LeaseBusy(StaleLease):
     """The agent's attention row stayed locked by another session past the lock timeout
     (a holder frozen mid-transaction): give the run up and write nothing."""
-
-
-def lock_conflict(exc: BaseException) -> bool:
-    """A lock held by another session was not granted in time: PostgreSQL's
-    lock_not_available (lock_timeout, NOWAIT), SQLite's "database is locked" (the
-    busy timeout)."""
-    cause = exc.__cause__
-    if getattr(cause, "sqlstate", None) == LOCK_NOT_AVAILABLE or getattr(cause, "pgcode", None) == LOCK_NOT_AVAILABLE:
-        return True
-    return "database is locked" in str(exc)
-
-
-@contextmanager
-def bounded_lock_wait() -> Iterator[None]:
-    """A transaction in which every lock wait ends after ``DATABASE_LOCK_TIMEOUT_MS``
-    (PostgreSQL: ``SET LOCAL lock_timeout``; SQLite's one writer lock is bounded by its
-    busy timeout). A lock not granted in time raises OperationalError (``lock_conflict``).
-    Nested in a caller's transaction, the limit holds until that transaction ends."""
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT set_config('lock_timeout', %s, true)", [f"{int(settings.DATABASE_LOCK_TIMEOUT_MS)}ms"]
-                )
-        yield
 
 
 @dataclass(frozen=True)
@@ -297,23 +266,17 @@ def lease_take_over(agent_id: str, *, epoch: int) -> Lease | None:
     moves on, so the holder, should it wake, writes nothing (fencing); its lease keeper's
     next renewal fails. None when the lease moved on meanwhile or its row is locked."""
     now = timezone.now()
-    owner = new_owner()
-    try:
-        with bounded_lock_wait():
-            won = AgentAttention.objects.filter(agent_id=agent_id, lease_epoch=epoch).update(
-                lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds()),
-                lease_epoch=epoch + 1,
-                cancel_requested=False,
-                updated_at=now,
-            )
-    except OperationalError as exc:
-        if lock_conflict(exc):
-            return None
-        raise
-    if won != 1:
+    lease = Lease(agent_id, new_owner(), epoch + 1)
+    taken = _update_if(
+        AgentAttention.objects.filter(agent_id=agent_id, lease_epoch=epoch),
+        lease_owner=lease.owner,
+        lease_expires_at=now + timedelta(seconds=lease_seconds()),
+        lease_epoch=lease.epoch,
+        cancel_requested=False,
+        updated_at=now,
+    )
+    if not taken:
         return None
-    lease = Lease(agent_id, owner, epoch + 1)
     note_renewed(lease)
     return lease
 
@@ -323,8 +286,8 @@ def lease_renew(lease: Lease, *, seconds: float | None = None) -> bool:
     expired lease that nobody took is safe, the epoch proves it. Also False when another
     session keeps the row locked past the lock timeout: the lease is not proven."""
     now = timezone.now()
-    renewed = _update_if_mine(
-        lease, lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()), updated_at=now
+    renewed = _update_if(
+        _mine(lease), lease_expires_at=now + timedelta(seconds=seconds or lease_seconds()), updated_at=now
     )
     if renewed:
         note_renewed(lease)
@@ -341,8 +304,8 @@ def lease_release(lease: Lease) -> bool:
     """Let go of the lease (False if it was no longer ours, or its row stayed locked by
     another session past the lock timeout: then it simply runs out)."""
     _forget(lease)
-    return _update_if_mine(
-        lease,
+    return _update_if(
+        _mine(lease),
         lease_owner="",
         lease_expires_at=None,
         state=AttentionState.IDLE,
@@ -352,12 +315,13 @@ def lease_release(lease: Lease) -> bool:
     )
 
 
-def _update_if_mine(lease: Lease, **fields: Any) -> bool:
-    """Write ``fields`` on the lease's row if it is still this lease's; False if not, or
-    if another session kept the row locked past the lock timeout."""
+def _update_if(row: QuerySet[AgentAttention], **fields: Any) -> bool:
+    """Write ``fields`` on the attention row ``row`` finds (the lease's: ``_mine``), if it
+    still finds it; False if not, or if another session kept the row locked past the
+    lock timeout."""
     try:
         with bounded_lock_wait():
-            return _mine(lease).update(**fields) == 1
+            return row.update(**fields) == 1
     except OperationalError as exc:
         if lock_conflict(exc):
             return False

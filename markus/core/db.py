@@ -1,7 +1,13 @@
-"""Small query helpers shared by the apps."""
+"""Small query helpers shared by the apps, and bounded lock waits (the attention lease's,
+``attention.lease``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
 from django.db.models import F, Func, IntegerField, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -11,3 +17,36 @@ def count_subquery(queryset: QuerySet) -> Coalesce:
     list can carry a per-row count in the same query."""
     counted = queryset.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n")
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+# What the database raises when it cut this session (idle in transaction too long: the
+# worker was frozen; psycopg maps that to InternalError), cancelled a statement
+# (statement_timeout), refused a lock in time (lock_timeout) or lost the connection.
+# The attention loop treats them as a lost lease.
+SESSION_LOST = (OperationalError, InterfaceError, InternalError)
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE for NOWAIT and lock_timeout
+
+
+def lock_conflict(exc: BaseException) -> bool:
+    """A lock held by another session was not granted in time: PostgreSQL's
+    lock_not_available (lock_timeout, NOWAIT), SQLite's "database is locked" (the
+    busy timeout)."""
+    cause = exc.__cause__
+    if getattr(cause, "sqlstate", None) == LOCK_NOT_AVAILABLE or getattr(cause, "pgcode", None) == LOCK_NOT_AVAILABLE:
+        return True
+    return "database is locked" in str(exc)
+
+
+@contextmanager
+def bounded_lock_wait() -> Iterator[None]:
+    """A transaction in which every lock wait ends after ``DATABASE_LOCK_TIMEOUT_MS``
+    (PostgreSQL: ``SET LOCAL lock_timeout``; SQLite's one writer lock is bounded by its
+    busy timeout). A lock not granted in time raises OperationalError (``lock_conflict``).
+    Nested in a caller's transaction, the limit holds until that transaction ends."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('lock_timeout', %s, true)", [f"{int(settings.DATABASE_LOCK_TIMEOUT_MS)}ms"]
+                )
+        yield
