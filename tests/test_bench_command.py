@@ -108,6 +108,7 @@ def test_the_real_suite_list_is_the_issue_order() -> None:
     assert bench.SUITES == [
         "mailbox",
         "attention",
+        "wakeup",
         "agentbus",
         "timeline",
         "websocket",

@@ -5,5 +5,16 @@
 ``bench all`` only when the configured database is PostgreSQL (and on their own name).
 """
 
-SUITES: list[str] = ["mailbox", "attention", "agentbus", "timeline", "websocket", "memory", "prompts", "scale", "asgi"]
+SUITES: list[str] = [
+    "mailbox",
+    "attention",
+    "wakeup",
+    "agentbus",
+    "timeline",
+    "websocket",
+    "memory",
+    "prompts",
+    "scale",
+    "asgi",
+]
 POSTGRESQL_ONLY: list[str] = ["peers"]

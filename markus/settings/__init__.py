@@ -260,9 +260,10 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # CONN_MAX_AGE says (and only every this many tasks when this is set): markus.celery
 # closes them by Django's own rule instead (close_old_connections around each task).
 CELERY_DB_REUSE_MAX = 1_000_000
-# Seconds a worker keeps its PostgreSQL connection between tasks (a new one forks a
-# server backend: the largest part of a wake-up); 0 closes it after every task. A
-# CONN_MAX_AGE in DATABASE_URL (?conn_max_age=) takes precedence.
+# Seconds a worker keeps its database connection between tasks (a new PostgreSQL one
+# forks a server backend, a new SQLite one sets WAL: the largest part of a wake-up); 0
+# closes it after every task. A CONN_MAX_AGE in DATABASE_URL (?conn_max_age=) takes
+# precedence. The embedded worker shares the server's process, and so this setting.
 WORKER_CONN_MAX_AGE = env.int("MARKUS_WORKER_CONN_MAX_AGE", default=60)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
