@@ -3,14 +3,16 @@
 Only a completed dependency lets a task start (``states.dependency_satisfied``). A task
 waiting (pending or blocked) on a dependency that ended any other way (failed, rejected,
 cancelled, archived without completing) or waiting in a cycle (tasks waiting on each
-other) would wait for good. Such a task is marked: ``Task.blocked_reason`` says why (the
-API's ``blockedReason``, the task page and the board), its status stays what it was
+other) would wait for good, and so would the tasks waiting on it. Such a task is marked:
+``Task.blocked_reason`` says why (the API's ``blockedReason``, the task page and the
+board), its status stays what it was
 (the state machine is the assignee's; a person decides: retry the dependency, change or
 drop it, cancel the task). Its creator is told once per dead end, when the mark is set
 (a ``task_blocked`` notification: the person who filed it, or the owner of the agent
 that did). The mark goes when the cause does (the dependency is retried or re-run, or
 no longer depended on; the task leaves the waiting states); a new dead end later tells
-the creator again.
+the creator again. A task waiting on a marked task is marked in turn ("its dependency …
+can never start"), without a notification of its own: the first one's is the news.
 
 Re-checked where the cause changes: a task's transition re-checks the tasks waiting on
 it (``services._apply``), a change of dependencies or a deletion the task changed
@@ -55,7 +57,15 @@ def dead_end_reason(task: Task) -> str:
     cycle = dependency_cycle(task.id, dependency_ids)
     if cycle:
         reasons.append(f"it waits in a cycle: {' → '.join(cycle)}")
+    if not reasons:  # else a dependency that can never start itself
+        marked = task.depends_on.exclude(blocked_reason="").filter(status__in=WAITING_STATES).order_by("id")
+        reasons = [f"its dependency {i} ({title}) can never start" for i, title in marked.values_list("id", "title")]
     return "; ".join(reasons)
+
+
+def _transitive(reason: str) -> bool:
+    """Is it marked only because a dependency is (no notification: that one's is enough)?"""
+    return all(part.endswith("can never start") for part in reason.split("; "))
 
 
 def recheck(task: Task, actor: Actor | None = None) -> bool:
@@ -73,9 +83,10 @@ def recheck(task: Task, actor: Actor | None = None) -> bool:
     note = f"can never start: {reason}" if reason else f"can start again (was: {before})"
     history.record(StatusChange.Entity.TASK, task.id, task.status, task.status, actor, note)
     history.task_changed(task.id, task.status)
-    if reason and not before:
+    if reason and not before and not _transitive(reason):
         _tell_creator(task, reason)
     log.info("task %s: %s", task.id, note)
+    recheck_dependents(task, actor)  # the tasks waiting on it: marked or unmarked in turn
     return True
 
 
@@ -99,13 +110,15 @@ def sweep() -> list[str]:
         .values_list("id", flat=True)
         .distinct()
     )
-    changed = []
-    for task_id in list(ids):
+    ids = list(ids)
+    before = dict(Task.objects.filter(id__in=ids).values_list("id", "blocked_reason"))
+    for task_id in ids:
         with transaction.atomic():
             task = Task.objects.select_for_update().filter(id=task_id).first()
-            if task is not None and recheck(task):
-                changed.append(task_id)
-    return changed
+            if task is not None:
+                recheck(task)  # and, in turn, the tasks waiting on it
+    after = dict(Task.objects.filter(id__in=ids).values_list("id", "blocked_reason"))
+    return [task_id for task_id in ids if before.get(task_id) != after.get(task_id)]
 
 
 def _tell_creator(task: Task, reason: str) -> None:

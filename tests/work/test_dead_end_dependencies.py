@@ -129,3 +129,16 @@ def test_a_cascade_cancel_marks_nobody_and_tells_nobody(waiting, as_alice, alice
     assert (Task.objects.get(id=second.id).status, reason(second)) == (S.CANCELLED, "")
     assert told(alice) == []
     assert not StatusChange.objects.filter(entity_id=second.id, note__regex=r"^can (never start|start again)").exists()
+
+
+def test_the_tasks_waiting_on_a_marked_task_are_marked_in_turn_and_unmarked_with_it(as_alice, alice, ada, cyd):
+    first = task_create(actor=as_alice, title="First", assignee_id=ada.id)
+    second = task_create(actor=as_alice, title="Second", assignee_id=cyd.id, depends_on=[first.id])
+    third = task_create(actor=as_alice, title="Third", assignee_id=ada.id, depends_on=[second.id])
+    task_transition(task_id=first.id, to_status=S.FAILED, actor=as_alice)
+    assert "is failed" in reason(second)
+    assert reason(third) == f"its dependency {second.id} (Second) can never start"
+    assert [n.metadata["taskId"] for n in told(alice)] == [second.id]  # the first dead end is the news
+    assert dead_ends.sweep() == []
+    task_retry(task_id=first.id, actor=as_alice)
+    assert (reason(second), reason(third)) == ("", "")
