@@ -14,7 +14,7 @@ shape, ``{"detail", "code"}``.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+import contextlib
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -29,10 +29,11 @@ from markus.agents.models import Agent
 from markus.core.api import api_request, error, error_response, refuse_unknown_fields
 from markus.core.errors import MarkusError
 from markus.core.input import json_body
-from markus.core.waits import WAITS, parks
+from markus.core.waits import WAITS, Waiter, parks
 
 from . import access, selectors
-from .waiting import MAX_WAIT_SECONDS, inbox_wait, stream_request
+from .waiting import MAX_WAIT_SECONDS, answer, deadline_after, inbox_park, inbox_start, stream_request
+from .wakeup import InboxWaiter
 
 
 class _Refusal(Exception):
@@ -62,10 +63,6 @@ def authenticate(request: HttpRequest) -> tuple[User | AnonymousUser, Agent | No
     return user, agent
 
 
-async def _authenticate(request: HttpRequest) -> tuple[Any, Agent | None]:
-    return await sync_to_async(authenticate)(request)
-
-
 def _number(raw: str | None, name: str, default: float, lo: float, hi: float, *, integer: bool = False) -> float:
     if raw in (None, ""):
         return default
@@ -85,38 +82,62 @@ def _inbox_target(agent_id: str, user: User | AnonymousUser, agent: Agent | None
     return target
 
 
+def _inbox_open(request: HttpRequest, agent_id: str) -> tuple[Waiter, dict[str, Any], int, float]:
+    """Everything an inbox call does before it may park, in one thread hop: who calls,
+    the inbox they may read, the parameters, the ack, the cursor and the first read
+    (``waiting.inbox_start``). Raises _Refusal, APIException or MarkusError."""
+    user, agent = authenticate(request)
+    target = _inbox_target(agent_id, user, agent)
+    timeout = _number(request.GET.get("timeout_seconds"), "timeout_seconds", 30.0, 0, MAX_WAIT_SECONDS)
+    limit = int(
+        _number(request.GET.get("limit"), "limit", selectors.DEFAULT_LIMIT, 1, selectors.MAX_LIMIT, integer=True)
+    )
+    waiter = waiter_for(Caller(user, agent))
+    first = inbox_start(
+        agent_id=target.id,
+        after_cursor=request.GET.get("after_cursor"),
+        limit=limit,
+        ack=agent is not None,
+        actor=waiter.caller,
+    )
+    return waiter, first, limit, timeout
+
+
+def _may_wait(request: HttpRequest) -> bool:
+    """A call that asks to wait and carries credentials: it registers its wake-up
+    before its first read (never lost), so before it is known to be allowed; a call
+    without credentials registers nothing."""
+    if request.GET.get("timeout_seconds") in ("0", "0.0"):
+        return False
+    return bool(request.headers.get("authorization") or request.COOKIES)
+
+
 @csrf_exempt
 @parks
 async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
-    """GET ?after_cursor&timeout_seconds&limit → {messages, next_cursor, timed_out}."""
+    """GET ?after_cursor&timeout_seconds&limit → {messages, next_cursor, timed_out}.
+
+    One thread hop (``_inbox_open``) before the wait parks, none after a wake-up that
+    carries the message (``waiting``)."""
     if request.method != "GET":
         return error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
-    try:
-        user, agent = await _authenticate(request)
-        target = await sync_to_async(_inbox_target)(agent_id, user, agent)
-        timeout = _number(request.GET.get("timeout_seconds"), "timeout_seconds", 30.0, 0, MAX_WAIT_SECONDS)
-        limit = int(
-            _number(request.GET.get("limit"), "limit", selectors.DEFAULT_LIMIT, 1, selectors.MAX_LIMIT, integer=True)
-        )
-    except _Refusal as refusal:
-        return refusal.response()
-    except (APIException, MarkusError) as exc:
-        return error_response(exc)
-    waiter = await sync_to_async(waiter_for)(Caller(user, agent))
-    try:
-        slot: AbstractContextManager[object] = WAITS.claim(waiter) if timeout > 0 else nullcontext()
-    except APIException as exc:  # TooManyWaits: 429
-        return error_response(exc)
-    with slot:
-        result = await inbox_wait(
-            agent_id=target.id,
-            after_cursor=request.GET.get("after_cursor"),
-            timeout=timeout,
-            limit=limit,
-            ack=agent is not None,
-            actor=waiter.caller,
-        )
-    return _json(result)
+    async with contextlib.AsyncExitStack() as stack:
+        inbox = await stack.enter_async_context(InboxWaiter(agent_id)) if _may_wait(request) else None
+        try:
+            waiter, first, limit, timeout = await sync_to_async(_inbox_open)(request, agent_id)
+        except _Refusal as refusal:
+            return refusal.response()
+        except (APIException, MarkusError) as exc:
+            return error_response(exc)
+        deadline = deadline_after(timeout)
+        if first["messages"] or timeout <= 0 or inbox is None:
+            return _json(answer(first))
+        try:
+            stack.enter_context(WAITS.claim(waiter))
+        except APIException as exc:  # TooManyWaits: 429
+            return error_response(exc)
+        return _json(answer(await inbox_park(inbox, first, deadline=deadline, limit=limit)))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # The fields of a request's body (``request_view``).
@@ -130,6 +151,23 @@ def _request_parties(body: dict[str, Any], user: User | AnonymousUser, agent: Ag
     return sender, recipient
 
 
+def _request_open(request: HttpRequest) -> tuple[dict[str, Any], float, Agent, Agent, Waiter]:
+    """Who calls, the body, its parties and whose wait it is: one thread hop."""
+    user, agent = authenticate(request)
+    body = json_body(request)  # 413 over the limit; 400 for bad JSON, NUL bytes, lone surrogates
+    if not isinstance(body, dict):
+        raise _Refusal(400, "body must be a JSON object")
+    refuse_unknown_fields(body, REQUEST_FIELDS)
+    if not isinstance(body.get("payload"), dict):
+        raise _Refusal(400, "payload must be a JSON object")
+    raw_timeout = body.get("timeoutSeconds", 30)
+    if isinstance(raw_timeout, bool) or not isinstance(raw_timeout, (int, float)):
+        raise _Refusal(400, "timeoutSeconds must be a number")
+    timeout = _number(str(raw_timeout), "timeoutSeconds", 30.0, 0, MAX_WAIT_SECONDS)
+    sender, recipient = _request_parties(body, user, agent)
+    return body, timeout, sender, recipient, waiter_for(Caller(user, agent))
+
+
 @csrf_exempt
 @parks
 async def request_view(request: HttpRequest) -> JsonResponse:
@@ -138,19 +176,7 @@ async def request_view(request: HttpRequest) -> JsonResponse:
     if request.method != "POST":
         return error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
     try:
-        user, agent = await _authenticate(request)
-        body = json_body(request)  # 413 over the limit; 400 for bad JSON, NUL bytes, lone surrogates
-        if not isinstance(body, dict):
-            raise _Refusal(400, "body must be a JSON object")
-        refuse_unknown_fields(body, REQUEST_FIELDS)
-        if not isinstance(body.get("payload"), dict):
-            raise _Refusal(400, "payload must be a JSON object")
-        raw_timeout = body.get("timeoutSeconds", 30)
-        if isinstance(raw_timeout, bool) or not isinstance(raw_timeout, (int, float)):
-            raise _Refusal(400, "timeoutSeconds must be a number")
-        timeout = _number(str(raw_timeout), "timeoutSeconds", 30.0, 0, MAX_WAIT_SECONDS)
-        sender, recipient = await sync_to_async(_request_parties)(body, user, agent)
-        waiter = await sync_to_async(waiter_for)(Caller(user, agent))
+        body, timeout, sender, recipient, waiter = await sync_to_async(_request_open)(request)
         with WAITS.claim(waiter):  # TooManyWaits (429) before the stream is opened
             result = await stream_request(
                 sender=sender,

@@ -58,10 +58,12 @@ from markus.work import services as work_services
 from markus.work.models import TaskState
 
 from . import access, selectors, services
-from .waiting import MAX_WAIT_SECONDS, inbox_wait, stream_request
+from .waiting import MAX_WAIT_SECONDS, answer, deadline_after, inbox_park, inbox_start, stream_request
+from .wakeup import InboxWaiter
 
-# How often a waiting ``inbox_wait`` tells the client it is still waiting.
+# How often a waiting ``inbox_wait`` tells the client it is still waiting, and what it says.
 PROGRESS_SECONDS = 10.0
+WAITING = "waiting for a message"
 # What a text message's payload is, as the CLI and the hooks send it.
 TEXT_KEY = "text"
 INSTRUCTIONS = (
@@ -138,6 +140,50 @@ def _inbox_agent(caller: Caller, agent_id: str | None, operation: str) -> Agent:
     return permissions.require(caller, operation, agent_id)
 
 
+async def wait_for_messages(
+    caller: Caller,
+    timeout_seconds: float,
+    after_cursor: str | None,
+    agent_id: str | None,
+    progress: Callable[[float], Awaitable[None]],
+) -> dict[str, Any]:
+    """``inbox_wait``, for the SDK's tool and the door's own path (``McpHttpApp``): one
+    thread hop before it parks, none after a wake-up that carries the message, and no
+    task of its own while it waits (``progress`` is awaited every PROGRESS_SECONDS)."""
+    if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
+        raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
+    loop = asyncio.get_running_loop()
+    deadline = deadline_after(timeout_seconds)
+
+    def start() -> tuple[Waiter, dict[str, Any]]:  # one thread hop: the target, the ack, the cursor, the read
+        target, waiter = _inbox_agent(caller, agent_id, "agents_agentbus_inbox"), waiter_for(caller)
+        ack = caller.auth is not None
+        return waiter, inbox_start(agent_id=target.id, after_cursor=after_cursor, ack=ack, actor=waiter.caller)
+
+    # The wake-up is registered before the first read (never lost); the inbox is the
+    # one the read checks access to (a user's call names it: no agent_id, no wait).
+    inbox_id = agent_id if agent_id is not None else (caller.auth.id if caller.auth is not None else None)
+    async with contextlib.AsyncExitStack() as stack:
+        inbox = None
+        if timeout_seconds > 0 and inbox_id is not None:
+            inbox = await stack.enter_async_context(InboxWaiter(inbox_id))
+        waiter, result = await _run(start)
+        if result["messages"] or inbox is None:
+            return answer(result)
+        try:
+            stack.enter_context(WAITS.claim(waiter))
+        except APIException as exc:  # too many waits of this caller: it says how many and when to retry
+            raise ToolError(_text(exc)) from None
+        waited = 0.0
+        while True:
+            result = await inbox_park(inbox, result, deadline=min(deadline, loop.time() + PROGRESS_SECONDS))
+            if result["messages"] or loop.time() >= deadline:
+                return answer(result)
+            waited += PROGRESS_SECONDS
+            await progress(waited)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 class Door(MCPServer):
     """The SDK's server, checking every tool's arguments before the tool runs (one
     place for every tool, as the API's parsers check every body)."""
@@ -163,38 +209,12 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         (at most 3600). Returns messages and next_cursor (pass it back as after_cursor: no
         message is skipped or repeated) and timed_out. Progress notifications come while it waits."""
         caller = await identify(ctx)
-        if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
-            raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
-        target, waiter = await _run(
-            lambda: (_inbox_agent(caller, agent_id, "agents_agentbus_inbox"), waiter_for(caller))
-        )
-        try:
-            slot = WAITS.claim(waiter)
-        except APIException as exc:  # too many waits of this caller: it says how many and when to retry
-            raise ToolError(_text(exc)) from None
-        with slot:
-            wait = asyncio.ensure_future(
-                inbox_wait(
-                    agent_id=target.id,
-                    after_cursor=after_cursor,
-                    timeout=timeout_seconds,
-                    ack=caller.auth is not None,
-                    actor=waiter.caller,
-                )
-            )
-            waited = 0.0
-            try:
-                while True:
-                    done, _ = await asyncio.wait({wait}, timeout=PROGRESS_SECONDS)
-                    if done:
-                        break
-                    waited += PROGRESS_SECONDS
-                    with contextlib.suppress(Exception):  # a client that asked for none
-                        await ctx.report_progress(waited, timeout_seconds, "waiting for a message")
-                result: dict[str, Any] = wait.result()
-            finally:
-                wait.cancel()
-        return result
+
+        async def progress(waited: float) -> None:
+            with contextlib.suppress(Exception):  # a client that asked for none
+                await ctx.report_progress(waited, timeout_seconds, WAITING)
+
+        return await wait_for_messages(caller, timeout_seconds, after_cursor, agent_id, progress)
 
     @server.tool(name="inbox_pending")
     async def count_inbox(ctx: Context, agent_id: str | None = None) -> dict[str, Any]:
@@ -504,11 +524,152 @@ class McpHttpApp:
             detail = "no valid token: Authorization: Bearer <agent token>"
             await _refuse(send, 401, detail, "not_authenticated", (b"www-authenticate", b"Bearer"))
             return
+        body, more = await _read_body(receive)
+        call = None if more else _plain_inbox_wait(headers, body)
+        if call is not None:
+            await _serve_inbox_wait(caller, call, receive, send)
+            return
         app = await self._ensure()
         scope = {**scope, SCOPE_CALLER: caller}
         if scope.get("path") == "/mcp":  # the SDK's route is /mcp/
             scope["path"] = "/mcp/"
-        await app(scope, receive, send)
+        await app(scope, _replay(body, more, receive), send)
+
+
+# The door's own path for ``inbox_wait`` (``McpHttpApp``): the SDK's stateless transport
+# spends a session, memory streams, an SSE response and their tasks on every request, for
+# as long as a wait parks (about 3x a REST wait's memory, and its dispatch on the way out
+# of a woken wait). A plain, valid ``tools/call`` of ``inbox_wait`` is answered here, in
+# the SDK's own wire form (server-sent events: progress notifications when the client
+# asked for them, then the result, as the SDK writes it); anything else goes to the SDK.
+BODY_LIMIT = 64 * 1024  # a larger body is the SDK's to read
+WAIT_ARGUMENTS = {"timeout_seconds": (int, float), "after_cursor": (str, type(None)), "agent_id": (str, type(None))}
+
+
+async def _read_body(receive: Any) -> tuple[bytes, bool]:
+    """The request's body up to BODY_LIMIT, and whether more follows."""
+    body = b""
+    while True:
+        message = await receive()
+        if message.get("type") != "http.request":
+            return body, False
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body, False
+        if len(body) > BODY_LIMIT:
+            return body, True
+
+
+def _replay(body: bytes, more: bool, receive: Any) -> Any:
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        return await receive()
+
+    return replay
+
+
+def _plain_inbox_wait(headers: dict[str, str], body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC request when it is a plain, valid ``inbox_wait`` call (the SDK would
+    run it without complaint), else None."""
+    from mcp.server.streamable_http import CONTENT_TYPE_JSON, CONTENT_TYPE_SSE
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    accepted = {t.split(";")[0].strip().lower() for t in headers.get("accept", "").split(",")}
+    if not {CONTENT_TYPE_JSON, CONTENT_TYPE_SSE} <= accepted:
+        return None
+    if headers.get("content-type", "").split(";")[0].strip().lower() != CONTENT_TYPE_JSON:
+        return None
+    version = headers.get("mcp-protocol-version")
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("jsonrpc") != "2.0" or doc.get("method") != "tools/call":
+        return None
+    rpc_id, params = doc.get("id"), doc.get("params")
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (str, int)) or not isinstance(params, dict):
+        return None
+    arguments = params.get("arguments", {})
+    if params.get("name") != "inbox_wait" or not isinstance(arguments, dict):
+        return None
+    for name, value in arguments.items():
+        if name not in WAIT_ARGUMENTS or isinstance(value, bool) or not isinstance(value, WAIT_ARGUMENTS[name]):
+            return None
+    try:
+        check_data(arguments)
+    except UnsafeInput:
+        return None
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return {"id": rpc_id, "arguments": arguments, "progress": token}
+
+
+def _event(message: dict[str, Any]) -> bytes:
+    return b"event: message\r\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\r\n\r\n"
+
+
+async def _serve_inbox_wait(caller: Caller, call: dict[str, Any], receive: Any, send: Any) -> None:
+    """The wait, ended early (and its slot given back) when the client goes away."""
+    serving = asyncio.ensure_future(_answer_inbox_wait(caller, call, send))
+    gone = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({serving, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not serving.done():
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+    if serving.done() and not serving.cancelled():
+        serving.result()  # raises what the wait raised
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive()).get("type") != "http.disconnect":
+        pass
+
+
+async def _answer_inbox_wait(caller: Caller, call: dict[str, Any], send: Any) -> None:
+    arguments = call["arguments"]
+    timeout = float(arguments.get("timeout_seconds", 30.0))
+    started = False
+
+    async def start() -> None:
+        nonlocal started
+        if not started:
+            started = True
+            headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache, no-transform")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    async def progress(waited: float) -> None:
+        if call["progress"] is None:
+            return
+        await start()
+        params = {"progressToken": call["progress"], "progress": waited, "total": timeout}
+        note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {**params, "message": WAITING}}
+        await send({"type": "http.response.body", "body": _event(note), "more_body": True})
+
+    try:
+        result = await wait_for_messages(
+            caller, timeout, arguments.get("after_cursor"), arguments.get("agent_id"), progress
+        )
+        answer = {
+            "content": [{"type": "text", "text": json.dumps(result, indent=2, ensure_ascii=False)}],
+            "structuredContent": result,
+            "isError": False,
+        }
+    except ToolError as exc:
+        answer = {"content": [{"type": "text", "text": f"Error executing tool inbox_wait: {exc}"}], "isError": True}
+    await start()
+    response = {"jsonrpc": "2.0", "id": call["id"], "result": answer}
+    await send({"type": "http.response.body", "body": _event(response), "more_body": False})
 
 
 async def _refuse(send: Any, status: int, detail: str, code: str, header: tuple[bytes, bytes]) -> None:

@@ -105,6 +105,30 @@ def inbox_read_from(agent_id: str, position: int, *, limit: int = DEFAULT_LIMIT)
     }
 
 
+def inbox_news(positions: dict[str, int]) -> tuple[int, set[str]]:
+    """The backstop's one read for every parked wait of a process: the inbox clock, and
+    which of these agents have a message after their position (``{agent: position}``).
+    Every other agent has nothing up to the clock. An idle server pays one statement
+    (the clock) per call, whatever the number of waits; when the clock has moved, one
+    more reads the rows that moved it for these agents (direct and group messages)."""
+    clock = current_clock()
+    behind = {agent: position for agent, position in positions.items() if position < clock}
+    if not behind:
+        return clock, set()
+    low = min(behind.values())
+    window = Chunk.objects.filter(position__gt=low, position__lte=clock)
+    direct = window.filter(recipient_id__in=list(behind)).values_list("recipient_id", "sender_id", "position")
+    grouped = window.filter(stream__streammember__agent_id__in=list(behind)).values_list(
+        "stream__streammember__agent_id", "sender_id", "position"
+    )
+    news = {
+        agent
+        for agent, sender, position in direct.union(grouped, all=True)
+        if sender != agent and position > behind[agent]
+    }
+    return clock, news
+
+
 def resolve_cursor(agent_id: str, cursor: object) -> int:
     """The position to read after: the cursor's, or, when it is absent or must be
     ignored, the server-side consumer cursor (0 for an inbox never drained)."""

@@ -1,8 +1,16 @@
 """The blocking halves of the bus, as coroutines: ``inbox_wait`` and ``stream_request``.
 
 They hold no thread while they sleep: they wait on the inbox's wake-ups
-(``agentbus.wakeup``) and re-read the database when woken, with a short poll as the
-fallback for a lost wake-up. Database work runs through ``sync_to_async``.
+(``agentbus.wakeup``) and re-read the database when woken. A parked ``inbox_wait``
+does no read of its own while nothing happens: the event loop's one backstop read
+(``wakeup``) wakes it if a message arrived whose wake-up was lost. ``stream_request``
+still re-reads its reply every ``MARKUS["AGENTBUS_POLL_SECONDS"]`` (a close carries no
+inbox position for the backstop to compare).
+
+One hop: everything a wait does before it parks (the ack, the cursor, the first read)
+is one synchronous step (``inbox_start``), which a door runs together with its own
+authentication in a single ``sync_to_async``; a wake-up that carries the message
+answers with no hop at all.
 
 A woken ``inbox_wait`` skips the database when the wake-ups alone prove what it would
 read: inbox positions are handed out in commit order without holes (see ``models``),
@@ -15,6 +23,7 @@ after the position, in one round.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -32,8 +41,56 @@ MAX_WAIT_SECONDS = 3600.0
 
 
 def poll_seconds() -> float:
-    """The fallback poll interval (``MARKUS["AGENTBUS_POLL_SECONDS"]``)."""
+    """The fallback poll interval of ``stream_request`` (``MARKUS["AGENTBUS_POLL_SECONDS"]``)."""
     return float(settings.MARKUS["AGENTBUS_POLL_SECONDS"])
+
+
+def inbox_start(
+    *,
+    agent_id: str,
+    after_cursor: object = None,
+    limit: int = selectors.DEFAULT_LIMIT,
+    ack: bool = False,
+    actor: str = "",
+) -> dict[str, Any]:
+    """What a wait does before it parks, synchronously: the ack (``ack``: the agent
+    itself waiting moves its consumer cursor up to ``after_cursor``), the starting
+    position (a cursor that must be ignored falls back to the consumer cursor) and the
+    first read (``selectors.inbox_read_from``)."""
+    if ack and after_cursor:
+        services.inbox_ack(agent_id=agent_id, cursor=after_cursor, actor=actor)
+    position = selectors.resolve_cursor(agent_id, after_cursor)
+    return selectors.inbox_read_from(agent_id, position, limit=limit)
+
+
+def answer(result: dict[str, Any]) -> dict[str, Any]:
+    return {"messages": result["messages"], "next_cursor": result["next_cursor"], "timed_out": not result["messages"]}
+
+
+def deadline_after(timeout: float) -> float:
+    return asyncio.get_running_loop().time() + max(0.0, min(timeout, MAX_WAIT_SECONDS))
+
+
+async def inbox_park(
+    waiter: InboxWaiter, first: dict[str, Any], *, deadline: float, limit: int = selectors.DEFAULT_LIMIT
+) -> dict[str, Any]:
+    """Wait on ``waiter`` (entered before ``first`` was read) from ``first``, the read
+    ``inbox_start`` answered, until a message or the ``deadline`` (loop time). Answers
+    the last read as ``inbox_read_from`` does (``answer`` makes it the wait's answer);
+    parking again from it resumes where it stopped."""
+    loop = asyncio.get_running_loop()
+    result = first
+    while True:
+        remaining = deadline - loop.time()
+        if result["messages"] or remaining <= 0:
+            return result
+        position = result["position"]
+        wakes = await waiter.wait(remaining, position=position)
+        carried = messages_carried(waiter.agent_id, position, wakes, limit)
+        if carried is None:
+            result = await sync_to_async(selectors.inbox_read_from)(waiter.agent_id, position, limit=limit)
+        else:
+            result = carried
 
 
 async def inbox_wait(
@@ -52,30 +109,12 @@ async def inbox_wait(
     (the agent itself waiting) moves the consumer cursor up to ``after_cursor``, so
     ``pending`` and ``drain`` agree with a watcher that only uses ``wait``.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(0.0, min(timeout, MAX_WAIT_SECONDS))
-    if ack and after_cursor:
-        await sync_to_async(services.inbox_ack)(agent_id=agent_id, cursor=after_cursor, actor=actor)
-    # Resolve the starting point once: a cursor that must be ignored falls back to the
-    # consumer cursor, and later rounds continue from what this round saw.
-    position = await sync_to_async(selectors.resolve_cursor)(agent_id, after_cursor)
+    deadline = deadline_after(timeout)
+    start = partial(inbox_start, agent_id=agent_id, after_cursor=after_cursor, limit=limit, ack=ack, actor=actor)
+    if timeout <= 0:
+        return answer(await sync_to_async(start)())
     async with InboxWaiter(agent_id) as waiter:
-        result = await sync_to_async(selectors.inbox_read_from)(agent_id, position, limit=limit)
-        while True:
-            remaining = deadline - loop.time()
-            if result["messages"] or remaining <= 0:
-                return {
-                    "messages": result["messages"],
-                    "next_cursor": result["next_cursor"],
-                    "timed_out": not result["messages"],
-                }
-            position = result["position"]
-            wakes = await waiter.wait(min(remaining, poll_seconds()))
-            carried = messages_carried(agent_id, position, wakes, limit)
-            if carried is None:
-                result = await sync_to_async(selectors.inbox_read_from)(agent_id, position, limit=limit)
-            else:
-                result = carried
+        return answer(await inbox_park(waiter, await sync_to_async(start)(), deadline=deadline, limit=limit))
 
 
 def messages_carried(agent_id: str, position: int, wakes: list[Wake], limit: int) -> dict[str, Any] | None:

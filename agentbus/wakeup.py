@@ -20,15 +20,24 @@ Never lost: a waiter registers, and its subscription is confirmed by Redis, *bef
 it reads the database; an append its read did not see commits later and publishes
 later, so it reaches the waiter. A subscription is kept for ``LINGER_SECONDS`` after
 its last waiter leaves, so a watcher that waits again at once does not pay for it.
-When the connection drops, waiters poll (``MARKUS["AGENTBUS_POLL_SECONDS"]``) while the
-hub reconnects; after it has subscribed again it wakes every local waiter once, so
-what was published meanwhile is read from the database. A waiter whose process dies
-is simply gone (its subscriptions die with the connection).
+When the connection drops, the hub reconnects; after it has subscribed again it wakes
+every local waiter once, so what was published meanwhile is read from the database. A
+waiter whose process dies is simply gone (its subscriptions die with the connection).
+
+The backstop, for a wake-up lost anyway (Redis down, an appending process killed
+between its commit and its publish): a parked waiter says up to which inbox position
+it has read (``wait(timeout, position=...)``), and one task per event loop (``_Backstop``;
+a daphne process has one loop) reads the database for all of them together every
+``MARKUS["AGENTBUS_POLL_SECONDS"]`` (``selectors.inbox_news``: on an idle server one
+statement, the inbox clock, whatever the number of waits), then wakes only the waiters
+whose inbox has something after their position. A parked wait does no read of its own:
+512 idle waits cost one small query per period, not 512.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import math
@@ -41,14 +50,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, transaction
 
+from . import selectors
 from .redis_wire import TIMEOUT, Publisher, Subscriber, command, open_subscriber
 
 log = logging.getLogger(__name__)
 
-SEND_TIMEOUT = TIMEOUT  # connect, publish, subscribe confirmation; past it the waiter polls
+SEND_TIMEOUT = TIMEOUT  # connect, publish, subscribe confirmation; past it the backstop covers the waiter
 LINGER_SECONDS = 30.0  # a subscription outlives its last waiter this long
 TICK_SECONDS = 1.0  # the subscriber's housekeeping period
 HEARTBEAT_SECONDS = 10.0  # a silent connection is PINGed, and dropped if still silent
@@ -206,7 +217,7 @@ class _RedisHub:
         channel = self._channels.setdefault(waiter.agent_id, _Channel())
         channel.waiters.add(waiter)
         if channel.state == _SUBSCRIBED or (self._transport is None and self._down):
-            return  # covered already, or Redis is down: the waiter polls
+            return  # covered already, or Redis is down: the backstop covers the waiter
         future: asyncio.Future[bool] = self.loop.create_future()
         channel.awaiting.append((self.loop, future))
         if channel.state != _SUBSCRIBING and self._transport is not None:
@@ -214,9 +225,11 @@ class _RedisHub:
             self._transport.write(command(b"SUBSCRIBE", (self.prefix + waiter.agent_id).encode()))
         try:
             if not await asyncio.wait_for(future, SEND_TIMEOUT):
-                log.info("agentbus: no wake-up subscription for %s; polling", waiter.agent_id)
+                log.info("agentbus: no wake-up subscription for %s; the backstop covers it", waiter.agent_id)
         except TimeoutError:
-            log.warning("agentbus: the wake-up subscription of %s was not confirmed; polling", waiter.agent_id)
+            log.warning(
+                "agentbus: the wake-up subscription of %s was not confirmed; the backstop covers it", waiter.agent_id
+            )
 
     def leave(self, waiter: InboxWaiter) -> None:
         channel = self._channels.get(waiter.agent_id)
@@ -255,7 +268,9 @@ class _RedisHub:
                 )
             except Exception as exc:
                 if not self._down:
-                    log.warning("agentbus: wake-up subscriber cannot reach Redis (%s); waiters poll", exc)
+                    log.warning(
+                        "agentbus: wake-up subscriber cannot reach Redis (%s); the backstop covers the waiters", exc
+                    )
                 self._lost()
                 self._down = reconnect = True
                 await asyncio.sleep(delay)
@@ -267,7 +282,7 @@ class _RedisHub:
                 while not lost.done():
                     await asyncio.wait([lost], timeout=TICK_SECONDS)
                     self._tick(transport, protocol)
-                log.warning("agentbus: wake-up subscriber lost Redis; waiters poll until it is back")
+                log.warning("agentbus: wake-up subscriber lost Redis; the backstop covers the waiters until it is back")
             finally:
                 transport.close()
                 self._lost()
@@ -343,7 +358,72 @@ class _RedisHub:
             self._dispatch(agent_id, Wake())
 
 
+def backstop_seconds() -> float:
+    """The backstop's period (``MARKUS["AGENTBUS_POLL_SECONDS"]``): how late, at worst, a
+    message whose wake-up was lost reaches its parked waiter."""
+    return float(settings.MARKUS["AGENTBUS_POLL_SECONDS"])
+
+
+def _inbox_news(positions: dict[str, int]) -> tuple[int, set[str]]:
+    close_old_connections()  # a connection that died since the last period is replaced
+    return selectors.inbox_news(positions)
+
+
+class _Backstop:
+    """The one backstop read of an event loop's parked waiters (see the module's
+    docstring). It runs while the loop has parked waiters, in a context of its own (never
+    a request's, which ends before it does); everything but the read runs in the loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.parked: set[InboxWaiter] = set()
+        self._task: asyncio.Task[None] | None = None
+        self.reads = 0  # how many backstop reads this loop has made
+
+    def park(self, waiter: InboxWaiter) -> None:
+        self.parked.add(waiter)
+        if self._task is None or self._task.done():
+            self._task = self.loop.create_task(self._run(), context=contextvars.Context())
+
+    def unpark(self, waiter: InboxWaiter) -> None:
+        self.parked.discard(waiter)
+
+    async def _run(self) -> None:
+        try:
+            while self.parked:
+                await asyncio.sleep(backstop_seconds())
+                await self.check()
+        finally:
+            with _hubs_lock:
+                if _backstops.get(self.loop) is self and not self.parked:
+                    del _backstops[self.loop]
+
+    async def check(self) -> None:
+        """One read for every parked waiter; wake those with news."""
+        watched = {w: w.position for w in self.parked if w.position is not None}
+        positions: dict[str, int] = {}
+        for waiter, position in watched.items():
+            assert position is not None
+            positions[waiter.agent_id] = min(position, positions.get(waiter.agent_id, position))
+        if not positions:
+            return
+        self.reads += 1
+        try:
+            clock, news = await sync_to_async(_inbox_news)(positions)
+        except Exception as exc:
+            log.warning("agentbus: the wake-up backstop could not read the inboxes (%s)", exc)
+            return
+        for waiter, position in watched.items():
+            if waiter.position != position:
+                continue  # woken meanwhile: it reads for itself
+            if waiter.agent_id in news:
+                waiter._deliver(Wake())
+            elif position is not None and position < clock:
+                waiter.position = clock  # nothing for it up to the clock: not asked again
+
+
 _hubs_lock = threading.Lock()
+_backstops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Backstop] = weakref.WeakKeyDictionary()
 _local_hub = _LocalHub()
 _publishers: dict[tuple[str, str], Publisher] = {}
 _loop_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], _RedisHub]] = (
@@ -352,8 +432,9 @@ _loop_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str,
 
 
 def _reset_after_fork() -> None:
-    global _hubs_lock, _local_hub, _publishers, _loop_hubs
+    global _hubs_lock, _local_hub, _publishers, _loop_hubs, _backstops
     _hubs_lock, _local_hub, _publishers, _loop_hubs = threading.Lock(), _LocalHub(), {}, weakref.WeakKeyDictionary()
+    _backstops = weakref.WeakKeyDictionary()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -387,6 +468,27 @@ def _hub_for(loop: asyncio.AbstractEventLoop) -> _LocalHub | _RedisHub:
         return hub
 
 
+def _backstop_for(loop: asyncio.AbstractEventLoop) -> _Backstop:
+    with _hubs_lock:
+        backstop = _backstops.get(loop)
+        if backstop is None:
+            backstop = _backstops[loop] = _Backstop(loop)
+        return backstop
+
+
+def parked_waiters() -> int:
+    """How many waiters of this process sleep under the backstop's watch (parked)."""
+    with _hubs_lock:
+        backstops = list(_backstops.values())
+    return sum(len(b.parked) for b in backstops)
+
+
+def backstop_reads() -> int:
+    """How many backstop reads the loops of this process have made (live loops only)."""
+    with _hubs_lock:
+        return sum(b.reads for b in _backstops.values())
+
+
 def registered_waiters() -> int:
     """How many waiters this process holds (in every loop)."""
     with _hubs_lock:
@@ -406,14 +508,14 @@ def _publish(agent_ids: list[str], data: bytes) -> None:
                 publisher = _publishers[target] = Publisher(*target)
         publisher.publish(agent_ids, data)
     except Exception as exc:
-        log.warning("agentbus: wake-up for %s failed (%s); their waiters will poll", agent_ids, exc)
+        log.warning("agentbus: wake-up for %s failed (%s); the backstop will find it", agent_ids, exc)
 
 
 def wake_inboxes(
     agent_ids: Iterable[str], *, position: int | None = None, message: dict[str, Any] | None = None
 ) -> None:
     """Wake every waiter on these inboxes now. Never raises: a lost wake-up costs at
-    most one poll interval."""
+    most one backstop period."""
     ids = sorted({a for a in agent_ids if a})
     if ids:
         _publish(ids, encode_wake(position, message))
@@ -435,10 +537,12 @@ class InboxWaiter:
     Entering registers the waiter (and, on Redis, waits for its subscription to be
     confirmed), so it must be entered *before* the caller reads the database. ``wait``
     returns the wake-ups received since the last call, at once if there are some, else
-    after the first one or the timeout (then an empty list).
+    after the first one or the timeout (then an empty list). ``position``: the inbox
+    position the caller has read up to; the loop's backstop then watches it while it
+    sleeps (and wakes it with a bare ``Wake`` when a message after it is found).
     """
 
-    __slots__ = ("_future", "_hub", "_wakes", "agent_id", "loop")  # a parked waiter costs little
+    __slots__ = ("_future", "_hub", "_wakes", "agent_id", "loop", "position")  # a parked waiter costs little
 
     def __init__(self, agent_id: str) -> None:
         self.agent_id = agent_id
@@ -446,6 +550,7 @@ class InboxWaiter:
         self._hub: _LocalHub | _RedisHub | None = None
         self._wakes: list[Wake] = []
         self._future: asyncio.Future[None] | None = None
+        self.position: int | None = None  # while parked with a position: watched by the backstop
 
     async def __aenter__(self) -> InboxWaiter:
         hub = self._hub = _hub_for(self.loop)
@@ -467,14 +572,22 @@ class InboxWaiter:
         if self._future is not None and not self._future.done():
             self._future.set_result(None)
 
-    async def wait(self, timeout: float) -> list[Wake]:
+    async def wait(self, timeout: float, *, position: int | None = None) -> list[Wake]:
         if not self._wakes and timeout > 0:
             future = self._future = self.loop.create_future()
             timer = self.loop.call_later(timeout, _resolve_none, future)
+            backstop = None
+            if position is not None:
+                self.position = position
+                backstop = _backstop_for(self.loop)
+                backstop.park(self)
             try:
                 await future
             finally:
                 timer.cancel()
                 self._future = None
+                self.position = None
+                if backstop is not None:
+                    backstop.unpark(self)
         wakes, self._wakes = self._wakes, []
         return wakes

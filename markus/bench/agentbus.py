@@ -120,9 +120,9 @@ def measure_wait(
     sleeping = threading.Event()
     real_wait = InboxWaiter.wait
 
-    async def wait_and_flag(self: InboxWaiter, timeout: float) -> Any:
+    async def wait_and_flag(self: InboxWaiter, timeout: float, **kwargs: Any) -> Any:
         sleeping.set()
-        return await real_wait(self, timeout)
+        return await real_wait(self, timeout, **kwargs)
 
     async def rest_wait(cursor: str) -> dict[str, Any]:
         return await inbox_wait(agent_id=watcher.id, after_cursor=cursor, timeout=10)
@@ -269,12 +269,12 @@ def measure_idle(m: int, writer: Agent, watcher: Agent, *, traced: bool, mcp: bo
     all_parked = threading.Event()
     real_wait = InboxWaiter.wait
 
-    async def wait_and_count(self: InboxWaiter, timeout: float) -> Any:
+    async def wait_and_count(self: InboxWaiter, timeout: float, **kwargs: Any) -> Any:
         nonlocal parked
         parked += 1
         if parked == m:
             all_parked.set()
-        return await real_wait(self, timeout)
+        return await real_wait(self, timeout, **kwargs)
 
     runner = _Loop()
     session = McpSession(runner, watcher) if mcp else None

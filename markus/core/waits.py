@@ -13,7 +13,14 @@ synchronous middleware in the chain is worse: the async view then runs through
 2. ``ParkingASGIHandler`` (Django's ASGI handler, ``markus.asgi``) runs a request to such
    a view in a ``ThreadSensitiveContext`` over one of ``SHARED_THREADS`` single-thread
    executors (asgiref's documented way to choose the thread of thread-sensitive code):
-   its synchronous steps run there, one at a time, and its wait holds no thread.
+   its synchronous steps run there, one at a time, and its wait holds no thread. Its
+   middleware (``settings.MIDDLEWARE``) runs in at most two thread hops, not two per
+   middleware (``_ParkedChain``): every before-half in one, every after-half in one, or
+   none when the request never loaded its session (a token's call: no after-half needs
+   the database, they run in the loop). So a woken wait answers with no thread hop
+   between its wake-up and its answer (Django's own chain crossed seven times: each
+   ``MiddlewareMixin`` awaits its ``process_request`` and ``process_response`` through a
+   ``sync_to_async`` of its own).
 3. ``WAITS.claim(waiter, chat=...)`` takes a wait slot, or raises ``TooManyWaits`` (429,
    ``Retry-After``, the cap and its limit in ``detail``, ``cap`` and ``limit``). The slot
    is given back when the wait ends (``with slot:`` or ``slot.release()``), and in any
@@ -44,9 +51,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
+from django.core.exceptions import MiddlewareNotUsed
 from django.core.handlers.asgi import ASGIHandler
-from django.urls import resolve
+from django.core.handlers.exception import response_for_exception
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from django.urls import resolve, set_urlconf
+from django.utils.deprecation import MiddlewareMixin
+from django.utils.log import log_response
+from django.utils.module_loading import import_string
 from rest_framework.exceptions import Throttled
 
 from markus.core.limits import (
@@ -189,9 +204,132 @@ def _parks(scope: dict[str, Any]) -> bool:
     return bool(getattr(match.func, "parks", False))
 
 
+def _passed_on(request: HttpRequest) -> None:
+    """The inner ``get_response`` of a middleware that is not a ``MiddlewareMixin``, in
+    the parked chain: it passing the request on answers None."""
+    return None
+
+
+class _ParkedChain:
+    """``settings.MIDDLEWARE`` for a request to a ``parks`` view, in two thread hops.
+
+    A ``MiddlewareMixin`` runs as Django runs it (``process_request`` outermost first,
+    then every ``process_view``, the view, ``process_exception`` and ``process_response``
+    innermost first), an exception in it answers as Django's own wrapper answers it
+    (``response_for_exception``). Any other middleware (ours: ``refuse_bad_characters``,
+    the static files) is called synchronously with an inner ``get_response`` that answers
+    None: it answers the request itself or passes it on unchanged, and has no after-half.
+    """
+
+    def __init__(self, handler: ASGIHandler) -> None:
+        self.handler = handler
+        self.layers: list[Any] = []
+        for path in settings.MIDDLEWARE:
+            try:
+                self.layers.append(import_string(path)(_passed_on))
+            except MiddlewareNotUsed:
+                continue
+
+    def _before(self, request: HttpRequest) -> tuple[HttpResponseBase | None, int, Any]:
+        """The before-halves and the view's resolution: (a response that ends the request
+        early, how many layers were entered, the view and its arguments)."""
+        entered = 0
+        for layer in self.layers:
+            try:
+                if isinstance(layer, MiddlewareMixin):
+                    response = layer.process_request(request) if hasattr(layer, "process_request") else None
+                else:
+                    response = layer(request)
+            except Exception as exc:  # its own wrapper answers: the layers outside it see the answer
+                return response_for_exception(request, exc), entered, None
+            entered += 1
+            if response is not None:
+                return response, entered, None
+        try:
+            view = self.handler.resolve_request(request)
+            callback, args, kwargs = view
+            for layer in self.layers:
+                if isinstance(layer, MiddlewareMixin) and hasattr(layer, "process_view"):
+                    response = layer.process_view(request, callback, args, kwargs)
+                    if response is not None:
+                        return response, entered, None
+            return None, entered, view
+        except Exception as exc:
+            return response_for_exception(request, exc), entered, None
+
+    def _after(
+        self, request: HttpRequest, response: HttpResponseBase | None, entered: int, error: Exception | None
+    ) -> HttpResponseBase:
+        """The view's exception (``process_exception``), then every after-half."""
+        layers = self.layers[:entered]
+        if error is not None:
+            for layer in reversed(layers):
+                if isinstance(layer, MiddlewareMixin) and hasattr(layer, "process_exception"):
+                    response = layer.process_exception(request, error)
+                    if response is not None:
+                        break
+            if response is None:
+                response = response_for_exception(request, error)
+        assert response is not None
+        if hasattr(response, "render") and callable(response.render):
+            response = response.render()
+        for layer in reversed(layers):
+            if isinstance(layer, MiddlewareMixin) and hasattr(layer, "process_response"):
+                try:
+                    response = layer.process_response(request, response)
+                except Exception as exc:
+                    response = response_for_exception(request, exc)
+        return response
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response, entered, view = await sync_to_async(self._before)(request)
+        error: Exception | None = None
+        if response is None:
+            callback, args, kwargs = view
+            try:
+                view_function: Callable[..., Any] = self.handler.make_view_atomic(callback)  # a parks view: async
+                response = await view_function(request, *args, **kwargs)
+                self.handler.check_response(response, callback)
+            except Exception as exc:
+                error = exc
+        if error is None and not _session_touched(request):
+            # No after-half needs the database (only a session save would): run them here
+            # and a woken wait answers with no thread hop at all.
+            return self._after(request, response, entered, None)
+        return await sync_to_async(self._after)(request, response, entered, error)
+
+
+def _session_touched(request: HttpRequest) -> bool:
+    """Did the request load its session (a browser's)? Then saving it may need the
+    database. A token's call never loads it."""
+    session = getattr(request, "session", None)
+    return bool(settings.SESSION_SAVE_EVERY_REQUEST or (session is not None and session.accessed))
+
+
+# Set while a request to a ``parks`` view is handled.
+_parking: contextvars.ContextVar[bool] = contextvars.ContextVar("markus_parking", default=False)
+
+
 class ParkingASGIHandler(ASGIHandler):
-    """Django's ASGI handler; a request to a ``parks`` view shares a thread (see the
-    module's docstring), and every wait slot it still holds is released when it ends."""
+    """Django's ASGI handler; a request to a ``parks`` view shares a thread and runs its
+    middleware in two hops (see the module's docstring), and every wait slot it still
+    holds is released when it ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parked_chain = _ParkedChain(self)
+
+    async def get_response_async(self, request: HttpRequest) -> Any:
+        if not _parking.get():
+            return await super().get_response_async(request)
+        set_urlconf(settings.ROOT_URLCONF)
+        response: Any = await self._parked_chain(request)
+        response._resource_closers.append(request.close)
+        if response.status_code >= 400:
+            await sync_to_async(log_response, thread_sensitive=False)(
+                "%s: %s", response.reason_phrase, request.path, response=response, request=request
+            )
+        return response
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not _parks(scope):
@@ -200,10 +338,12 @@ class ParkingASGIHandler(ASGIHandler):
         executor = _EXECUTORS[next(_turn) % SHARED_THREADS]
         held: list[Slot] = []
         token = _request_slots.set(held)
+        parking = _parking.set(True)
         try:
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
         finally:
             for slot in held:
                 slot.release()
+            _parking.reset(parking)
             _request_slots.reset(token)

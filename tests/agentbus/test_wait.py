@@ -101,7 +101,7 @@ def test_many_idle_waiters_share_one_event_loop(long_poll, eve, max_, ada):
     t1.join(5)
     t2.join(5)
     assert not e1 and not e2
-    assert all(len(r["messages"]) == 1 for r in results)
+    assert all(len(r["messages"]) == 1 for r in results), [(len(r["messages"]), r["timed_out"]) for r in results]
     assert threading.active_count() <= before + 4
 
 

@@ -54,7 +54,7 @@ async def until(predicate, what: str, timeout: float = 10.0) -> None:
 
 async def waiters(n: int) -> None:
     async def enough() -> bool:
-        return wakeup.registered_waiters() >= n
+        return wakeup.parked_waiters() >= n  # each read once, holds its slot and sleeps
 
     await until(enough, f"{n} waiters")
 
