@@ -104,13 +104,12 @@ def recheck_dependents(task: Task, actor: Actor | None = None) -> list[str]:
 def sweep() -> list[str]:
     """The beat's check (``attention.dead_ends``): every waiting task with dependencies and
     every marked task, each re-checked under its row lock. Returns the ids changed."""
-    ids = (
+    ids = list(
         Task.objects.filter(Q(status__in=WAITING_STATES, depends_on__isnull=False) | ~Q(blocked_reason=""))
         .order_by("created_at", "id")
         .values_list("id", flat=True)
         .distinct()
     )
-    ids = list(ids)
     before = dict(Task.objects.filter(id__in=ids).values_list("id", "blocked_reason"))
     for task_id in ids:
         with transaction.atomic():
