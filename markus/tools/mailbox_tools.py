@@ -26,6 +26,7 @@ from attention.toolbox import ToolContext, ToolError, tool
 from mailbox import services as mailbox
 from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
+from mailbox.selectors import QUEUE_DEPTH_CAP, depth_capped, depth_fields, queue_depth
 from mailbox.services import serialize_item
 
 CHECK_MAILBOX_MAX = 200  # items in one answer of check_mailbox
@@ -62,15 +63,17 @@ def check_mailbox(ctx: ToolContext, args: dict) -> dict:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ToolError("check_mailbox: offset is an integer from 0")
     rows = queued(ctx.agent_id)
-    depth = rows.count()
+    depth = queue_depth(ctx.agent_id)  # up to QUEUE_DEPTH_CAP + 1: a tool call never counts the whole queue
     items = [serialize_item(i) for i in rows[offset : offset + limit]]
+    more = max(0, depth - offset - len(items))
     return {
-        "queueDepth": depth,
+        **depth_fields(depth),
         "offset": offset,
         "items": [
             {"id": i["id"], "type": i["sourceType"], "priority": i["priority"], "summary": i["summary"]} for i in items
         ],
-        "more": max(0, depth - offset - len(items)),
+        "more": min(more, QUEUE_DEPTH_CAP),
+        "moreCapped": depth_capped(depth),  # past the cap: at least ``more`` follow
     }
 
 
