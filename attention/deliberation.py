@@ -444,7 +444,8 @@ def deliberate(
                 if not _running(agent.id):
                     d.discard("the agent was stopped or paused")
                     raise AgentNotRunning(lease.agent_id)
-            lines = context_lines(agent, head, DELIBERATION, memory=memory, queue=items, depth=depth)
+            # Its first message lists what it weighs: no second mailbox block.
+            lines = context_lines(agent, head, DELIBERATION, memory=memory, waiting=False)
             system = "\n".join([system_prompt(agent, head, DELIBERATION), *lines])
             d.note(
                 L.LLM_REQUEST,

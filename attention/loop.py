@@ -419,7 +419,9 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
             seen={q.id for q in view.items if q.id not in together},
             seen_all=view.complete,
             seen_since=view.read_at,
-            queue=[q for q in view.items if q.id not in together],
+            # The read's items when it holds the whole queue; else the first turn's
+            # mailbox block reads the queue itself (``scenarios.PROMPT_QUEUE_LIMIT``).
+            queue=[q for q in view.items if q.id not in together] if view.complete else None,
             depth=depth,
             last_stop_check=time.monotonic(),  # the fence just found the agent running
         )

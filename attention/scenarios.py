@@ -376,7 +376,10 @@ def _bus_brief(item: MailboxItem) -> dict[str, Any]:
     return {"streamId": stream_id, "expectsReply": reply_expected(stream_id, item.agent_id)}
 
 
-# The prompt lists at most this many waiting items (and says how many more wait).
+# The mailbox block of an item's prompt (``mailbox_lines``) lists at most this many
+# waiting items, then says how many more wait; a deliberation weighs at most this many.
+# The seed's prompt carries the whole queue: a cap keeps a long queue's prompt bounded
+# (check_mailbox pages the rest).
 PROMPT_QUEUE_LIMIT = 50
 
 
@@ -425,21 +428,35 @@ def context_lines(
     queue: list[MailboxItem] | None = None,
     depth: int | None = None,
     longterm: list[str] | None = None,
+    waiting: bool = True,
 ) -> list[str]:
     """What changes between calls: the working memory (each entry with its age), the
-    long-term memory that matches the item, the waiting items (``queue`` in dequeue
-    order, ``depth`` of them in all). Each is read here unless the caller read it."""
+    long-term memory that matches the item, and unless ``waiting`` is False (a
+    deliberation lists them in its first message) the mailbox block (``mailbox_lines``).
+    Each is read here unless the caller read it."""
     if memory is None:
         memory = working_memory.read(agent.id)
     lines = [now_line()]
     lines += working_memory.prompt_lines(memory)
     lines += longterm_lines(agent, item, scenario) if longterm is None else longterm
+    if waiting:
+        lines += mailbox_lines(agent, item, queue=queue, depth=depth)
+    return lines
+
+
+def mailbox_lines(
+    agent: Agent, item: MailboxItem, *, queue: list[MailboxItem] | None = None, depth: int | None = None
+) -> list[str]:
+    """The prompt's ``## Mailbox (N waiting)``: up to PROMPT_QUEUE_LIMIT waiting items in
+    the order they will be taken (``queue``, in dequeue order; read here when None),
+    ``- [priority] type: summary`` each, then ``- … and N more`` (``depth`` waiting in
+    all). ``item``, the one being worked on, is not listed."""
     if queue is None:
         queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
         depth = len(queue) if len(queue) < PROMPT_QUEUE_LIMIT else queue_depth(agent.id)
     waiting = [q for q in queue if q.id != item.id][:PROMPT_QUEUE_LIMIT]
     depth = len(waiting) if depth is None else depth
-    lines.append(f"## Mailbox ({depth_label(depth)} waiting)")
+    lines = [f"## Mailbox ({depth_label(depth)} waiting)"]
     lines += [f"- [{q.priority}] {q.source_type}: {q.summary}" for q in waiting]
     if depth > len(waiting):
         rest = f"over {depth_label(depth)[:-1]}" if depth_capped(depth) else str(depth - len(waiting))
