@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.db.models import Count
+from django.db.models import Count, OuterRef
 from django.http import HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
 from django.shortcuts import redirect, render
 from django.template import loader
@@ -21,9 +21,10 @@ from django.views.decorators.http import require_GET, require_POST
 from attention.models import AgentAttention
 from attention.records import focus_of
 from attention.stalls import stalls_of
-from mailbox.models import MailboxItem
-from mailbox.registry import Status, descriptor
+from mailbox.registry import descriptor
+from mailbox.selectors import depth_label, queue_depth_subquery
 from markus.agents.auth import visible_agents
+from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.work.models import TaskState
 from markus.work.selectors import (
@@ -71,11 +72,9 @@ def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
     attention = {
         row.agent_id: row for row in AgentAttention.objects.select_related("current_item").filter(agent_id__in=ids)
     }
+    # Each queue counted up to the loop's cap ("1000+"), never every queued item.
     depths = dict(
-        MailboxItem.objects.filter(agent_id__in=ids, status=Status.QUEUED)
-        .values_list("agent_id")
-        .annotate(n=Count("id"))
-        .values_list("agent_id", "n")
+        Agent.objects.filter(id__in=ids).annotate(n=queue_depth_subquery(OuterRef("pk"))).values_list("id", "n")
     )
     stalled = stalls_of(ids, now)
     rows = []
@@ -92,7 +91,7 @@ def agent_rows(request: HttpRequest) -> list[dict[str, Any]]:
                 "agent": agent,
                 "state": str(row.state) if (row and live) else "idle",
                 "focus": focus,
-                "queue_depth": depths.get(agent.id, 0),
+                "queue_depth": depth_label(depths.get(agent.id) or 0),
                 "stall": stalled[agent.id],
             }
         )
