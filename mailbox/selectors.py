@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from markus.core.counting import CappedCount, capped_count
+from markus.core.counting import CappedCount, Shown, capped_count, shown
 from markus.core.errors import MarkusError
 
 from .lifecycle import queued
@@ -46,6 +46,11 @@ def depth_capped(depth: int) -> bool:
 def depth_label(depth: int) -> str:
     """A depth as a person reads it: "12", or "1000+" past the cap."""
     return f"{QUEUE_DEPTH_CAP}+" if depth_capped(depth) else str(depth)
+
+
+def depth_shown(depth: int) -> Shown:
+    """A depth for a page: the number (the cap past it), printed "1,000+" past the cap."""
+    return shown(min(depth, QUEUE_DEPTH_CAP), depth_capped(depth))
 
 
 def depth_fields(depth: int, name: str = "queueDepth") -> dict[str, Any]:

@@ -17,6 +17,7 @@ from django.utils.html import format_html
 
 from attention import heartbeat
 from attention import services as attention
+from mailbox.selectors import depth_label
 from markus.console import selectors
 from markus.console import services as console
 from markus.console.actions import MessageForm, form_action, run_each
@@ -230,7 +231,8 @@ class AgentAdmin(ConsoleModelAdmin):
 
     @admin.display(description="queue", ordering="queue_depth")
     def queue_depth(self, obj: Agent) -> int | str:
-        return getattr(obj, "queue_depth", "—")
+        depth = getattr(obj, "queue_depth", None)
+        return "—" if depth is None else depth_label(depth)  # "1000+" past the cap
 
     @admin.display(description="bus inbox", ordering="pending_inbox")
     def pending_inbox(self, obj: Agent) -> int | str:

@@ -11,20 +11,22 @@ from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Count, OuterRef, Q, QuerySet
-from django.db.models.functions import Coalesce, TruncHour
+from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from agentbus.selectors import pending_inbox_expression
 from attention.models import ActivityOutcome, AgentActivity, AgentAttention, AttentionState
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
+from mailbox.selectors import depth_shown, queue_depth_subquery
 from markus.agents.models import Agent
-from markus.core.db import count_subquery
+from markus.core.counting import CappedCount
 
 
-def queue_depth_expression() -> Coalesce:
-    """What ``mailbox.selectors.queue_depth`` counts, for every row at once."""
-    return count_subquery(MailboxItem.objects.filter(agent_id=OuterRef("pk"), status=Status.QUEUED))
+def queue_depth_expression() -> CappedCount:
+    """What ``mailbox.selectors.queue_depth`` counts, for every row at once: up to the
+    cap + 1 ("1000+", ``depth_shown``), never every queued item."""
+    return queue_depth_subquery(OuterRef("pk"))
 
 
 def agents_for_console(queryset: QuerySet[Agent]) -> QuerySet[Agent]:
@@ -63,7 +65,7 @@ def queue_depths(limit: int = 30) -> list[dict[str, Any]]:
         .order_by("-depth", "name", "id")
         .values("id", "name", "depth")[:limit]
     )
-    return [{"id": r["id"], "label": r["name"], "value": r["depth"]} for r in rows]
+    return [{"id": r["id"], "label": r["name"], "value": depth_shown(r["depth"])} for r in rows]
 
 
 def handled_per_hour(now: datetime | None = None, hours: int = 24) -> list[dict[str, Any]]:

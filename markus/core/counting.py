@@ -34,6 +34,22 @@ class Counted:
         return {name: self.count, f"{name}Capped": self.capped}
 
 
+class Shown(int):
+    """A capped count as a page shows it: computes as the number, prints "1,000+" past
+    the cap (``capped``)."""
+
+    capped: bool = False
+
+    def __str__(self) -> str:
+        return f"{int(self):,}+" if self.capped else str(int(self))
+
+
+def shown(count: int, capped: bool) -> Shown:
+    made = Shown(count)
+    made.capped = capped
+    return made
+
+
 def capped_count(rows: QuerySet[Any], cap: int | None = None) -> Counted:
     """``rows`` counted up to ``cap`` (``COUNT_CAP``) in one statement that reads at most
     cap + 1 rows."""

@@ -23,7 +23,7 @@ from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils.functional import cached_property
 
-from markus.core.counting import capped_count
+from markus.core.counting import capped_count, shown
 
 PER_PAGE = 50  # rows a list shows at a time
 SEARCH_MAX = 200  # characters of a search; a title is at most 300
@@ -54,24 +54,13 @@ def search_text(raw: str) -> str:
     return text
 
 
-class ShownCount(int):
-    """A list's count as a page shows it: the number, "10,000+" when it is capped."""
-
-    capped: bool = False
-
-    def __str__(self) -> str:
-        return f"{int(self):,}+" if self.capped else str(int(self))
-
-
 class CappedPaginator(Paginator):
     """Django's paginator with its count capped (``capped_count``): one bounded count."""
 
     @cached_property
     def count(self) -> int:
         counted = capped_count(cast("QuerySet[Any]", self.object_list))
-        shown = ShownCount(counted.count)
-        shown.capped = counted.capped
-        return shown
+        return shown(counted.count, counted.capped)  # "10,000+" on the page
 
 
 @dataclass
