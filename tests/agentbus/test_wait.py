@@ -88,20 +88,25 @@ def test_the_async_view_blocks_and_is_woken(long_poll, eve, max_):
 
 
 def test_many_idle_waiters_share_one_event_loop(long_poll, eve, max_, ada):
-    """An idle waiter is a coroutine, not a thread: 50 of them wait in one loop."""
+    """An idle waiter is a coroutine, not a thread: 50 of them wait in one loop. The
+    messages are sent once all 50 sleep: Ada is run by the loop, whose mailbox consumes
+    her bus messages, so a wait without a cursor that started after hers would rightly
+    not see it."""
+    appenders: list = []
 
     async def scenario():
-        waits = [inbox_wait(agent_id=a, timeout=10) for a in ["eve", "ada"] * 25]
+        waits = [asyncio.ensure_future(inbox_wait(agent_id=a, timeout=10)) for a in ["eve", "ada"] * 25]
+        while wakeup.parked_waiters() < 50:
+            await asyncio.sleep(0.01)
+        appenders.extend([append_later(max_, eve, "to eve", delay=0), append_later(max_, ada, "to ada", delay=0)])
         return await asyncio.gather(*waits)
 
     before = threading.active_count()
-    t1, e1 = append_later(max_, eve, "to eve", delay=0.5)
-    t2, e2 = append_later(max_, ada, "to ada", delay=0.5)
     results = async_to_sync(scenario)()
-    t1.join(5)
-    t2.join(5)
-    assert not e1 and not e2
-    assert all(len(r["messages"]) == 1 for r in results), [(len(r["messages"]), r["timed_out"]) for r in results]
+    for thread, errors in appenders:
+        thread.join(5)
+        assert not errors
+    assert all(len(r["messages"]) == 1 for r in results)
     assert threading.active_count() <= before + 4
 
 
