@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from django.conf import settings
 from django.utils import timezone
@@ -63,6 +64,7 @@ from .toolbox import TOOLS, ToolContext, ToolError, execute_tool, load_tools
 from .triage import TRIAGE_ALLOWED_TOOLS, Plan, candidate_brief, contenders, triage, triage_due, triage_model
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # What the agent may call while it deliberates (the seed's DELIBERATION_ALLOWED_TOOLS,
 # by the names this project's tools have): context gathering, inline communication,
@@ -509,16 +511,19 @@ def _begin(run: Run, items: list[MailboxItem], depth: int, *, watched: bool, beg
     d = _Deliberation(run, activity, before, store=watched)
     d.note(L.STATUS, f"started {DELIBERATION}", {"items": [i.id for i in items]})
     if watched:
-        with fenced(
-            lease,
+
+        def deciding(tx: Fence) -> None:
+            d.flush(tx)
+            records.emit_state(lease.agent_id, AttentionState.DECIDING, head, began, depth=depth)
+
+        d.fenced_write(
+            deciding,
             running=True,
             state=AttentionState.DECIDING,
             current_item=head,
             focus_started_at=began,
             updated_at=began,
-        ) as tx:
-            d.flush(tx)
-            records.emit_state(lease.agent_id, AttentionState.DECIDING, head, began, depth=depth)
+        )
     return d
 
 
@@ -545,11 +550,14 @@ def _tool_round(d: _Deliberation, ctx: ToolContext, calls: list[ToolCall]) -> li
         elif call.name in WRITES_NOTHING:
             ok, result = execute_tool(ctx, call.name, call.arguments)
         else:
-            with fenced(d.run.lease) as tx:  # its effect, or nothing of it
+
+            def effect(tx: Fence, call: ToolCall = call) -> tuple[bool, str]:  # its effect, or nothing of it
                 if call.name not in RECORDLESS_TOOLS:
                     d.store = True  # what the tool writes (a comment) may name the activity: stored first
                 d.flush(tx)
-                ok, result = execute_atomically(tx, ctx, call.name, call.arguments)
+                return execute_atomically(tx, ctx, call.name, call.arguments)
+
+            ok, result = d.fenced_write(effect)
         if not ok:
             result, d.stuck = d.refusals.refused(call, result)
         d.note(L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
@@ -585,8 +593,13 @@ class _Deliberation:
 
     def flush_fenced(self) -> None:
         if self.store and self.pending:
-            with fenced(self.run.lease) as tx:
-                self.flush(tx)
+            self.fenced_write(self.flush)
+
+    def fenced_write(self, write: Callable[[Fence], _T], **attention: Any) -> _T:
+        """The deliberation's one way to write: ``write`` in a fenced transaction of the
+        run's lease (``attention``: what ``fenced`` also sets on the attention row)."""
+        with fenced(self.run.lease, **attention) as tx:
+            return write(tx)
 
     def end(self, line: str, *, success: bool) -> None:
         """Close the activity with its usage and what is left of its log, when it is
@@ -600,20 +613,34 @@ class _Deliberation:
         self.pending = []
 
     def restore(self) -> None:
-        if self.before is not None:
-            _restore(self.run, self.before)
+        """Put back the attention state the deliberation found."""
+        before = self.before
+        if before is None:
+            return
+
+        def restored(tx: Fence) -> None:
+            item = MailboxItem.objects.filter(id=before.current_item_id).first() if before.current_item_id else None
+            records.emit_state(self.run.lease.agent_id, before.state, item, before.focus_started_at)
+
+        self.fenced_write(
+            restored,
+            state=before.state,
+            current_item_id=before.current_item_id,
+            focus_started_at=before.focus_started_at,
+            updated_at=timezone.now(),
+        )
 
     def discard(self, why: str) -> None:
         self.end(f"deliberation discarded: {why}", success=False)
-        with fenced(self.run.lease) as tx:
-            self.write(tx)
+        self.fenced_write(self.write)
         self.restore()
 
     def abort(self, head: MailboxItem, chat: MailboxItem) -> Aborted:
         """A human's chat came in: discard the deliberation, put the state back, say so."""
         why = f"a human's chat ({chat.id}) arrived: it goes first, the deliberation runs again after it"
         self.end(f"deliberation aborted: {why}", success=False)
-        with fenced(self.run.lease) as tx:
+
+        def aborted(tx: Fence) -> None:
             self.write(tx)
             records.record_decision(
                 tx,
@@ -623,6 +650,8 @@ class _Deliberation:
                 context={"tier": 2, "abortedBy": chat.id, "activityId": self.activity.id},
                 outcome="aborted, results discarded",
             )
+
+        self.fenced_write(aborted)
         self.restore()
         return ABORTED
 
@@ -641,19 +670,6 @@ def _new_chat(agent_id: str, listed: set[str], since: datetime) -> MailboxItem |
         .order_by("queued_at", "id")
         .first()
     )
-
-
-def _restore(run: Run, before: _Before) -> None:
-    lease = run.lease
-    with fenced(
-        lease,
-        state=before.state,
-        current_item_id=before.current_item_id,
-        focus_started_at=before.focus_started_at,
-        updated_at=timezone.now(),
-    ):
-        item = MailboxItem.objects.filter(id=before.current_item_id).first() if before.current_item_id else None
-        records.emit_state(lease.agent_id, before.state, item, before.focus_started_at)
 
 
 def _plan(d: _Deliberation, items: list[MailboxItem], decision: dict[str, Any]) -> Plan:
