@@ -278,14 +278,22 @@ class _Child:
             self.proc.kill()
 
 
-def _registered_at_least(n: int, timeout: float = 120) -> None:
+def _parked_count() -> int:
+    """Waits that have read once and sleep (``wakeup.parked_waiters``); a build without it
+    (before issue 39) counts waits registered for their wake-up, which it did just before
+    the read."""
     from agentbus import wakeup
 
+    counter = getattr(wakeup, "parked_waiters", wakeup.registered_waiters)
+    return int(counter())
+
+
+def _registered_at_least(n: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while wakeup.registered_waiters() < n:
+    while _parked_count() < n:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {wakeup.registered_waiters()} of {n} waits registered")
-        time.sleep(0.01)
+            raise RuntimeError(f"only {_parked_count()} of {n} waits parked")
+        time.sleep(0.001)
 
 
 def _stamp(into: list[int]) -> None:
@@ -297,7 +305,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     from django.conf import settings
     from django.db import connection, transaction
 
-    from agentbus import services, wakeup
+    from agentbus import services
     from agentbus.cursors import encode_cursor
     from agentbus.models import AuditEvent, ConsumerCursor
     from agentbus.selectors import current_clock
@@ -359,7 +367,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         windows: dict[str, tuple[float, float]] = {}
         for label, count in (("none", 0), ("parked", m)):
             if count:
-                base = wakeup.registered_waiters()
+                base = _parked_count()
                 child.send({"op": "park", "requests": [rest(i) for i in range(count)]})
                 child.expect("parked")
                 _registered_at_least(base + count)
@@ -406,7 +414,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         # 2. memory per parked wait, REST then MCP
         per_wait: dict[str, float] = {}
         for label, make in (("REST", rest), ("MCP", mcp)):
-            base = wakeup.registered_waiters()
+            base = _parked_count()
             tracemalloc.start()
             before = tracemalloc.get_traced_memory()[0]
             child.send({"op": "park", "requests": [make(i) for i in range(m)]})
@@ -449,7 +457,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             child.send({"op": "woken", "req": make(0, 10), "key": key, "n": n, "cursor": cursor})
             woken: list[float] = []
             popped: list[float] = []
-            base = wakeup.registered_waiters()
+            base = _parked_count()
             for i in range(n + WARMUP):
                 child.expect(f"sent {i}")
                 _registered_at_least(base + 1, 15)
