@@ -307,8 +307,9 @@ MARKUS = {
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),
     # An agent is stalled (attention.stalls: its card, its mind view, its owner told once)
     # when it has held the same item this many seconds, when the same tool failed this many
-    # times in a row, or when a person's answer has been awaited this many seconds.
-    "STALL_SECONDS": env.int("MARKUS_STALL_SECONDS", default=600),
+    # times in a row, or when a person's answer has been awaited this many seconds. Half
+    # the item's time limit, so a person hears of a long item before the limit ends it.
+    "STALL_SECONDS": env.int("MARKUS_STALL_SECONDS", default=300),
     "STALL_TOOL_FAILURES": env.int("MARKUS_STALL_TOOL_FAILURES", default=3),
     "STALL_WAIT_SECONDS": env.int("MARKUS_STALL_WAIT_SECONDS", default=86_400),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
