@@ -13,6 +13,10 @@ Cases:
   per item beside a bare claim + complete, the queue read beside the bare head
   SELECT, the sweep beside the same sweep at the smallest size, the timeline's first
   page beside a one-row page (``markus.bench.scale_queue``).
+- ``waits``: 512 parked inbox waits: the server's CPU share and SQL statements a second
+  beside an idle server, memory per parked MCP wait beside a REST one, a woken REST and
+  MCP wait beside a BRPOP wake-up, a call that does not wait beside a one-row GET
+  (``markus.bench.scale_waits``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
 
 SUITE = "scale"
 # The cases, in order: module markus.bench.scale_<name>, run(stdout, options) -> figures.
-CASES: list[str] = ["queue"]
+CASES: list[str] = ["queue", "waits"]
 SELECT_ENV = "MARKUS_BENCH_SCALE"
 
 

@@ -155,3 +155,26 @@ def test_a_group_message_whose_wake_up_was_lost_is_delivered_by_the_backstop(set
     result, elapsed = async_to_sync(scenario)()
     assert [m["payload"]["text"] for m in result["messages"]] == ["to the group"]
     assert elapsed < 2, elapsed
+
+
+@pytest.mark.redis
+def test_on_redis_a_message_whose_publish_was_lost_is_delivered_by_the_backstop(
+    redis_layer, settings, monkeypatch, eve, max_
+):
+    """Subscribed on Redis, but the writer's publish never happens (as if it died
+    between its commit and its PUBLISH): the backstop reads the message."""
+    monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 0.3)
+    monkeypatch.setattr(wakeup, "_publish", lambda agent_ids, data: None)
+
+    async def scenario() -> tuple[dict, float]:
+        wait = asyncio.ensure_future(inbox_wait(agent_id="eve", timeout=20))
+        await parked(1)
+        started = time.monotonic()
+        await asyncio.to_thread(lambda: (say(max_, eve, "never published"), connection.close()))
+        result = await wait
+        return result, time.monotonic() - started
+
+    result, elapsed = async_to_sync(scenario)()
+    assert wakeup._redis_target() is not None
+    assert [m["payload"]["text"] for m in result["messages"]] == ["never published"]
+    assert elapsed < 2, elapsed
