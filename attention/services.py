@@ -18,8 +18,8 @@ from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent
 from markus.core.events import agent_group, send_event_on_commit
-from markus.work.liveness import work_liveness_repair
 from markus.core.signals import swept
+from markus.work.liveness import work_liveness_repair
 
 from .lease import abandoned_leases
 from .models import AgentAttention
