@@ -24,25 +24,21 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet, Value
-from django.db.models.functions import Concat
+from django.db import connection
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from mailbox import lifecycle
 from mailbox import services as mailbox
 from mailbox.expiry import expire_stale, is_expired
-from mailbox.merge import consolidation_key, entity_key, is_strict
 from mailbox.models import MailboxItem
-from mailbox.registry import COMMENT_TYPES, Status, descriptor
-from mailbox.selectors import depth_capped, queue_depth_subquery
+from mailbox.registry import Status
+from mailbox.selectors import depth_capped
 from markus import telemetry
 from markus.agents.models import Agent
 from markus.llm.base import get_provider
@@ -69,19 +65,15 @@ from .lease import (
 from .models import ActivityLogType as L
 from .models import AgentAttention, AttentionState, DecisionType, LLMSession
 from .processing import process_item
+from .queue_read import QUEUE_READ_LIMIT, QueueView, consolidate, consolidation_due, read_queue, window_left  # noqa: F401 (QUEUE_READ_LIMIT: markus.bench)
 from .replies import tell_budget_wait
 from .scenarios import row, scenario_for
 from .session import SESSION_PREFIX
 from .settle import complete
-from .triage import MAX_CANDIDATES, Plan, apply_plan
+from .triage import Plan, apply_plan
 
 log = logging.getLogger(__name__)
 
-# The loop reads at most this many queued items per step: the head and what triage
-# (its candidates), consolidation and the first prompt look at; the queue's depth is
-# counted up to a cap (QUEUE_DEPTH_CAP). Reading, or counting, the whole queue for every
-# item made a long queue O(n²).
-QUEUE_READ_LIMIT = MAX_CANDIDATES
 # How soon a run that found the agent's row locked by a frozen holder tries again.
 LOCKED_RETRY_S = 1.0
 
@@ -108,141 +100,6 @@ class RunResult:
 
 def agent_is_running(agent_id: str) -> bool:
     return Agent.objects.running().filter(id=agent_id).exists()
-
-
-# ---------------------------------------------------------------------------- reading the queue
-
-
-@dataclass
-class QueueView:
-    """The head of the queue as one statement read it: up to QUEUE_READ_LIMIT queued
-    items in dequeue order, how many are queued in all (up to QUEUE_DEPTH_CAP + 1, which
-    means more than the cap: ``mailbox.selectors.depth_label``), whether deferred items
-    came due, and when it was read."""
-
-    items: list[MailboxItem]
-    depth: int
-    due_deferred: bool
-    read_at: datetime
-
-    @property
-    def complete(self) -> bool:
-        return len(self.items) >= self.depth
-
-
-def _queue_query(agent_id: str, now: datetime) -> QuerySet[MailboxItem]:
-    mine = MailboxItem.objects.filter(agent_id=agent_id)
-    depth = queue_depth_subquery(agent_id)  # up to QUEUE_DEPTH_CAP + 1: a read that never grows with the queue
-    due = (
-        mine.filter(status=Status.DEFERRED)
-        .filter(Q(deferred_until__isnull=True) | Q(deferred_until__lte=now))
-        .filter(lifecycle.not_parked())
-    )
-    saved = LLMSession.objects.filter(id=Concat(Value(SESSION_PREFIX), OuterRef("id")))
-    return lifecycle.queued(agent_id).annotate(depth=depth, due=Exists(due), has_session=Exists(saved))[
-        :QUEUE_READ_LIMIT
-    ]
-
-
-# The queue read is the loop's most frequent statement: its SQL is compiled once per
-# database connection (with stand-in values whose places among the parameters are
-# then known) and run with each call's values; building it with the ORM every time
-# cost thirty times what the database spends on it.
-_AGENT_STANDIN = "\x00agent-stand-in"
-_NOW_STANDIN = datetime(2000, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-_compiled: weakref.WeakKeyDictionary[Any, tuple[str, list[Any], list[int], list[int]]] = weakref.WeakKeyDictionary()
-
-
-def _compiled_queue_query() -> tuple[str, list[Any], list[int], list[int]]:
-    conn = connections[DEFAULT_DB_ALIAS]  # this thread's connection, not the proxy
-    try:
-        return _compiled[conn]
-    except KeyError:
-        pass
-    query = _queue_query(_AGENT_STANDIN, _NOW_STANDIN).query
-    sql, params = query.get_compiler(connection=conn).as_sql()
-    params = list(params)
-    now_stored = conn.ops.adapt_datetimefield_value(_NOW_STANDIN)
-    agents = [i for i, p in enumerate(params) if p == _AGENT_STANDIN]
-    nows = [i for i, p in enumerate(params) if p in (_NOW_STANDIN, now_stored)]
-    made = (sql, params, agents, nows)
-    _compiled[conn] = made
-    return made
-
-
-def read_queue(agent_id: str) -> QueueView:
-    """One statement: the head of the queue (at most QUEUE_READ_LIMIT queued items in
-    dequeue order, by the partial index), the queue's full depth and whether deferred
-    items (not parked) are due, as two uncorrelated subqueries of it, and for each item
-    whether it has a saved LLM session. An empty queue returns no row to carry them:
-    then the deferred items are looked at separately."""
-    now = timezone.now()
-    sql, template, agents, nows = _compiled_queue_query()
-    params = list(template)
-    stored_now = connection.ops.adapt_datetimefield_value(now)
-    for i in agents:
-        params[i] = agent_id
-    for i in nows:
-        params[i] = stored_now if template[i] != _NOW_STANDIN else now
-    rows: list[MailboxItem] = list(MailboxItem.objects.raw(sql, params))
-    if not rows:
-        return QueueView(items=[], depth=0, due_deferred=_any_due(agent_id, now), read_at=now)
-    first = rows[0]
-    return QueueView(
-        items=rows,
-        depth=int(getattr(first, "depth", 0) or len(rows)),
-        due_deferred=bool(getattr(first, "due", False)),
-        read_at=now,
-    )
-
-
-def _any_due(agent_id: str, now: datetime) -> bool:
-    return (
-        MailboxItem.objects.filter(agent_id=agent_id, status=Status.DEFERRED)
-        .filter(Q(deferred_until__isnull=True) | Q(deferred_until__lte=now))
-        .filter(lifecycle.not_parked())
-        .exists()
-    )
-
-
-def _window_left(item: MailboxItem) -> float:
-    """Seconds the head should still wait for a follow-up to fold into it (see the
-    module's docstring): 0 for an item nothing could fold into any more."""
-    window = settings.MARKUS["COALESCE_WINDOW_MS"] / 1000
-    if window <= 0 or item.is_user_interaction or is_strict(item) or entity_key(item) is None:
-        return 0.0
-    if not (descriptor(item.source_type).invokes_llm or item.source_type in COMMENT_TYPES):
-        return 0.0
-    return max(0.0, window - (timezone.now() - item.queued_at).total_seconds())
-
-
-def _consolidation_due(items: list[MailboxItem]) -> bool:
-    """Do two queued items share a task, a requirement or an agent conversation (and may
-    fold together)? (``merge.consolidation_key``)"""
-    keys: set[tuple[str, str]] = set()
-    for item in items:
-        key = consolidation_key(item)
-        if key is None or is_strict(item):
-            continue
-        if key in keys:
-            return True
-        keys.add(key)
-    return False
-
-
-def _consolidate(lease: Lease) -> None:
-    """Consolidation at the queue's read (``mailbox_consolidate_by_entity``), fenced (a
-    stale worker must not fold the queue), each item folded in with its merge decision."""
-    with fenced(lease) as tx:
-        merged: list[MailboxItem] = []
-        mailbox.mailbox_consolidate_by_entity(lease.agent_id, merged=merged)
-        for other in merged:
-            records.record_decision(
-                tx,
-                item=other,
-                decision_type=DecisionType.MERGE,
-                reasoning=f"Consolidated into {other.merged_into_id} (same task, requirement or conversation)",
-            )
 
 
 # ---------------------------------------------------------------------------- beginning an item
@@ -275,14 +132,14 @@ def _next(run: Run) -> Begun | None:
             continue
         if not view.items:
             return None
-        wait = _window_left(view.items[0])
+        wait = window_left(view.items[0])
         if wait > 0:
             time.sleep(wait)  # unclaimed: a follow-up merges into it at enqueue
             view = read_queue(lease.agent_id)
             if not view.items:
                 return None
-        if _consolidation_due(view.items):
-            _consolidate(lease)
+        if consolidation_due(view.items):
+            consolidate(lease)
             view = read_queue(lease.agent_id)
             if not view.items:
                 return None

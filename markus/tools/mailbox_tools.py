@@ -14,13 +14,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from attention.deliberation import (
-    DELIBERATION_ALLOWED_TOOLS,
-    check_changeable,
-    check_decision,
-    check_minutes,
-    stage,
-)
+from attention.deliberation import DELIBERATION_ALLOWED_TOOLS
+from attention.deliberation_decision import check_changeable, check_decision, check_minutes, stage
 from attention.scenarios import CHAT, CHECK_IN, DELIBERATION, TRIAGE
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox import services as mailbox

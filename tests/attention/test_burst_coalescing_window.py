@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from attention import loop
+from attention import loop, queue_read
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from mailbox.services import mailbox_enqueue
@@ -40,16 +40,16 @@ def comment(agent, task_id: str, text: str, *, sender: str = "agent") -> Mailbox
 def test_only_a_fresh_head_a_follow_up_could_fold_into_waits(agent, monkeypatch):
     monkeypatch.setitem(settings.MARKUS, "COALESCE_WINDOW_MS", 5000)
     fresh = comment(agent, "tsk_1", "first note")
-    assert 4 < loop._window_left(fresh) <= 5
+    assert 4 < queue_read.window_left(fresh) <= 5
     persons = comment(agent, "tsk_2", "a person's note", sender="user")
-    assert loop._window_left(persons) == 0  # a person's comment starts at once
+    assert queue_read.window_left(persons) == 0  # a person's comment starts at once
     chat = mailbox_enqueue(agent_id=agent.id, source_type=MailboxType.HUMAN_CHAT, payload={"summary": "hi"})
-    assert loop._window_left(chat) == 0  # strict: nothing folds into a chat's item
+    assert queue_read.window_left(chat) == 0  # strict: nothing folds into a chat's item
     MailboxItem.objects.filter(id=fresh.id).update(queued_at=timezone.now() - timedelta(seconds=6))
     fresh.refresh_from_db()
-    assert loop._window_left(fresh) == 0  # it waited in the queue that long already
+    assert queue_read.window_left(fresh) == 0  # it waited in the queue that long already
     monkeypatch.setitem(settings.MARKUS, "COALESCE_WINDOW_MS", 0)
-    assert loop._window_left(comment(agent, "tsk_3", "no window")) == 0
+    assert queue_read.window_left(comment(agent, "tsk_3", "no window")) == 0
 
 
 @pytest.mark.django_db(transaction=True)

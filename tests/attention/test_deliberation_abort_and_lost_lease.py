@@ -125,7 +125,7 @@ def test_a_deliberation_that_lost_its_lease_applies_nothing(agent, monkeypatch):
 
 @pytest.mark.parametrize("scenario", ["deliberation", "check_in"])
 def test_a_defer_beyond_any_sensible_time_is_refused_with_a_tool_error(agent, scenario):
-    from attention.deliberation import MAX_DEFER_MINUTES
+    from attention.deliberation_decision import MAX_DEFER_MINUTES
     from attention.toolbox import ToolContext, execute_tool
 
     a = enqueue(agent, "a")

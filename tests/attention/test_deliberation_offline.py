@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from attention import loop
-from attention.deliberation import check_decision
+from attention.deliberation_decision import check_decision
 from attention.models import AgentActivity, AgentDecision
 from attention.toolbox import ToolContext, ToolError, execute_tool
 from mailbox.models import MailboxItem

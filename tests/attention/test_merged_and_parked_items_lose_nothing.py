@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from attention import journal, loop
+from attention import journal, loop, queue_read
 from attention.lease import StaleLease, lease_take
 from attention.models import LLMSession
 from mailbox import lifecycle
@@ -121,7 +121,7 @@ def test_a_stale_worker_cannot_consolidate_the_queue(agent):
     time.sleep(0.2)  # the worker stalls past its lease; a successor takes it
     assert lease_take(agent.id) is not None
     with pytest.raises(StaleLease):
-        loop._consolidate(stale)
+        queue_read.consolidate(stale)
     assert status(first.id) == "queued" and status(other.id) == "queued"
 
 
