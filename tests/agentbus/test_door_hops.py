@@ -219,14 +219,20 @@ def test_a_woken_wait_answers_without_crossing_to_a_thread(long_poll, monkeypatc
         ("timeout_seconds=0", "eve", 200),
         ("timeout_seconds=0", None, 401),
         ("timeout_seconds=abc", "eve", 400),
+        ("timeout_seconds=0", "session", 200),
     ],
 )
-def test_a_parked_request_answers_with_the_headers_of_djangos_own_chain(query, headers, status, eve, max_):
+def test_a_parked_request_answers_with_the_headers_of_djangos_own_chain(query, headers, status, alice, eve, max_):
     from django.core.handlers.asgi import ASGIHandler
+    from django.test import Client
 
     from markus.core.waits import ParkingASGIHandler
 
-    sent = auth(eve) if headers else {}
+    sent = auth(eve) if headers == "eve" else {}
+    if headers == "session":  # a browser's: the session is loaded, its after-halves run in a thread
+        browser = Client()
+        browser.force_login(alice)
+        sent = {"cookie": f"sessionid={browser.cookies['sessionid'].value}"}
 
     async def both():
         parked = await asgi_get(ParkingASGIHandler(), "/api/agents/eve/agentbus/inbox", query, sent, [])
