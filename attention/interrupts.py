@@ -22,8 +22,9 @@ from .heuristics import Verdict, heuristic_decision
 from .lease import Fence, StaleLease, fenced, lease_renew_if_due
 from .model_call import model_judge
 from .models import AttentionState, DecisionType, LLMSession
-from .scenarios import item_brief, merged_message, row_for
+from .scenarios import item_brief, row_for
 from .session import save_session
+from .session_messages import merged_message
 
 log = logging.getLogger(__name__)
 JUDGE_WORDS = {"continue", "preempt", "cancel", "merge", "defer"}

@@ -19,7 +19,8 @@ from .focus import Focus, HeldSession
 from .lease import Fence, fenced
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord
-from .scenarios import SESSION_RESPONSE, TASK_EXECUTION, first_messages, merged_message, row_for
+from .scenarios import SESSION_RESPONSE, TASK_EXECUTION, row_for
+from .session_messages import first_messages, merged_message
 
 SESSION_PREFIX = "ls_"
 

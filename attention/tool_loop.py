@@ -38,16 +38,9 @@ from .models import ActivityLogType as L
 from .models import LLMSession
 from .no_progress import Refusals
 from .replies import delta_sender
-from .scenarios import (
-    context_lines,
-    context_message,
-    item_brief,
-    last_context,
-    longterm_lines,
-    same_context,
-    system_prompt,
-)
+from .scenarios import context_lines, item_brief, longterm_lines, system_prompt
 from .session import load_session, save_session
+from .session_messages import context_message, last_context, same_context
 from .toolbox import END_TURN, ToolContext, restore_loaded, tools_for
 
 MAX_TURNS = 12

@@ -24,7 +24,7 @@ from django.utils.module_loading import import_string
 log = logging.getLogger(__name__)
 
 #: The first line of the loop's context note (working memory, the mailbox:
-#: ``attention.scenarios.context_message``), a message of its own before the request or
+#: ``attention.session_messages.context_message``), a message of its own before the request or
 #: appended to a tool result: the loop's note, not a person's words.
 CONTEXT_MARK = "[Markus: your context now; not a message from anyone]"
 

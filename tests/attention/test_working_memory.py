@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from attention import loop
-from attention.scenarios import last_context
+from attention.session_messages import last_context
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from attention import loop
-from attention.scenarios import context_lines, last_context
+from attention.scenarios import context_lines
+from attention.session_messages import last_context
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.llm.base import set_provider_override

@@ -1,0 +1,81 @@
+"""The messages of an item's LLM session that the loop writes: the opening messages
+(``first_messages``: a chat's history, or the item's header and content), a merged item as
+the next turn reads it (``merged_message``), and the context note (``context_message``,
+compared without its time by ``same_context``, found again by ``last_context``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mailbox.models import MailboxItem
+from markus.agents.models import ChatMessage
+from markus.llm.base import CONTEXT_MARK
+
+from .scenarios import NOW, row, row_for
+
+
+def context_message(lines: list[str]) -> dict[str, Any]:
+    """``context_lines`` as the loop's note (not a person's words), appended to the
+    session whenever it changed (``tool_loop``)."""
+    return {"role": "user", "content": "\n".join([CONTEXT_MARK, *lines])}
+
+
+def same_context(a: str, b: str) -> bool:
+    """Whether two context notes say the same, the time they were written apart."""
+
+    def rest(note: str) -> list[str]:
+        return [line for line in note.splitlines() if not line.startswith(NOW)]
+
+    return rest(a) == rest(b)
+
+
+def last_context(messages: list[dict[str, Any]]) -> str:
+    """The latest context note in a session (a message of its own, or after a tool
+    result in it); "" when there is none."""
+    for message in reversed(messages):
+        content = str(message.get("content") or "")
+        at = content.find(CONTEXT_MARK)
+        if at != -1:
+            return content[at:]
+    return ""
+
+
+def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None) -> list[dict[str, Any]]:
+    """The opening messages of a new LLM session for the item."""
+    messages: list[dict[str, Any]] = []
+    if row(scenario).in_chat and chat_session_id:
+        history = ChatMessage.objects.filter(
+            session_id=chat_session_id, role__in=[ChatMessage.Role.USER, ChatMessage.Role.ASSISTANT]
+        ).order_by("-created_at", "-id")[:20]
+        messages += [{"role": m.role, "content": m.content} for m in reversed(list(history))]
+        messages.append({"role": "user", "content": _with_notify_context(item)})
+        return messages
+    header = f"[{item.label}] {item.summary}".strip()
+    if item.task_id:
+        header += f" (task {item.task_id})"
+    if item.requirement_id:
+        header += f" (requirement {item.requirement_id})"
+    messages.append({"role": "user", "content": f"{header}\n\n{item.content}".strip()})
+    return messages
+
+
+def _with_notify_context(item: MailboxItem) -> str:
+    """A person's reply to a notification the agent sent about a task or requirement
+    names what it is about (the chat item carries ``metadata.notifyContext``)."""
+    context = (item.metadata or {}).get("notifyContext") or {}
+    about = [
+        f"{kind} {context[key]}"
+        for kind, key in (("task", "taskId"), ("requirement", "requirementId"))
+        if context.get(key)
+    ]
+    if not about:
+        return item.content
+    return f"(replying to your notification about {' / '.join(about)})\n\n{item.content}"
+
+
+def merged_message(item: MailboxItem) -> dict[str, Any]:
+    """How a merged item reaches the next LLM turn."""
+    sender = (item.metadata or {}).get("senderName") or "someone"
+    if row_for(item).in_chat:  # a person's own words
+        return {"role": "user", "content": item.content}
+    return {"role": "user", "content": f"[{item.label} from {sender}] {item.summary}\n\n{item.content}".strip()}
