@@ -449,10 +449,14 @@ def mailbox_lines(
     """The prompt's ``## Mailbox (N waiting)``: up to PROMPT_QUEUE_LIMIT waiting items in
     the order they will be taken (``queue``, in dequeue order; read here when None),
     ``- [priority] type: summary`` each, then ``- … and N more`` (``depth`` waiting in
-    all). ``item``, the one being worked on, is not listed."""
+    all: the loop's count when it began the item, so a first turn past the cap reads only
+    the listed items). ``item``, the one being worked on, is not listed."""
     if queue is None:
         queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
-        depth = len(queue) if len(queue) < PROMPT_QUEUE_LIMIT else queue_depth(agent.id)
+        if len(queue) < PROMPT_QUEUE_LIMIT:
+            depth = len(queue)
+        elif depth is None or depth < len(queue):  # the loop's count, unless it is behind
+            depth = queue_depth(agent.id)
     waiting = [q for q in queue if q.id != item.id][:PROMPT_QUEUE_LIMIT]
     depth = len(waiting) if depth is None else depth
     lines = [f"## Mailbox ({depth_label(depth)} waiting)"]

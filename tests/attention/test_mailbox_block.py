@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from attention import loop
-from attention.scenarios import PROMPT_QUEUE_LIMIT
+from attention.scenarios import PROMPT_QUEUE_LIMIT, mailbox_lines
+from mailbox.models import MailboxItem
+from mailbox.registry import Status
 from markus.llm.base import CONTEXT_MARK
 from markus.llm.scripted import ScriptedProvider, Turn
 
@@ -100,3 +104,19 @@ def test_a_deliberation_lists_what_it_weighs_once(agent, monkeypatch):
     assert "first notice" in first["messages"][0]["content"]  # the listing
     assert "## Mailbox (" not in first["system"]  # not a second block of the same items
     assert "first notice" not in first["system"] and "second notice" not in first["system"]
+
+
+def test_the_first_turn_past_the_cap_reads_the_queue_once_and_takes_its_depth_from_the_loop(agent):
+    """The loop's read counted the queue (up to its cap) when it began the item: the first
+    turn's block reads only the listed items, one statement, and does not count again."""
+    item = enqueue(agent, "human_chat", "the item being worked on", senderRole="user")
+    MailboxItem.objects.filter(id=item.id).update(status=Status.PROCESSING)  # claimed
+    for n in range(PROMPT_QUEUE_LIMIT + 5):
+        enqueue(agent, "system_event", f"notice {n}", priority=3, minutes_ago=100 - n)
+
+    with CaptureQueriesContext(connection) as queries:
+        lines = mailbox_lines(agent, item, depth=PROMPT_QUEUE_LIMIT + 5)
+
+    assert len(queries) == 1, [q["sql"] for q in queries]
+    assert lines[0] == f"## Mailbox ({PROMPT_QUEUE_LIMIT + 5} waiting)"
+    assert lines[-1] == "- … and 5 more"
