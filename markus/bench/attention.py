@@ -35,10 +35,7 @@ Steps:
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -61,6 +58,7 @@ from markus.core.ids import new_id
 from .mailbox import bare_dequeue, bare_enqueue, quiet_wakeups
 from .model_stub import ModelStub
 from .report import Figure
+from .workers import start_worker
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -132,44 +130,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _start_worker(stdout: SupportsWrite[str]) -> Callable[[], None]:
     """One worker for the benchmark; returns how to stop it."""
-    if not settings.REDIS_URL:
-        from markus.celery import app
-        from markus.embedded import start_worker_thread
+    from markus.celery import app
 
-        worker, _thread = start_worker_thread(app, concurrency=1)
-        return lambda: worker.stop(in_sighandler=False)
-    env = {**os.environ, "MARKUS_LLM_PROVIDER": "offline"}
-    command = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "markus",
-        "worker",
-        "-c",
-        "1",
-        "-P",
-        "threads",
-        "--without-heartbeat",
-        "--without-mingle",
-        "--without-gossip",
-        "-l",
-        "WARNING",
-        "-n",
-        f"bench-attention-{os.getpid()}@%h",
-    ]
-    stdout.write("  starting `celery -A markus worker -c 1` (REDIS_URL is set)\n")
-    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def stop() -> None:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-
-    return stop
+    return start_worker(stdout, app=app, module="markus", name="bench-attention")
 
 
 def _statements(agent_id: str, k: int, first: int) -> tuple[int, loop.RunResult]:

@@ -22,17 +22,15 @@ Steps:
 
 from __future__ import annotations
 
-import os
 import queue
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from markus.bench.report import Figure
+from markus.bench.workers import start_worker
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -76,47 +74,9 @@ def _probe_round_trip() -> float:
 
 
 def _start_worker(stdout: SupportsWrite[str]) -> Callable[[], None]:
-    from django.conf import settings
-
     from markus.bench import probe  # registered before the worker starts
 
-    if not settings.REDIS_URL:
-        from markus.embedded import start_worker_thread
-
-        worker, _thread = start_worker_thread(probe.app, concurrency=1)
-        return lambda: worker.stop(in_sighandler=False)
-    env = {**os.environ, "MARKUS_LLM_PROVIDER": "offline"}
-    command = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "markus.bench.probe",
-        "worker",
-        "-c",
-        "1",
-        "-P",
-        "threads",
-        "--without-heartbeat",
-        "--without-mingle",
-        "--without-gossip",
-        "-l",
-        "WARNING",
-        "-n",
-        f"bench-wakeup-{os.getpid()}@%h",
-    ]
-    stdout.write("  starting `celery -A markus.bench.probe worker -c 1` (REDIS_URL is set)\n")
-    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def stop() -> None:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-
-    return stop
+    return start_worker(stdout, app=probe.app, module="markus.bench.probe", name="bench-wakeup")
 
 
 class _Watcher:
