@@ -140,7 +140,7 @@ def notify_stalls(now: datetime | None = None) -> list[str]:
     told = []
     for agent_id, stall in stalls_of(list(agents), now).items():
         agent = agents[agent_id]
-        person = agent.owner or (agent.team.owner if agent.team is not None else None)
+        person = agent.answerable_person
         if stall is None or person is None:
             continue
         if UserNotification.objects.filter(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django.conf import settings
@@ -13,6 +13,9 @@ from django.db import models
 from django.utils import timezone
 
 from markus.core import ids
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 # The bounds of a heartbeat interval, in minutes (5 min to 24 h).
 HEARTBEAT_MIN_MINUTES = 5
@@ -158,6 +161,12 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    @property
+    def answerable_person(self) -> User | None:
+        """The person who answers for this agent: its owner, else its team's owner
+        (select ``owner`` and ``team__owner`` with it to read this without a query)."""
+        return self.owner or (self.team.owner if self.team is not None else None)
 
     @property
     def is_running(self) -> bool:

@@ -126,7 +126,7 @@ def _tell_creator(task: Task, reason: str) -> None:
     creator = task.created_by_user
     agent = task.created_by_agent
     if creator is None and agent is not None:
-        creator = agent.owner or (agent.team.owner if agent.team is not None else None)
+        creator = agent.answerable_person
     if creator is None:
         return
     notify_user(

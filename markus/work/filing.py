@@ -34,7 +34,7 @@ def filing_approver(creator: Agent | None) -> User | None:
     team = creator.team
     if team is not None and not team.agent_task_approval:
         return None
-    return creator.owner or (team.owner if team is not None else None)
+    return creator.answerable_person
 
 
 # A task filed not to start (``start: false``) only waits pending once approved.

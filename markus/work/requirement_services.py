@@ -55,7 +55,7 @@ def _owner_user(requirement: Requirement) -> User | None:
     agent = Agent.objects.select_related("owner", "team__owner").filter(id=requirement_agent_id(requirement)).first()
     if agent is None:
         return None
-    return agent.owner or (agent.team.owner if agent.team else None)
+    return agent.answerable_person
 
 
 def _check_pending_quota(agent_id: str, *, exclude: str | None = None) -> None:
