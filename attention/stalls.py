@@ -137,15 +137,17 @@ def notify_stalls(now: datetime | None = None) -> list[str]:
     """Tell each running agent's owner (else its team's owner) of its stall, once per
     stall. Returns the keys told now."""
     agents = {a.id: a for a in Agent.objects.running().select_related("owner", "team__owner")}
+    stalls = {agent_id: stall for agent_id, stall in stalls_of(list(agents), now).items() if stall is not None}
+    already = set(  # one statement for every stall: the ones whose owner was told
+        UserNotification.objects.filter(
+            type=NotificationType.AGENT_STALLED, metadata__stallKey__in=[s.key for s in stalls.values()]
+        ).values_list("user_id", "metadata__stallKey")
+    )
     told = []
-    for agent_id, stall in stalls_of(list(agents), now).items():
+    for agent_id, stall in stalls.items():
         agent = agents[agent_id]
         person = agent.answerable_person
-        if stall is None or person is None:
-            continue
-        if UserNotification.objects.filter(
-            user=person, type=NotificationType.AGENT_STALLED, metadata__stallKey=stall.key
-        ).exists():
+        if person is None or (person.pk, stall.key) in already:
             continue
         notify_user(
             user=person,

@@ -185,3 +185,12 @@ def test_a_paused_agent_is_not_notified(agent, alice):
     focus(agent, minutes_ago=20)
     type(agent).objects.filter(id=agent.id).update(status="paused")
     assert notify_stalls() == []
+
+
+def test_the_beat_costs_the_same_statements_for_3_and_15_stalls_already_told(alice, team):
+    many(alice, team, 3, 0)
+    assert len(notify_stalls()) == 3
+    small = statements(notify_stalls)
+    many(alice, team, 12, 3)
+    assert len(notify_stalls()) == 12
+    assert statements(notify_stalls) == small
