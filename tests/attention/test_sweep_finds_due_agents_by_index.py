@@ -97,21 +97,3 @@ def test_the_sweep_statements_do_not_grow_with_items_or_agents(alice, kicked):
     many = sweep_statements()
     assert len(many) == len(few)
     assert len(kicked) == 1 + 30
-
-
-@pytest.mark.skipif("connection.vendor != 'sqlite'")
-def test_the_sweep_reads_the_items_by_index_seeks_only(alice, kicked):
-    """SQLite's plan of every sweep statement that reads the items: a SEARCH by the index
-    per agent, never a SCAN of the table or of an index (the PostgreSQL plan prefers a
-    sequential scan on a table this small whatever the query: the bench measures it)."""
-    names = [f"s{i}" for i in range(5)]
-    agents(alice, *names)
-    for name in names:
-        item(name, Status.QUEUED, n=30)
-    reading = [sql for sql in sweep_statements() if f'"{TABLE}"' in sql and sql.lstrip().upper().startswith("SELECT")]
-    assert reading
-    for sql in reading:
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + sql)
-            plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
-        assert f"SCAN {TABLE}" not in plan, plan
