@@ -14,6 +14,8 @@ import json
 import os
 import platform
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -52,6 +54,24 @@ class Figure:
         if self.goal is None:
             return ""
         return f"{'>=' if self.better == 'higher' else '<='} {_fmt(self.goal)}{(' ' + self.unit) if self.unit else ''}"
+
+
+def timings_ms(fn: Callable[[], object], reps: int, *, warmup: int) -> list[float]:
+    """Milliseconds of each of ``reps`` calls of ``fn``, after ``warmup`` unmeasured ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The value at fraction ``q`` of ``values`` in order (0.99: the p99)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _fmt(value: float) -> str:

@@ -59,7 +59,7 @@ from markus.agents.services import agent_create
 from markus.core.ids import new_id
 
 from .mailbox import CLAIM_SQL, COMPLETE_SQL, quiet_wakeups
-from .report import Figure
+from .report import Figure, timings_ms
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -119,14 +119,7 @@ def delete_items(agent_ids: list[str]) -> None:
 
 
 def p50_ms(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return statistics.median(timings_ms(fn, reps, warmup=warmup))
 
 
 def paired_ms(fn: Callable[[], object], base: Callable[[], object], reps: int, warmup: int = 2) -> tuple[float, float]:

@@ -43,7 +43,7 @@ import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from markus.bench.report import Figure
+from markus.bench.report import Figure, percentile
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -210,11 +210,6 @@ def client_main() -> None:
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class _Statements:
@@ -506,7 +501,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
                     popped.append((done - pushed) / 1e6)
             child.expect("done")
             pusher.delete(key)
-            w50, w99, b50, b99 = _pct(woken, 0.5), _pct(woken, 0.99), _pct(popped, 0.5), _pct(popped, 0.99)
+            w50, w99 = percentile(woken, 0.5), percentile(woken, 0.99)
+            b50, b99 = percentile(popped, 0.5), percentile(popped, 0.99)
             write(
                 f"  woken {label} wait: p50 {w50:.3f} ms, p99 {w99:.3f} ms; BRPOP p50 {b50:.3f} ms, "
                 f"p99 {b99:.3f} ms: {w50 / b50:.1f}x, p99 {w99 / b99:.1f}x"

@@ -42,7 +42,7 @@ from markus.agents.models import Agent
 from markus.agents.services import agent_create
 from markus.core.ids import new_id
 
-from .report import Figure
+from .report import Figure, timings_ms
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -115,13 +115,7 @@ def build(agent_id: str, n: int) -> list[str]:
 
 def _timed(fn: Callable[[], object], reps: int) -> tuple[float, float]:
     """p50 and p99 in milliseconds of ``reps`` calls, after WARMUP unmeasured ones."""
-    for _ in range(WARMUP):
-        fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
+    times = timings_ms(fn, reps, warmup=WARMUP)
     return statistics.median(times), statistics.quantiles(times, n=100, method="inclusive")[98]
 
 

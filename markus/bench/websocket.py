@@ -43,7 +43,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from markus.bench.report import Figure
+from markus.bench.report import Figure, percentile
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -228,11 +228,6 @@ def _session_cookie(user: Any) -> str:
     return f"sessionid={client.cookies['sessionid'].value}"
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     from django.conf import settings
     from django.contrib.auth.models import User
@@ -330,8 +325,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             raise RuntimeError(f"subscriber {n}: got {len(indices)} of {k} events, in order: {ordered}")
         latencies.extend((t - commits[i]) / 1e6 for i, t in got)
     pongs = [p / 1e6 for p in result["pongs"]]
-    p50, p99 = _pct(latencies, 0.5), _pct(latencies, 0.99)
-    b50, b99 = _pct(pongs, 0.5), _pct(pongs, 0.99)
+    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+    b50, b99 = percentile(pongs, 0.5), percentile(pongs, 0.99)
     per_frame = per_pong = None
     if None not in cpu and pongs:
         c0, c1, c2 = (c or 0 for c in cpu)
