@@ -14,7 +14,7 @@ from mailbox.models import MailboxItem
 from mailbox.selectors import QUEUE_DEPTH_CAP, depth_capped, depth_label
 from markus.agents.memory import age_label
 
-from .scenarios import PROMPT_QUEUE_LIMIT, scenario_for
+from .scenarios import PROMPT_QUEUE_LIMIT, prompt_summary, scenario_for
 from .triage import candidate_brief
 
 
@@ -59,10 +59,9 @@ def _line(item: MailboxItem, now: datetime) -> str:
     about = f" (task {item.task_id})" if item.task_id else ""
     about += f" (requirement {item.requirement_id})" if item.requirement_id else ""
     sender = (item.metadata or {}).get("senderName")
-    line = (
-        f"- {item.id} [priority {item.priority}] {item.source_type}{about}: {item.summary or item.label}"
-        f" — queued {age_label(item.queued_at, now)}"
-    )
+    summary = prompt_summary(item.summary or item.label)
+    line = f"- {item.id} [priority {item.priority}] {item.source_type}{about}: {summary}"
+    line += f" — queued {age_label(item.queued_at, now)}"
     if sender:
         line += f", from {sender}"
     if is_protected(item):

@@ -380,6 +380,16 @@ def _bus_brief(item: MailboxItem) -> dict[str, Any]:
 # The seed's prompt carries the whole queue: a cap keeps a long queue's prompt bounded
 # (check_mailbox pages the rest).
 PROMPT_QUEUE_LIMIT = 50
+# A waiting item's summary in a prompt's listing (the mailbox block, a deliberation's
+# rivals, the mini triage's candidates): at most this many characters of it, so the
+# listing stays bounded whatever a caller put in the summary.
+SUMMARY_IN_PROMPT = 200
+
+
+def prompt_summary(summary: str) -> str:
+    """A waiting item's summary as a prompt lists it: one line, shortened."""
+    text = " ".join(summary.split())
+    return text if len(text) <= SUMMARY_IN_PROMPT else text[: SUMMARY_IN_PROMPT - 1] + "…"
 
 
 def longterm_lines(
@@ -460,7 +470,7 @@ def mailbox_lines(
     waiting = [q for q in queue if q.id != item.id][:PROMPT_QUEUE_LIMIT]
     depth = len(waiting) if depth is None else depth
     lines = [f"## Mailbox ({depth_label(depth)} waiting)"]
-    lines += [f"- [{q.priority}] {q.source_type}: {q.summary}" for q in waiting]
+    lines += [f"- [{q.priority}] {q.source_type}: {prompt_summary(q.summary)}" for q in waiting]
     if depth > len(waiting):
         rest = f"over {depth_label(depth)[:-1]}" if depth_capped(depth) else str(depth - len(waiting))
         lines.append(f"- … and {rest} more")

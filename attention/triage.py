@@ -55,7 +55,7 @@ from . import records
 from .lease import Fence, Lease, StaleLease, fenced
 from .model_call import model_call
 from .models import DecisionType
-from .scenarios import TRIAGE, bus_stream, identity, item_brief, row_for, scenario_for
+from .scenarios import TRIAGE, bus_stream, identity, item_brief, prompt_summary, row_for, scenario_for
 from .toolbox import TOOLS, ToolContext, execute_tool, load_tools
 
 log = logging.getLogger(__name__)
@@ -284,7 +284,8 @@ def _prompt(briefs: list[dict[str, Any]]) -> str:
     for b in briefs:
         flag = " — stale (informational, waited over 4 h)" if b.get("stale") else ""
         waited = round(b["ageSeconds"] / 60)
-        lines.append(f"- {b['id']} [priority {b['priority']}] {b['type']}: {b['summary']} — waited {waited} min{flag}")
+        summary = prompt_summary(b["summary"])
+        lines.append(f"- {b['id']} [priority {b['priority']}] {b['type']}: {summary} — waited {waited} min{flag}")
     lines.append('Answer with JSON only: {"processItemId", "deferItemIds", "dropItemIds", "reasoning"}.')
     return "\n".join(lines)
 

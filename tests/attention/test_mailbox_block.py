@@ -120,3 +120,26 @@ def test_the_first_turn_past_the_cap_reads_the_queue_once_and_takes_its_depth_fr
     assert len(queries) == 1, [q["sql"] for q in queries]
     assert lines[0] == f"## Mailbox ({PROMPT_QUEUE_LIMIT + 5} waiting)"
     assert lines[-1] == "- … and 5 more"
+
+
+def test_a_long_summary_is_shortened_in_every_listing_of_the_queue(agent):
+    """A summary is the caller's (the mailbox API takes one of any length within the
+    payload's limit): each listing of waiting items in a prompt (the mailbox block, a
+    deliberation's rivals, the mini triage's candidates) shows at most
+    ``SUMMARY_IN_PROMPT`` characters of it, so 50 listed items stay a bounded block."""
+    from datetime import UTC, datetime
+
+    from attention import deliberation_prompt, triage
+    from attention.scenarios import SUMMARY_IN_PROMPT, item_brief
+
+    item = enqueue(agent, "human_chat", "the item being worked on", senderRole="user")
+    MailboxItem.objects.filter(id=item.id).update(status=Status.PROCESSING)
+    long = enqueue(agent, "system_event", "x" * 5000, priority=3)
+
+    [line] = mailbox_lines(agent, item, depth=1)[1:]
+    assert len(line) < SUMMARY_IN_PROMPT + 40 and line.endswith("…")
+    rival = deliberation_prompt._line(long, datetime.now(UTC))
+    assert len(rival.splitlines()[0]) < SUMMARY_IN_PROMPT + 120
+    brief = {**item_brief(long), "ageSeconds": 60}
+    candidates = triage._prompt([brief]).splitlines()[1]
+    assert len(candidates) < SUMMARY_IN_PROMPT + 120
