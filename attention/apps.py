@@ -33,7 +33,8 @@ class AttentionConfig(AppConfig):
         # A paused or stopped agent's dead run is tidied by the sweep (no run takes its
         # lease); a deep sleeper with new work goes back to its normal rhythm; a wait for
         # a colleague's reply that ran out resumes with a timeout note.
-        # An outside agent's items not yet delivered to its bus inbox are delivered.
+        # An outside agent's items not yet delivered to its bus inbox are delivered, and
+        # a person's chat it did not answer in time is ended with an answer saying so.
         # An item kept past its time limit by a holder that froze is ended.
         from .time_limit import end_overdue
 
@@ -42,6 +43,7 @@ class AttentionConfig(AppConfig):
             wake_sleepers_now,
             reply_waits_timed_out,
             outside.deliver_shelved,
+            outside.answers_overdue,
             end_overdue,
         ):
             on(swept, hook, f"attention.swept.{hook.__name__}")

@@ -19,6 +19,14 @@ enqueued for it) is delivered to its inbox and completed in the mailbox (marked
    ``on_hub_answered`` makes each chunk on it the chat's reply (stored, announced, the
    answer of the chat request still waiting). The chat's own messages are stored at
    delivery, so the conversation shows them before any answer.
+4. A person waits for that answer (a chat, over A2A a task ``working``), and no loop or
+   worker holds the wait: the delivery sets when the answer is due
+   (``MARKUS_OUTSIDE_ANSWER_SECONDS``, kept in the completed item's ``deferred_until``),
+   the answer clears it, and ``answers_overdue`` (a sweep hook) ends a chat still
+   unanswered past it: checked once more for an answer, then the person is told in the
+   chat (a failed reply), the item dropped (its A2A task fails with that reply), and the
+   agent's inbox told that nobody waits any more. An answer that comes later is still
+   the chat's reply.
 """
 
 from __future__ import annotations
@@ -26,17 +34,22 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from agentbus import services
 from agentbus.errors import ConflictError
 from agentbus.models import HUB_CHAT_PREFIX, HUB_STREAM_PREFIX, OPERATOR_ID, Chunk, Stream
 from mailbox import lifecycle
+from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
+from markus.agents.chat import reply_answering
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.core.events import CHAT_MESSAGE_EVENT, agent_group, send_event_on_commit
 from markus.core.limits import BUS_PAYLOAD_MAX_CHARS
@@ -47,12 +60,14 @@ from .session import chat_session_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HUB_CHAT_PREFIX", "HUB_STREAM_PREFIX", "chat_stream_id", "deliver", "deliver_shelved"]
+__all__ = ["HUB_CHAT_PREFIX", "HUB_STREAM_PREFIX", "answers_overdue", "chat_stream_id", "deliver", "deliver_shelved"]
 
 # Room kept under the bus's payload limit for the fields around a text cut to fit.
 CUT_MARGIN = 500
 SUMMARY_CHARS = 300  # a summary is one line; a longer one is cut
 SHELVED_BATCH = 200  # items the sweep delivers per run
+OVERDUE_BATCH = 200  # unanswered chats the sweep ends per run
+ANSWER_TIMED_OUT = "answer_timed_out"  # the topic of the inbox's notice that nobody waits any more
 # Whether an agent is outside, as this process last read it: an enqueue stays one INSERT
 # (the mailbox's statement budget) instead of also reading the agent's row. A kind
 # changed in another process is seen within KIND_TTL_SECONDS; meanwhile the sweep
@@ -151,8 +166,14 @@ def deliver(item_id: str) -> Chunk | None:
                 metadata={"mailboxItemId": item.id, "senderId": (item.metadata or {}).get("senderId")},
             )
             ChatSession.objects.filter(id=session_id).update(last_message_at=chunk.created_at)
-        lifecycle.deliver(item, stream_id=stream.id)
+        due = timezone.now() + timedelta(seconds=answer_seconds()) if session_id is not None else None
+        lifecycle.deliver(item, stream_id=stream.id, answer_due=due)
     return chunk
+
+
+def answer_seconds() -> float:
+    """How long a person waits for an outside agent's answer to their chat (at least 1 s)."""
+    return max(1.0, float(settings.MARKUS.get("OUTSIDE_ANSWER_SECONDS", 3600.0)))
 
 
 def _outside(agent_id: str) -> bool:
@@ -237,13 +258,15 @@ def on_hub_answered(sender: type[Stream], stream: Stream, chunk: Chunk, **kwargs
     session = ChatSession.objects.filter(id=original.removeprefix(HUB_CHAT_PREFIX), agent_id=chunk.sender_id).first()
     if session is None:
         return
+    answered = _answered(session.id)
     reply = post_chat_reply(
         session.agent_id,
         session.id,
         services.message_text(chunk.payload),
-        answered=_answered(session.id),
+        answered=answered,
         metadata={"streamId": chunk.stream_id, "sequence": chunk.sequence},
     )
+    lifecycle.answer_came(answered)  # nobody waits for these any more: no deadline ends them
     pushed = {
         "agentId": session.agent_id,
         "sessionId": session.id,
@@ -258,3 +281,86 @@ def on_hub_answered(sender: type[Stream], stream: Stream, chunk: Chunk, **kwargs
     # A person's own session is theirs: the agent's other watchers hear nothing of it.
     owner = session.user_id if session.user_id is not None and not session.is_main else None
     send_event_on_commit(agent_group(session.agent_id), CHAT_MESSAGE_EVENT, pushed, private_to=owner)
+
+
+# ------------------------------------------------------------------------ silence
+
+
+def answers_overdue(*, now: datetime | None = None) -> list[str]:
+    """The sweep's backstop for a person waiting on an outside agent that does not
+    answer (its harness gone, frozen, or silent): every delivered chat whose answer was
+    due by ``now`` and has not come is ended (``_end_unanswered``), each in its own
+    transaction, the soonest due first. Returns the ids ended."""
+    now = now or timezone.now()
+    due = lifecycle.answers_due(now).order_by("deferred_until", "id").values_list("id", flat=True)
+    ended = []
+    for item_id in list(due[:OVERDUE_BATCH]):
+        try:
+            if _end_unanswered(item_id, now):
+                ended.append(item_id)
+        except Exception:
+            log.exception("agentbus: the unanswered chat %s was not ended; the next sweep tries again", item_id)
+    if ended:
+        log.info("agentbus: chats an outside agent did not answer in time, ended: %s", ended)
+    return ended
+
+
+def _end_unanswered(item_id: str, now: datetime) -> bool:
+    """1. Lock the item; still delivered and due? 2. Answered after all (checked once
+    more before giving up)? Then only its deadline goes. 3. Else the person is told in
+    the chat (a failed reply answering the item), the item is dropped saying why (its
+    A2A task fails with that reply), and the agent's inbox hears nobody waits."""
+    with transaction.atomic():
+        item = (
+            MailboxItem.objects.select_for_update()
+            .filter(id=item_id, status=Status.COMPLETED, deferred_until__lte=now)
+            .first()
+        )
+        if item is None or DELIVERED_ON not in item.marks:
+            return False
+        session_id = chat_session_id(item)
+        if reply_answering({item.id}, session_id=session_id) is not None:
+            lifecycle.answer_came([item.id])
+            return False
+        agent = Agent.objects.filter(id=item.agent_id).first()
+        name = agent.name if agent is not None else item.agent_id
+        waited = _span(((item.deferred_until or now) - (item.completed_at or now)).total_seconds())
+        note = (
+            f"{name} (an outside agent) did not answer within {waited}, so this message is closed without "
+            "an answer. It stays in the agent's inbox: an answer that comes later still shows here."
+        )
+        post_chat_reply(item.agent_id, session_id, note, answered=[item.id], metadata={"failed": True})
+        lifecycle.answer_overdue(item, reason=f"unanswered: {name} did not answer within {waited}")
+        _tell_inbox(item, session_id, waited)
+    return True
+
+
+def _tell_inbox(item: MailboxItem, session_id: str, waited: str) -> None:
+    """Best effort: the agent hears, on the chat's stream, that the person no longer
+    waits (the bus's counterpart of cancelling the task it was given)."""
+    who = (item.metadata or {}).get("senderName") or "The person"
+    text = (
+        f"{who} no longer waits for your answer to their message (mailboxItemId {item.id}): it was not "
+        f"answered within {waited}, and they were told so. An answer on this chat still reaches them."
+    )
+    try:
+        with transaction.atomic():
+            services.stream_append(
+                stream_id=str(item.marks[DELIVERED_ON]),
+                sender=None,
+                payload={"text": text, "mailboxItemId": item.id, "sessionId": session_id},
+                topic=ANSWER_TIMED_OUT,
+                actor=OPERATOR_ID,
+            )
+    except Exception:
+        log.warning("agentbus: %s's inbox was not told that nobody waits for %s", item.agent_id, item.id, exc_info=True)
+
+
+def _span(seconds: float) -> str:
+    """``1 hour``, ``30 minutes``, ``45 seconds``: the largest whole unit."""
+    whole = max(0, round(seconds))
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if whole >= size and whole % size == 0:
+            count = whole // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{whole} second{'' if whole == 1 else 's'}"

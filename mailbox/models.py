@@ -75,6 +75,15 @@ class MailboxItem(models.Model):
                 condition=models.Q(status="deferred"),
                 name="idx_mailbox_deferred_due",
             ),
+            # A person's chat delivered to an outside agent, by when its answer is due
+            # (``deferred_until`` of a completed item: set at delivery, cleared by the
+            # answer): the sweep's backstop seeks the overdue ones; only those still
+            # awaited are in it.
+            models.Index(
+                fields=["deferred_until"],
+                condition=models.Q(status="completed", deferred_until__isnull=False),
+                name="idx_mailbox_answer_due",
+            ),
         ]
 
     def __str__(self) -> str:

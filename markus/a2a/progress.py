@@ -6,7 +6,9 @@ The state follows the item (``observe``):
 - deferred, parked for a person's approval → input-required (one update per approval);
 - completed → completed, with the reply (the chat's answer, or the agent's answer on the
   bus) as the status message and an artifact; an outside agent's item, completed when it
-  was delivered to its bus inbox (``DELIVERED_ON``), is working until the agent answers;
+  was delivered to its bus inbox (``DELIVERED_ON``), is working until the agent answers
+  (past ``MARKUS_OUTSIDE_ANSWER_SECONDS`` unanswered, the sweep drops it with a reply
+  saying so: failed, below; ``attention.outside.answers_overdue``);
 - dropped after the loop gave up (it answered "I could not finish this", or recovery gave
   up) → failed; dropped otherwise (cancelled through this door, or by an operator) →
   canceled. A chat merged into another follows the item it was merged into.

@@ -312,6 +312,10 @@ MARKUS = {
     "STALL_SECONDS": env.int("MARKUS_STALL_SECONDS", default=300),
     "STALL_TOOL_FAILURES": env.int("MARKUS_STALL_TOOL_FAILURES", default=3),
     "STALL_WAIT_SECONDS": env.int("MARKUS_STALL_WAIT_SECONDS", default=86_400),
+    # How long a person's chat delivered to an outside agent's bus inbox waits for its
+    # answer: past it the sweep ends it (its A2A task failed, the person told in the chat,
+    # the agent's inbox told nobody waits; attention.outside.answers_overdue).
+    "OUTSIDE_ANSWER_SECONDS": env.float("MARKUS_OUTSIDE_ANSWER_SECONDS", default=3600.0),
     # How long POST /api/agents/{id}/chat waits for the reply before answering 202.
     "CHAT_TIMEOUT_S": env.float("MARKUS_CHAT_TIMEOUT_S", default=120.0),
     # Open agent sockets (/ws/agents/{id}/…) per caller per server process; past it 4429.
