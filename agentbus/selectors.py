@@ -209,6 +209,17 @@ def reply_state(stream_id: str, requester_id: str) -> dict[str, Any]:
     }
 
 
+def replies_closed(requests: dict[str, str]) -> set[str]:
+    """The backstop's one read for every parked request of a process: which of these
+    request streams (``{stream: requester}``) have a closed reply from someone other
+    than their requester (``reply_state``'s ``done``). One statement, whatever the
+    number of requests."""
+    closed = Stream.objects.filter(reply_to__in=list(requests), closed_at__isnull=False).values_list(
+        "reply_to", "sender_id"
+    )
+    return {stream for stream, sender in closed if stream is not None and sender != requests.get(stream)}
+
+
 def reply_expected(stream_id: str, agent_id: str) -> bool:
     """Does the stream wait for ``agent_id``'s answer? A direct stream from another
     agent to it that is not itself an answer, and that it has not answered yet (a

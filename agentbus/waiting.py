@@ -1,11 +1,12 @@
 """The blocking halves of the bus, as coroutines: ``inbox_wait`` and ``stream_request``.
 
 They hold no thread while they sleep: they wait on the inbox's wake-ups
-(``agentbus.wakeup``) and re-read the database when woken. A parked ``inbox_wait``
-does no read of its own while nothing happens: the event loop's one backstop read
-(``wakeup``) wakes it if a message arrived whose wake-up was lost. ``stream_request``
-still re-reads its reply every ``MARKUS["AGENTBUS_POLL_SECONDS"]`` (a close carries no
-inbox position for the backstop to compare).
+(``agentbus.wakeup``) and re-read the database when woken. Neither does a read of its
+own while nothing happens: the event loop's one backstop read (``wakeup``) wakes a
+parked ``inbox_wait`` when a message arrived whose wake-up was lost, and a parked
+``stream_request`` when its reply was closed and the close's wake-up was lost. A
+``stream_request`` re-reads its reply only on a bare wake-up (a close, a reconnect, the
+backstop): a message to the requester's inbox cannot complete it, only a close can.
 
 One hop: everything a wait does before it parks (the ack, the cursor, the first read)
 is one synchronous step (``inbox_start``), which a door runs together with its own
@@ -27,7 +28,6 @@ from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import transaction
 
 from markus.agents.models import Agent
@@ -38,11 +38,6 @@ from .models import AuditAction
 from .wakeup import InboxWaiter, Wake
 
 MAX_WAIT_SECONDS = 3600.0
-
-
-def poll_seconds() -> float:
-    """The fallback poll interval of ``stream_request`` (``MARKUS["AGENTBUS_POLL_SECONDS"]``)."""
-    return float(settings.MARKUS["AGENTBUS_POLL_SECONDS"])
 
 
 def inbox_start(
@@ -149,6 +144,15 @@ def _request_start(
     return stream.id, selectors.chunk_data(chunk)
 
 
+def _request_end(*, stream_id: str, sender: Agent, actor: str, state: dict[str, Any]) -> dict[str, Any]:
+    """The request's last step, one hop: the reply as it stands (read again unless the
+    last read saw it complete: chunks may have come since) and the request stream's close."""
+    if not state["done"]:
+        state = selectors.reply_state(stream_id, sender.id)
+    services.stream_close(stream_id=stream_id, sender=sender, actor=actor)
+    return state
+
+
 async def stream_request(
     *,
     sender: Agent,
@@ -164,20 +168,27 @@ async def stream_request(
     The reply is a stream the responder opens back to the sender with ``replyTo`` set
     to the request's stream; it is complete when the responder closes it. On timeout
     the answer carries what arrived so far and ``timed_out: true``.
+
+    While it waits it reads nothing: the close's wake-up (a bare one on the requester's
+    inbox) makes it read the reply; a wake-up that carries a position is an append,
+    which cannot complete a reply, and is passed over. The backstop (``wakeup``) covers
+    a lost close.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, min(timeout, MAX_WAIT_SECONDS))
     stream_id, request = await sync_to_async(_request_start)(
         sender=sender, recipient=recipient, payload=payload, topic=topic, actor=actor
     )
-    async with InboxWaiter(sender.id) as waiter:
-        while True:
-            state = await sync_to_async(selectors.reply_state)(stream_id, sender.id)
+    async with InboxWaiter(sender.id) as waiter:  # registered before the first read: never lost
+        state = await sync_to_async(selectors.reply_state)(stream_id, sender.id)
+        while not state["done"]:
             remaining = deadline - loop.time()
-            if state["done"] or remaining <= 0:
+            if remaining <= 0:
                 break
-            await waiter.wait(min(remaining, poll_seconds()))
-    await sync_to_async(services.stream_close)(stream_id=stream_id, sender=sender, actor=actor)
+            wakes = await waiter.wait(remaining, reply_to=stream_id)
+            if any(wake.position is None for wake in wakes):
+                state = await sync_to_async(selectors.reply_state)(stream_id, sender.id)
+    state = await sync_to_async(_request_end)(stream_id=stream_id, sender=sender, actor=actor, state=state)
     return {
         "streamId": stream_id,
         "request": request,

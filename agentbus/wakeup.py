@@ -31,7 +31,11 @@ a daphne process has one loop) reads the database for all of them together every
 ``MARKUS["AGENTBUS_POLL_SECONDS"]`` (``selectors.inbox_news``: on an idle server one
 statement, the inbox clock, whatever the number of waits), then wakes only the waiters
 whose inbox has something after their position. A parked wait does no read of its own:
-512 idle waits cost one small query per period, not 512.
+512 idle waits cost one small query per period, not 512. A parked bus request
+(``waiting.stream_request``, ``wait(timeout, reply_to=...)``) waits for its reply's close,
+which moves no inbox position: the same task reads, in the same period and the same
+thread hop, which of the parked requests have a closed reply (``selectors.replies_closed``,
+one statement for all of them) and wakes those.
 """
 
 from __future__ import annotations
@@ -364,9 +368,13 @@ def backstop_seconds() -> float:
     return float(settings.MARKUS["AGENTBUS_POLL_SECONDS"])
 
 
-def _inbox_news(positions: dict[str, int]) -> tuple[int, set[str]]:
+def _backstop_read(positions: dict[str, int], requests: dict[str, str]) -> tuple[int, set[str], set[str]]:
+    """The inbox clock and the agents with news (``selectors.inbox_news``) when waits
+    are parked on positions, the answered requests (``selectors.replies_closed``) when
+    requests are parked: at most one statement each while nothing happens."""
     close_old_connections()  # a connection that died since the last period is replaced
-    return selectors.inbox_news(positions)
+    clock, news = selectors.inbox_news(positions) if positions else (0, set())
+    return clock, news, selectors.replies_closed(requests) if requests else set()
 
 
 class _Backstop:
@@ -405,14 +413,19 @@ class _Backstop:
         for waiter, position in watched.items():
             assert position is not None
             positions[waiter.agent_id] = min(position, positions.get(waiter.agent_id, position))
-        if not positions:
+        asking = {w: w.reply_to for w in self.parked if w.reply_to is not None}
+        requests = {stream: w.agent_id for w, stream in asking.items() if stream is not None}
+        if not positions and not requests:
             return
         self.reads += 1
         try:
-            clock, news = await sync_to_async(_inbox_news)(positions)
+            clock, news, answered = await sync_to_async(_backstop_read)(positions, requests)
         except Exception as exc:
             log.warning("agentbus: the wake-up backstop could not read the inboxes (%s)", exc)
             return
+        for waiter, stream in asking.items():
+            if waiter.reply_to == stream and stream in answered:
+                waiter._deliver(Wake())
         for waiter, position in watched.items():
             if waiter.position != position:
                 continue  # woken meanwhile: it reads for itself
@@ -540,9 +553,12 @@ class InboxWaiter:
     after the first one or the timeout (then an empty list). ``position``: the inbox
     position the caller has read up to; the loop's backstop then watches it while it
     sleeps (and wakes it with a bare ``Wake`` when a message after it is found).
+    ``reply_to``: the request stream whose reply the caller (the inbox's agent) waits
+    for; the backstop wakes it with a bare ``Wake`` when that reply is closed.
     """
 
-    __slots__ = ("_future", "_hub", "_wakes", "agent_id", "loop", "position")  # a parked waiter costs little
+    # A parked waiter costs little.
+    __slots__ = ("_future", "_hub", "_wakes", "agent_id", "loop", "position", "reply_to")
 
     def __init__(self, agent_id: str) -> None:
         self.agent_id = agent_id
@@ -551,6 +567,7 @@ class InboxWaiter:
         self._wakes: list[Wake] = []
         self._future: asyncio.Future[None] | None = None
         self.position: int | None = None  # while parked with a position: watched by the backstop
+        self.reply_to: str | None = None  # while parked on a request's reply: watched by the backstop
 
     async def __aenter__(self) -> InboxWaiter:
         hub = self._hub = _hub_for(self.loop)
@@ -572,13 +589,13 @@ class InboxWaiter:
         if self._future is not None and not self._future.done():
             self._future.set_result(None)
 
-    async def wait(self, timeout: float, *, position: int | None = None) -> list[Wake]:
+    async def wait(self, timeout: float, *, position: int | None = None, reply_to: str | None = None) -> list[Wake]:
         if not self._wakes and timeout > 0:
             future = self._future = self.loop.create_future()
             timer = self.loop.call_later(timeout, _resolve_none, future)
             backstop = None
-            if position is not None:
-                self.position = position
+            if position is not None or reply_to is not None:
+                self.position, self.reply_to = position, reply_to
                 backstop = _backstop_for(self.loop)
                 backstop.park(self)
             try:
@@ -586,7 +603,7 @@ class InboxWaiter:
             finally:
                 timer.cancel()
                 self._future = None
-                self.position = None
+                self.position = self.reply_to = None
                 if backstop is not None:
                     backstop.unpark(self)
         wakes, self._wakes = self._wakes, []
