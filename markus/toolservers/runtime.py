@@ -103,7 +103,6 @@ class _Connection:
                 self.stderr.close()
 
     def _client(self, stack: contextlib.AsyncExitStack) -> Client:
-        import httpx2
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client
@@ -114,7 +113,9 @@ class _Connection:
             command, env = executable(spec.command), dict(spec.env) or None
             params = StdioServerParameters(command=command, args=list(spec.args), env=env)
             return Client(stdio_client(params, errlog=self.stderr), read_timeout_seconds=spec.timeout)
-        http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(spec.timeout))
+        from . import pinned  # every connection to an address checked as it is made
+
+        http = pinned.client(dict(spec.headers), spec.timeout)
         stack.push_async_callback(http.aclose)
         return Client(streamable_http_client(spec.url, http_client=http), read_timeout_seconds=spec.timeout)
 

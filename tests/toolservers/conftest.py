@@ -108,8 +108,9 @@ class Counter:
 
 
 @pytest.fixture
-def counter(tmp_path: Path, stop_servers: None, allow_private: None) -> Iterator[Counter]:
-    """counter_server.py on a free port (Streamable HTTP), on this machine (allowed)."""
+def local_counter(tmp_path: Path, stop_servers: None) -> Iterator[Counter]:
+    """counter_server.py on a free port of 127.0.0.1 (Streamable HTTP); this machine is
+    not allowed by this fixture (``counter`` allows it)."""
     port, log = free_port(), tmp_path / "effects.log"
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "counter_server.py"), "--port", str(port), "--log", str(log)],
@@ -130,6 +131,12 @@ def counter(tmp_path: Path, stop_servers: None, allow_private: None) -> Iterator
     finally:
         proc.kill()
         proc.wait(10)
+
+
+@pytest.fixture
+def counter(local_counter: Counter, allow_private: None) -> Counter:
+    """counter_server.py on a free port (Streamable HTTP), on this machine (allowed)."""
+    return local_counter
 
 
 def offered_names(body: dict[str, Any]) -> list[str]:
