@@ -222,3 +222,18 @@ def test_a_real_mcp_server_is_listed_and_called_through_the_checked_connection(l
     assert {t["name"] for t in offered.refresh(server)} >= {"increment", "count"}
     offered.call(server, "increment", {"marker": "m"})
     assert local_counter.lines("done", "m") == 1
+
+
+def test_no_proxy_from_the_environment_resolves_the_name_unchecked(
+    recorder, resolver, outside, monkeypatch, stop_servers
+):
+    """A proxy would resolve the name itself, past the check: none is used."""
+    proxy = recorder("127.0.0.1")
+    for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(variable, f"http://127.0.0.1:{proxy.port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    front = recorder(OUTSIDE)
+    resolver(lambda n: OUTSIDE)
+    offered.refresh(tracker(f"http://{NAME}:{front.port}/mcp"))
+    assert proxy.seen == [] and front.seen
