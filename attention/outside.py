@@ -292,7 +292,7 @@ def answers_overdue(*, now: datetime | None = None) -> list[str]:
     due by ``now`` and has not come is ended (``_end_unanswered``), each in its own
     transaction, the soonest due first. Returns the ids ended."""
     now = now or timezone.now()
-    due = lifecycle.answers_due(now).order_by("deferred_until", "id").values_list("id", flat=True)
+    due = lifecycle.answers_due(now).order_by("deferred_until").values_list("id", flat=True)
     ended = []
     for item_id in list(due[:OVERDUE_BATCH]):
         try:

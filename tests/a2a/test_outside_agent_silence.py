@@ -9,15 +9,18 @@ outside agent, alice a person; the server is the real ASGI stack, the client the
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
+import httpx
 import pytest
 from a2a.types import GetTaskRequest, TaskState
 from asgiref.sync import async_to_sync
 
 from agentbus.models import Chunk
 from attention.services import sweep
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.chat import chat_reply_for
@@ -26,7 +29,7 @@ from tests.agentbus.test_mcp_door import call, over_http
 
 from .conftest import a2a_client, send_request
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg]
 S = TaskState
 DEADLINE_S = 1.0
 
@@ -128,3 +131,46 @@ def test_an_answer_in_time_completes_the_task_and_the_sweep_past_the_deadline_le
     item = MailboxItem.objects.get(id=task.id)
     assert item.status == Status.COMPLETED and item.deferred_until is None
     assert not Chunk.objects.filter(topic="answer_timed_out").exists()
+
+
+def test_a_persons_chat_request_waiting_on_a_silent_outside_agent_gets_the_answer_that_it_did_not_answer(
+    base, eve, alice, tokens, short_deadline, settings, monkeypatch
+):
+    """The chat API, not A2A: the request still waits when the deadline passes; the
+    sweep's answer is its answer (200, not a 202 with nothing to come)."""
+    monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 10)
+
+    def sweep_after_the_deadline() -> None:
+        _past_the_deadline()
+        sweep()
+
+    sweeper = threading.Thread(target=sweep_after_the_deadline)
+    with httpx.Client(headers={"Authorization": f"Bearer {tokens['alice']}"}, timeout=30) as http:
+        sweeper.start()
+        answered = http.post(f"{base}/api/agents/{eve.agent.id}/chat", json={"text": "Is the build broken?"})
+    sweeper.join()
+    assert answered.status_code == 200, answered.text
+    reply = answered.json()["reply"]
+    assert reply.startswith("Eve (an outside agent) did not answer within 1 second"), reply
+
+
+def test_a_sweep_that_dies_midway_leaves_the_wait_for_the_next_sweep_which_answers_once(
+    base, eve, alice, tokens, short_deadline, monkeypatch
+):
+    task = _send(base, eve.agent.id, tokens["alice"], "Did the deploy go out?", "s-4")
+    _past_the_deadline()
+
+    def dies(*args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("the sweep's process dies here")
+
+    with monkeypatch.context() as m:
+        m.setattr(lifecycle, "answer_overdue", dies)
+        sweep()  # the person's note and the drop are one transaction: nothing of it stays
+    assert _get(base, eve.agent.id, tokens["alice"], task.id).status.state == S.TASK_STATE_WORKING
+    assert not ChatMessage.objects.filter(role=ChatMessage.Role.ASSISTANT).exists()
+
+    sweep()
+    sweep()
+    done = _get(base, eve.agent.id, tokens["alice"], task.id)
+    assert done.status.state == S.TASK_STATE_FAILED
+    assert ChatMessage.objects.filter(session_id=done.context_id, role=ChatMessage.Role.ASSISTANT).count() == 1
