@@ -13,6 +13,10 @@ Cases:
   per item beside a bare claim + complete, the queue read beside the bare head
   SELECT, the sweep beside the same sweep at the smallest size, the timeline's first
   page beside a one-row page (``markus.bench.scale_queue``).
+- ``floor`` (SQLite): the statements of the loop's items replayed with no Python around
+  them, on a copy of the database, beside bare claim + complete pairs on the same copy:
+  the best ratio the loop could reach with the statements it runs
+  (``markus.bench.scale_floor``).
 - ``waits``: 512 parked inbox waits: the server's CPU share and SQL statements a second
   beside an idle server, memory per parked MCP wait beside a REST one, a woken REST and
   MCP wait beside a BRPOP wake-up, a call that does not wait beside a one-row GET
@@ -34,7 +38,7 @@ if TYPE_CHECKING:
 
 SUITE = "scale"
 # The cases, in order: module markus.bench.scale_<name>, run(stdout, options) -> figures.
-CASES: list[str] = ["queue", "waits"]
+CASES: list[str] = ["queue", "floor", "waits"]
 SELECT_ENV = "MARKUS_BENCH_SCALE"
 
 
