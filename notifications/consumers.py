@@ -12,11 +12,7 @@ the kind), a foreign agent exactly like a missing one.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import weakref
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 from urllib.parse import ParseResult, parse_qs, urlparse
@@ -33,6 +29,7 @@ from markus.agents.models import Agent
 from markus.agents.permissions import PUBLIC, Reader, reader_for
 from markus.core.channel_layer import EVENT, frame_for
 from markus.core.events import agent_group, user_group
+from notifications import fanout
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +171,13 @@ def visible_agent_for_scope(scope: Scope, agent_id: str) -> Agent | None:
 class EventStreamConsumer(AsyncJsonWebsocketConsumer):
     """A socket fed by a group's ``markus.event`` messages, each forwarded as the JSON
     text the channel layer encoded once for the whole fan-out (``event_text``), through
-    the loop's frame pump."""
+    the loop's frame pump.
+
+    A socket whose class forwards events as they are (does not override
+    ``markus_event``) does not receive them on its own channel: the process's feed of
+    its group hands each event to it (``notifications.fanout``; ``subscribe`` /
+    ``unsubscribe``). One that renders them itself (the mind page's) keeps its own
+    channel in the group."""
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels runs ``close_old_connections`` in the sync thread before every
@@ -189,11 +192,45 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
     # What of private conversations this socket's reader may read (set on connect).
     reader: Reader = PUBLIC
     closed = False  # the client went away (or a send failed): the pump skips it
+    # Frames of events that came between the subscription and the accept, sent after it.
+    early: list[str] | None = None
 
     async def markus_event(self, message: dict[str, Any]) -> None:
+        self.deliver(message)
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """This socket's frame of an event (None: a private event its reader gets
+        nothing of), to the loop's frame pump."""
         text = frame_for(message, self.reader.sees)
-        if text is not None:  # None: a private event this reader gets nothing of
-            _pump().push(self, text)
+        if text is None:
+            return
+        if self.early is not None:
+            self.early.append(text)
+        else:
+            fanout.pump().push(self, text)
+
+    def fed_by_the_process(self) -> bool:
+        return type(self).markus_event is EventStreamConsumer.markus_event
+
+    async def subscribe(self, group: str) -> None:
+        """Subscribe to ``group`` and accept the socket: it gets every event sent to the
+        group after the subscription, the first ones once it is open."""
+        if not self.fed_by_the_process():
+            await self.channel_layer.group_add(group, self.channel_name)
+            await self.accept()
+            return
+        self.early = []
+        await fanout.join(self.channel_layer, group, self)
+        await self.accept()
+        early, self.early = self.early, None
+        for text in early:
+            fanout.pump().push(self, text)
+
+    async def unsubscribe(self, group: str) -> None:
+        if self.fed_by_the_process():
+            await fanout.leave(self.channel_layer, group, self)
+        else:
+            await self.channel_layer.group_discard(group, self.channel_name)
 
     async def refuse(self, code: int, reason: str) -> None:
         """Refuse the caller with a code and reason a browser can read: accepted, then
@@ -226,90 +263,6 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
             self.place = None
 
 
-# Frames sent per pass of the event loop (see _FramePump).
-FRAMES_PER_PASS = 16
-# How an ``agent:delta`` frame begins (events are encoded with their type first).
-_DELTA_PREFIX = '{"type": "agent:delta"'
-_TURN_KEYS = ("agentId", "mailboxItemIds", "activityId", "turn")
-
-
-def _coalesced(first: str, then: str) -> str | None:
-    """One delta frame of two of the same turn (the text of ``then`` after that of
-    ``first``), or None when they are not of one turn."""
-    a, b = json.loads(first), json.loads(then)
-    if any(a.get(k) != b.get(k) for k in _TURN_KEYS) or not isinstance(a.get("text"), str):
-        return None
-    a["text"] += str(b.get("text") or "")
-    if "seq" in b:  # a chat's piece: the frame ends with the later one (a resume goes on after it)
-        a["seq"] = b["seq"]
-    return json.dumps(a)
-
-
-class _FramePump:
-    """One event loop's outgoing event frames, sent in the order the consumers handed
-    them over, ``FRAMES_PER_PASS`` per pass of the loop.
-
-    The server writes a frame to its socket when the loop next polls. A fan-out wakes
-    every subscriber's consumer in the same pass, so without the pump no frame would
-    leave before the last subscriber's frame was made; with it the first subscribers'
-    frames are on the wire while the rest are still being sent. One queue per loop keeps
-    each socket's frames in order.
-
-    ``agent:delta`` frames are coalesced per socket: a delta pushed while the socket's
-    last frame still waits in the queue, and is a delta of the same turn, is appended to
-    that frame's text instead of queued as one more. A socket the pump is behind on (a
-    slow client, a large audience) gets fewer, longer pieces, never more frames than
-    the agent produced, and the queue grows by at most one delta per socket per turn."""
-
-    def __init__(self) -> None:
-        self.pending: deque[list[Any]] = deque()  # [consumer, text]
-        self.last: dict[EventStreamConsumer, list[Any]] = {}  # each socket's last queued frame
-        self.task: asyncio.Task[None] | None = None
-
-    def push(self, consumer: EventStreamConsumer, text: str) -> None:
-        last = self.last.get(consumer)
-        if last is not None and text.startswith(_DELTA_PREFIX) and last[1].startswith(_DELTA_PREFIX):
-            merged = _coalesced(last[1], text)
-            if merged is not None:
-                last[1] = merged
-                return
-        entry = [consumer, text]
-        self.pending.append(entry)
-        self.last[consumer] = entry
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self.run())
-
-    async def run(self) -> None:
-        try:
-            while self.pending:
-                for _ in range(min(FRAMES_PER_PASS, len(self.pending))):
-                    entry = self.pending.popleft()
-                    consumer, text = entry
-                    if self.last.get(consumer) is entry:
-                        del self.last[consumer]
-                    if consumer.closed:  # went away mid-fan-out: its frames are dropped quietly
-                        continue
-                    try:
-                        await consumer.send(text_data=text)
-                    except Exception as exc:  # one closed socket must not stop the others' frames
-                        consumer.closed = True
-                        log.info("socket %s closed mid-fan-out (%s): its frames dropped", consumer.channel_name, exc)
-                await asyncio.sleep(0)  # a pass of the loop: it writes these frames out
-        finally:
-            self.task = None
-
-
-_pumps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _FramePump] = weakref.WeakKeyDictionary()
-
-
-def _pump() -> _FramePump:
-    loop = asyncio.get_running_loop()
-    pump = _pumps.get(loop)
-    if pump is None:
-        pump = _pumps[loop] = _FramePump()
-    return pump
-
-
 class AgentEventsConsumer(EventStreamConsumer):
     """``/ws/agents/<id>/``: ``agent:mailbox``, ``agent:decision``, ``agent:attention``,
     ``agent:focus`` (and any other event of the agent's group) as JSON frames."""
@@ -335,8 +288,7 @@ class AgentEventsConsumer(EventStreamConsumer):
         if not await self.take_place("agent"):
             return
         self.group = agent_group(self.agent.id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
+        await self.subscribe(self.group)
         await self.on_accepted()
 
     async def on_accepted(self) -> None:
@@ -346,7 +298,7 @@ class AgentEventsConsumer(EventStreamConsumer):
         self.closed = True
         self.leave_place()
         if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.unsubscribe(self.group)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """The stream is one way; whatever a client sends is ignored."""
@@ -380,14 +332,13 @@ class NotificationsConsumer(EventStreamConsumer):
         if not await self.take_place("notification"):
             return
         self.group = user_group(self.scope["user"].pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
+        await self.subscribe(self.group)
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
         self.leave_place()
         if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.unsubscribe(self.group)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """The stream is one way; whatever a client sends is ignored."""

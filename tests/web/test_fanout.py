@@ -98,7 +98,7 @@ def test_an_event_reaches_the_socket_without_a_thread_hop_per_subscriber(alice, 
 
 
 def test_the_frame_pump_sends_in_order_in_passes_and_survives_a_failing_socket():
-    from notifications import consumers
+    from notifications import fanout
 
     sent: list[tuple[str, str]] = []
 
@@ -118,7 +118,7 @@ def test_the_frame_pump_sends_in_order_in_passes_and_survives_a_failing_socket()
             sent.append((self.name, text_data))
 
     async def go() -> list[int]:
-        pump = consumers._pump()
+        pump = fanout.pump()
         sockets = [Socket(f"s{i}", broken=(i == 3)) for i in range(40)]
         passes = []
         for event in ("a", "b"):
@@ -134,11 +134,11 @@ def test_the_frame_pump_sends_in_order_in_passes_and_survives_a_failing_socket()
     assert len(sent) == 2 * 39  # all but the broken socket's, which was skipped
     assert tries.count("s3") == 1  # once it failed its next frames were dropped, not tried
     assert sent[:39] == [(f"s{i}", "a") for i in range(40) if i != 3]
-    assert max(b - a for a, b in zip(passes, [*passes[1:], len(sent)], strict=True)) <= consumers.FRAMES_PER_PASS
+    assert max(b - a for a, b in zip(passes, [*passes[1:], len(sent)], strict=True)) <= fanout.FRAMES_PER_PASS
 
 
 def test_deltas_a_socket_is_behind_on_are_coalesced_per_turn_and_never_reordered():
-    from notifications import consumers
+    from notifications import fanout
 
     got: list[dict] = []
 
@@ -162,7 +162,7 @@ def test_deltas_a_socket_is_behind_on_are_coalesced_per_turn_and_never_reordered
         )
 
     async def go() -> None:
-        pump, socket = consumers._pump(), Socket()
+        pump, socket = fanout.pump(), Socket()
         words = [f"w{n} " for n in range(30)]
         for word in words:  # all pushed before the pump's first pass: the socket is behind
             pump.push(socket, delta(1, word))
@@ -179,3 +179,115 @@ def test_deltas_a_socket_is_behind_on_are_coalesced_per_turn_and_never_reordered
         ("agent:delta", 1, "after "),
         ("agent:delta", 2, "next"),  # another turn is a frame of its own
     ]
+
+
+async def receiving_events(layer, received: list[str]):
+    """``layer.receive`` that notes the channel of every event it hands out."""
+    real = layer.receive
+
+    async def receive(channel: str) -> dict:
+        message = await real(channel)
+        if message.get("type") == "markus.event":
+            received.append(channel)
+        return message
+
+    return receive
+
+
+def test_a_groups_event_is_received_once_per_process_not_once_per_socket(alice, agent):
+    """Ten sockets of this process on one agent: each event leaves the channel layer once
+    (one receive, one decode) and is handed to the ten sockets in the process; no
+    socket's own receive loop is woken for it."""
+    from channels.layers import get_channel_layer
+
+    cookie = session_cookie(alice)
+    layer = get_channel_layer()
+    received: list[str] = []
+
+    async def go():
+        with mock.patch.object(layer, "receive", await receiving_events(layer, received)):
+            sockets = await open_sockets(f"/ws/agents/{agent.id}/", cookie, 10)
+            try:
+                await database_sync_to_async(commit_events)(agent.id, 3)
+                return await asyncio.gather(*(frames_of(c, 3) for c in sockets))
+            finally:
+                for c in sockets:
+                    await c.disconnect()
+
+    frames = async_to_sync(go)()
+    assert [[f["item"]["summary"] for f in got] for got in frames] == [["e0", "e1", "e2"]] * 10
+    assert len(received) == 3, f"{len(received)} receives of 3 events by 10 sockets"
+    assert len(set(received)) == 1  # one channel of the process for the group
+
+
+def test_each_socket_of_one_fan_out_gets_only_what_its_reader_may_see(alice, bob, agent):
+    """One event about bob's private session, fanned out once in the process to the
+    owner's and bob's sockets: bob gets it, the owner its public form, and of an event
+    without a public form nothing; both get the next public event, in order."""
+    from markus.core.events import agent_group, send_event_on_commit
+
+    group = agent_group(agent.id)
+
+    def send() -> None:
+        with transaction.atomic():
+            send_event_on_commit(
+                group, "probe", {"n": 1, "text": "secret"}, private_to=bob.pk, public={"n": 1, "text": "[private]"}
+            )
+        with transaction.atomic():
+            send_event_on_commit(group, "probe", {"n": 2, "text": "secret too"}, private_to=bob.pk)
+        with transaction.atomic():
+            send_event_on_commit(group, "probe", {"n": 3, "text": "for all"})
+
+    owner_cookie, person_cookie = session_cookie(alice), session_cookie(bob)
+
+    async def go():
+        owner, ok = await ws_connect(f"/ws/agents/{agent.id}/", cookie=owner_cookie)
+        person, ok2 = await ws_connect(f"/ws/agents/{agent.id}/", cookie=person_cookie)
+        assert ok and ok2
+        try:
+            await database_sync_to_async(send)()
+            got_person = await frames_of(person, 3)
+            got_owner = await frames_of(owner, 2)
+            assert await owner.receive_nothing(timeout=0.1)
+            return got_owner, got_person
+        finally:
+            await owner.disconnect()
+            await person.disconnect()
+
+    got_owner, got_person = async_to_sync(go)()
+    assert [(f["n"], f["text"]) for f in got_person] == [(1, "secret"), (2, "secret too"), (3, "for all")]
+    assert [(f["n"], f["text"]) for f in got_owner] == [(1, "[private]"), (3, "for all")]
+
+
+def test_a_socket_that_leaves_stops_getting_frames_and_the_last_one_unsubscribes_the_process(alice, agent):
+    from channels.layers import get_channel_layer
+
+    from markus.core.events import agent_group
+
+    cookie = session_cookie(alice)
+    layer = get_channel_layer()
+
+    def members() -> int:
+        if "_get_layer" in dir(type(layer)):  # Redis pub/sub: the layer of this loop
+            inner = layer._get_layer()
+            return len(inner.groups.get(inner._get_group_channel_name(agent_group(agent.id)), ()))
+        return len(layer.groups.get(agent_group(agent.id), ()))
+
+    async def go():
+        sockets = await open_sockets(f"/ws/agents/{agent.id}/", cookie, 4)
+        await database_sync_to_async(commit_events)(agent.id, 1)
+        for c in sockets:
+            await frames_of(c, 1)
+        await sockets[0].disconnect()
+        await database_sync_to_async(commit_events)(agent.id, 1)
+        for c in sockets[1:]:
+            assert [f["item"]["summary"] for f in await frames_of(c, 1)] == ["e0"]
+        during = members()
+        for c in sockets[1:]:
+            await c.disconnect()
+        await asyncio.sleep(0.05)
+        return during, members()
+
+    during, after = async_to_sync(go)()
+    assert during >= 1
+    assert after == 0
