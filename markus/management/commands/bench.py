@@ -38,6 +38,9 @@ class Command(BaseCommand):
         parser.add_argument("--only", default="", help="with all: a comma-separated subset of the suites")
         parser.add_argument("--json", default="", metavar="PATH", help="also write the figures as JSON to PATH")
         parser.add_argument(
+            "--subscribers", type=int, default=None, help="websocket: how many sockets watch the agent (100)"
+        )
+        parser.add_argument(
             "--install", action="store_true", help="peers: pip-install the peer queues first (never a dependency)"
         )
 
