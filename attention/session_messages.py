@@ -9,7 +9,7 @@ from typing import Any
 
 from mailbox.models import MailboxItem
 from markus.agents.models import ChatMessage
-from markus.llm.base import CONTEXT_MARK
+from markus.llm.base import CONTEXT_MARK, CONTEXT_MARKS, context_at
 
 from .scenarios import NOW, row, row_for
 
@@ -21,10 +21,11 @@ def context_message(lines: list[str]) -> dict[str, Any]:
 
 
 def same_context(a: str, b: str) -> bool:
-    """Whether two context notes say the same, the time they were written apart."""
+    """Whether two context notes say the same, the time they were written apart and
+    whichever mark they carry (a session stored under an older mark)."""
 
     def rest(note: str) -> list[str]:
-        return [line for line in note.splitlines() if not line.startswith(NOW)]
+        return [line for line in note.splitlines() if not line.startswith(NOW) and line not in CONTEXT_MARKS]
 
     return rest(a) == rest(b)
 
@@ -34,7 +35,7 @@ def last_context(messages: list[dict[str, Any]]) -> str:
     result in it); "" when there is none."""
     for message in reversed(messages):
         content = str(message.get("content") or "")
-        at = content.find(CONTEXT_MARK)
+        at = context_at(content)
         if at != -1:
             return content[at:]
     return ""

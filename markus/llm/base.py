@@ -25,8 +25,21 @@ log = logging.getLogger(__name__)
 
 #: The first line of the loop's context note (working memory, the mailbox:
 #: ``attention.session_messages.context_message``), a message of its own before the request or
-#: appended to a tool result: the loop's note, not a person's words.
-CONTEXT_MARK = "[Markus: your context now; not a message from anyone]"
+#: appended to a tool result: the loop's note, not a person's words. It names no speaker: a
+#: mark that began with the platform's name read to a small model as who was talking, and an
+#: agent named Ada answered "I am Markus".
+CONTEXT_MARK = "[context now; not a message from anyone]"
+#: The marks the note had before, still in sessions stored then: found and compared alike,
+#: so such a session's note is recognised (and not noted again) when it resumes.
+OLD_CONTEXT_MARKS = ("[Markus: your context now; not a message from anyone]",)
+CONTEXT_MARKS = (CONTEXT_MARK, *OLD_CONTEXT_MARKS)
+
+
+def context_at(content: str) -> int:
+    """Where the loop's context note begins in a message's content (under its mark or an
+    older one), -1 when it has none."""
+    found = [at for mark in CONTEXT_MARKS if (at := content.find(mark)) != -1]
+    return min(found, default=-1)
 
 
 def without_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -35,8 +48,9 @@ def without_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept = []
     for m in messages:
         content = m.get("content")
-        if isinstance(content, str) and CONTEXT_MARK in content:
-            content = content[: content.find(CONTEXT_MARK)].rstrip()
+        at = context_at(content) if isinstance(content, str) else -1
+        if isinstance(content, str) and at != -1:
+            content = content[:at].rstrip()
             if not content and m.get("role") == "user":
                 continue
             m = {**m, "content": content}
