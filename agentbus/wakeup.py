@@ -372,7 +372,8 @@ def _backstop_read(positions: dict[str, int], requests: dict[str, str]) -> tuple
     """The inbox clock and the agents with news (``selectors.inbox_news``) when waits
     are parked on positions, the answered requests (``selectors.replies_closed``) when
     requests are parked: at most one statement each while nothing happens."""
-    close_old_connections()  # a connection that died since the last period is replaced
+    if not transaction.get_connection().in_atomic_block:  # never a caller's open transaction
+        close_old_connections()  # a connection that died since the last period is replaced
     clock, news = selectors.inbox_news(positions) if positions else (0, set())
     return clock, news, selectors.replies_closed(requests) if requests else set()
 

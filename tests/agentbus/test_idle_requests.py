@@ -33,10 +33,14 @@ BACKSTOP = 0.2  # the backstop period in these tests (AGENTBUS_POLL_SECONDS)
 
 
 async def registered(n: int) -> None:
-    """Until ``n`` requests wait for their reply (and have read it once)."""
+    """Until ``n`` requests wait for their reply, each having read it once: parked
+    under the backstop's watch (given up after 10 s, so that a request that never
+    parks there is counted rather than waited for)."""
+    give_up = time.monotonic() + 10
+    while wakeup.parked_waiters() < n and time.monotonic() < give_up:
+        await asyncio.sleep(0.01)
     while wakeup.registered_waiters() < n:
         await asyncio.sleep(0.01)
-    await asyncio.sleep(BACKSTOP)  # each request's first read, after it registered
 
 
 def answer_each(requests: list[str], responder, text: str = "yes") -> None:
@@ -219,3 +223,29 @@ def test_a_request_still_waiting_is_parked_without_a_thread(long_poll, eve, ada)
         return during - before
 
     assert async_to_sync(scenario)() <= 2
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_backstop_never_closes_the_callers_open_transaction(settings, monkeypatch, eve, ada):
+    """A request made inside a transaction (here the test's own): nothing commits, so
+    no wake-up is sent and the backstop, reading on the caller's connection, finds the
+    reply; it must not close that connection (Django drops a connection whose
+    autocommit is off) on its way."""
+    from asgiref.sync import sync_to_async
+
+    monkeypatch.setitem(settings.MARKUS, "AGENTBUS_POLL_SECONDS", 0.02)
+
+    def answer() -> None:
+        (stream_id,) = Stream.objects.filter(sender=eve.agent, reply_to__isnull=True).values_list("id", flat=True)
+        services.stream_reply(responder=ada.agent, stream_id=stream_id, payload={"text": "later"})
+
+    async def scenario() -> dict:
+        request = asyncio.ensure_future(
+            stream_request(sender=eve.agent, recipient=ada.agent, payload={"text": "ship?"}, timeout=20)
+        )
+        await asyncio.sleep(0.3)  # several backstop periods before the answer
+        await sync_to_async(answer)()
+        return await request
+
+    result = async_to_sync(scenario)()
+    assert not result["timed_out"] and [m["payload"]["text"] for m in result["reply"]] == ["later"]
