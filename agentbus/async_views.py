@@ -14,7 +14,6 @@ shape, ``{"detail", "code"}``.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -85,7 +84,9 @@ def _inbox_target(agent_id: str, user: User | AnonymousUser, agent: Agent | None
 def _inbox_open(request: HttpRequest, agent_id: str) -> tuple[Waiter, dict[str, Any], int, float]:
     """Everything an inbox call does before it may park, in one thread hop: who calls,
     the inbox they may read, the parameters, the ack, the cursor and the first read
-    (``waiting.inbox_start``). Raises _Refusal, APIException or MarkusError."""
+    (``waiting.inbox_start``). Raises _Refusal, APIException or MarkusError. The target
+    is the requested id itself (the check refuses any other), so the wake-up a wait
+    registers afterwards is for the inbox the caller was allowed."""
     user, agent = authenticate(request)
     target = _inbox_target(agent_id, user, agent)
     timeout = _number(request.GET.get("timeout_seconds"), "timeout_seconds", 30.0, 0, MAX_WAIT_SECONDS)
@@ -103,40 +104,36 @@ def _inbox_open(request: HttpRequest, agent_id: str) -> tuple[Waiter, dict[str, 
     return waiter, first, limit, timeout
 
 
-def _may_wait(request: HttpRequest) -> bool:
-    """A call that asks to wait and carries credentials: it registers its wake-up
-    before its first read (never lost), so before it is known to be allowed; a call
-    without credentials registers nothing."""
-    if request.GET.get("timeout_seconds") in ("0", "0.0"):
-        return False
-    return bool(request.headers.get("authorization") or request.COOKIES)
-
-
 @csrf_exempt
 @parks
 async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
     """GET ?after_cursor&timeout_seconds&limit → {messages, next_cursor, timed_out}.
 
-    One thread hop (``_inbox_open``) before the wait parks, none after a wake-up that
-    carries the message (``waiting``)."""
+    One thread hop (``_inbox_open``: who calls, whether they may read this inbox, the
+    first read) answers a call that does not wait or finds messages at once. A call
+    that must wait then takes its wait slot (429 past a cap), registers its wake-up
+    (only now: a refused caller registers nothing) and reads once more from the first
+    read's position (a second hop: what came between the two reads is not lost), then
+    parks; none after a wake-up that carries the message (``waiting``)."""
     if request.method != "GET":
         return error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
-    async with contextlib.AsyncExitStack() as stack:
-        inbox = await stack.enter_async_context(InboxWaiter(agent_id)) if _may_wait(request) else None
-        try:
-            waiter, first, limit, timeout = await sync_to_async(_inbox_open)(request, agent_id)
-        except _Refusal as refusal:
-            return refusal.response()
-        except (APIException, MarkusError) as exc:
-            return error_response(exc)
-        deadline = deadline_after(timeout)
-        if first["messages"] or timeout <= 0 or inbox is None:
-            return _json(answer(first))
-        try:
-            stack.enter_context(WAITS.claim(waiter))
-        except APIException as exc:  # TooManyWaits: 429
-            return error_response(exc)
-        return _json(answer(await inbox_park(inbox, first, deadline=deadline, limit=limit)))
+    try:
+        waiter, first, limit, timeout = await sync_to_async(_inbox_open)(request, agent_id)
+    except _Refusal as refusal:
+        return refusal.response()
+    except (APIException, MarkusError) as exc:
+        return error_response(exc)
+    deadline = deadline_after(timeout)
+    if first["messages"] or timeout <= 0:
+        return _json(answer(first))
+    try:
+        slot = WAITS.claim(waiter)
+    except APIException as exc:  # TooManyWaits: 429
+        return error_response(exc)
+    with slot:
+        async with InboxWaiter(agent_id) as inbox:  # before the read it waits from: never lost
+            again = await sync_to_async(selectors.inbox_read_from)(agent_id, first["position"], limit=limit)
+            return _json(answer(await inbox_park(inbox, again, deadline=deadline, limit=limit)))
     raise AssertionError("unreachable")  # pragma: no cover
 
 

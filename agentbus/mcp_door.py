@@ -148,32 +148,33 @@ async def wait_for_messages(
     progress: Callable[[float], Awaitable[None]],
 ) -> dict[str, Any]:
     """``inbox_wait``, for the SDK's tool and the door's own path (``McpHttpApp``): one
-    thread hop before it parks, none after a wake-up that carries the message, and no
-    task of its own while it waits (``progress`` is awaited every PROGRESS_SECONDS)."""
+    thread hop for a call that answers at once; a call that waits takes its slot,
+    registers its wake-up (only once it is known to be allowed: a refused caller
+    registers nothing) and reads again from the first read's position before it parks
+    (a second hop); none after a wake-up that carries the message, and no task of its
+    own while it waits (``progress`` is awaited every PROGRESS_SECONDS)."""
     if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
         raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
     loop = asyncio.get_running_loop()
     deadline = deadline_after(timeout_seconds)
 
-    def start() -> tuple[Waiter, dict[str, Any]]:  # one thread hop: the target, the ack, the cursor, the read
+    def start() -> tuple[str, Waiter, dict[str, Any]]:  # one thread hop: the target, the ack, the cursor, the read
         target, waiter = _inbox_agent(caller, agent_id, "agents_agentbus_inbox"), waiter_for(caller)
         ack = caller.auth is not None
-        return waiter, inbox_start(agent_id=target.id, after_cursor=after_cursor, ack=ack, actor=waiter.caller)
+        first = inbox_start(agent_id=target.id, after_cursor=after_cursor, ack=ack, actor=waiter.caller)
+        return target.id, waiter, first
 
-    # The wake-up is registered before the first read (never lost); the inbox is the
-    # one the read checks access to (a user's call names it: no agent_id, no wait).
-    inbox_id = agent_id if agent_id is not None else (caller.auth.id if caller.auth is not None else None)
+    inbox_id, waiter, result = await _run(start)
+    if result["messages"] or timeout_seconds <= 0:
+        return answer(result)
     async with contextlib.AsyncExitStack() as stack:
-        inbox = None
-        if timeout_seconds > 0 and inbox_id is not None:
-            inbox = await stack.enter_async_context(InboxWaiter(inbox_id))
-        waiter, result = await _run(start)
-        if result["messages"] or inbox is None:
-            return answer(result)
         try:
             stack.enter_context(WAITS.claim(waiter))
         except APIException as exc:  # too many waits of this caller: it says how many and when to retry
             raise ToolError(_text(exc)) from None
+        inbox = await stack.enter_async_context(InboxWaiter(inbox_id))  # before the read it waits from
+        position = result["position"]
+        result = await _run(lambda: selectors.inbox_read_from(inbox_id, position))
         waited = 0.0
         while True:
             result = await inbox_park(inbox, result, deadline=min(deadline, loop.time() + PROGRESS_SECONDS))

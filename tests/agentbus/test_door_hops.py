@@ -1,6 +1,8 @@
 """One hop per door call: an inbox call through the REST door or the MCP door crosses
 to a thread once for all its database work (authentication, the target, the ack, the
 cursor, the read), and a woken wait answers from its wake-up without crossing again.
+A wait that parks crosses once more before it parks: its wake-up is registered only
+once the caller is known to be allowed, and it reads again after that.
 
 Every ``sync_to_async`` call is counted, Django's own included (the request's signals,
 a synchronous DRF view); a plain one-row GET of the API, counted the same way, is the
@@ -100,9 +102,11 @@ def test_a_woken_rest_wait_hops_once_in_all(long_poll, monkeypatch, eve, max_):
     assert used <= baseline, f"a woken wait hopped {used} times, a one-row GET {baseline}"
 
 
-def test_an_mcp_inbox_wait_hops_once(long_poll, monkeypatch, eve, max_):
+def test_an_mcp_inbox_wait_hops_once_and_twice_when_it_parks(long_poll, monkeypatch, eve, max_):
     """The tool itself, its caller already known (the HTTP door resolves the token
-    before the SDK sees the request): one hop, woken or not."""
+    before the SDK sees the request): one hop for a call that answers at once; a call
+    that parks hops once more before it parks (its wake-up is registered only once the
+    caller is known to be allowed, then it reads again), and none after its wake-up."""
     from mcp import Client
 
     hops = Hops(monkeypatch)
@@ -132,7 +136,7 @@ def test_an_mcp_inbox_wait_hops_once(long_poll, monkeypatch, eve, max_):
             return at_once, used
 
     at_once, woken = async_to_sync(scenario)()
-    assert (at_once, woken) == (1, 1)
+    assert (at_once, woken) == (1, 2)
 
 
 # ------------------------------------------------------------- the server's own handler
