@@ -11,8 +11,15 @@ from django.db.models import Q, QuerySet
 
 from mailbox.models import MailboxItem
 from mailbox.representation import PLACEHOLDER, private_of, serialize_item
-from mailbox.selectors import QUEUE_PAGE, depth_fields, queue_depth, queued_page, timeline_queryset
-from markus.core.counting import capped_count
+from mailbox.selectors import (
+    QUEUE_PAGE,
+    depth_fields,
+    queue_depth,
+    queue_depth_subquery,
+    queued_page,
+    timeline_queryset,
+)
+from markus.core.counting import CappedCount, Counted, capped_count
 from markus.core.errors import MarkusError
 
 from .models import AgentActivity, AgentDecision, ToolCallRecord, ToolCallState
@@ -92,6 +99,8 @@ MAX_CURSOR = 64  # the length of an item id (MailboxItem.id)
 # 1.3 ms of a 15 ms first page on SQLite (the goal is 1.2x a one-row page), of 1,001
 # 0.15 ms; the history is paged by cursor, not by page number.
 TIMELINE_COUNT_CAP = 1000
+# The names of the counts ``timeline`` reads with its history page (``timeline_items``'s counts).
+_TOTAL, _DEPTH = "timeline_total_counted", "timeline_queue_depth_counted"
 
 
 def _anchor(agent_id: str, before: str) -> tuple[datetime, str]:
@@ -122,6 +131,7 @@ def timeline_items(
     limit: int,
     offset: int = 0,
     before: str | None = None,
+    counts: dict[str, CappedCount] | None = None,
 ) -> tuple[list[MailboxItem], str | None]:
     """One page of ``rows`` (a ``timeline_queryset`` of ``agent_id``, newest first) with
     details, and the cursor of the next page (None on the last page).
@@ -129,7 +139,9 @@ def timeline_items(
     ``before`` (keyset): the items after that item, whatever the page's depth, in a
     fixed number of index seeks. ``offset`` (kept for compatibility): the position is
     found by skipping ``offset`` index entries (no row is read for them), then the
-    page is read like a keyset page from there."""
+    page is read like a keyset page from there. ``counts``: bounded counts read in the
+    page's own statement (each row carries them as attributes of these names; both
+    databases compute an uncorrelated subquery once per statement, not per row)."""
     if before is not None:
         if offset:
             raise MarkusError("before and offset cannot be combined; before alone pages on")
@@ -141,6 +153,8 @@ def timeline_items(
         page = _older_than(rows, *start[0], inclusive=True)
     else:
         page = rows
+    if counts:
+        page = page.annotate(**counts)
     items = list(page[: limit + 1])
     more = len(items) > limit
     items = items[:limit]
@@ -168,21 +182,38 @@ def timeline(
     only up to ``TIMELINE_COUNT_CAP`` (``totalCountCapped``: there are more, "1,000+"):
     counting an agent's whole history cost more than reading any page of it
     (100,000 rows: 70 % of the first page's time on SQLite). ``queueDepth`` likewise
-    stops at ``mailbox.selectors.QUEUE_DEPTH_CAP`` (``queueDepthCapped``)."""
+    stops at ``mailbox.selectors.QUEUE_DEPTH_CAP`` (``queueDepthCapped``).
+
+    Both counts are read in the history page's statement (``timeline_items``'s
+    ``counts``), not one statement each: a first page costs the statements of a
+    one-row timeline's however long the history and the queue (a count of its own
+    only when the page has no row to carry it)."""
     rows = timeline_queryset(agent_id, types=types, category=category, statuses=statuses)
-    items, next_cursor = timeline_items(rows, agent_id, limit=limit, offset=offset, before=before)
     queued, queued_next = queued_page(agent_id, limit=queued_limit, after=queued_after)
+    counts: dict[str, CappedCount] = {}
+    if before is None:
+        counts[_TOTAL] = CappedCount(rows, TIMELINE_COUNT_CAP)
+    # A first page that holds the whole queue counts it; only a longer one is counted.
+    if queued_next or queued_after:
+        counts[_DEPTH] = queue_depth_subquery(agent_id)
+    items, next_cursor = timeline_items(rows, agent_id, limit=limit, offset=offset, before=before, counts=counts)
+    read = {name: getattr(items[0], name) for name in counts} if items else {}
+    if _DEPTH in counts:
+        depth = read[_DEPTH] if items else queue_depth(agent_id)
+    else:
+        depth = len(queued)
+    if _TOTAL not in counts:
+        total = {"totalCount": None, "totalCountCapped": False}
+    elif items:
+        total = Counted(min(read[_TOTAL], TIMELINE_COUNT_CAP), read[_TOTAL] > TIMELINE_COUNT_CAP).fields()
+    else:  # no row on this page: none at all, or an offset past the end
+        total = capped_count(rows, TIMELINE_COUNT_CAP).fields() if offset else Counted(0, False).fields()
     return {
         "queued": queued,
-        # A first page that holds the whole queue counts it; only a longer one is counted.
-        **depth_fields(queue_depth(agent_id) if queued_next or queued_after else len(queued)),
+        **depth_fields(depth),
         "queuedNextCursor": queued_next,
         "history": [timeline_entry(i) for i in items],
-        **(
-            capped_count(rows, TIMELINE_COUNT_CAP).fields()
-            if before is None
-            else {"totalCount": None, "totalCountCapped": False}
-        ),
+        **total,
         "nextCursor": next_cursor,
     }
 

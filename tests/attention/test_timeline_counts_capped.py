@@ -2,8 +2,8 @@
 ``totalCountCapped``, shown "1,000+"), and the queue beside it only up to its own
 (``queueDepth``, ``queueDepthCapped``): a full count made the first page of a long
 history cost 2-3 times that of a short one. Below the caps the counts are exact; the
-page's statements are the same for 1 row and for 1,000; the decisions list counts the
-same way."""
+page's statements are the same for 1 row and for 1,000 (with a queue longer than its page);
+the decisions list counts the same way."""
 
 from __future__ import annotations
 
@@ -81,6 +81,23 @@ def test_the_first_page_costs_the_same_statements_for_1_row_and_1000(agent, alic
     history(agent, 60, Status.QUEUED)
     with CaptureQueriesContext(connection) as thousand:
         first_page(alice_client, agent)
-    assert len(thousand) == len(one) + 1  # + the queue's bounded depth: a queue longer than its page
+    # Both bounded counts (the history's, and the depth of a queue longer than its page)
+    # are read with the page: no statement of their own.
+    assert len(thousand) == len(one)
     counts = [q["sql"] for q in thousand if "COUNT(" in q["sql"].upper()]
     assert counts and all("LIMIT" in sql.upper() for sql in counts)  # every count is bounded
+
+
+def test_a_page_without_rows_still_counts_the_queue_and_the_history(agent, alice_client, monkeypatch):
+    monkeypatch.setattr(mailbox_selectors, "QUEUE_DEPTH_CAP", 6)
+    history(agent, 9, Status.QUEUED)
+    # No completed row: the page has none to carry the counts, which are still read.
+    body = first_page(alice_client, agent, queuedLimit=2, status="completed")
+    assert body["history"] == [] and (body["totalCount"], body["totalCountCapped"]) == (0, False)
+    assert (body["queueDepth"], body["queueDepthCapped"]) == (6, True)
+    history(agent, 3)
+    past_the_end = first_page(alice_client, agent, queuedLimit=2, status="completed", offset=3)
+    assert past_the_end["history"] == [] and past_the_end["totalCount"] == 3
+    assert (past_the_end["queueDepth"], past_the_end["queueDepthCapped"]) == (6, True)
+    queued = first_page(alice_client, agent, queuedLimit=2, status="queued", limit=2)
+    assert (queued["totalCount"], queued["queueDepth"], queued["queueDepthCapped"]) == (9, 6, True)
