@@ -24,6 +24,8 @@ from mailbox.merge import consolidation_key, entity_key, is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, Status, descriptor
 from mailbox.selectors import queue_depth_subquery
+from mailbox.statements import ATTNAMES as ITEM_COLUMNS
+from mailbox.statements import statements
 
 from . import records
 from .lease import (
@@ -92,7 +94,11 @@ def _compiled_queue_query() -> tuple[str, list[Any], list[int], list[int]]:
     except KeyError:
         pass
     query = _queue_query(_AGENT_STANDIN, _NOW_STANDIN).query
-    sql, params = query.get_compiler(connection=conn).as_sql()
+    compiler = query.get_compiler(connection=conn)
+    sql, params = compiler.as_sql()
+    columns = [alias or getattr(getattr(expr, "target", None), "attname", None) for expr, _, alias in compiler.select]
+    if columns != [*ITEM_COLUMNS, *_ANNOTATED]:  # what ``_items`` reads
+        raise RuntimeError(f"the queue read's columns are not the item's and {_ANNOTATED}: {columns}")
     params = list(params)
     now_stored = conn.ops.adapt_datetimefield_value(_NOW_STANDIN)
     agents = [i for i, p in enumerate(params) if p == _AGENT_STANDIN]
@@ -116,7 +122,7 @@ def read_queue(agent_id: str) -> QueueView:
         params[i] = agent_id
     for i in nows:
         params[i] = stored_now if template[i] != _NOW_STANDIN else now
-    rows: list[MailboxItem] = list(MailboxItem.objects.raw(sql, params))
+    rows = _items(sql, params)
     if not rows:
         return QueueView(items=[], depth=0, due_deferred=_any_due(agent_id, now), read_at=now)
     first = rows[0]
@@ -126,6 +132,26 @@ def read_queue(agent_id: str) -> QueueView:
         due_deferred=bool(getattr(first, "due", False)),
         read_at=now,
     )
+
+
+# The read's columns: the item's, in the model's order, then these annotations.
+_ANNOTATED = ("depth", "due", "has_session")
+
+
+def _items(sql: str, params: list[Any]) -> list[MailboxItem]:
+    """The read's rows as items (converted as the ORM converts, by the mailbox's
+    statements: ``MailboxItem.objects.raw`` cost more than the statement), each with
+    its annotations as attributes."""
+    made = statements()
+    cursor = made.cursor()
+    cursor.execute(sql, params)
+    n = len(ITEM_COLUMNS)
+    rows = []
+    for values in cursor.fetchall():
+        item = made.item(values[:n])
+        item.depth, item.due, item.has_session = values[n:]  # type: ignore[attr-defined]
+        rows.append(item)
+    return rows
 
 
 def _any_due(agent_id: str, now: datetime) -> bool:

@@ -1,6 +1,8 @@
 """Decisions, activities, activity logs, attention state and their events. Every writer
 here takes the ``Fence`` of the phase it writes in (``attention.lease.fenced``) and
-opens no transaction of its own, but ``enter_state``, a phase of its own."""
+opens no transaction of its own, but ``enter_state``, a phase of its own. The loop writes
+these rows for every item: each INSERT is made once per connection
+(``markus.core.statements``), not built by the ORM every time."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from mailbox.selectors import depth_fields, queue_depth
 from markus.agents.models import ChatMessage, ChatSession
 from markus.agents.services import main_session
 from markus.core.events import agent_group, send_event_on_commit
+from markus.core.statements import table_statements
 
 from .lease import Fence, Lease, fenced
 from .models import ActivityLogType, AgentActivity, AgentActivityLog, AgentDecision, AttentionState, ToolCallRecord
@@ -69,7 +72,7 @@ def record_decision(
     outcome: str | None = None,
 ) -> AgentDecision:
     tx.check()
-    d = AgentDecision.objects.create(
+    d = AgentDecision(
         agent_id=tx.agent_id,
         mailbox_item=item,
         decision_type=decision_type,
@@ -78,6 +81,7 @@ def record_decision(
         outcome=outcome,
         lease_epoch=tx.epoch,
     )
+    table_statements(AgentDecision).save_new([d])
     decision = serialize_decision(d)
     owner = private_to(item)
     send_event_on_commit(
@@ -173,7 +177,7 @@ def start_activity(
 def ensure_stored(tx: Fence, activity: AgentActivity) -> None:
     if activity._state.adding:
         tx.check()
-        activity.save(force_insert=True)
+        table_statements(AgentActivity).save_new([activity])
 
 
 def log(tx: Fence, activity: AgentActivity, kind: str, content: str = "", metadata: dict | None = None) -> None:
@@ -215,7 +219,7 @@ def log_many(tx: Fence, activity: AgentActivity, lines: list[LogLine]) -> None:
                 created_at=line.at or now,
             )
         )
-    AgentActivityLog.objects.bulk_create(rows)
+    table_statements(AgentActivityLog).save_new(rows)
     activity._log_seq = seq
 
 
@@ -335,11 +339,12 @@ def inject_main_session(tx: Fence, *, item: MailboxItem, outcome: str) -> None:
     tx.check()
     sid = main_session_id(tx.lease)
     now = timezone.now()
-    ChatMessage.objects.create(
+    line = ChatMessage(
         session_id=sid,
         role=ChatMessage.Role.SYSTEM,
         content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",
         metadata={"activityLog": True, "mailboxItemId": item.id},
         created_at=now,
     )
+    table_statements(ChatMessage).save_new([line])
     ChatSession.objects.filter(id=sid).update(last_message_at=now)

@@ -9,10 +9,9 @@ from typing import Any
 from django.utils import timezone
 
 from agentbus.selectors import reply_expected
-from mailbox.lifecycle import queued
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType
-from mailbox.selectors import depth_capped, depth_label, queue_depth
+from mailbox.selectors import depth_capped, depth_label, queue_depth, waiting_head
 from markus.agents import memory as working_memory
 from markus.agents.models import Agent
 from markus.memory.document import Section
@@ -462,7 +461,7 @@ def mailbox_lines(
     all: the loop's count when it began the item, so a first turn past the cap reads only
     the listed items). ``item``, the one being worked on, is not listed."""
     if queue is None:
-        queue = list(queued(agent.id)[:PROMPT_QUEUE_LIMIT])
+        queue = waiting_head(agent.id, PROMPT_QUEUE_LIMIT)
         if len(queue) < PROMPT_QUEUE_LIMIT:
             depth = len(queue)
         elif depth is None or depth < len(queue):  # the loop's count, unless it is behind

@@ -16,6 +16,7 @@ from .lifecycle import queued
 from .models import MailboxItem
 from .registry import MAILBOX_TYPE_REGISTRY, Category, Status, is_known_type, types_in_category
 from .representation import serialize_item
+from .statements import statements
 
 # A queue's depth is counted up to this; a longer queue reads as QUEUE_DEPTH_CAP + 1 and
 # is shown as "1000+" (``depth_label``, ``depth_fields``): counting every queued item
@@ -25,6 +26,22 @@ QUEUE_DEPTH_CAP = 1000
 
 def _queued_rows(agent_id: Any) -> QuerySet[MailboxItem]:
     return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED)
+
+
+def waiting_head(agent_id: str, limit: int) -> list[MailboxItem]:
+    """The first ``limit`` queued items in dequeue order, as a listing of the queue (a
+    prompt's mailbox block) reads them: id, agent, type, priority and payload loaded,
+    the rest deferred. One precompiled statement (``mailbox.statements``):
+    the loop reads it for every item it takes."""
+    sql = statements()
+    return sql.select(sql.waiting_head, [agent_id, limit], brief=True)
+
+
+def queued_before(agent_id: str, before: datetime, limit: int) -> list[MailboxItem]:
+    """Up to ``limit`` items queued before ``before``, the longest-queued first (then by
+    id). One precompiled statement."""
+    sql = statements()
+    return sql.select(sql.queued_before, [agent_id, sql.stamp(before), limit])
 
 
 def queue_depth(agent_id: str) -> int:

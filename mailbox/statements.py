@@ -1,22 +1,26 @@
-"""The mailbox's hot statements, made once per database connection: the INSERT of a new
+"""The mailbox's hot statements, made once per database connection
+(``markus.core.statements``): the INSERT of a new
 item, the claim of the head (or of one item) as one ``UPDATE … RETURNING``, and each
 transition's conditional UPDATE; table and column names quoted for the connection, and
 the converters the ORM would apply to a row it reads, so a returned row becomes a
-``MailboxItem`` without another query. ``mailbox.lifecycle`` runs them; nothing else
-should.
+``MailboxItem`` without another query; and the loop's two hot reads of the queue beside
+its own (a prompt's listing of the head, the longest-queued items). ``mailbox.lifecycle``
+runs the writes, ``mailbox.selectors`` the reads (and ``attention.queue_read`` makes
+items of its own read's rows with ``item``); nothing else should.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.base import ModelState
+
+from markus.core.statements import TableStatements
 
 from .models import MailboxItem
 from .registry import Status
@@ -27,39 +31,29 @@ FIELD = {**{f.name: f for f in FIELDS}, **{f.attname: f for f in FIELDS}}
 # A new row: ``insert_queued`` sets these; every other column takes the model's default.
 SET_BY_INSERT = frozenset({"id", "agent_id", "source_type", "priority", "payload", "metadata", "queued_at"})
 DEFAULTED = tuple(f for f in FIELDS if f.attname not in SET_BY_INSERT)
-Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+# What a listing of the queue reads of an item (in the model's field order).
+BRIEF_FIELDS = tuple(f for f in FIELDS if f.attname in {"id", "agent_id", "source_type", "priority", "payload"})
+BRIEF_ATTNAMES = tuple(f.attname for f in BRIEF_FIELDS)
 
 
-class Statements:
+class Statements(TableStatements[MailboxItem]):
     """The statements of one database connection, made once: table and column names
     quoted for it, and the converters the ORM would apply to a row it reads."""
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         qn = conn.ops.quote_name
-        self.conn = conn
         if not conn.features.can_return_columns_from_insert:
             # Every write of an item is one statement that returns the row it wrote.
             raise ImproperlyConfigured(
                 f"the mailbox needs UPDATE … RETURNING: PostgreSQL, or SQLite 3.35 or newer ({conn.vendor})"
             )
-        self.utc_text = conn.vendor == "sqlite" and settings.USE_TZ and conn.timezone is UTC
-        self._cursor: Any = None
-        self._raw: Any = None
-        self._logged = False
-        self.table = qn(MailboxItem._meta.db_table)
-        self.columns = ", ".join(qn(f.column) for f in FIELDS)
+        super().__init__(conn, MailboxItem)
         # The defaulted columns of a new row, as stored (a callable default is called per row).
         self.defaults: dict[str, tuple[Any, Any]] = {}
         for f in DEFAULTED:
             if not callable(f.default):
                 value = f.get_default()
                 self.defaults[f.attname] = (value, f.get_db_prep_save(value, conn))
-        self.converters: list[tuple[int, list[tuple[Converter, Any]]]] = []
-        for i, f in enumerate(FIELDS):
-            col = f.get_col(MailboxItem._meta.db_table)
-            found = [*conn.ops.get_db_converters(col), *col.get_db_converters(conn)]
-            if found:
-                self.converters.append((i, [(fn, col) for fn in found]))
         self.insert = f"INSERT INTO {self.table} ({self.columns}) VALUES ({', '.join(['%s'] * len(FIELDS))})"
         claim_set = (
             # The first start is kept: a resumed item (preempted, paused, parked) started before.
@@ -78,6 +72,19 @@ class Statements:
         queued_now = f"{qn('status')} = '{Status.QUEUED.value}'"
         self.claim_next = f"{claim_set} WHERE {qn('id')} = ({head}) AND {queued_now}"
         self.claim = f"{claim_set} WHERE {qn('id')} = %s AND {queued_now}"
+        # The queue's head in dequeue order, only the columns a listing of it reads (a
+        # prompt's mailbox block: ``mailbox.selectors.waiting_head``).
+        self.brief_converters = self._converters(BRIEF_FIELDS)
+        self.waiting_head = (
+            f"SELECT {', '.join(qn(f.column) for f in BRIEF_FIELDS)} FROM {self.table}"
+            f" WHERE {qn('agent_id')} = %s AND {queued_now}"
+            f" ORDER BY {qn('priority')}, {qn('queued_at')}, {qn('id')} LIMIT %s"
+        )
+        # The longest-queued items older than a time (``mailbox.selectors.queued_before``).
+        self.queued_before = (
+            f"SELECT {self.columns} FROM {self.table} WHERE {qn('agent_id')} = %s AND {queued_now}"
+            f" AND {qn('queued_at')} < %s ORDER BY {qn('queued_at')}, {qn('id')} LIMIT %s"
+        )
         self.update = f"UPDATE {self.table} SET "
         self.transitions: dict[tuple[tuple[str, ...], int, str | None, bool], str] = {}
         self.returning_sql = f" RETURNING {self.columns}"
@@ -97,40 +104,23 @@ class Statements:
         made = self.transitions[(names, statuses, fence, refund)] = f"{self.update}{', '.join(sets)} WHERE {where}"
         return made
 
-    def stamp(self, value: datetime) -> Any:
-        """A datetime as the database stores it (``adapt_datetimefield_value``, with a
-        shortcut for the usual case: an aware UTC time and a connection in UTC)."""
-        if self.utc_text and value.tzinfo is UTC:
-            return str(value.replace(tzinfo=None))
-        return self.conn.ops.adapt_datetimefield_value(value)
+    def brief(self, values: Sequence[Any]) -> MailboxItem:
+        """The model instance of a row of ``BRIEF_FIELDS``, the other fields deferred
+        (reading one reads it from the database). Made as ``Model.from_db`` makes an
+        instance, without the model's ``__init__`` (which walks every field: most of a
+        listing's time) and its init signals, which nothing receives for this model."""
+        item = MailboxItem.__new__(MailboxItem)
+        item.__dict__.update(zip(BRIEF_ATTNAMES, self.convert(values, self.brief_converters), strict=True))
+        state = item._state = ModelState()
+        state.adding, state.db = False, self.conn.alias
+        return item
 
-    def prep(self, f: Any, value: Any) -> Any:
-        if isinstance(value, datetime):
-            return self.stamp(value)
-        return f.get_db_prep_save(value, self.conn)
-
-    def cursor(self) -> Any:
-        """This connection's cursor, kept while the connection and the query logging
-        mode stay the same (a new connection, or a test capturing queries, gets a new
-        one). Statements run on it are read to the end, so none stays open."""
-        conn = self.conn
-        logged = conn.queries_logged
-        raw = conn.connection
-        if self._cursor is None or raw is None or raw is not self._raw or logged != self._logged:
-            self._cursor = conn.cursor()
-            self._raw, self._logged = conn.connection, logged
-        return self._cursor
-
-    def item(self, values: Sequence[Any]) -> MailboxItem:
-        """The model instance of a row of ``columns``, converted as the ORM converts."""
-        row = list(values)
-        conn = self.conn
-        for i, converters in self.converters:
-            value = row[i]
-            for fn, col in converters:
-                value = fn(value, col, conn)
-            row[i] = value
-        return MailboxItem.from_db(conn.alias, ATTNAMES, row)
+    def select(self, sql: str, params: Sequence[Any], *, brief: bool = False) -> list[MailboxItem]:
+        """Run a SELECT of ``columns`` (of ``BRIEF_FIELDS`` if ``brief``); its items."""
+        cursor = self.cursor()
+        cursor.execute(sql, params)
+        make = self.brief if brief else self.item
+        return [make(row) for row in cursor.fetchall()]
 
     def fetch(self, sql: str, params: Sequence[Any]) -> MailboxItem | None:
         """Run an UPDATE with ``RETURNING`` the row; the item, or None if none matched."""

@@ -1,0 +1,149 @@
+"""A model's hot statements, made once per database connection: its table and column
+names quoted for the connection, the converters the ORM would apply to a row it reads
+(so a row becomes a model instance without the ORM building a query), and its INSERT of
+new instances, prepared as ``Model.save`` prepares them. The mailbox's statements
+(``mailbox.statements``) are made this way; so are the rows the attention loop writes for
+every item (``attention.records``: decisions, activities, their logs, the main session's
+lines), where building each INSERT with the ORM cost more than the database spent on it.
+
+Only for models whose saves nothing else listens to: an INSERT made here sends no
+``pre_save`` / ``post_save`` signal and calls no ``save()`` of the model's own.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
+
+M = TypeVar("M", bound=Model)
+Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+Converters = list[tuple[int, list[tuple[Converter, Any]]]]
+
+
+class TableStatements(Generic[M]):
+    """The statements of one model on one database connection, made once."""
+
+    def __init__(self, conn: BaseDatabaseWrapper, model: type[M]) -> None:
+        qn = conn.ops.quote_name
+        self.conn = conn
+        self.model = model
+        self.utc_text = conn.vendor == "sqlite" and settings.USE_TZ and conn.timezone is UTC
+        self._cursor: Any = None
+        self._raw: Any = None
+        self._logged = False
+        meta = model._meta
+        self.fields = tuple(meta.concrete_fields)
+        self.attnames = tuple(f.attname for f in self.fields)
+        self.table = qn(meta.db_table)
+        self.columns = ", ".join(qn(f.column) for f in self.fields)
+        self.converters = self._converters(self.fields)
+        # A new row: every column but the database's own (an auto-increment key), which
+        # the INSERT returns, as ``Model.save`` does.
+        self.returned = tuple(meta.db_returning_fields)
+        self.written = tuple(f for f in self.fields if f not in self.returned)
+        self._inserts: dict[int, str] = {}
+
+    def _converters(self, fields: Sequence[Any]) -> Converters:
+        """The converters the ORM would apply to a row of these fields, by position."""
+        conn, made = self.conn, []
+        for i, f in enumerate(fields):
+            col = f.get_col(f.model._meta.db_table)
+            found = [*conn.ops.get_db_converters(col), *col.get_db_converters(conn)]
+            if found:
+                made.append((i, [(fn, col) for fn in found]))
+        return made
+
+    def stamp(self, value: datetime) -> Any:
+        """A datetime as the database stores it (``adapt_datetimefield_value``, with a
+        shortcut for the usual case: an aware UTC time and a connection in UTC)."""
+        if self.utc_text and value.tzinfo is UTC:
+            return str(value.replace(tzinfo=None))
+        return self.conn.ops.adapt_datetimefield_value(value)
+
+    def prep(self, f: Any, value: Any) -> Any:
+        if isinstance(value, datetime):
+            return self.stamp(value)
+        return f.get_db_prep_save(value, self.conn)
+
+    def cursor(self) -> Any:
+        """This connection's cursor, kept while the connection and the query logging
+        mode stay the same (a new connection, or a test capturing queries, gets a new
+        one). Statements run on it are read to the end, so none stays open."""
+        conn = self.conn
+        logged = conn.queries_logged
+        raw = conn.connection
+        if self._cursor is None or raw is None or raw is not self._raw or logged != self._logged:
+            self._cursor = conn.cursor()
+            self._raw, self._logged = conn.connection, logged
+        return self._cursor
+
+    def convert(self, values: Sequence[Any], converters: Converters) -> list[Any]:
+        row = list(values)
+        conn = self.conn
+        for i, found in converters:
+            value = row[i]
+            for fn, col in found:
+                value = fn(value, col, conn)
+            row[i] = value
+        return row
+
+    def item(self, values: Sequence[Any]) -> M:
+        """The model instance of a row of ``columns``, converted as the ORM converts."""
+        return self.model.from_db(self.conn.alias, self.attnames, self.convert(values, self.converters))
+
+    def insert_sql(self, rows: int) -> str:
+        """The INSERT of ``rows`` new rows (made once for each number of rows)."""
+        try:
+            return self._inserts[rows]
+        except KeyError:
+            pass
+        qn = self.conn.ops.quote_name
+        one = f"({', '.join(['%s'] * len(self.written))})"
+        sql = f"INSERT INTO {self.table} ({', '.join(qn(f.column) for f in self.written)}) VALUES "
+        sql += ", ".join([one] * rows)
+        if self.returned:
+            sql += f" RETURNING {', '.join(qn(f.column) for f in self.returned)}"
+        made = self._inserts[rows] = sql
+        return made
+
+    def save_new(self, objs: Sequence[M]) -> None:
+        """INSERT new instances in one statement, their values prepared as
+        ``Model.save`` prepares them (each field's ``pre_save``, then its database
+        value); the database's own columns (an auto-increment key) set on them from the
+        RETURNING, and each marked as stored."""
+        if not objs:
+            return
+        written, prep = self.written, self.prep
+        params = [prep(f, f.pre_save(obj, True)) for obj in objs for f in written]
+        cursor = self.cursor()
+        cursor.execute(self.insert_sql(len(objs)), params)
+        if self.returned:
+            for obj, row in zip(objs, cursor.fetchall(), strict=True):
+                for f, value in zip(self.returned, row, strict=True):
+                    setattr(obj, f.attname, value)
+        alias = self.conn.alias
+        for obj in objs:
+            obj._state.adding, obj._state.db = False, alias
+
+
+_made: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[type[Model], TableStatements[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def table_statements(model: type[M]) -> TableStatements[M]:
+    """The statements of ``model`` on this thread's connection."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    mine = _made.setdefault(conn, {})
+    try:
+        return mine[model]
+    except KeyError:
+        made = mine[model] = TableStatements(conn, model)
+        return made
