@@ -24,7 +24,9 @@ channel and group each time a consumer receives: quadratic in a fan-out).
 
 On Redis (channels_redis' pub/sub layer) a group is one PUBLISH, fanned out inside
 each server process; an event sent in its wire form is decoded there as two strings
-per subscriber and forwarded without re-encoding.
+and forwarded without re-encoding. The event sockets (``notifications.fanout``) put
+one channel per group and process into the group, not one per socket, so either layer
+hands a fan-out over once per process and the sockets' frames are made there.
 """
 
 from __future__ import annotations
