@@ -49,6 +49,8 @@ class TableStatements(Generic[M]):
         self.returned = tuple(meta.db_returning_fields)
         self.written = tuple(f for f in self.fields if f not in self.returned)
         self._inserts: dict[int, str] = {}
+        self._updates: dict[tuple[str, ...], str] = {}
+        self.field = {f.attname: f for f in self.fields} | {f.name: f for f in self.fields}
 
     def _converters(self, fields: Sequence[Any]) -> Converters:
         """The converters the ORM would apply to a row of these fields, by position."""
@@ -131,6 +133,23 @@ class TableStatements(Generic[M]):
         alias = self.conn.alias
         for obj in objs:
             obj._state.adding, obj._state.db = False, alias
+
+    def update(self, pk: Any, **values: Any) -> int:
+        """UPDATE the row with this primary key: the named fields set to these values
+        (prepared as ``QuerySet.update`` prepares them; no expressions); the rows
+        changed (0 or 1). One statement, made once for each set of names."""
+        names = tuple(values)
+        sql = self._updates.get(names)
+        if sql is None:
+            qn = self.conn.ops.quote_name
+            sets = ", ".join(f"{qn(self.field[name].column)} = %s" for name in names)
+            sql = self._updates[names] = f"UPDATE {self.table} SET {sets} WHERE {qn(self.model._meta.pk.column)} = %s"
+        pk_field = self.model._meta.pk
+        params = [self.prep(self.field[name], value) for name, value in values.items()]
+        params.append(pk_field.get_db_prep_value(pk, self.conn))
+        cursor = self.cursor()
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
 
 
 _made: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[type[Model], TableStatements[Any]]] = (

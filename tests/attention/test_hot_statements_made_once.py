@@ -1,5 +1,6 @@
 """The statements the loop runs for every item on the mailbox's table and the rows it
-writes for every item (decision, activity, activity log, main-session line) are made
+writes for every item (decision, activity, activity log, main-session line and the
+session's last-message time) are made
 once per connection (``markus.core.statements``), not built by the ORM for each item:
 building them cost more than the database spent running them (issue 39, point 6).
 Checked by the ORM's compilers, never by time; the rows written are read back."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from django.db.models.sql.compiler import SQLCompiler, SQLInsertCompiler
+from django.db.models.sql.compiler import SQLCompiler, SQLInsertCompiler, SQLUpdateCompiler
 
 from attention import loop
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision, DecisionType
@@ -17,7 +18,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
-from markus.agents.models import ChatMessage
+from markus.agents.models import ChatMessage, ChatSession
 from markus.llm.base import set_provider_override
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
@@ -28,6 +29,7 @@ HOT_TABLES = {
     AgentActivity._meta.db_table,
     AgentActivityLog._meta.db_table,
     ChatMessage._meta.db_table,
+    ChatSession._meta.db_table,
 }
 
 
@@ -69,6 +71,7 @@ def test_an_item_builds_no_statement_on_the_queue_nor_its_records_with_the_orm(a
         with monkeypatch.context() as patched:
             patched.setattr(SQLCompiler, "as_sql", spy(SQLCompiler.as_sql, "select"))
             patched.setattr(SQLInsertCompiler, "as_sql", spy(SQLInsertCompiler.as_sql, "insert"))
+            patched.setattr(SQLUpdateCompiler, "as_sql", spy(SQLUpdateCompiler.as_sql, "update"))
             result = loop.run_attention(agent.id, budget=items)
         assert result.processed == items
         return {key: n for key, n in seen.items() if key[1] in HOT_TABLES}
@@ -77,7 +80,7 @@ def test_an_item_builds_no_statement_on_the_queue_nor_its_records_with_the_orm(a
     # of the records, and no read of the queue but one as the run ends.
     two, five = hot_statements_built(2), hot_statements_built(5)
     assert two == five
-    assert not [key for key in five if key[0] == "insert"]
+    assert not [key for key in five if key[0] in ("insert", "update")]
     assert sum(five.values()) <= 1, five
     # What the statements wrote is what the ORM wrote: read back through it.
     done = list(MailboxItem.objects.filter(agent=agent, status=Status.COMPLETED).order_by("completed_at"))
@@ -92,3 +95,4 @@ def test_an_item_builds_no_statement_on_the_queue_nor_its_records_with_the_orm(a
     assert isinstance(lines[0].metadata, dict)
     note = ChatMessage.objects.get(metadata__mailboxItemId=last.id)
     assert note.role == ChatMessage.Role.SYSTEM and note.content.startswith("[ACTIVITY: system_event]")
+    assert ChatSession.objects.get(id=note.session_id).last_message_at == note.created_at
