@@ -347,4 +347,4 @@ def inject_main_session(tx: Fence, *, item: MailboxItem, outcome: str) -> None:
         created_at=now,
     )
     table_statements(ChatMessage).save_new([line])
-    table_statements(ChatSession).update(sid, last_message_at=now)
+    table_statements(ChatSession).update_row(sid, last_message_at=now)

@@ -134,7 +134,7 @@ class TableStatements(Generic[M]):
         for obj in objs:
             obj._state.adding, obj._state.db = False, alias
 
-    def update(self, pk: Any, **values: Any) -> int:
+    def update_row(self, pk: Any, **values: Any) -> int:
         """UPDATE the row with this primary key: the named fields set to these values
         (prepared as ``QuerySet.update`` prepares them; no expressions); the rows
         changed (0 or 1). One statement, made once for each set of names."""
