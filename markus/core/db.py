@@ -37,14 +37,22 @@ def lock_conflict(exc: BaseException) -> bool:
     return "database is locked" in str(exc)
 
 
+def session_lock_timeout() -> bool:
+    """Does this PostgreSQL connection's session start with ``DATABASE_LOCK_TIMEOUT_MS``
+    as its lock_timeout (``-c lock_timeout=`` in its options, as the settings set it)?"""
+    options = str(connection.settings_dict.get("OPTIONS", {}).get("options", ""))
+    return f"lock_timeout={int(settings.DATABASE_LOCK_TIMEOUT_MS)}" in options.replace("-c ", "").split()
+
+
 @contextmanager
 def bounded_lock_wait() -> Iterator[None]:
     """A transaction in which every lock wait ends after ``DATABASE_LOCK_TIMEOUT_MS``
-    (PostgreSQL: ``SET LOCAL lock_timeout``; SQLite's one writer lock is bounded by its
-    busy timeout). A lock not granted in time raises OperationalError (``lock_conflict``).
-    Nested in a caller's transaction, the limit holds until that transaction ends."""
+    (PostgreSQL: the session's lock_timeout, set as it starts, else ``SET LOCAL
+    lock_timeout``; SQLite's one writer lock is bounded by its busy timeout). A lock not
+    granted in time raises OperationalError (``lock_conflict``). Nested in a caller's
+    transaction, the limit holds until that transaction ends."""
     with transaction.atomic():
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and not session_lock_timeout():
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT set_config('lock_timeout', %s, true)", [f"{int(settings.DATABASE_LOCK_TIMEOUT_MS)}ms"]

@@ -141,8 +141,10 @@ else:
 # outlasts it) and an idle_in_transaction_session_timeout: a worker frozen inside a
 # transaction (SIGSTOP, a debugger) has its session cut and its row locks released,
 # so its agent is free again after at most that long. Milliseconds; 0 turns one off.
-# The lease's own transactions wait at most DATABASE_LOCK_TIMEOUT_MS for a row lock
-# (SET LOCAL lock_timeout in attention.lease), then answer busy.
+# Every session also carries a lock_timeout: no lock wait outlasts
+# DATABASE_LOCK_TIMEOUT_MS (the lease's transactions then answer busy, attention.lease).
+# Set at the session's start, it costs the loop no statement (a SET LOCAL in each of its
+# transactions was one more round trip on the way from a wake-up to the claim).
 DATABASE_STATEMENT_TIMEOUT_MS = env.int("MARKUS_DB_STATEMENT_TIMEOUT_MS", default=30_000)
 DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS = env.int("MARKUS_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", default=60_000)
 DATABASE_LOCK_TIMEOUT_MS = env.int("MARKUS_DB_LOCK_TIMEOUT_MS", default=3_000)
@@ -153,6 +155,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             _pg_options.get("options", ""),
             f"-c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}",
             f"-c idle_in_transaction_session_timeout={DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+            f"-c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}",
         ]
     ).strip()
 
