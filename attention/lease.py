@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Self
 
@@ -40,6 +40,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, ChatSession
 from markus.core.db import SESSION_LOST, bounded_lock_wait, lock_conflict
+from markus.usage import budgets
 
 from .models import AgentAttention, AttentionState
 
@@ -60,6 +61,9 @@ class Lease:
     agent_id: str
     owner: str
     epoch: int
+    # False: the take found that no budget holds the agent, so its run reads none
+    # (``attention.metering``; a budget set meanwhile counts from the next run).
+    budgeted: bool = field(default=True, compare=False)
 
 
 def lease_seconds() -> float:
@@ -125,7 +129,7 @@ class Take:
     abandoned: bool = False
 
 
-def _take_sql(vendor: str) -> str:
+def _take_sql(vendor: str, budgeted: str = "TRUE") -> str:
     att = AgentAttention._meta.db_table
     agents = Agent._meta.db_table
     items = MailboxItem._meta.db_table
@@ -148,7 +152,8 @@ def _take_sql(vendor: str) -> str:
         f" EXISTS (SELECT 1 FROM {items} WHERE agent_id = %s AND status = %s),"
         f" (SELECT name FROM {agents} WHERE id = %s), (SELECT role FROM {agents} WHERE id = %s),"
         f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = %s),"
-        f" state"  # not written by the take: the state the previous holder left
+        f" state,"  # not written by the take: the state the previous holder left
+        f" {budgeted}"  # whether a budget holds the agent (``budgets.held_sql``)
     )
 
 
@@ -166,15 +171,17 @@ def abandoned_leases(now: datetime) -> QuerySet[AgentAttention]:
 def lease_take_for_run(agent_id: str) -> Take:
     """Take the agent's lease for a run of the loop, in one statement: only if the agent
     is a running internal agent and the lease is free or expired; it also tells whether
-    items are still ``processing`` (their worker died) and whether the previous holder
-    left without letting go (``abandoned``: its state is not idle). Busy if someone holds the lease
-    (or keeps its row locked); inactive if the agent is not running."""
+    items are still ``processing`` (their worker died), whether the previous holder
+    left without letting go (``abandoned``: its state is not idle) and whether a budget
+    holds the agent (``Lease.budgeted``). Busy if someone holds the lease (or keeps its
+    row locked); inactive if the agent is not running."""
     now = timezone.now()
     owner = new_owner()
     ops = connection.ops
     when = ops.adapt_datetimefield_value(now)
     expires = ops.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds()))
     target = [agent_id, when] if connection.vendor == "postgresql" else [agent_id]
+    held, held_params = budgets.held_sql(agent_id)
     params = [
         owner,
         expires,
@@ -191,18 +198,19 @@ def lease_take_for_run(agent_id: str) -> Take:
         agent_id,
         agent_id,
         True,
+        *held_params,
     ]
     for attempt in range(2):
         try:
             with connection.cursor() as cursor:
-                cursor.execute(_take_sql(connection.vendor), params)
+                cursor.execute(_take_sql(connection.vendor, held), params)
                 row = cursor.fetchone()
         except OperationalError as exc:
             if lock_conflict(exc):  # SQLite: a writer held the database past the busy timeout
                 return Take(None, "busy", locked=True)
             raise
         if row is not None:
-            lease = Lease(agent_id, owner, int(row[0]))
+            lease = Lease(agent_id, owner, int(row[0]), budgeted=bool(row[6]))
             note_renewed(lease)
             return Take(
                 lease,

@@ -16,17 +16,21 @@ from .scenarios import row
 if TYPE_CHECKING:
     from .lease import Lease
 
-# A run of the loop (one lease epoch) that found no budget for its agent, neither the
-# agent's nor its team's, reads them no more: a budget set meanwhile counts from the
-# next run (a run ends after MARKUS["RUN_BUDGET_ITEMS"] items); an existing budget is
-# read before every call. Keyed by agent: the run's lease (its owner token is new at
-# every take).
+# A run of the loop (one lease epoch) that found no budget for its agent reads them no
+# more: a budget set meanwhile counts from the next run (a run ends after
+# MARKUS["RUN_BUDGET_ITEMS"] items); an existing budget is read before every call. The
+# run's take says so (``Lease.budgeted``: no budget read at all), or its first gate
+# that found none. Keyed by agent: the run's lease (its owner token is new at every take).
 _unbudgeted: dict[str, tuple[str, int]] = {}
+
+
+def _unbudgeted_run(lease: Lease) -> bool:
+    return not lease.budgeted or _unbudgeted.get(lease.agent_id) == (lease.owner, lease.epoch)
 
 
 def gate(lease: Lease) -> budgets.Gate:
     """The budgets before the loop begins an item."""
-    if _unbudgeted.get(lease.agent_id) == (lease.owner, lease.epoch):
+    if _unbudgeted_run(lease):
         return budgets.Gate()
     read = budgets.gate(lease.agent_id)
     if read.limits:
@@ -38,7 +42,7 @@ def gate(lease: Lease) -> budgets.Gate:
 
 def before_call(lease: Lease, context: CallContext) -> None:
     """Raises ``BudgetExhausted`` when a budget refuses the call."""
-    if _unbudgeted.get(lease.agent_id) == (lease.owner, lease.epoch):
+    if _unbudgeted_run(lease):
         return
     budgets.check_call(lease.agent_id, skippable=row(context.scenario).skipped_near_budget)
 
@@ -72,7 +76,7 @@ def after_call(
         error=error,
         estimated=estimated,
     )
-    if provider.local and _unbudgeted.get(lease.agent_id) == (lease.owner, lease.epoch):
+    if provider.local and _unbudgeted_run(lease):
         _pending.setdefault(lease.agent_id, []).append(call)
         return
     record_calls([*_pending.pop(lease.agent_id, []), call])

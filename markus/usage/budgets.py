@@ -199,6 +199,25 @@ def budgets_of(agent_id: str) -> list[Budget]:
     return sorted(rows, key=lambda budget: ORDER.index(Scope(budget.scope)))
 
 
+def held_sql(agent_id: str) -> tuple[str, list[str]]:
+    """An SQL condition and its parameters: does a budget with a limit hold the agent
+    (``budgets_of``'s rule: its own, its team's, outside any team its owner's, the
+    deployment's)? With a default per person set, a teamless agent's
+    owner is held without a row: then always true (the gate reads them). The lease's take
+    answers it in its own statement (``attention.lease``), so a run of an agent that no
+    budget holds does not read them."""
+    if any(default_limits()):
+        return "TRUE", []
+    budgets, agents = Budget._meta.db_table, Agent._meta.db_table
+    sql = (
+        f"EXISTS (SELECT 1 FROM {budgets} WHERE (daily_tokens IS NOT NULL OR monthly_cost IS NOT NULL)"
+        f" AND (scope = '{Scope.DEPLOYMENT.value}' OR agent_id = %s"
+        f" OR team_id = (SELECT team_id FROM {agents} WHERE id = %s)"
+        f" OR user_id = (SELECT owner_id FROM {agents} WHERE id = %s AND team_id IS NULL)))"
+    )
+    return sql, [agent_id, agent_id, agent_id]
+
+
 def gate(agent_id: str, *, now: datetime | None = None) -> Gate:
     now = now or timezone.now()
     return Gate(tuple(limit for budget in budgets_of(agent_id) for limit in limits_of(budget, now)))
