@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
+from markus.core.db import SESSION_LOST
 from markus.memory.dream import dream_check
 from markus.reports import services as reports
 from markus.work import dead_ends
@@ -21,7 +22,18 @@ log = logging.getLogger(__name__)
 def run_attention(agent_id: str) -> str:
     close_old_connections()
     try:
-        result = loop.run_attention(agent_id)
+        try:
+            result = loop.run_attention(agent_id)
+        except SESSION_LOST:
+            # A kept connection is not health-checked before the task (markus.celery):
+            # one the database cut meanwhile fails the run's first statement, the take,
+            # which never reached it. Once more on a new connection; a run that got
+            # further let its lease go or lost it, and a second run is harmless.
+            if connection.is_usable():
+                raise
+            log.warning("attention: the connection of %s was cut; running once more on a new one", agent_id)
+            connection.close()
+            result = loop.run_attention(agent_id)
     finally:
         close_old_connections()
     if result.run_again_in is not None:

@@ -52,8 +52,12 @@ app.autodiscover_tasks()
 @signals.worker_init.connect
 def _keep_connections(**kwargs: Any) -> None:
     """A worker keeps its database connection between tasks for ``WORKER_CONN_MAX_AGE``
-    seconds (health-checked before reuse), unless the database's own CONN_MAX_AGE
-    (``?conn_max_age=`` in DATABASE_URL) says otherwise.
+    seconds, unless the database's own CONN_MAX_AGE (``?conn_max_age=`` in DATABASE_URL)
+    says otherwise. Not health-checked before reuse: Django's check is a ``SELECT 1``
+    before each task's first statement, one more round trip on the way from a wake-up to
+    the claim; a connection the database cut meanwhile fails the run's first statement
+    (the lease's take, which then never reached it) and the task runs once more on a new
+    one (``attention.tasks.run_attention``); a broken one is closed after the task.
 
     Every wake-up is a task. Measured (``bench wakeup``): a new PostgreSQL connection
     forks a server backend, the largest part of enqueue -> start; a new SQLite one
@@ -70,7 +74,6 @@ def _keep_connections(**kwargs: Any) -> None:
     for database in settings.DATABASES.values():
         if not database.get("CONN_MAX_AGE"):
             database["CONN_MAX_AGE"] = age
-            database["CONN_HEALTH_CHECKS"] = True
 
 
 @signals.task_prerun.connect
