@@ -25,7 +25,7 @@ class AttentionConfig(AppConfig):
         )
         from .conversations import on_reply_closed, reply_waits_timed_out
         from .heartbeat import wake_sleepers_now
-        from .loop import tidy_after_dead_workers
+        from .loop import end_overdue, tidy_after_dead_workers
 
         # An agent that asked a colleague and keeps its place resumes when the reply closes.
         reply_closed.connect(on_reply_closed, dispatch_uid="attention.reply_closed")
@@ -36,7 +36,6 @@ class AttentionConfig(AppConfig):
         # An outside agent's items not yet delivered to its bus inbox are delivered, and
         # a person's chat it did not answer in time is ended with an answer saying so.
         # An item kept past its time limit by a holder that froze is ended.
-        from .time_limit import end_overdue
 
         for hook in (
             tidy_after_dead_workers,

@@ -189,9 +189,12 @@ class Preempted:
 
 @dataclass(frozen=True)
 class Cancelled:
-    """What it was for went away (``reason``): it ends without an answer."""
+    """What it was for went away (``reason``): it ends without an answer. ``task_left``:
+    its task left in_progress (a revoked execution); the cancel decision saying so is
+    written as it settles."""
 
     reason: str = ""
+    task_left: bool = False
     kind: ClassVar[str] = "cancelled"
 
     @property
@@ -261,4 +264,17 @@ class AwaitingReply:
         return json.dumps(self.effect)
 
 
-Outcome: TypeAlias = Completed | Preempted | Cancelled | Stopped | Retry | Failed | Parked | AwaitingReply
+@dataclass(frozen=True)
+class Skipped:
+    """It had nothing to do (``reason``: a heartbeat with no news, or a person's chat
+    waiting): completed as skipped without an LLM call, its activity's label saying why."""
+
+    reason: str
+    kind: ClassVar[str] = "skipped"
+
+    @property
+    def detail(self) -> str:
+        return self.reason
+
+
+Outcome: TypeAlias = Completed | Preempted | Cancelled | Stopped | Retry | Failed | Parked | AwaitingReply | Skipped

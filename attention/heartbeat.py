@@ -44,12 +44,8 @@ from markus.agents.models import HEARTBEAT_MAX_MINUTES, HEARTBEAT_MIN_MINUTES, A
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group, send_event_on_commit
 
-from . import records
 from .focus import Focus
-from .lease import fenced
-from .models import ActivityLogType as L
 from .models import AgentActivity
-from .settle import complete
 
 log = logging.getLogger(__name__)
 
@@ -256,18 +252,18 @@ def rhythm_changed(agent_id: str) -> None:
 # ---------------------------------------------------------------------------- processing
 
 
-def skip_quiet_heartbeat(focus: Focus) -> bool:
-    """Called by the loop before a begun item runs: a heartbeat that has nothing to do
-    completes as skipped without an LLM call (True); the reason is its activity's label
-    and last line, and its line in the main session. Also keeps the agent's rhythm
+def quiet_heartbeat(focus: Focus) -> str:
+    """Called by the loop before a begun item runs: why a heartbeat has nothing to do
+    (it then ends ``Skipped`` without an LLM call: the reason is its activity's label
+    and last line, and its line in the main session), or "" to run it. Also keeps the agent's rhythm
     (last heartbeat, idle streak, sleep depth). A resumed heartbeat (its session saved,
     or a retry) runs on; one an operator asked for ("Run a heartbeat now") is not
     skipped for want of news."""
     item = focus.item
     if not focus.row.skips_without_news:
-        return False
+        return ""
     if focus.held.saved or item.marks.get("markerRetries"):
-        return False
+        return ""
     agent = Agent.objects.get(id=item.agent_id)
     now = timezone.now()
     scheduled = bool(item.extra.get("period"))  # from the tick; one an operator asked for always looks around
@@ -285,10 +281,7 @@ def skip_quiet_heartbeat(focus: Focus) -> bool:
         _idle(agent, now)
     else:
         _awake(agent, now)
-    if not reason:
-        return False
-    _complete_skipped(focus, reason)
-    return True
+    return reason
 
 
 def _idle(agent: Agent, now: datetime) -> None:
@@ -312,21 +305,6 @@ def _awake(agent: Agent, now: datetime) -> None:
         fields["next_heartbeat_at"] = min(agent.next_heartbeat_at or normal, normal)
         rhythm_changed(agent.id)
     Agent.objects.filter(id=agent.id).update(**fields)
-
-
-def _complete_skipped(focus: Focus, reason: str) -> None:
-    lease, item, activity = focus.lease, focus.item, focus.activity
-    outcome = f"skipped: {reason}"
-    with fenced(lease) as tx:
-        if activity is not None:
-            label = f"{activity.label} — {outcome}"[:300]
-            if activity._state.adding:
-                activity.label = label
-            else:
-                AgentActivity.objects.filter(id=activity.id).update(label=label)
-            records.end_activity(tx, activity, success=True)
-            records.log_many(tx, activity, focus.turn.take_lines(records.LogLine(L.STATUS, outcome)))
-        complete(tx, item, outcome=outcome)
 
 
 # ---------------------------------------------------------------------------- settings

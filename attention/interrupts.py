@@ -74,17 +74,21 @@ def execution_revoked(focus: Focus, *, lock: bool = False) -> bool:
 
 
 def revoked(focus: Focus) -> Outcome:
-    """The revoked execution ends here, cancelled, its decision saying why."""
-    with fenced(focus.lease) as tx:
-        records.record_decision(
-            tx,
-            item=focus.item,
-            decision_type=DecisionType.CANCEL,
-            reasoning=LEFT_IN_PROGRESS.capitalize(),
-            context={"rule": "task", "taskId": focus.item.task_id},
-            outcome="stopped, will not resume",
-        )
-    return Cancelled("the task left in_progress")
+    """The revoked execution ends here, cancelled; its decision (``record_task_left``)
+    is written as it settles."""
+    return Cancelled("the task left in_progress", task_left=True)
+
+
+def record_task_left(tx: Fence, focus: Focus) -> None:
+    """The cancel decision of a revoked execution, saying why."""
+    records.record_decision(
+        tx,
+        item=focus.item,
+        decision_type=DecisionType.CANCEL,
+        reasoning=LEFT_IN_PROGRESS.capitalize(),
+        context={"rule": "task", "taskId": focus.item.task_id},
+        outcome="stopped, will not resume",
+    )
 
 
 def weighed(focus: Focus) -> MailboxItem:

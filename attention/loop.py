@@ -35,7 +35,6 @@ from django.utils import timezone
 
 from mailbox import lifecycle
 from mailbox import services as mailbox
-from mailbox.expiry import expire_stale, is_expired
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from mailbox.selectors import depth_capped
@@ -44,7 +43,7 @@ from markus.agents.models import Agent
 from markus.llm.base import get_provider
 from markus.usage import budgets
 
-from . import batch, metering, records
+from . import batch, metering, records, time_limit
 from .conversations import reply_waits_timed_out
 from .deliberation import Aborted, choose
 from .endings import given_up
@@ -53,7 +52,6 @@ from .interrupts import execution_revoked
 from .lease import (
     SESSION_LOST,
     AgentNotRunning,
-    Fence,
     Lease,
     StaleLease,
     abandoned_leases,
@@ -61,13 +59,15 @@ from .lease import (
     lease_release,
     lease_take,
     lease_take_for_run,
+    lease_take_over,
 )
 from .models import ActivityLogType as L
 from .models import AgentAttention, AttentionState, DecisionType, LLMSession
-from .processing import process_item
-from .queue_read import QUEUE_READ_LIMIT, QueueView, consolidate, consolidation_due, read_queue, window_left  # noqa: F401 (QUEUE_READ_LIMIT: markus.bench)
+from .processing import inject_into_open_work, process_item
+from .queue_read import QUEUE_READ_LIMIT, QueueView, read_queue, record_expired, tidy, untidy, window_left  # noqa: F401 (QUEUE_READ_LIMIT: markus.bench)
 from .replies import tell_budget_wait
 from .scenarios import row, scenario_for
+from .services import wake
 from .session import SESSION_PREFIX
 from .settle import complete
 from .triage import Plan, apply_plan
@@ -127,22 +127,15 @@ def _next(run: Run) -> Begun | None:
         if view.due_deferred:
             lifecycle.resurface_due(lease.agent_id)
             view = read_queue(lease.agent_id)
-        if any(is_expired(i, view.read_at) for i in view.items):  # (no query when none is)
-            _expire(lease)
-            continue
+        if untidy(view):  # (no query when it is not)
+            tidy(lease)
+            view = read_queue(lease.agent_id)
         if not view.items:
             return None
         wait = window_left(view.items[0])
         if wait > 0:
             time.sleep(wait)  # unclaimed: a follow-up merges into it at enqueue
-            view = read_queue(lease.agent_id)
-            if not view.items:
-                return None
-        if consolidation_due(view.items):
-            consolidate(lease)
-            view = read_queue(lease.agent_id)
-            if not view.items:
-                return None
+            continue  # read (and tidy) again
         head = view.items[0]
         telemetry.focus(head)  # the item span starts here, in the trace the head was enqueued in
         gate = metering.gate(lease)
@@ -283,18 +276,18 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
             last_stop_check=time.monotonic(),  # the fence just found the agent running
         )
         focus.held.saved = resumed
-        if members or not (focus_row.joins_open_work and (item.task_id or item.requirement_id)):
-            # (A comment on a task or a requirement may go into its open work instead,
-            # ``markus.work.comment_routing``; not one that leads a batch.) A brain that
-            # answers at once has its activity and
-            # its first lines written with the outcome; for any other the live view shows
-            # them from now on.
-            focus.activity = records.start_activity(lease, item=item, scenario=scenario, batch=members)
-            started = records.LogLine(L.STATUS, f"started {scenario}", at=now)
-            if not get_provider().local:
-                records.log_many(tx, focus.activity, [started])  # stores the activity too
-            else:
-                focus.turn.note(started)
+        # A comment on a task or a requirement may go into its open work instead
+        # (``markus.work.comment_routing``); not one that leads a batch.
+        if not members and focus_row.joins_open_work and inject_into_open_work(tx, item):
+            return Begun(item, None)
+        # A brain that answers at once has its activity and its first lines written with
+        # the outcome; for any other the live view shows them from now on.
+        focus.activity = records.start_activity(lease, item=item, scenario=scenario, batch=members)
+        started = records.LogLine(L.STATUS, f"started {scenario}", at=now)
+        if not get_provider().local:
+            records.log_many(tx, focus.activity, [started])  # stores the activity too
+        else:
+            focus.turn.note(started)
     return Begun(item, focus)
 
 
@@ -372,19 +365,6 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
     return result
 
 
-def _expire(lease: Lease) -> None:
-    """Drop the queued items that waited longer than their type's expiry
-    (``mailbox.expiry``), each with its reason and a drop decision."""
-    with fenced(lease) as tx:
-        for item in expire_stale(lease.agent_id):
-            _record_expired(tx, item)
-
-
-def _record_expired(tx: Fence, item: MailboxItem) -> None:
-    item.refresh_from_db(fields=["status", "drop_reason", "completed_at"])
-    records.record_decision(tx, item=item, decision_type=DecisionType.DROP, reasoning=item.drop_reason)
-
-
 def _flush_usage(lease: Lease) -> None:
     """What the run's local calls spent and has not written yet (``metering.flush``)."""
     try:
@@ -410,25 +390,57 @@ def _next_due_in(agent_id: str) -> float | None:
     return max(0.0, (soonest - now).total_seconds())
 
 
-def _recover(lease: Lease) -> None:
+def _recover(lease: Lease, overdue: tuple[str, int, str] | None = None) -> int:
     """A worker died mid-item (its items still processing, its lease gone) or mid-run
     with nothing in flight (a deliberation: its state left ``deciding``, its activity
-    open on no item): the items of a batch are re-queued together (``batch.recover``),
-    the mailbox re-queues or drops the others, its open activities end failed ("worker
-    lost", with the calls that took effect), and whoever waits for a dropped item is
-    answered that it could not be finished, in one fenced transaction."""
+    open on no item), or froze past the item's time limit (``overdue``: the item, the
+    epoch it was held under, why; ``end_overdue``): the overdue item is dropped
+    (``time_limit.drop_overdue``), the items of a batch are re-queued together
+    (``batch.recover``), the mailbox re-queues or drops the others, the open activities
+    end failed ("worker lost", with the calls that took effect), and whoever waits for a
+    dropped item is answered that it could not be finished, in one fenced transaction.
+    Returns the overdue items ended (0 or 1)."""
     with fenced(lease) as tx:
+        late = time_limit.drop_overdue(tx, overdue[0], held_under=overdue[1], why=overdue[2]) if overdue else None
         batched = batch.recover(lease.agent_id)
         report = mailbox.mailbox_recover(lease.agent_id)
         report.requeued[:0] = batched
         for item in MailboxItem.objects.filter(id__in=report.expired).order_by("queued_at", "id"):
-            _record_expired(tx, item)
+            record_expired(tx, item)
         reply_waits_timed_out(lease.agent_id)  # a wait for a colleague's reply that ran out
-        closed = records.close_lost_activities(tx, requeued=report.requeued, dropped=report.dropped)
+        dropped = [*report.dropped, *([late.id] if late is not None else [])]
+        closed = records.close_lost_activities(tx, requeued=report.requeued, dropped=dropped)
+        if late is not None:
+            given_up(tx, late, late.drop_reason)
         for item in MailboxItem.objects.filter(id__in=report.dropped).order_by("queued_at", "id"):
             crashes = int(item.marks.get("crashes", 0)) + 1
             given_up(tx, item, f"the worker running it stopped {crashes} time(s) while I was on it")
     log.warning("attention: recovered %s after a lost lease: %s; activities closed: %s", lease.agent_id, report, closed)
+    return 1 if late is not None else 0
+
+
+def end_overdue() -> int:
+    """The sweep's hook for the item time limit (``attention.time_limit``): every item
+    whose holder kept it past the limit and a lease's length more, under a lease still
+    alive, is taken from its holder (``lease_take_over``: the holder, should it wake,
+    writes nothing) and ended by the recovery; the lease is let go and the agent woken
+    for the rest of its queue. Returns the items ended."""
+    limit = time_limit.limit_seconds()
+    if limit is None:
+        return 0
+    ended = 0
+    for agent_id, epoch, item_id in time_limit.overdue_holders(limit):
+        lease = lease_take_over(agent_id, epoch=epoch)
+        if lease is None:  # its holder let go or moved on meanwhile
+            continue
+        try:
+            ended += _recover(lease, (item_id, epoch, f"stopped: {time_limit.reason(limit)}"))
+        except StaleLease:
+            continue
+        finally:
+            _finish(lease, depth=None)
+            wake(agent_id)
+    return ended
 
 
 def tidy_after_dead_workers() -> int:

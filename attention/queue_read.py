@@ -1,9 +1,9 @@
 """Reading the queue, for the loop: the head of an agent's queue in one statement
 (``read_queue``: at most QUEUE_READ_LIMIT items in dequeue order, the queue's depth, whether
 deferred items came due, and whether each item has a saved LLM session), the burst
-coalescing window (``window_left``, see ``attention.loop``) and the consolidation of items
-about one task, requirement or conversation before triage (``consolidation_due``,
-``consolidate``)."""
+coalescing window (``window_left``, see ``attention.loop``) and the queue tidied before
+triage (``untidy``, ``tidy``): expired items dropped, items about one task, requirement or
+conversation folded together."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from mailbox import lifecycle
 from mailbox import services as mailbox
+from mailbox.expiry import expire_stale, is_expired
 from mailbox.merge import consolidation_key, entity_key, is_strict
 from mailbox.models import MailboxItem
 from mailbox.registry import COMMENT_TYPES, Status, descriptor
@@ -28,10 +29,7 @@ from mailbox.statements import ATTNAMES as ITEM_COLUMNS
 from mailbox.statements import statements
 
 from . import records
-from .lease import (
-    Lease,
-    fenced,
-)
+from .lease import Fence, Lease, fenced
 from .models import DecisionType, LLMSession
 from .session import SESSION_PREFIX
 from .triage import MAX_CANDIDATES
@@ -188,10 +186,21 @@ def consolidation_due(items: list[MailboxItem]) -> bool:
     return False
 
 
-def consolidate(lease: Lease) -> None:
-    """Consolidation at the queue's read (``mailbox_consolidate_by_entity``), fenced (a
-    stale worker must not fold the queue), each item folded in with its merge decision."""
+def untidy(view: QueueView) -> bool:
+    """Does the head of the queue hold items to expire or to fold together first?
+    (No statement: both are read off the items the read returned.)"""
+    return any(is_expired(i, view.read_at) for i in view.items) or consolidation_due(view.items)
+
+
+def tidy(lease: Lease) -> None:
+    """The queue tidied before triage, in one fenced transaction (a stale worker must not
+    touch the queue): the queued items that waited longer than their type's expiry are
+    dropped (``mailbox.expiry``), each with its drop decision, and the items about one
+    task, requirement or conversation are folded together
+    (``mailbox_consolidate_by_entity``), each with its merge decision."""
     with fenced(lease) as tx:
+        for item in expire_stale(lease.agent_id):
+            record_expired(tx, item)
         merged: list[MailboxItem] = []
         mailbox.mailbox_consolidate_by_entity(lease.agent_id, merged=merged)
         for other in merged:
@@ -201,3 +210,9 @@ def consolidate(lease: Lease) -> None:
                 decision_type=DecisionType.MERGE,
                 reasoning=f"Consolidated into {other.merged_into_id} (same task, requirement or conversation)",
             )
+
+
+def record_expired(tx: Fence, item: MailboxItem) -> None:
+    """The drop decision of an item that expired (read back for its reason)."""
+    item.refresh_from_db(fields=["status", "drop_reason", "completed_at"])
+    records.record_decision(tx, item=item, decision_type=DecisionType.DROP, reasoning=item.drop_reason)

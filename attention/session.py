@@ -16,7 +16,7 @@ from markus.agents.services import main_session
 
 from . import records
 from .focus import Focus, HeldSession
-from .lease import Fence, fenced
+from .lease import Fence
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord
 from .scenarios import SESSION_RESPONSE, TASK_EXECUTION, row_for
@@ -132,8 +132,9 @@ def load_session(focus: Focus) -> LLMSession:
         session.messages.extend(message for _, message in missed)
         session.absorbed_ids = [*session.absorbed_ids, *(i for i, _ in missed)]
     if missed or left:
-        with fenced(focus.lease) as tx:
-            save_session(tx, focus, session)
+        # Stored with the turn's first write (or the outcome); a worker lost before that
+        # finds the same items missing and tells them again.
+        focus.held.dirty = True
     return session
 
 

@@ -20,11 +20,24 @@ from notifications.models import Approval
 from notifications.services import approval_granted
 
 from . import batch, conversations, endings, records
-from .focus import AwaitingReply, Cancelled, Completed, Failed, Focus, Outcome, Parked, Preempted, Retry, Stopped
+from .focus import (
+    AwaitingReply,
+    Cancelled,
+    Completed,
+    Failed,
+    Focus,
+    Outcome,
+    Parked,
+    Preempted,
+    Retry,
+    Skipped,
+    Stopped,
+)
+from .interrupts import record_task_left
 from .lease import Fence, StaleLease, fenced
 from .model_call import backoff
 from .models import ActivityLogType as L
-from .models import ActivityOutcome, DecisionType, LLMSession
+from .models import ActivityOutcome, AgentActivity, DecisionType, LLMSession
 from .services import wake_on_commit
 from .session import FAILED_ATTEMPTS, append_note, discard_session, save_session, session_id
 
@@ -88,15 +101,30 @@ def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
             batch.requeue_members(tx, focus.batch)  # their batch resumes under its lead
         case Cancelled() | Retry() | Failed() if focus.batch:
             _dissolve(tx, focus, outcome)
-        case Cancelled():
+        case Cancelled(task_left=task_left):
+            if task_left:
+                record_task_left(tx, focus)
             _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED)
             complete(tx, item, outcome="cancelled")
         case Retry(reason=reason):
             _retry(tx, focus, reason)
         case Failed(reason=reason):  # it may not try again (its ceiling): it ends now
             _give_up(tx, focus, _failures(item, reason))
+        case Skipped():  # nothing to do, no LLM call: its activity's label says why
+            _relabel(focus.activity, status)
+            _end(tx, focus, success=True)
+            complete(tx, item, outcome=status)
         case _:
             assert_never(outcome)
+
+
+def _relabel(activity: AgentActivity, outcome: str) -> None:
+    """The activity's label followed by how it ended (its row written already, or not)."""
+    label = f"{activity.label} — {outcome}"[:300]
+    if activity._state.adding:
+        activity.label = label
+    else:
+        AgentActivity.objects.filter(id=activity.id).update(label=label)
 
 
 def _completed(tx: Fence, focus: Focus, text: str) -> None:
@@ -121,6 +149,8 @@ def _dissolve(tx: Fence, focus: Focus, outcome: Cancelled | Retry | Failed) -> N
     triage decides afresh, with what cancelled it in view; after a failure every item
     runs again by itself, from a clean start."""
     cancelled = isinstance(outcome, Cancelled)
+    if isinstance(outcome, Cancelled) and outcome.task_left:
+        record_task_left(tx, focus)
     _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED if cancelled else "")
     batch.dissolve(tx, focus.item, focus.batch, failed=not cancelled)
     if cancelled:

@@ -31,15 +31,14 @@ from .compaction import compact
 from .conversations import AWAITING
 from .focus import AwaitingReply, Completed, Focus, Outcome, Parked, Retry, Stopped
 from .interrupts import revoked, yield_point
-from .journal import REVOKED, Round, flush_turn, pending_calls, run_round
-from .lease import fenced
+from .journal import REVOKED, Round, pending_calls, run_round
 from .model_call import ItemSpend, model_call
 from .models import ActivityLogType as L
 from .models import LLMSession
 from .no_progress import Refusals
 from .replies import delta_sender
 from .scenarios import context_lines, item_brief, longterm_lines, system_prompt
-from .session import load_session, save_session
+from .session import load_session
 from .session_messages import context_message, last_context, same_context
 from .toolbox import END_TURN, ToolContext, restore_loaded, tools_for
 
@@ -81,9 +80,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
             return done
     for _ in range(MAX_TURNS):
         if focus.stop_requested():
-            with fenced(lease) as tx:
-                flush_turn(tx, focus)
-                save_session(tx, focus, session)
+            focus.held.dirty = True  # saved with the outcome, to resume from here
             return Stopped()
         time_limit.check(focus)  # past the item's time limit: it ends (a CeilingReached)
         tools = [t.schema() for t in offered.values()]  # a tool found on demand joins them

@@ -253,7 +253,7 @@ def test_a_heartbeat_skips_while_a_persons_chat_waits(clock, agent, monkeypatch)
     """A chat arrives just as the heartbeat begins: the heartbeat steps aside without an
     LLM call (not counted as idle), and the chat is answered next in the same run."""
     tick_at(clock, T0)
-    real = heartbeat.skip_quiet_heartbeat
+    real = heartbeat.quiet_heartbeat
     arrived = []
 
     def chat_arrives_first(focus):
@@ -261,7 +261,7 @@ def test_a_heartbeat_skips_while_a_persons_chat_waits(clock, agent, monkeypatch)
             arrived.append(chat(agent.id, "Are you there?"))
         return real(focus)
 
-    monkeypatch.setattr(heartbeat, "skip_quiet_heartbeat", chat_arrives_first)
+    monkeypatch.setattr(heartbeat, "quiet_heartbeat", chat_arrives_first)
     run(agent)
     [beat] = heartbeats(agent.id)
     assert beat.status == Status.COMPLETED and llm_turns(beat) == 0

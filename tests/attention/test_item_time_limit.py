@@ -131,18 +131,18 @@ def test_the_sweep_ends_an_item_whose_live_holder_froze_past_the_limit(agent):
     row = AgentAttention.objects.get(agent_id=agent.id)
     assert row.lease_owner == "" and row.state == AttentionState.IDLE
 
-    from attention import time_limit
+    from attention import loop
 
-    assert time_limit.end_overdue() == 0  # once
+    assert loop.end_overdue() == 0  # once
     assert len(told(agent.id)) == 1
 
 
 def test_the_sweep_leaves_a_holder_within_the_limit_alone(agent):
     item = chat(agent.id)
     holder = frozen_holder(agent, item, minutes_ago=5)
-    from attention import time_limit
+    from attention import loop
 
-    assert time_limit.end_overdue() == 0
+    assert loop.end_overdue() == 0
 
     item.refresh_from_db()
     assert item.status == Status.PROCESSING and told(agent.id) == []

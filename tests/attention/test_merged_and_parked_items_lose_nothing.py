@@ -121,7 +121,7 @@ def test_a_stale_worker_cannot_consolidate_the_queue(agent):
     time.sleep(0.2)  # the worker stalls past its lease; a successor takes it
     assert lease_take(agent.id) is not None
     with pytest.raises(StaleLease):
-        queue_read.consolidate(stale)
+        queue_read.tidy(stale)
     assert status(first.id) == "queued" and status(other.id) == "queued"
 
 

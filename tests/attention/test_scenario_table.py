@@ -56,7 +56,7 @@ def _names(pattern: ast.pattern) -> set[str]:
 def test_every_way_a_run_ends_is_one_frozen_class_settled_by_one_match():
     kinds = [cls.kind for cls in OUTCOMES]
     assert sorted(kinds) == sorted(
-        ["completed", "preempted", "cancelled", "stopped", "retry", "failed", "parked", "awaiting_reply"]
+        ["completed", "preempted", "cancelled", "stopped", "retry", "failed", "parked", "awaiting_reply", "skipped"]
     )
     for cls in OUTCOMES:
         assert cls.__dataclass_params__.frozen, cls
