@@ -291,3 +291,26 @@ def test_a_socket_that_leaves_stops_getting_frames_and_the_last_one_unsubscribes
     during, after = async_to_sync(go)()
     assert during >= 1
     assert after == 0
+
+
+def test_a_socket_that_comes_while_the_groups_last_one_leaves_gets_the_events(alice, agent):
+    """The last socket of a group closes the process's feed while a new one opens the
+    next: the old feed's unsubscribe must not undo the new one's subscription (on Redis
+    both are the same group channel of one connection)."""
+    cookie = session_cookie(alice)
+
+    async def go():
+        got = []
+        for _ in range(5):
+            old, ok = await ws_connect(f"/ws/agents/{agent.id}/", cookie=cookie)
+            assert ok
+            _, (new, ok2) = await asyncio.gather(old.disconnect(), ws_connect(f"/ws/agents/{agent.id}/", cookie=cookie))
+            assert ok2
+            try:
+                await database_sync_to_async(commit_events)(agent.id, 1)
+                got.append([f["item"]["summary"] for f in await frames_of(new, 1)])
+            finally:
+                await new.disconnect()
+        return got
+
+    assert async_to_sync(go)() == [["e0"]] * 5
