@@ -154,12 +154,11 @@ def install_quiet_writes() -> None:
     if getattr(protocol, "markus_quiet_writes", False):
         return
     send_data = protocol.sendData
-    debug = log_levels.index("debug")
+    quiet = frozenset(log_levels[: log_levels.index("debug")])  # the levels that log no debug line
 
     def quiet_send_data(self: Any, data: bytes, sync: bool = False, chopsize: int | None = None) -> None:
-        level = getattr(self.log, "_log_level", "trace")  # txaio's logger; unknown: autobahn's way
-        logged = level not in log_levels or log_levels.index(level) >= debug
-        if sync or chopsize or self.send_queue or self.logOctets or logged:
+        level = getattr(self.log, "_log_level", None)  # txaio's logger; unknown: autobahn's way
+        if sync or chopsize or self.send_queue or self.logOctets or level not in quiet:
             send_data(self, data, sync, chopsize)
             return
         self.transport.write(data)
