@@ -16,6 +16,9 @@ Figures:
    time over a 10 s window while nothing happens (main thread asleep, the client in its
    own process), as a share of one core, beside the same window with no wait parked;
    and the SQL statements every thread of the server ran in the window, per second.
+   Then the same window with ``W`` bus requests parked over REST (``POST
+   /api/agentbus/request``, each waiting for its reply: ``waiting.stream_request``),
+   answered afterwards by their recipient.
 2. Memory per parked wait (tracemalloc, the server's whole request: daphne, Django,
    the door): ``W`` REST waits, then ``W`` MCP ``inbox_wait`` calls; MCP / REST.
 3. Woken wait: a client parks a wait, the writer appends one message (its commit
@@ -283,12 +286,31 @@ def _parked_count() -> int:
     return int(counter())
 
 
+def _wakeup_registered() -> int:
+    from agentbus import wakeup
+
+    return int(wakeup.registered_waiters())
+
+
 def _registered_at_least(n: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while _parked_count() < n:
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {_parked_count()} of {n} waits parked")
         time.sleep(0.001)
+
+
+def _requests_waiting_at_least(n: int, timeout: float = 120) -> None:
+    """Until ``n`` waiters are registered for their wake-up (every build registers a
+    request's before its first read of the reply), then a second for those reads."""
+    from agentbus import wakeup
+
+    deadline = time.monotonic() + timeout
+    while wakeup.registered_waiters() < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {wakeup.registered_waiters()} of {n} requests wait")
+        time.sleep(0.001)
+    time.sleep(1.0)
 
 
 def _stamp(into: list[int]) -> None:
@@ -327,6 +349,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         return _in_own_process(stdout, options)
     import redis
     from django.conf import settings
+    from django.contrib.auth.models import User
     from django.db import connection, transaction
 
     from agentbus import services
@@ -351,7 +374,16 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         agent_create(name=f"bench watcher {i}", kind=Agent.Kind.EXTERNAL, agent_id=f"bench-wait-{tag}-{i}")
         for i in range(WATCHERS)
     ]
-    ids = [writer.id] + [a.id for a, _ in watchers]
+    # The requests' parties share an owner (an agent nobody owns sees only itself).
+    owner = User.objects.create_user(f"bench-wait-{tag}")
+    responder = agent_create(
+        name="bench responder", kind=Agent.Kind.EXTERNAL, agent_id=f"bench-wait-{tag}-r", owner=owner
+    )[0]
+    askers = [
+        agent_create(name=f"bench asker {i}", kind=Agent.Kind.EXTERNAL, agent_id=f"bench-wait-{tag}-a{i}", owner=owner)
+        for i in range(WATCHERS)
+    ]
+    ids = [writer.id, responder.id] + [a.id for a, _ in watchers + askers]
     Agent.objects.filter(id__in=ids).update(status=Agent.RunStatus.STOPPED)
     streams = {a.id: services.stream_open(sender=writer, recipient=a).id for a, _ in watchers}
     layer = settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "").rsplit(".", 1)[-1]
@@ -376,6 +408,23 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             "headers": {"Authorization": f"Bearer {token}", "Accept": MCP_ACCEPT},
             "body": {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": call},
         }
+
+    def ask(i: int, timeout: float = 120) -> dict[str, Any]:
+        agent, token = askers[i % WATCHERS]
+        body = {"sender": agent.id, "recipient": responder.id, "payload": {"n": i}, "timeoutSeconds": timeout}
+        return {
+            "method": "POST",
+            "path": "/api/agentbus/request",
+            "headers": {"Authorization": f"Bearer {token}"},
+            "body": body,
+        }
+
+    def answer_all() -> None:
+        from agentbus.models import Stream
+
+        asked = Stream.objects.filter(recipient=responder, reply_to__isnull=True, closed_at__isnull=True)
+        for stream_id in asked.values_list("id", flat=True):
+            services.stream_reply(responder=responder, stream_id=stream_id, payload={"text": "done"})
 
     def wake_all() -> None:
         for a, _ in watchers:
@@ -406,10 +455,27 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
                 wake_all()
                 child.send({"op": "collect"})
                 json.loads(child.line())
-        idle, parked = windows["none"], windows["parked"]
+        # the same window with m parked bus requests
+        base = _wakeup_registered()
+        child.send({"op": "park", "requests": [ask(i) for i in range(m)]})
+        child.expect("parked")
+        _requests_waiting_at_least(base + m)
+        statements.count, statements.on = 0, True
+        cpu, wall = _cpu_seconds(), time.monotonic()
+        time.sleep(IDLE_WINDOW)
+        cpu, wall = _cpu_seconds() - cpu, time.monotonic() - wall
+        statements.on = False
+        windows["requests"] = (cpu / wall, statements.count / wall)
+        answer_all()
+        child.send({"op": "collect"})
+        statuses = json.loads(child.line())["statuses"]
+        if statuses != [200] * m:
+            write(f"  requests answered {sorted(set(statuses))}")
+        idle, parked, asking = windows["none"], windows["parked"], windows["requests"]
         write(
             f"  idle server: CPU {idle[0] * 100:.1f} % of a core, {idle[1]:.1f} statements/s; "
-            f"{m} parked REST waits: CPU {parked[0] * 100:.1f} %, {parked[1]:.1f} statements/s"
+            f"{m} parked REST waits: CPU {parked[0] * 100:.1f} %, {parked[1]:.1f} statements/s; "
+            f"{m} parked requests: CPU {asking[0] * 100:.1f} %, {asking[1]:.1f} statements/s"
         )
         figures.append(
             Figure(
@@ -431,6 +497,29 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
                 baseline=f"no wait: {idle[1]:.2f}/s; one backstop read per period is "
                 f"{1 / float(settings.MARKUS['AGENTBUS_POLL_SECONDS']):.2f}/s",
                 goal=round(idle[1] + 2 / float(settings.MARKUS["AGENTBUS_POLL_SECONDS"]), 2),
+                better="lower",
+            )
+        )
+        figures.append(
+            Figure(
+                suite=SUITE,
+                name=f"SQL statements per second with {m} parked bus requests ({name})",
+                value=round(asking[1], 2),
+                unit="/s",
+                baseline=f"no wait: {idle[1]:.2f}/s; one backstop read per period is "
+                f"{1 / float(settings.MARKUS['AGENTBUS_POLL_SECONDS']):.2f}/s",
+                goal=round(idle[1] + 2 / float(settings.MARKUS["AGENTBUS_POLL_SECONDS"]), 2),
+                better="lower",
+            )
+        )
+        figures.append(
+            Figure(
+                suite=SUITE,
+                name=f"server CPU with {m} parked bus requests, % of a core over {IDLE_WINDOW:g} s ({name})",
+                value=round(asking[0] * 100, 2),
+                unit="%",
+                baseline=f"the same server with no wait: {idle[0] * 100:.2f} %",
+                goal=round(idle[0] * 100 + 2.0, 2),
                 better="lower",
             )
         )
@@ -547,6 +636,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         AuditEvent.objects.filter(agent_id__in=ids).delete()
         ConsumerCursor.objects.filter(agent_id__in=ids).delete()
         Agent.objects.filter(id__in=ids).delete()
+        owner.delete()
     return figures
 
 
