@@ -157,6 +157,10 @@ def _take_sql(vendor: str, budgeted: str = "TRUE") -> str:
     )
 
 
+# The take's columns, as ``_take_sql`` returns them.
+_TAKE_COLUMNS = ("epoch", "in_flight", "agent_name", "agent_role", "main_session", "state", "budgeted")
+
+
 def abandoned_leases(now: datetime) -> QuerySet[AgentAttention]:
     """Leases that ran out without a release, their state not idle: a worker died or
     froze mid-run. The sweep kicks such a running agent (its next run recovers) and tidies
@@ -200,19 +204,33 @@ def lease_take_for_run(agent_id: str) -> Take:
         True,
         *held_params,
     ]
+    sql = _take_sql(connection.vendor, held)
+    if connection.vendor == "postgresql":
+        # The run's first read of the queue in the same statement (one round trip less
+        # on the way from a wake-up to the claim): the take as a CTE, the compiled queue
+        # read joined to its row (``attention.queue_read``). SQLite has no UPDATE in a
+        # CTE; a statement there costs no round trip.
+        from . import queue_read
+
+        queue_read.first_read(agent_id)  # one an earlier run of this thread left unread
+        read, read_params = queue_read.queue_sql(agent_id, now)
+        took = ", ".join(_TAKE_COLUMNS)
+        sql = f"WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
+        params += read_params
     for attempt in range(2):
         try:
             with connection.cursor() as cursor:
-                cursor.execute(_take_sql(connection.vendor, held), params)
-                row = cursor.fetchone()
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
         except OperationalError as exc:
             if lock_conflict(exc):  # SQLite: a writer held the database past the busy timeout
                 return Take(None, "busy", locked=True)
             raise
-        if row is not None:
+        if rows:
+            row = rows[0]
             lease = Lease(agent_id, owner, int(row[0]), budgeted=bool(row[6]))
             note_renewed(lease)
-            return Take(
+            take = Take(
                 lease,
                 in_flight=bool(row[1]),
                 agent_name=row[2] or "",
@@ -220,6 +238,12 @@ def lease_take_for_run(agent_id: str) -> Take:
                 main_session_id=row[4] or "",
                 abandoned=(row[5] or AttentionState.IDLE) != AttentionState.IDLE,
             )
+            if len(row) > len(_TAKE_COLUMNS) and not (take.in_flight or take.abandoned):
+                # (A run that recovers first changes the queue: it reads it afterwards.)
+                from . import queue_read
+
+                queue_read.keep_first_read(agent_id, [r[len(_TAKE_COLUMNS) :] for r in rows], now)
+            return take
         if not Agent.objects.running().filter(id=agent_id).exists():
             return Take(None, "inactive")
         row_of_agent = AgentAttention.objects.filter(agent_id=agent_id)
@@ -312,6 +336,9 @@ def lease_release(lease: Lease) -> bool:
     """Let go of the lease (False if it was no longer ours, or its row stayed locked by
     another session past the lock timeout: then it simply runs out)."""
     _forget(lease)
+    from . import queue_read
+
+    queue_read.first_read(lease.agent_id)  # a run that never read the queue it took with its lease
     return _update_if(
         _mine(lease),
         lease_owner="",

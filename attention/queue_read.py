@@ -7,6 +7,7 @@ conversation folded together."""
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -111,8 +112,19 @@ def read_queue(agent_id: str) -> QueueView:
     dequeue order, by the partial index), the queue's full depth and whether deferred
     items (not parked) are due, as two uncorrelated subqueries of it, and for each item
     whether it has a saved LLM session. An empty queue returns no row to carry them:
-    then the deferred items are looked at separately."""
+    then the deferred items are looked at separately. A run's first read on PostgreSQL
+    was made by the statement that took its lease (``queue_sql``, ``attention.lease``):
+    no statement then."""
+    first = first_read(agent_id)
+    if first is not None:
+        return first
     now = timezone.now()
+    sql, params = queue_sql(agent_id, now)
+    return _view(agent_id, _items(sql, params), now)
+
+
+def queue_sql(agent_id: str, now: datetime) -> tuple[str, list[Any]]:
+    """The queue read's SQL and parameters (compiled once per connection)."""
     sql, template, agents, nows = _compiled_queue_query()
     params = list(template)
     stored_now = connection.ops.adapt_datetimefield_value(now)
@@ -120,7 +132,10 @@ def read_queue(agent_id: str) -> QueueView:
         params[i] = agent_id
     for i in nows:
         params[i] = stored_now if template[i] != _NOW_STANDIN else now
-    rows = _items(sql, params)
+    return sql, params
+
+
+def _view(agent_id: str, rows: list[MailboxItem], now: datetime) -> QueueView:
     if not rows:
         return QueueView(items=[], depth=0, due_deferred=_any_due(agent_id, now), read_at=now)
     first = rows[0]
@@ -130,6 +145,32 @@ def read_queue(agent_id: str) -> QueueView:
         due_deferred=bool(getattr(first, "due", False)),
         read_at=now,
     )
+
+
+# A run's first read, made by the statement that took its lease (PostgreSQL): kept for
+# the run's thread until the run reads the queue, or lets the lease go.
+_first_reads: dict[tuple[str, int], QueueView] = {}
+
+
+def keep_first_read(agent_id: str, values: list[tuple[Any, ...]], now: datetime) -> None:
+    """The take's rows of the queue read (``queue_sql``'s columns), for the run's first
+    ``read_queue``. Not kept when the queue was empty (that read also looks at the
+    deferred items)."""
+    made = statements()
+    n = len(ITEM_COLUMNS)
+    rows = []
+    for row in values:
+        if row[0] is None:
+            continue  # the queue was empty: the take's row alone
+        item = made.item(row[:n])
+        item.depth, item.due, item.has_session = row[n:]  # type: ignore[attr-defined]
+        rows.append(item)
+    if rows:
+        _first_reads[(agent_id, threading.get_ident())] = _view(agent_id, rows, now)
+
+
+def first_read(agent_id: str) -> QueueView | None:
+    return _first_reads.pop((agent_id, threading.get_ident()), None)
 
 
 # The read's columns: the item's, in the model's order, then these annotations.

@@ -1,0 +1,84 @@
+"""On PostgreSQL the statement that takes an agent's lease for a run also reads the head
+of its queue (the take as a CTE, the loop's compiled queue read joined to it): from a
+wake-up to the claim the run sends the take, then its fenced transaction (BEGIN, the
+attention UPDATE) and the claim, one round trip less than a take and a separate read.
+What the run then does is the same: every item in dequeue order, a dead worker's items
+recovered before the queue is read, nothing left for a later run to read."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from attention import loop, queue_read
+from attention.lease import lease_release, lease_take_for_run
+from mailbox import lifecycle
+from mailbox.models import MailboxItem
+from mailbox.registry import MailboxType as T
+from mailbox.registry import Status
+from mailbox.services import mailbox_enqueue
+from markus.llm.base import set_provider_override
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def offline_brain(settings, monkeypatch):
+    assert connection.vendor == "postgresql", "this test needs PostgreSQL"
+    set_provider_override(None)
+    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
+    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
+    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", False)
+
+
+def enqueue(agent_id: str, summary: str, priority: int | None = None) -> str:
+    return mailbox_enqueue(
+        agent_id=agent_id,
+        source_type=T.SYSTEM_EVENT,
+        priority=priority,
+        payload={"summary": summary, "content": summary},
+    ).id
+
+
+def test_a_run_sends_the_take_and_its_fenced_claim_before_the_first_item_starts(agent):
+    loop.run_attention(agent.id)  # the agent's first run makes its attention row
+    enqueue(agent.id, "one")
+    with CaptureQueriesContext(connection) as ctx:
+        loop.run_attention(agent.id)
+    sent = [q["sql"] for q in ctx.captured_queries]
+    claiming = 'UPDATE "mailbox_items" SET "status" = \'processing\''
+    claim = next(i for i, sql in enumerate(sent) if sql.startswith(claiming))
+    before = [sql.split()[0] + (" " + sql.split()[1] if sql.startswith("UPDATE") else "") for sql in sent[:claim]]
+    assert before == ["WITH", "BEGIN", 'UPDATE "agent_attention"'], sent[:claim]
+    assert "mailbox_items" in sent[0]
+
+
+def test_the_run_takes_every_item_in_dequeue_order(agent):
+    loop.run_attention(agent.id)
+    ids = [enqueue(agent.id, "low", priority=3), enqueue(agent.id, "high", priority=0), enqueue(agent.id, "mid")]
+    result = loop.run_attention(agent.id)
+    assert result.processed == 3
+    done = MailboxItem.objects.filter(id__in=ids).order_by("started_at").values_list("payload__summary", flat=True)
+    assert list(done) == ["high", "mid", "low"]
+
+
+def test_a_dead_workers_item_is_recovered_before_the_queue_is_read(agent):
+    loop.run_attention(agent.id)
+    lost = enqueue(agent.id, "lost")
+    assert lifecycle.claim(lost, epoch=1) is not None  # a worker died mid-item
+    waiting = enqueue(agent.id, "waiting")
+    result = loop.run_attention(agent.id)
+    assert set(result.items) >= {waiting}
+    assert MailboxItem.objects.get(id=waiting).status == Status.COMPLETED
+    assert MailboxItem.objects.get(id=lost).status in (Status.COMPLETED, Status.DROPPED)
+
+
+def test_a_take_whose_run_never_read_leaves_nothing_for_a_later_read(agent):
+    loop.run_attention(agent.id)
+    first = enqueue(agent.id, "first")
+    take = lease_take_for_run(agent.id)
+    assert take.lease is not None
+    lease_release(take.lease)  # the run ended before reading its queue
+    MailboxItem.objects.filter(id=first).update(status=Status.DROPPED)
+    assert queue_read.read_queue(agent.id).items == []
