@@ -259,7 +259,7 @@ def failed_attempts_note(item: MailboxItem) -> str:
     attempts = [a for a in item.marks.get(FAILED_ATTEMPTS, []) if isinstance(a, dict)]
     if not attempts:
         return ""
-    lines = [f"[Markus] This item was tried {len(attempts)} time(s) before and the attempt failed:"]
+    lines = [f"[note] This item was tried {len(attempts)} time(s) before and the attempt failed:"]
     for n, attempt in enumerate(attempts, 1):
         lines.append(f"Attempt {n} failed: {attempt.get('reason')}.")
         lines += [f"- it called {call}" for call in attempt.get("calls") or []]

@@ -104,3 +104,16 @@ def test_a_stored_session_with_the_old_mark_gets_no_second_note_when_nothing_cha
     assert _note_context(session, context_message([*lines, "- next (just now): tell Bob"]))
     assert session.messages[-1]["content"].startswith('{"ok": true}\n\n' + CONTEXT_MARK)
     assert not _note_context(session, context_message([*lines, "- next (just now): tell Bob"]))
+
+
+def test_a_retry_is_told_its_failed_attempts_without_a_platform_speaker_tag(agent):
+    """The opening of a retried item says what the failed attempts did; it names no
+    speaker the model could take for itself ("[Markus] This item was tried …")."""
+    from attention.session import FAILED_ATTEMPTS, failed_attempts_note
+    from mailbox.models import MailboxItem
+
+    item = MailboxItem(agent_id=agent.id, marks={FAILED_ATTEMPTS: [{"reason": "provider error", "calls": ["x()"]}]})
+    note = failed_attempts_note(item)
+
+    assert "tried 1 time(s) before" in note and "provider error" in note
+    assert not SPEAKER.search(note), note
