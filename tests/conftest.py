@@ -66,6 +66,20 @@ def charlie_client(charlie):
 
 
 @pytest.fixture
+def model_server(settings, monkeypatch):
+    """Point the brain at a local model server, through the real SDK:
+    ``model_server(url)`` (openai), ``model_server(url, provider="anthropic")``; any other
+    ``MARKUS`` setting as a keyword (``DELIBERATION=False``)."""
+
+    def use(url: str, *, provider: str = "openai", **markus: object) -> None:
+        values = {"LLM_PROVIDER": provider, "LLM_BASE_URL": url, "LLM_API_KEY": "sk-test", "LLM_MODEL": "stub-model"}
+        for key, value in {**values, **markus}.items():
+            monkeypatch.setitem(settings.MARKUS, key, value)
+
+    return use
+
+
+@pytest.fixture
 def sent_events():
     """Every event sent after commit, round-tripped through JSON."""
     seen: list[tuple[str, dict]] = []

@@ -25,29 +25,15 @@ OLD_MARK = "[Markus: your context now; not a message from anyone]"
 SPEAKER = re.compile(r"\[Markus\b|^\s*Markus\s*:", re.MULTILINE)
 
 
-@pytest.fixture
-def openai_at(settings, monkeypatch):
-    def use(url):
-        for key, value in {
-            "LLM_PROVIDER": "openai",
-            "LLM_BASE_URL": url,
-            "LLM_API_KEY": "sk-test",
-            "LLM_MODEL": "stub-model",
-        }.items():
-            monkeypatch.setitem(settings.MARKUS, key, value)
-
-    return use
-
-
 @pytest.mark.django_db(transaction=True)
-def test_an_agent_named_ada_reads_no_platform_name_as_a_speaker(openai_at, agent, alice_client):
+def test_an_agent_named_ada_reads_no_platform_name_as_a_speaker(model_server, agent, alice_client):
     assert agent.name == "Ada"
     replies = [
         {"tool_calls": [("memory_save", {"content": "Alice asked who I am", "kind": "note"})]},
         {"content": "I am Ada, an engineer."},
     ]
     with StubOpenAI(replies) as stub:
-        openai_at(stub.url)
+        model_server(stub.url)
         r = alice_client.post(f"/api/agents/{agent.id}/chat", {"text": "who are you?"}, format="json")
         assert r.status_code in (200, 202), r.content
         loop.run_attention(agent.id)  # the chat's item, if its wait ended before the answer

@@ -5,6 +5,7 @@ agent. Through the real openai SDK against the local stub server."""
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import timedelta
 
@@ -23,19 +24,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def openai_brain(settings, monkeypatch):
-    def use(url):
-        for key, value in {
-            "LLM_PROVIDER": "openai",
-            "LLM_BASE_URL": url,
-            "LLM_API_KEY": "sk-test",
-            "LLM_MODEL": "stub-model",
-            "DELIBERATION": False,
-            "INTERRUPT_JUDGE": False,
-        }.items():
-            monkeypatch.setitem(settings.MARKUS, key, value)
-
-    return use
+def openai_brain(model_server):
+    return functools.partial(model_server, DELIBERATION=False, INTERRUPT_JUDGE=False)
 
 
 def two_notices(agent):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from attention import loop
@@ -32,17 +34,8 @@ TOOLS = [
 
 
 @pytest.fixture
-def anthropic_settings(settings, monkeypatch):
-    def use(url):
-        for key, value in {
-            "LLM_PROVIDER": "anthropic",
-            "LLM_BASE_URL": url,
-            "LLM_API_KEY": "sk-ant-test",
-            "LLM_MODEL": "stub-claude",
-        }.items():
-            monkeypatch.setitem(settings.MARKUS, key, value)
-
-    return use
+def anthropic_settings(model_server):
+    return functools.partial(model_server, provider="anthropic", LLM_API_KEY="sk-ant-test", LLM_MODEL="stub-claude")
 
 
 def test_a_tool_use_round_trip_in_the_messages_wire_format(anthropic_settings):

@@ -25,17 +25,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def openai_settings(settings, monkeypatch):
+def openai_settings(model_server):
     def use(url, *, deliberation: bool = False):
-        for key, value in {
-            "LLM_PROVIDER": "openai",
-            "LLM_BASE_URL": url,
-            "LLM_API_KEY": "sk-test",
-            "LLM_MODEL": "stub-model",
-            "DELIBERATION": deliberation,
-            "INTERRUPT_JUDGE": False,
-        }.items():
-            monkeypatch.setitem(settings.MARKUS, key, value)
+        model_server(url, DELIBERATION=deliberation, INTERRUPT_JUDGE=False)
 
     return use
 

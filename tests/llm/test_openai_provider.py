@@ -16,17 +16,8 @@ from .stub_openai import StubOpenAI
 
 
 @pytest.fixture
-def openai_settings(settings, monkeypatch):
-    def use(url):
-        for key, value in {
-            "LLM_PROVIDER": "openai",
-            "LLM_BASE_URL": url,
-            "LLM_API_KEY": "sk-test",
-            "LLM_MODEL": "stub-model",
-        }.items():
-            monkeypatch.setitem(settings.MARKUS, key, value)
-
-    return use
+def openai_settings(model_server):
+    return model_server
 
 
 def test_the_sdk_sends_tools_and_parses_tool_calls_and_usage(openai_settings):
