@@ -360,7 +360,7 @@ MARKUS = {
     # An agent's heartbeat interval when none is set for it (minutes, 5 to 1440); each
     # agent's own is set in the console, PATCH /api/agents/{id} or set_heartbeat_interval.
     "HEARTBEAT_DEFAULT_MINUTES": env.int("MARKUS_HEARTBEAT_DEFAULT_MINUTES", default=360),
-    # The fallback poll of an AgentBus wait when no channel-layer wake-up arrives.
+    # The AgentBus wake-up backstop's period: one read per process for every parked wait and request.
     "AGENTBUS_POLL_SECONDS": env.float("MARKUS_AGENTBUS_POLL_SECONDS", default=5.0),
     # An agent's tool servers' tools are offered with every request up to this many; past
     # it they are found and loaded on demand (tool_search, tool_load: markus.toolservers).
