@@ -10,16 +10,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from mailbox import selectors as mailbox_selectors
-from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType
+from tests.items import many_items
 
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
 
 def queue_of(agent, n: int) -> None:
-    MailboxItem.objects.bulk_create(
-        MailboxItem(agent=agent, source_type=MailboxType.SYSTEM_EVENT, payload={"summary": f"n{i}"}) for i in range(n)
-    )
+    many_items(agent.id, n)
 
 
 def test_the_dashboard_shows_a_capped_depth(operator, agent, bea, monkeypatch):

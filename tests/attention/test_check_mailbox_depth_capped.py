@@ -6,18 +6,15 @@ the depth is exact, as before."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from attention.scenarios import CHAT
 from attention.toolbox import ToolContext, execute_tool
-from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType
 from mailbox.selectors import QUEUE_DEPTH_CAP
+from tests.items import many_items
 
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
@@ -29,16 +26,7 @@ def check(agent, **args):
 
 
 def queue_of(agent, n: int) -> None:
-    start = timezone.now() - timedelta(hours=1)
-    MailboxItem.objects.bulk_create(
-        MailboxItem(
-            agent=agent,
-            source_type=MailboxType.SYSTEM_EVENT,
-            payload={"summary": f"notice {i}"},
-            queued_at=start + timedelta(milliseconds=i),
-        )
-        for i in range(n)
-    )
+    many_items(agent.id, n)
 
 
 def test_below_the_cap_the_depth_is_exact(agent):

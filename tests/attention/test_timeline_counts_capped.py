@@ -7,35 +7,23 @@ the decisions list counts the same way."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from attention import selectors as attention_selectors
 from attention.models import AgentDecision, DecisionType
 from mailbox import selectors as mailbox_selectors
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 from markus.core import counting
+from tests.items import many_items
 
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
 
 def history(agent, n: int, status: str = Status.COMPLETED) -> list[MailboxItem]:
-    start = timezone.now() - timedelta(hours=1)
-    return MailboxItem.objects.bulk_create(
-        MailboxItem(
-            agent=agent,
-            source_type=MailboxType.SYSTEM_EVENT,
-            status=status,
-            payload={"summary": f"item {i}"},
-            queued_at=start + timedelta(milliseconds=i),
-        )
-        for i in range(n)
-    )
+    return many_items(agent.id, n, status=status)
 
 
 def first_page(client, agent, **params):

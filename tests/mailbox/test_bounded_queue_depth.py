@@ -6,33 +6,20 @@ one statement whatever the queue holds."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from attention.loop import read_queue
-from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 from mailbox.selectors import QUEUE_DEPTH_CAP, depth_fields, depth_label, queue_depth
+from tests.items import many_items
 
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
 
 def queue_of(agent, n: int, status: str = Status.QUEUED) -> None:
-    start = timezone.now() - timedelta(hours=1)
-    MailboxItem.objects.bulk_create(
-        MailboxItem(
-            agent=agent,
-            source_type=MailboxType.SYSTEM_EVENT,
-            status=status,
-            payload={"summary": f"item {i}"},
-            queued_at=start + timedelta(milliseconds=i),
-        )
-        for i in range(n)
-    )
+    many_items(agent.id, n, status=status)
 
 
 def test_a_short_queue_is_counted_exactly(agent):

@@ -8,35 +8,23 @@ plans (PostgreSQL's planner chooses by its statistics: not asserted here)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from attention.queue_read import read_queue
 from attention.selectors import timeline
 from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType, Status
+from mailbox.registry import Status
 from mailbox.selectors import queue_depth
 from markus.core.counting import capped_count
+from tests.items import many_items
 
 pytestmark = pytest.mark.django_db
 
 
 def items(agent, n: int, status: str) -> None:
-    start = timezone.now() - timedelta(hours=1)
-    MailboxItem.objects.bulk_create(
-        MailboxItem(
-            agent=agent,
-            source_type=MailboxType.SYSTEM_EVENT,
-            status=status,
-            payload={"summary": f"item {i}"},
-            queued_at=start + timedelta(milliseconds=i),
-        )
-        for i in range(n)
-    )
+    many_items(agent.id, n, status=status)
 
 
 def counted_searches(call) -> list[str]:

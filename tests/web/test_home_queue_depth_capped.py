@@ -9,18 +9,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from mailbox import selectors as mailbox_selectors
-from mailbox.models import MailboxItem
-from mailbox.registry import MailboxType
 from markus.agents.services import agent_create
+from tests.items import many_items
 
 pytestmark = [pytest.mark.django_db, pytest.mark.pg]
 
 
 def queue_of(agent_id: str, n: int) -> None:
-    MailboxItem.objects.bulk_create(
-        MailboxItem(agent_id=agent_id, source_type=MailboxType.SYSTEM_EVENT, payload={"summary": f"n{i}"})
-        for i in range(n)
-    )
+    many_items(agent_id, n)
 
 
 def test_the_cards_show_a_capped_depth(client, alice, monkeypatch):
