@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection, connections
-from django.test.utils import CaptureQueriesContext
 
 from attention import tasks
 from mailbox.models import MailboxItem
@@ -62,8 +61,13 @@ def test_a_wake_up_on_a_connection_the_database_cut_runs_its_item(agent, kept_co
     assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
 
 
-def test_a_wake_up_on_a_kept_connection_sends_no_health_check(agent, kept_connection):
-    mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "s", "content": "c"})
-    with CaptureQueriesContext(connection) as ctx:
-        assert tasks.run_attention(agent.id) == "done"
-    assert ctx.captured_queries[0]["sql"].startswith("UPDATE agent_attention"), ctx.captured_queries[0]
+def test_a_worker_keeps_its_connection_without_a_health_check(settings, monkeypatch):
+    from markus.celery import _keep_connections
+
+    database = settings.DATABASES["default"]
+    monkeypatch.setattr(settings, "WORKER_CONN_MAX_AGE", 60)
+    monkeypatch.setitem(database, "CONN_MAX_AGE", 0)
+    monkeypatch.setitem(database, "CONN_HEALTH_CHECKS", False)
+    _keep_connections()
+    assert database["CONN_MAX_AGE"] == 60
+    assert not database["CONN_HEALTH_CHECKS"]
