@@ -477,52 +477,30 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             f"{m} parked REST waits: CPU {parked[0] * 100:.1f} %, {parked[1]:.1f} statements/s; "
             f"{m} parked requests: CPU {asking[0] * 100:.1f} %, {asking[1]:.1f} statements/s"
         )
-        figures.append(
-            Figure(
-                suite=SUITE,
-                name=f"server CPU with {m} parked waits, % of a core over {IDLE_WINDOW:g} s ({name})",
-                value=round(parked[0] * 100, 2),
-                unit="%",
-                baseline=f"the same server with no wait: {idle[0] * 100:.2f} %",
-                goal=round(idle[0] * 100 + 2.0, 2),
-                better="lower",
+        period = float(settings.MARKUS["AGENTBUS_POLL_SECONDS"])
+        for what, (cpu_share, per_second) in ((f"{m} parked waits", parked), (f"{m} parked bus requests", asking)):
+            figures.append(
+                Figure(
+                    suite=SUITE,
+                    name=f"server CPU with {what}, % of a core over {IDLE_WINDOW:g} s ({name})",
+                    value=round(cpu_share * 100, 2),
+                    unit="%",
+                    baseline=f"the same server with no wait: {idle[0] * 100:.2f} %",
+                    goal=round(idle[0] * 100 + 2.0, 2),
+                    better="lower",
+                )
             )
-        )
-        figures.append(
-            Figure(
-                suite=SUITE,
-                name=f"SQL statements per second with {m} parked waits ({name})",
-                value=round(parked[1], 2),
-                unit="/s",
-                baseline=f"no wait: {idle[1]:.2f}/s; one backstop read per period is "
-                f"{1 / float(settings.MARKUS['AGENTBUS_POLL_SECONDS']):.2f}/s",
-                goal=round(idle[1] + 2 / float(settings.MARKUS["AGENTBUS_POLL_SECONDS"]), 2),
-                better="lower",
+            figures.append(
+                Figure(
+                    suite=SUITE,
+                    name=f"SQL statements per second with {what} ({name})",
+                    value=round(per_second, 2),
+                    unit="/s",
+                    baseline=f"no wait: {idle[1]:.2f}/s; one backstop read per period is {1 / period:.2f}/s",
+                    goal=round(idle[1] + 2 / period, 2),
+                    better="lower",
+                )
             )
-        )
-        figures.append(
-            Figure(
-                suite=SUITE,
-                name=f"SQL statements per second with {m} parked bus requests ({name})",
-                value=round(asking[1], 2),
-                unit="/s",
-                baseline=f"no wait: {idle[1]:.2f}/s; one backstop read per period is "
-                f"{1 / float(settings.MARKUS['AGENTBUS_POLL_SECONDS']):.2f}/s",
-                goal=round(idle[1] + 2 / float(settings.MARKUS["AGENTBUS_POLL_SECONDS"]), 2),
-                better="lower",
-            )
-        )
-        figures.append(
-            Figure(
-                suite=SUITE,
-                name=f"server CPU with {m} parked bus requests, % of a core over {IDLE_WINDOW:g} s ({name})",
-                value=round(asking[0] * 100, 2),
-                unit="%",
-                baseline=f"the same server with no wait: {idle[0] * 100:.2f} %",
-                goal=round(idle[0] * 100 + 2.0, 2),
-                better="lower",
-            )
-        )
 
         # 2. memory per parked wait, REST then MCP
         per_wait: dict[str, float] = {}
