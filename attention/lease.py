@@ -209,18 +209,26 @@ def lease_take_for_run(agent_id: str) -> Take:
         # The run's first read of the queue in the same statement (one round trip less
         # on the way from a wake-up to the claim): the take as a CTE, the compiled queue
         # read joined to its row (``attention.queue_read``). SQLite has no UPDATE in a
-        # CTE; a statement there costs no round trip.
+        # CTE; a statement there costs no round trip. Its commit is not waited for on
+        # disk (``synchronous_commit`` off for this statement's own transaction: the
+        # queries run as one): the run's next durable commit flushes it with its own,
+        # and a crash before that loses the run's writes with it.
         from . import queue_read
 
         queue_read.first_read(agent_id)  # one an earlier run of this thread left unread
         read, read_params = queue_read.queue_sql(agent_id, now)
         took = ", ".join(_TAKE_COLUMNS)
-        sql = f"WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
+        sql = (
+            "SET LOCAL synchronous_commit TO off;"
+            f" WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
+        )
         params += read_params
     for attempt in range(2):
         try:
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
+                if connection.vendor == "postgresql":
+                    cursor.nextset()  # past the SET's result
                 rows = cursor.fetchall()
         except OperationalError as exc:
             if lock_conflict(exc):  # SQLite: a writer held the database past the busy timeout

@@ -50,7 +50,8 @@ def test_a_run_sends_the_take_and_its_fenced_claim_before_the_first_item_starts(
     claiming = 'UPDATE "mailbox_items" SET "status" = \'processing\''
     claim = next(i for i, sql in enumerate(sent) if sql.startswith(claiming))
     before = [sql.split()[0] + (" " + sql.split()[1] if sql.startswith("UPDATE") else "") for sql in sent[:claim]]
-    assert before == ["WITH", "BEGIN", 'UPDATE "agent_attention"'], sent[:claim]
+    assert before == ["SET", "BEGIN", 'UPDATE "agent_attention"'], sent[:claim]
+    assert "WITH took" in sent[0]
     assert "mailbox_items" in sent[0]
 
 
@@ -82,3 +83,20 @@ def test_a_take_whose_run_never_read_leaves_nothing_for_a_later_read(agent):
     lease_release(take.lease)  # the run ended before reading its queue
     MailboxItem.objects.filter(id=first).update(status=Status.DROPPED)
     assert queue_read.read_queue(agent.id).items == []
+
+
+def test_the_take_does_not_wait_for_its_wal_flush_and_later_commits_do(agent):
+    """The take's own commit is not waited for on disk (``synchronous_commit`` off for
+    that statement alone): the run's next durable commit flushes it anyway, and a crash
+    before that loses the run's writes with it. The session's later commits wait."""
+    loop.run_attention(agent.id)
+    enqueue(agent.id, "one")
+    with CaptureQueriesContext(connection) as ctx:
+        take = lease_take_for_run(agent.id)
+    assert take.lease is not None
+    assert ctx.captured_queries[0]["sql"].startswith("SET LOCAL synchronous_commit TO off;")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",)
+    assert [i.summary for i in queue_read.read_queue(agent.id).items] == ["one"]
+    lease_release(take.lease)
