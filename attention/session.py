@@ -13,6 +13,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import ChatSession
 from markus.agents.services import main_session
+from markus.core.statements import table_statements
 
 from . import records
 from .focus import Focus, HeldSession
@@ -218,15 +219,19 @@ def effects_note(rows: list[ToolCallRecord]) -> str:
 
 
 def save_session(tx: Fence, focus: Focus, session: LLMSession) -> None:
-    """Store the session (its first store inserts it), in the phase's transaction."""
+    """Store the session (its first store inserts it), in the phase's transaction. Both
+    statements are made once per connection (``markus.core.statements``; nothing listens
+    to an ``LLMSession``'s saves), not built by the ORM for every item."""
     tx.check()
     held = focus.held
+    statements = table_statements(LLMSession)
     if held.session is session and not held.stored:
         session.updated_at = timezone.now()
-        session.save(force_insert=True)
+        statements.save_new([session])
         held.stored = True
     else:
-        LLMSession.objects.filter(id=session.id).update(
+        statements.update_row(
+            session.id,
             messages=session.messages,
             turn_count=session.turn_count,
             absorbed_ids=session.absorbed_ids,

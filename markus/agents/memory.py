@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from markus.core.statements import table_statements
+
 from .models import WorkingMemory
 
 KEY_MAX_CHARS = 200  # the column's length
@@ -107,9 +109,12 @@ def remember(
     content, truncated = bound_content(str(content))
     now = now or timezone.now()
     # Inside the caller's transaction no savepoint of its own: a failure here fails it.
+    # The UPDATE and the INSERT are made once per connection (``markus.core.statements``:
+    # the loop writes an entry for most items; nothing listens to these saves).
+    statements = table_statements(WorkingMemory)
     with transaction.atomic(savepoint=False):
-        if not WorkingMemory.objects.filter(agent_id=agent_id, key=key).update(content=content, updated_at=now):
-            WorkingMemory.objects.create(agent_id=agent_id, key=key, content=content, updated_at=now)
+        if not statements.update_where({"agent_id": agent_id, "key": key}, content=content, updated_at=now):
+            statements.save_new([WorkingMemory(agent_id=agent_id, key=key, content=content, updated_at=now)])
         if known is None:
             entries = read(agent_id)
         else:

@@ -138,15 +138,23 @@ class TableStatements(Generic[M]):
         """UPDATE the row with this primary key: the named fields set to these values
         (prepared as ``QuerySet.update`` prepares them; no expressions); the rows
         changed (0 or 1). One statement, made once for each set of names."""
-        names = tuple(values)
+        return self.update_where({self.model._meta.pk.attname: pk}, **values)
+
+    def update_where(self, where: dict[str, Any], **values: Any) -> int:
+        """UPDATE the rows whose fields equal ``where``'s values (joined by AND): the
+        named fields set to these values (prepared as ``QuerySet.update`` prepares
+        them; no expressions); the rows changed. One statement, made once for each set
+        of names."""
+        names = (*values, "", *where)
         sql = self._updates.get(names)
         if sql is None:
             qn = self.conn.ops.quote_name
-            sets = ", ".join(f"{qn(self.field[name].column)} = %s" for name in names)
-            sql = self._updates[names] = f"UPDATE {self.table} SET {sets} WHERE {qn(self.model._meta.pk.column)} = %s"
-        pk_field = self.model._meta.pk
-        params = [self.prep(self.field[name], value) for name, value in values.items()]
-        params.append(pk_field.get_db_prep_value(pk, self.conn))
+            sets = ", ".join(f"{qn(self.field[name].column)} = %s" for name in values)
+            match = " AND ".join(f"{qn(self.field[name].column)} = %s" for name in where)
+            sql = self._updates[names] = f"UPDATE {self.table} SET {sets} WHERE {match}"
+        prep, conn = self.prep, self.conn
+        params = [prep(self.field[name], value) for name, value in values.items()]
+        params += [self.field[name].get_db_prep_value(value, conn) for name, value in where.items()]
         cursor = self.cursor()
         cursor.execute(sql, params)
         return int(cursor.rowcount)

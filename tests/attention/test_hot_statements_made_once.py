@@ -1,6 +1,7 @@
 """The statements the loop runs for every item on the mailbox's table and the rows it
-writes for every item (decision, activity, activity log, main-session line and the
-session's last-message time) are made
+writes for every item (decision, activity, activity log, main-session line, the
+session's last-message time, the item's LLM session and triage's working-memory entry)
+are made
 once per connection (``markus.core.statements``), not built by the ORM for each item:
 building them cost more than the database spent running them (issue 39, point 6).
 Checked by the ORM's compilers, never by time; the rows written are read back."""
@@ -13,12 +14,12 @@ import pytest
 from django.db.models.sql.compiler import SQLCompiler, SQLInsertCompiler, SQLUpdateCompiler
 
 from attention import loop
-from attention.models import AgentActivity, AgentActivityLog, AgentDecision, DecisionType
+from attention.models import AgentActivity, AgentActivityLog, AgentDecision, DecisionType, LLMSession
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
-from markus.agents.models import ChatMessage, ChatSession
+from markus.agents.models import ChatMessage, ChatSession, WorkingMemory
 from markus.llm.base import set_provider_override
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
@@ -30,6 +31,8 @@ HOT_TABLES = {
     AgentActivityLog._meta.db_table,
     ChatMessage._meta.db_table,
     ChatSession._meta.db_table,
+    LLMSession._meta.db_table,
+    WorkingMemory._meta.db_table,
 }
 
 
@@ -77,11 +80,13 @@ def test_an_item_builds_no_statement_on_the_queue_nor_its_records_with_the_orm(a
         return {key: n for key, n in seen.items() if key[1] in HOT_TABLES}
 
     # A run builds the same few (once a run, not once an item) whatever its items: none
-    # of the records, and no read of the queue but one as the run ends.
+    # of the records, no read of the queue but one as the run ends, and the one read of
+    # the agent's working memory the run keeps a copy of.
     two, five = hot_statements_built(2), hot_statements_built(5)
     assert two == five
     assert not [key for key in five if key[0] in ("insert", "update")]
-    assert sum(five.values()) <= 1, five
+    memory_reads = five.pop(("select", WorkingMemory._meta.db_table), 0)
+    assert memory_reads <= 1 and sum(five.values()) <= 1, five
     # What the statements wrote is what the ORM wrote: read back through it.
     done = list(MailboxItem.objects.filter(agent=agent, status=Status.COMPLETED).order_by("completed_at"))
     assert len(done) == 8
@@ -96,3 +101,64 @@ def test_an_item_builds_no_statement_on_the_queue_nor_its_records_with_the_orm(a
     note = ChatMessage.objects.get(metadata__mailboxItemId=last.id)
     assert note.role == ChatMessage.Role.SYSTEM and note.content.startswith("[ACTIVITY: system_event]")
     assert ChatSession.objects.get(id=note.session_id).last_message_at == note.created_at
+    # The item's session, inserted and then updated, as the ORM would have stored it.
+    session = LLMSession.objects.get(mailbox_item=last)
+    assert session.agent_id == agent.id and session.updated_at is not None and session.attempt
+    assert isinstance(session.messages, list) and session.messages and isinstance(session.messages[0], dict)
+    assert isinstance(session.absorbed_ids, list) and session.scenario
+    # Triage's working-memory entry: one row for its key, its time as written.
+    entries = list(WorkingMemory.objects.filter(agent=agent))
+    assert len({e.key for e in entries}) == len(entries) and entries
+    assert all(e.updated_at is not None and isinstance(e.content, str) for e in entries)
+
+
+def test_a_session_save_and_a_memory_write_read_back_as_the_orm_wrote_them(agent, monkeypatch):
+    # The session's second save (an UPDATE) and a rewrite of a memory entry (an UPDATE
+    # by agent and key), beside the first of each (the INSERTs): none built by the ORM,
+    # and the JSON columns read back as the ORM stores them.
+    from types import SimpleNamespace
+
+    from attention.focus import HeldSession
+    from attention.lease import fenced, lease_release, lease_take
+    from attention.session import save_session
+    from markus.agents import memory
+
+    item = enqueue(agent.id, 1)[0]
+    built: list[str] = []
+
+    def spy(original):
+        def as_sql(self, *args, **kwargs):
+            built.append(self.query.model._meta.db_table)
+            return original(self, *args, **kwargs)
+
+        return as_sql
+
+    messages = [{"role": "user", "content": 'héllo ✓ "quoted"', "extra": {"n": 1, "none": None}}]
+    session = LLMSession(id=f"ls_{item.id}", agent_id=agent.id, mailbox_item=item, scenario="x", messages=messages)
+    focus = SimpleNamespace(held=HeldSession(session, stored=False, dirty=True))
+    lease = lease_take(agent.id)
+    assert lease is not None
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(SQLInsertCompiler, "as_sql", spy(SQLInsertCompiler.as_sql))
+            patched.setattr(SQLUpdateCompiler, "as_sql", spy(SQLUpdateCompiler.as_sql))
+            with fenced(lease) as tx:
+                save_session(tx, focus, session)  # type: ignore[arg-type]
+            stored = LLMSession.objects.get(id=session.id)
+            assert stored.messages == messages and stored.absorbed_ids == [] and stored.turn_count == 0
+            assert stored.attempt == session.attempt and stored.updated_at == session.updated_at
+            first_saved = stored.updated_at
+            session.messages = [*messages, {"role": "assistant", "content": ["a", 2, 3.5, True]}]
+            session.turn_count, session.absorbed_ids = 2, ["mbx_1", "mbx_2"]
+            with fenced(lease) as tx:
+                save_session(tx, focus, session)  # type: ignore[arg-type]
+            memory.remember(agent.id, "note", "first")
+            second = memory.remember(agent.id, "note", "second ✓")
+    finally:
+        lease_release(lease)
+    assert [t for t in built if t in HOT_TABLES] == []
+    stored = LLMSession.objects.get(id=session.id)
+    assert stored.messages == session.messages and stored.turn_count == 2
+    assert stored.absorbed_ids == ["mbx_1", "mbx_2"] and stored.updated_at >= first_saved
+    rows = list(WorkingMemory.objects.filter(agent=agent, key="note"))
+    assert [(r.content, r.updated_at) for r in rows] == [("second ✓", second.entry.updated_at)]
