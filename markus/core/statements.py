@@ -4,7 +4,9 @@ names quoted for the connection, the converters the ORM would apply to a row it 
 new instances, prepared as ``Model.save`` prepares them. The mailbox's statements
 (``mailbox.statements``) are made this way; so are the rows the attention loop writes for
 every item (``attention.records``: decisions, activities, their logs, the main session's
-lines), where building each INSERT with the ORM cost more than the database spent on it.
+lines; the item's LLM session, ``attention.session``; a working-memory entry,
+``markus.agents.memory``), where building each statement with the ORM cost more than the
+database spent on it.
 
 Only for models whose saves nothing else listens to: an INSERT made here sends no
 ``pre_save`` / ``post_save`` signal and calls no ``save()`` of the model's own.
