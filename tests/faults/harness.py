@@ -267,28 +267,31 @@ class Cluster:
     # -- environment and processes
 
     def env(self, app_name: str) -> dict[str, str]:
-        return process_env(
-            DATABASE_URL=self.db_url,
-            REDIS_URL=self.redis.url,
-            PGAPPNAME=app_name,  # libpq: pg_stat_activity.application_name tells the processes apart
-            MARKUS_DATA_DIR=str(self.workdir / "data"),
-            MARKUS_LLM_PROVIDER="openai",
-            MARKUS_LLM_BASE_URL=self.llm_url,
-            MARKUS_LLM_API_KEY="faults",
-            MARKUS_LLM_MODEL="faults-stub",
-            MARKUS_LEASE_SECONDS=str(LEASE_SECONDS),
-            MARKUS_SWEEP_SECONDS=str(SWEEP_SECONDS),
-            MARKUS_COALESCE_WINDOW_MS="50",
-            MARKUS_EXECUTION_RETRY_BASE_S="1",
-            MARKUS_EXECUTION_RETRY_CAP_S="4",
-            MARKUS_CHAT_TIMEOUT_S="1",
-            # The stub model calls a tool server's tool it is offered directly (the
-            # counter server's 5 tools would otherwise be found on demand).
-            MARKUS_TOOLSERVER_INLINE_TOOLS="16",
-            # The MCP test server listens on 127.0.0.1: a tool server on this machine.
-            MARKUS_TOOLSERVER_ALLOW_PRIVATE="true",
-            LOG_LEVEL="WARNING",
-            **self.extra_env,
+        """The environment of a process, a scenario's ``extra_env`` over the defaults."""
+        return (
+            process_env(
+                DATABASE_URL=self.db_url,
+                REDIS_URL=self.redis.url,
+                PGAPPNAME=app_name,  # libpq: pg_stat_activity.application_name tells the processes apart
+                MARKUS_DATA_DIR=str(self.workdir / "data"),
+                MARKUS_LLM_PROVIDER="openai",
+                MARKUS_LLM_BASE_URL=self.llm_url,
+                MARKUS_LLM_API_KEY="faults",
+                MARKUS_LLM_MODEL="faults-stub",
+                MARKUS_LEASE_SECONDS=str(LEASE_SECONDS),
+                MARKUS_SWEEP_SECONDS=str(SWEEP_SECONDS),
+                MARKUS_COALESCE_WINDOW_MS="50",
+                MARKUS_EXECUTION_RETRY_BASE_S="1",
+                MARKUS_EXECUTION_RETRY_CAP_S="4",
+                MARKUS_CHAT_TIMEOUT_S="1",
+                # The stub model calls a tool server's tool it is offered directly (the
+                # counter server's 5 tools would otherwise be found on demand).
+                MARKUS_TOOLSERVER_INLINE_TOOLS="16",
+                # The MCP test server listens on 127.0.0.1: a tool server on this machine.
+                MARKUS_TOOLSERVER_ALLOW_PRIVATE="true",
+                LOG_LEVEL="WARNING",
+            )
+            | self.extra_env
         )
 
     def _spawn(self, name: str, argv: list[str]) -> Proc:

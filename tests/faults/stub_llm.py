@@ -10,6 +10,13 @@ triage answers its JSON with the first candidate. Judge, deliberation and triage
 answer after ``quick`` seconds (a deliberation after ``deliberate_s``); a working turn
 thinks for ``think`` seconds (uniform). ``calls`` counts each kind; ``decisions`` keeps
 every deliberation's arguments.
+
+It answers a whole JSON completion, also when the request asks for a stream (the
+``openai`` provider always does, and reads a whole answer as one). With ``stream_reply``
+set (``stream_chats``), a working turn's plain answer is that text instead, streamed when
+the request asks (``"stream": true``): ``chat.completion.chunk`` events of a few words,
+``piece_s`` apart, the finish reason in the last, then the usage (when
+``stream_options.include_usage`` asks) and ``data: [DONE]``; ``streamed`` counts them.
 """
 
 from __future__ import annotations
@@ -73,6 +80,9 @@ class SlowLLM:
         self.lock = threading.Lock()
         self.calls = {"work": 0, "judge": 0, "triage": 0, "deliberation": 0, "effect": 0}
         self.decisions: list[dict[str, Any]] = []
+        self.stream_reply: str | None = None  # off: every answer whole, as before
+        self.piece_s = 0.0
+        self.streamed = 0
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -82,6 +92,9 @@ class SlowLLM:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 message, finish = stub.answer(body)
+                if message.pop("_stream", False) and body.get("stream"):
+                    self.stream(body, message, finish)
+                    return
                 data = json.dumps(
                     {
                         "id": "chatcmpl-faults",
@@ -101,6 +114,40 @@ class SlowLLM:
                 except (BrokenPipeError, ConnectionResetError):  # the caller was killed
                     pass
 
+            def stream(self, body: dict[str, Any], message: dict[str, Any], finish: str) -> None:
+                """The answer as an event stream (HTTP/1.0: the body ends when the connection closes)."""
+                head = {"id": "chatcmpl-faults", "object": "chat.completion.chunk", "created": int(time.time())}
+                head["model"] = body.get("model", "stub")
+                words = re.findall(r"\s*\S+\s*", str(message.get("content") or ""))
+                pieces = ["".join(words[i : i + 2]) for i in range(0, len(words), 2)]
+                chunks = [
+                    {
+                        **head,
+                        "choices": [{"index": 0, "delta": {"role": "assistant", "content": p}, "finish_reason": None}],
+                    }
+                    for p in pieces
+                ]
+                chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    usage = {"prompt_tokens": 40, "completion_tokens": len(pieces), "total_tokens": 40 + len(pieces)}
+                    chunks.append({**head, "choices": [], "usage": usage})
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.end_headers()
+                    for n, chunk in enumerate(chunks):
+                        if n and n < len(pieces):
+                            time.sleep(stub.piece_s)
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                    with stub.lock:
+                        stub.streamed += 1
+                except (BrokenPipeError, ConnectionResetError):  # the caller was killed
+                    pass
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -113,6 +160,10 @@ class SlowLLM:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def stream_chats(self, reply: str, piece_s: float) -> None:
+        """From now on a working turn's plain answer is ``reply``, streamed when asked."""
+        self.stream_reply, self.piece_s = reply, piece_s
 
     def _count(self, kind: str) -> None:
         with self.lock:
@@ -161,6 +212,8 @@ class SlowLLM:
                     "function": {"name": call[0], "arguments": json.dumps(call[1])},
                 }
                 return {"role": "assistant", "content": None, "tool_calls": [tool_call]}, "tool_calls"
+        if self.stream_reply is not None:
+            return {"role": "assistant", "content": self.stream_reply, "_stream": True}, "stop"
         return {"role": "assistant", "content": "Handled it."}, "stop"
 
     def effect(self, messages: list[dict[str, Any]], tools: set[str]) -> tuple[dict[str, Any], str] | None:
