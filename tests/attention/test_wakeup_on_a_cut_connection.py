@@ -65,7 +65,7 @@ def test_a_worker_keeps_its_connection_without_a_health_check(settings, monkeypa
     from markus.celery import _keep_connections
 
     database = settings.DATABASES["default"]
-    monkeypatch.setattr(settings, "WORKER_CONN_MAX_AGE", 60)
+    settings.WORKER_CONN_MAX_AGE = 60  # (pytest-django's settings: restored after)
     monkeypatch.setitem(database, "CONN_MAX_AGE", 0)
     monkeypatch.setitem(database, "CONN_HEALTH_CHECKS", False)
     _keep_connections()
