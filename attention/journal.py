@@ -46,7 +46,8 @@ from notifications.services import approval_granted
 from . import records
 from .focus import Focus
 from .interrupts import execution_revoked
-from .lease import Fence, LeaseKeeper, fenced
+from .lease import Fence, fenced
+from .lease_keeper import LeaseKeeper
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord, ToolCallState
 from .session import save_session

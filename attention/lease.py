@@ -25,11 +25,11 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Self
+from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, connection, models, transaction
@@ -39,7 +39,7 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, ChatSession
-from markus.core.db import SESSION_LOST, bounded_lock_wait, lock_conflict
+from markus.core.db import bounded_lock_wait, lock_conflict
 from markus.usage import budgets
 
 from .models import AgentAttention, AttentionState
@@ -123,6 +123,10 @@ class Take:
     agent_name: str = ""
     agent_role: str = ""
     main_session_id: str = ""
+    # The rows of the read the caller joined to the take (``with_read``), its columns
+    # only; None when none was joined, the queue was empty, or the run recovers first
+    # (a recovery changes the queue: the run reads it afterwards).
+    read: list[tuple[Any, ...]] | None = None
     # The attention state the previous holder left: not idle, it never let go (it died
     # or lost the lease mid-run, perhaps deliberating, with nothing in flight, or its
     # release failed). The run then closes what it left open (``loop._recover``).
@@ -172,13 +176,15 @@ def abandoned_leases(now: datetime) -> QuerySet[AgentAttention]:
     )
 
 
-def lease_take_for_run(agent_id: str) -> Take:
+def lease_take_for_run(agent_id: str, *, with_read: tuple[str, list[Any]] | None = None) -> Take:
     """Take the agent's lease for a run of the loop, in one statement: only if the agent
     is a running internal agent and the lease is free or expired; it also tells whether
     items are still ``processing`` (their worker died), whether the previous holder
     left without letting go (``abandoned``: its state is not idle) and whether a budget
     holds the agent (``Lease.budgeted``). Busy if someone holds the lease (or keeps its
-    row locked); inactive if the agent is not running."""
+    row locked); inactive if the agent is not running. ``with_read``: a read's SQL and
+    parameters (the loop's queue read) sent in the same statement on PostgreSQL, its
+    rows in ``Take.read``."""
     now = timezone.now()
     owner = new_owner()
     ops = connection.ops
@@ -206,23 +212,18 @@ def lease_take_for_run(agent_id: str) -> Take:
     ]
     sql = _take_sql(connection.vendor, held)
     if connection.vendor == "postgresql":
-        # The run's first read of the queue in the same statement (one round trip less
-        # on the way from a wake-up to the claim): the take as a CTE, the compiled queue
-        # read joined to its row (``attention.queue_read``). SQLite has no UPDATE in a
-        # CTE; a statement there costs no round trip. Its commit is not waited for on
-        # disk (``synchronous_commit`` off for this statement's own transaction: the
-        # queries run as one): the run's next durable commit flushes it with its own,
-        # and a crash before that loses the run's writes with it.
-        from . import queue_read
-
-        queue_read.first_read(agent_id)  # one an earlier run of this thread left unread
-        read, read_params = queue_read.queue_sql(agent_id, now)
-        took = ", ".join(_TAKE_COLUMNS)
-        sql = (
-            "SET LOCAL synchronous_commit TO off;"
-            f" WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
-        )
-        params += read_params
+        # Its commit is not waited for on disk (``synchronous_commit`` off for this
+        # statement's own transaction: the queries run as one): the run's next durable
+        # commit flushes it with its own, and a crash before that loses the run's writes
+        # with it. The caller's read in the same statement (one round trip less on the
+        # way from a wake-up to the claim): the take as a CTE, the read joined to its
+        # row. SQLite has no UPDATE in a CTE; a statement there costs no round trip.
+        if with_read is not None:
+            read, read_params = with_read
+            took = ", ".join(_TAKE_COLUMNS)
+            sql = f"WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
+            params += read_params
+        sql = f"SET LOCAL synchronous_commit TO off; {sql}"
     for attempt in range(2):
         try:
             with connection.cursor() as cursor:
@@ -238,20 +239,19 @@ def lease_take_for_run(agent_id: str) -> Take:
             row = rows[0]
             lease = Lease(agent_id, owner, int(row[0]), budgeted=bool(row[6]))
             note_renewed(lease)
-            take = Take(
+            in_flight = bool(row[1])
+            abandoned = (row[5] or AttentionState.IDLE) != AttentionState.IDLE
+            n = len(_TAKE_COLUMNS)
+            joined = len(row) > n and row[n] is not None and not (in_flight or abandoned)
+            return Take(
                 lease,
-                in_flight=bool(row[1]),
+                in_flight=in_flight,
                 agent_name=row[2] or "",
                 agent_role=row[3] or "",
                 main_session_id=row[4] or "",
-                abandoned=(row[5] or AttentionState.IDLE) != AttentionState.IDLE,
+                abandoned=abandoned,
+                read=[r[n:] for r in rows] if joined else None,
             )
-            if len(row) > len(_TAKE_COLUMNS) and not (take.in_flight or take.abandoned):
-                # (A run that recovers first changes the queue: it reads it afterwards.)
-                from . import queue_read
-
-                queue_read.keep_first_read(agent_id, [r[len(_TAKE_COLUMNS) :] for r in rows], now)
-            return take
         if not Agent.objects.running().filter(id=agent_id).exists():
             return Take(None, "inactive")
         row_of_agent = AgentAttention.objects.filter(agent_id=agent_id)
@@ -344,9 +344,6 @@ def lease_release(lease: Lease) -> bool:
     """Let go of the lease (False if it was no longer ours, or its row stayed locked by
     another session past the lock timeout: then it simply runs out)."""
     _forget(lease)
-    from . import queue_read
-
-    queue_read.first_read(lease.agent_id)  # a run that never read the queue it took with its lease
     return _update_if(
         _mine(lease),
         lease_owner="",
@@ -495,38 +492,3 @@ def _update_mine(lease: Lease, fields: dict[str, Any], *, running: bool = False)
 
 def _mine(lease: Lease) -> QuerySet[AgentAttention]:
     return AgentAttention.objects.filter(agent_id=lease.agent_id, lease_epoch=lease.epoch, lease_owner=lease.owner)
-
-
-class LeaseKeeper:
-    """Renews the lease in the background while an LLM call is in flight. A frozen
-    process freezes its keeper too, so fencing, not the keeper, is what keeps a stale
-    worker harmless."""
-
-    def __init__(self, lease: Lease, on_lost: Callable[[], object] | None = None) -> None:
-        self.lease = lease
-        self.on_lost = on_lost
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{lease.agent_id}", daemon=True)
-        self.lost = False
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        interval = max(0.05, lease_seconds() / 3)
-        try:
-            while not self._stop.wait(interval):
-                if not lease_renew(self.lease):
-                    self.lost = True
-                    if self.on_lost:
-                        self.on_lost()
-                    return
-        except SESSION_LOST:  # the holder's own renew after the call decides
-            log.warning("lease keeper of %s stopped on a database error", self.lease.agent_id, exc_info=True)
-        finally:
-            connection.close()

@@ -40,6 +40,7 @@ from mailbox.registry import Status
 from mailbox.selectors import depth_capped
 from markus import telemetry
 from markus.agents.models import Agent
+from markus.core.db import SESSION_LOST
 from markus.llm.base import get_provider
 from markus.usage import budgets
 
@@ -50,7 +51,6 @@ from .endings import given_up
 from .focus import Focus, Run
 from .interrupts import execution_revoked
 from .lease import (
-    SESSION_LOST,
     AgentNotRunning,
     Lease,
     StaleLease,
@@ -64,7 +64,7 @@ from .lease import (
 from .models import ActivityLogType as L
 from .models import AgentAttention, AttentionState, DecisionType, LLMSession
 from .processing import inject_into_open_work, process_item
-from .queue_read import QUEUE_READ_LIMIT, QueueView, read_queue, record_expired, tidy, untidy, window_left  # noqa: F401 (QUEUE_READ_LIMIT: markus.bench)
+from .queue_read import QueueView, queue_sql, read_queue, record_expired, tidy, untidy, view_of, window_left
 from .replies import tell_budget_wait
 from .scenarios import row, scenario_for
 from .services import wake
@@ -118,12 +118,13 @@ class Begun:
     focus: Focus | None
 
 
-def _next(run: Run) -> Begun | None:
-    """Read the queue, let a burst coalesce, triage, and begin the chosen item. None:
-    nothing to do. Raises AgentNotRunning (stopped or paused) and StaleLease."""
+def _next(run: Run, first: QueueView | None = None) -> Begun | None:
+    """Read the queue (``first``: a read made already, the run's first), let a burst
+    coalesce, triage, and begin the chosen item. None: nothing to do. Raises
+    AgentNotRunning (stopped or paused) and StaleLease."""
     lease = run.lease
     for _ in range(10):
-        view = read_queue(lease.agent_id)
+        view, first = first or read_queue(lease.agent_id), None
         if view.due_deferred:
             lifecycle.resurface_due(lease.agent_id)
             view = read_queue(lease.agent_id)
@@ -295,7 +296,11 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
 
 
 def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
-    take = lease_take_for_run(agent_id)
+    # On PostgreSQL the statement that takes the lease also reads the queue (one round
+    # trip less from a wake-up to the claim): the run's first view of it.
+    now = timezone.now()
+    first_read = queue_sql(agent_id, now) if connection.vendor == "postgresql" else None
+    take = lease_take_for_run(agent_id, with_read=first_read)
     if take.lease is None:
         # A lease held by a live run: that run looks again when it lets go. A free or
         # expired lease whose row is locked (its holder frozen inside a transaction,
@@ -306,6 +311,7 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
     run = Run(lease, agent=Agent(id=agent_id, name=take.agent_name, role=take.agent_role))
     if take.main_session_id:
         records.know_main_session(lease, take.main_session_id)
+    first = view_of(agent_id, take.read, now) if take.read else None
     budget = budget or settings.MARKUS["RUN_BUDGET_ITEMS"]
     result = RunResult(RunStatus.DONE)
     try:
@@ -318,7 +324,7 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
             # One invoke_agent span per item (markus.telemetry): triage and the item's run.
             with telemetry.item_step(agent_id, take.agent_name, provider=get_provider):
                 try:
-                    begun = _next(run)
+                    begun, first = _next(run, first), None
                 except AgentNotRunning:
                     result.status = RunStatus.STOPPED
                     break

@@ -36,7 +36,8 @@ from markus.llm.base import CallContext, LLMCancelled, LLMResponse, Provider, Pr
 from markus.usage.models import LLMCall
 
 from . import metering
-from .lease import Lease, LeaseKeeper, StaleLease, lease_renew_if_due
+from .lease import Lease, StaleLease, lease_renew_if_due
+from .lease_keeper import LeaseKeeper
 from .scenarios import SCENARIOS
 
 #: An answer's ``max_tokens`` where neither the scenario nor the settings say.

@@ -7,7 +7,6 @@ conversation folded together."""
 
 from __future__ import annotations
 
-import threading
 import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -112,12 +111,8 @@ def read_queue(agent_id: str) -> QueueView:
     dequeue order, by the partial index), the queue's full depth and whether deferred
     items (not parked) are due, as two uncorrelated subqueries of it, and for each item
     whether it has a saved LLM session. An empty queue returns no row to carry them:
-    then the deferred items are looked at separately. A run's first read on PostgreSQL
-    was made by the statement that took its lease (``queue_sql``, ``attention.lease``):
-    no statement then."""
-    first = first_read(agent_id)
-    if first is not None:
-        return first
+    then the deferred items are looked at separately. (A run's first read on PostgreSQL
+    goes with the statement that takes its lease: ``queue_sql``, ``view_of``.)"""
     now = timezone.now()
     sql, params = queue_sql(agent_id, now)
     return _view(agent_id, _items(sql, params), now)
@@ -147,30 +142,17 @@ def _view(agent_id: str, rows: list[MailboxItem], now: datetime) -> QueueView:
     )
 
 
-# A run's first read, made by the statement that took its lease (PostgreSQL): kept for
-# the run's thread until the run reads the queue, or lets the lease go.
-_first_reads: dict[tuple[str, int], QueueView] = {}
-
-
-def keep_first_read(agent_id: str, values: list[tuple[Any, ...]], now: datetime) -> None:
-    """The take's rows of the queue read (``queue_sql``'s columns), for the run's first
-    ``read_queue``. Not kept when the queue was empty (that read also looks at the
-    deferred items)."""
+def view_of(agent_id: str, values: list[tuple[Any, ...]], now: datetime) -> QueueView:
+    """A view of rows of ``queue_sql`` read elsewhere (the loop joins its run's first
+    read to the statement that takes the lease, ``lease_take_for_run``)."""
     made = statements()
     n = len(ITEM_COLUMNS)
     rows = []
     for row in values:
-        if row[0] is None:
-            continue  # the queue was empty: the take's row alone
         item = made.item(row[:n])
         item.depth, item.due, item.has_session = row[n:]  # type: ignore[attr-defined]
         rows.append(item)
-    if rows:
-        _first_reads[(agent_id, threading.get_ident())] = _view(agent_id, rows, now)
-
-
-def first_read(agent_id: str) -> QueueView | None:
-    return _first_reads.pop((agent_id, threading.get_ident()), None)
+    return _view(agent_id, rows, now)
 
 
 # The read's columns: the item's, in the model's order, then these annotations.

@@ -52,7 +52,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from attention import loop, services
+from attention import loop, queue_read, services
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
@@ -142,7 +142,7 @@ def paired_ms(fn: Callable[[], object], base: Callable[[], object], reps: int, w
 def bare_head(agent_id: str) -> Callable[[], object]:
     def select() -> object:
         with connection.cursor() as cursor:
-            cursor.execute(HEAD_SQL, [agent_id, loop.QUEUE_READ_LIMIT])
+            cursor.execute(HEAD_SQL, [agent_id, queue_read.QUEUE_READ_LIMIT])
             return cursor.fetchall()
 
     return select

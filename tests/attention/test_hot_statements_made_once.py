@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 from django.db.models.sql.compiler import SQLCompiler, SQLInsertCompiler, SQLUpdateCompiler
 
-from attention import loop
+from attention import loop, queue_read
 from attention.models import AgentActivity, AgentActivityLog, AgentDecision, DecisionType, LLMSession
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
@@ -57,7 +57,7 @@ def enqueue(agent_id: str, n: int) -> list[MailboxItem]:
 def test_an_item_builds_no_statement_on_the_queue_nor_its_records_with_the_orm(agent, monkeypatch):
     # More items than the loop's read holds: triage weighs them and looks past the read
     # for stale ones; the prompt lists the waiting ones.
-    enqueue(agent.id, loop.QUEUE_READ_LIMIT + 8)
+    enqueue(agent.id, queue_read.QUEUE_READ_LIMIT + 8)
     loop.run_attention(agent.id, budget=1)  # the first item makes what is made once
     seen: Counter[tuple[str, str]] = Counter()
 

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from attention import lease as lease_mod
+from attention import lease_keeper as lease_mod
 from attention import loop
 from attention.models import AgentActivity, AgentDecision
 from mailbox.models import MailboxItem
