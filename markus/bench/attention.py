@@ -57,7 +57,7 @@ from markus.core.ids import new_id
 
 from .mailbox import bare_dequeue, bare_enqueue, quiet_wakeups
 from .model_stub import ModelStub
-from .report import Figure
+from .report import Figure, percentile
 from .workers import start_worker
 
 if TYPE_CHECKING:
@@ -121,11 +121,6 @@ def _wait_all_done(agent_id: str, n: int, timeout: float = 600) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the worker did not finish {n} items in {timeout:.0f} s")
         time.sleep(0.01)
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _start_worker(stdout: SupportsWrite[str]) -> Callable[[], None]:
@@ -244,7 +239,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     burst_ratio = burst_rate / bare_rate
     llm_per_item = sum(calls.values()) / burst_items
     choosing_per_item = (calls["deliberation"] + calls["triage"]) / burst_items
-    p50, p99 = statistics.median(latencies), _percentile(latencies, 0.99)
+    p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
     stdout.write(f"  loop throughput       {loop_rate:10.1f} items/s\n")
     stdout.write(f"  bare claim+complete   {bare_rate:10.1f} items/s   (baseline, same run)\n")
     stdout.write(f"  ratio loop/bare       {ratio:10.3f}\n")
