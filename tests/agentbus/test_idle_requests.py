@@ -23,7 +23,7 @@ from agentbus import selectors, services, wakeup
 from agentbus.models import Stream
 from agentbus.waiting import stream_request
 
-from .test_idle_waits import Statements
+from .test_idle_waits import Statements, cancelled, counted_then_cancelled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,6 +41,15 @@ async def registered(n: int) -> None:
         await asyncio.sleep(0.01)
     while wakeup.registered_waiters() < n:
         await asyncio.sleep(0.01)
+
+
+async def eve_asks_ada(eve, ada, timeout: float) -> asyncio.Future:
+    """Eve's request to Ada ("ship?"), once it waits for its reply."""
+    request = asyncio.ensure_future(
+        stream_request(sender=eve.agent, recipient=ada.agent, payload={"text": "ship?"}, timeout=timeout)
+    )
+    await registered(1)
+    return request
 
 
 def answer_each(requests: list[str], responder, text: str = "yes") -> None:
@@ -66,7 +75,7 @@ def test_parked_requests_on_an_idle_server_share_one_backstop_read(settings, mon
     statements = Statements(monkeypatch)
     senders = [eve, max_]
 
-    async def scenario() -> list[dict]:
+    async def scenario() -> None:
         requests = [
             asyncio.ensure_future(
                 stream_request(sender=senders[i % 2].agent, recipient=ada.agent, payload={"n": i}, timeout=WINDOW + 30)
@@ -74,12 +83,7 @@ def test_parked_requests_on_an_idle_server_share_one_backstop_read(settings, mon
             for i in range(PARKED)
         ]
         await registered(PARKED)
-        statements.on = True
-        await asyncio.sleep(WINDOW)
-        statements.on = False
-        for request in requests:
-            request.cancel()
-        return await asyncio.gather(*requests, return_exceptions=True)
+        await counted_then_cancelled(statements, requests, WINDOW)
 
     async_to_sync(scenario)()
     periods = WINDOW / BACKSTOP
@@ -110,10 +114,7 @@ def test_messages_to_the_requester_that_are_not_its_reply_do_not_make_it_read(se
             connection.close()
 
     async def scenario() -> dict:
-        request = asyncio.ensure_future(
-            stream_request(sender=eve.agent, recipient=ada.agent, payload={"text": "ship?"}, timeout=30)
-        )
-        await registered(1)
+        request = await eve_asks_ada(eve, ada, timeout=30)
         reads.clear()
         thread = threading.Thread(target=chatter)
         thread.start()
@@ -132,10 +133,7 @@ def test_messages_to_the_requester_that_are_not_its_reply_do_not_make_it_read(se
 
 def _answered_promptly(eve, ada) -> tuple[dict, float]:
     async def scenario() -> tuple[dict, float]:
-        request = asyncio.ensure_future(
-            stream_request(sender=eve.agent, recipient=ada.agent, payload={"text": "ship?"}, timeout=20)
-        )
-        await registered(1)
+        request = await eve_asks_ada(eve, ada, timeout=20)
         started = time.monotonic()
         await asyncio.to_thread(answer_each, await asyncio.to_thread(asked, eve.agent), ada.agent, "ship it")
         result = await request
@@ -192,10 +190,7 @@ def test_a_request_that_times_out_carries_the_reply_so_far(settings, monkeypatch
             connection.close()
 
     async def scenario() -> dict:
-        request = asyncio.ensure_future(
-            stream_request(sender=eve.agent, recipient=ada.agent, payload={"text": "ship?"}, timeout=1.5)
-        )
-        await registered(1)
+        request = await eve_asks_ada(eve, ada, timeout=1.5)
         (stream_id,) = await asyncio.to_thread(asked, eve.agent)
         await asyncio.to_thread(begin, stream_id)
         return await request
@@ -217,9 +212,7 @@ def test_a_request_still_waiting_is_parked_without_a_thread(long_poll, eve, ada)
         ]
         await registered(20)
         during = threading.active_count()
-        for request in requests:
-            request.cancel()
-        await asyncio.gather(*requests, return_exceptions=True)
+        await cancelled(requests)
         return during - before
 
     assert async_to_sync(scenario)() <= 2

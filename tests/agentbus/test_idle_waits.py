@@ -48,6 +48,20 @@ class Statements:
         monkeypatch.setattr(db_utils.CursorWrapper, "execute", execute)
 
 
+async def counted_then_cancelled(statements: Statements, tasks: list[asyncio.Future], seconds: float) -> None:
+    """Counts the statements of ``seconds`` while ``tasks`` stay parked, then cancels them."""
+    statements.on = True
+    await asyncio.sleep(seconds)
+    statements.on = False
+    await cancelled(tasks)
+
+
+async def cancelled(tasks: list[asyncio.Future]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def parked(n: int) -> None:
     """Until ``n`` waits have read once and sleep."""
     while wakeup.parked_waiters() < n:
@@ -61,15 +75,10 @@ def test_parked_waits_on_an_idle_server_share_one_backstop_read(settings, monkey
     statements = Statements(monkeypatch)
     owners = ["eve", "max", "ada"]
 
-    async def scenario() -> list[dict]:
+    async def scenario() -> None:
         waits = [asyncio.ensure_future(inbox_wait(agent_id=owners[i % 3], timeout=WINDOW + 30)) for i in range(PARKED)]
         await parked(PARKED)
-        statements.on = True
-        await asyncio.sleep(WINDOW)
-        statements.on = False
-        for wait in waits:
-            wait.cancel()
-        return await asyncio.gather(*waits, return_exceptions=True)
+        await counted_then_cancelled(statements, waits, WINDOW)
 
     async_to_sync(scenario)()
     periods = WINDOW / BACKSTOP
@@ -108,9 +117,7 @@ def test_news_for_another_inbox_does_not_make_the_parked_waits_read(settings, mo
         await asyncio.sleep(WINDOW)
         stop.set()
         await asyncio.to_thread(thread.join, 10)
-        for wait in waits:
-            wait.cancel()
-        await asyncio.gather(*waits, return_exceptions=True)
+        await cancelled(waits)
 
     async_to_sync(scenario)()
     assert reads.count("eve") == 0, f"Eve's idle waits read {reads.count('eve')} times"
