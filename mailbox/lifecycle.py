@@ -305,7 +305,9 @@ def drop(
     epoch: int | None = None,
     fenced: bool = False,
     from_statuses: Iterable[str] = OPEN_STATUSES,
+    **fields: Any,
 ) -> bool:
+    """→ dropped, saying why; ``fields``: more of the row set in the same UPDATE."""
     return transition(
         item_id,
         from_statuses=from_statuses,
@@ -314,6 +316,7 @@ def drop(
         status=Status.DROPPED,
         completed_at=timezone.now(),
         drop_reason=reason[:300],
+        **fields,
     )
 
 
@@ -350,14 +353,7 @@ def answer_came(item_ids: Iterable[str]) -> int:
 
 def answer_overdue(item: MailboxItem, *, reason: str) -> bool:
     """Completed (delivered, awaited) → dropped: its answer did not come in time."""
-    return transition(
-        item.id,
-        from_statuses=[Status.COMPLETED],
-        status=Status.DROPPED,
-        completed_at=timezone.now(),
-        deferred_until=None,
-        drop_reason=reason[:300],
-    )
+    return drop(item.id, reason=reason, from_statuses=[Status.COMPLETED], deferred_until=None)
 
 
 def set_priority(item_id: str, priority: int) -> bool:
