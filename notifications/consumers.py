@@ -235,18 +235,18 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
     early: list[str] | None = None
 
     async def markus_event(self, message: dict[str, Any]) -> None:
-        self.deliver(message)
+        self.deliver(message, fanout.pump())
 
-    def deliver(self, message: dict[str, Any]) -> None:
+    def deliver(self, message: dict[str, Any], pump: fanout.FramePump) -> None:
         """This socket's frame of an event (None: a private event its reader gets
-        nothing of), to the loop's frame pump."""
+        nothing of), to the loop's frame pump (looked up once per event by the caller)."""
         text = frame_for(message, self.reader.sees)
         if text is None:
             return
         if self.early is not None:
             self.early.append(text)
         else:
-            fanout.pump().push(self, text)
+            pump.push(self, text)
 
     def fed_by_the_process(self) -> bool:
         return type(self).markus_event is EventStreamConsumer.markus_event
@@ -262,8 +262,9 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
         await fanout.join(self.channel_layer, group, self)
         await self.accept()
         early, self.early = self.early, None
+        pump = fanout.pump()
         for text in early:
-            fanout.pump().push(self, text)
+            pump.push(self, text)
 
     async def unsubscribe(self, group: str) -> None:
         if self.fed_by_the_process():

@@ -6,15 +6,15 @@ one frame pump per event loop.
 of a group in this event loop opens one channel of the layer for the group
 (``_GroupFeed``), the last one to leave closes it; one task receives on it and hands
 each event to every member socket in the process (``deliver``: the socket picks its
-frame, ``frame_for``, and gives it to the pump). An event thus leaves the layer once
-per process, not once per socket (on Redis: one message off the pub/sub connection and
+frame, ``frame_for``, and gives it to the loop's pump, looked up once per event). An
+event thus leaves the layer once per process, not once per socket (on Redis: one message off the pub/sub connection and
 one decode, where there were one queue, one decode and one wake-up of the socket's
 receive loop per socket), and its ``N`` frames are made in one pass without waking
 ``N`` consumers. Each socket still gets its group's events in the order the layer
 delivered them (one channel, one task). A message of another type sent to the group is
 forwarded to each member's own channel, as before.
 
-**The pump** (``_FramePump``): the loop's outgoing event frames in the order they were
+**The pump** (``FramePump``): the loop's outgoing event frames in the order they were
 handed over, ``FRAMES_PER_PASS`` per pass of the loop, ``agent:delta`` frames
 coalesced per socket (see the class).
 """
@@ -41,12 +41,12 @@ class Socket(Protocol):
 
     async def send(self, text_data: str) -> None: ...
 
-    def deliver(self, message: dict[str, Any]) -> None: ...
+    def deliver(self, message: dict[str, Any], pump: FramePump) -> None: ...
 
 
 # ---------------------------------------------------------------------------- the pump
 
-# Frames sent per pass of the event loop (see _FramePump).
+# Frames sent per pass of the event loop (see FramePump).
 FRAMES_PER_PASS = 16
 # How an ``agent:delta`` frame begins (events are encoded with their type first).
 _DELTA_PREFIX = '{"type": "agent:delta"'
@@ -65,7 +65,7 @@ def _coalesced(first: str, then: str) -> str | None:
     return json.dumps(a)
 
 
-class _FramePump:
+class FramePump:
     """One event loop's outgoing event frames, sent in the order they were handed
     over, ``FRAMES_PER_PASS`` per pass of the loop.
 
@@ -118,15 +118,15 @@ class _FramePump:
             self.task = None
 
 
-_pumps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _FramePump] = weakref.WeakKeyDictionary()
+_pumps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FramePump] = weakref.WeakKeyDictionary()
 
 
-def pump() -> _FramePump:
+def pump() -> FramePump:
     """The running loop's frame pump."""
     loop = asyncio.get_running_loop()
     found = _pumps.get(loop)
     if found is None:
-        found = _pumps[loop] = _FramePump()
+        found = _pumps[loop] = FramePump()
     return found
 
 
@@ -166,12 +166,13 @@ class _GroupFeed:
             for socket in list(self.members):
                 _in_background(self.layer.send(socket.channel_name, message))
             return
+        to = pump()
         for socket in list(self.members):
             if socket.closed:  # went away without leaving (a failed send): not served again
                 self.members.pop(socket, None)
                 continue
             try:
-                socket.deliver(message)
+                socket.deliver(message, to)
             except Exception:  # one socket's frame must not cost the others theirs
                 log.exception("an event of %s for socket %s failed", self.group, socket.channel_name)
 
