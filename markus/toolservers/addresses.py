@@ -34,6 +34,9 @@ _KINDS = (
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+_ALLOW = f"set {SETTING}=true to allow a tool server on this machine or its networks"
+
+
 class Refused(Exception):
     """A host this process may not connect to: the message says why and names the setting."""
 
@@ -56,7 +59,7 @@ def refusal(url: str) -> str:
     except Refused as exc:
         return f"url: {exc}"
     except (OSError, UnicodeError):
-        return ""  # a name that does not resolve reaches nothing
+        pass  # a name that does not resolve reaches nothing
     return ""
 
 
@@ -66,27 +69,26 @@ def checked(host: str, port: int) -> list[Address]:
     inside (a DNS answer mixing a public address with an inside one is refused whole);
     OSError if it does not resolve. The caller connects to these addresses, never to the
     name again (``pinned``): what was checked is what is reached."""
+    guard = not allowed()  # the setting, read once for every refusal below
     host = host.rstrip(".")
     try:
         literal: Address | None = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         literal = None
     if literal is not None:
-        if not allowed() and (kind := _kind(literal)):
+        if guard and (kind := _kind(literal)):
             raise Refused(f"the host is {host}, {kind}; {_ALLOW}")
         return [literal]
-    if not allowed() and host.lower() in _own_hosts():
+    if guard and host.lower() in _own_hosts():
         raise Refused(f"{host} is this server's own host (ALLOWED_HOSTS); {_ALLOW}")
     found = _resolved(host, port)
     if not found:
         raise OSError(f"{host} resolves to no address")
-    for address in found if not allowed() else []:
-        if kind := _kind(address):
-            raise Refused(f"{host} resolves to {address}, {kind}; {_ALLOW}")
+    if guard:
+        for address in found:
+            if kind := _kind(address):
+                raise Refused(f"{host} resolves to {address}, {kind}; {_ALLOW}")
     return found
-
-
-_ALLOW = f"set {SETTING}=true to allow a tool server on this machine or its networks"
 
 
 def _own_hosts() -> set[str]:
