@@ -414,8 +414,8 @@ class _Backstop:
         for waiter, position in watched.items():
             assert position is not None
             positions[waiter.agent_id] = min(position, positions.get(waiter.agent_id, position))
-        asking = {w: w.reply_to for w in self.parked if w.reply_to is not None}
-        requests = {stream: w.agent_id for w, stream in asking.items() if stream is not None}
+        asking = {w: stream for w in self.parked if (stream := w.reply_to) is not None}
+        requests = {stream: w.agent_id for w, stream in asking.items()}
         if not positions and not requests:
             return
         self.reads += 1
