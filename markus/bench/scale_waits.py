@@ -43,6 +43,7 @@ import threading
 import time
 import tracemalloc
 import uuid
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -292,24 +293,22 @@ def _wakeup_registered() -> int:
     return int(wakeup.registered_waiters())
 
 
-def _registered_at_least(n: int, timeout: float = 120) -> None:
+def _at_least(n: int, count: Callable[[], int], what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while _parked_count() < n:
+    while count() < n:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {_parked_count()} of {n} waits parked")
+            raise RuntimeError(f"only {count()} of {n} {what}")
         time.sleep(0.001)
+
+
+def _registered_at_least(n: int, timeout: float = 120) -> None:
+    _at_least(n, _parked_count, "waits parked", timeout)
 
 
 def _requests_waiting_at_least(n: int, timeout: float = 120) -> None:
     """Until ``n`` waiters are registered for their wake-up (every build registers a
     request's before its first read of the reply), then a second for those reads."""
-    from agentbus import wakeup
-
-    deadline = time.monotonic() + timeout
-    while wakeup.registered_waiters() < n:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"only {wakeup.registered_waiters()} of {n} requests wait")
-        time.sleep(0.001)
+    _at_least(n, _wakeup_registered, "requests wait", timeout)
     time.sleep(1.0)
 
 
