@@ -181,7 +181,7 @@ def test_deltas_a_socket_is_behind_on_are_coalesced_per_turn_and_never_reordered
     ]
 
 
-async def receiving_events(layer, received: list[str]):
+def receiving_events(layer, received: list[str]):
     """``layer.receive`` that notes the channel of every event it hands out."""
     real = layer.receive
 
@@ -205,7 +205,7 @@ def test_a_groups_event_is_received_once_per_process_not_once_per_socket(alice, 
     received: list[str] = []
 
     async def go():
-        with mock.patch.object(layer, "receive", await receiving_events(layer, received)):
+        with mock.patch.object(layer, "receive", receiving_events(layer, received)):
             sockets = await open_sockets(f"/ws/agents/{agent.id}/", cookie, 10)
             try:
                 await database_sync_to_async(commit_events)(agent.id, 3)
