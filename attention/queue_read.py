@@ -145,14 +145,7 @@ def _view(agent_id: str, rows: list[MailboxItem], now: datetime) -> QueueView:
 def view_of(agent_id: str, values: list[tuple[Any, ...]], now: datetime) -> QueueView:
     """A view of rows of ``queue_sql`` read elsewhere (the loop joins its run's first
     read to the statement that takes the lease, ``lease_take_for_run``)."""
-    made = statements()
-    n = len(ITEM_COLUMNS)
-    rows = []
-    for row in values:
-        item = made.item(row[:n])
-        item.depth, item.due, item.has_session = row[n:]  # type: ignore[attr-defined]
-        rows.append(item)
-    return _view(agent_id, rows, now)
+    return _view(agent_id, _as_items(values), now)
 
 
 # The read's columns: the item's, in the model's order, then these annotations.
@@ -160,17 +153,22 @@ _ANNOTATED = ("depth", "due", "has_session")
 
 
 def _items(sql: str, params: list[Any]) -> list[MailboxItem]:
-    """The read's rows as items (converted as the ORM converts, by the mailbox's
-    statements: ``MailboxItem.objects.raw`` cost more than the statement), each with
-    its annotations as attributes."""
-    made = statements()
-    cursor = made.cursor()
+    """The read's rows as items (``MailboxItem.objects.raw`` cost more than the
+    statement)."""
+    cursor = statements().cursor()
     cursor.execute(sql, params)
+    return _as_items(cursor.fetchall())
+
+
+def _as_items(values: list[tuple[Any, ...]]) -> list[MailboxItem]:
+    """Rows of the read as items, converted as the ORM converts (by the mailbox's
+    statements), each with its annotations as attributes."""
+    made = statements()
     n = len(ITEM_COLUMNS)
     rows = []
-    for values in cursor.fetchall():
-        item = made.item(values[:n])
-        item.depth, item.due, item.has_session = values[n:]  # type: ignore[attr-defined]
+    for row in values:
+        item = made.item(row[:n])
+        item.depth, item.due, item.has_session = row[n:]  # type: ignore[attr-defined]
         rows.append(item)
     return rows
 
@@ -236,6 +234,5 @@ def tidy(lease: Lease) -> None:
 
 
 def record_expired(tx: Fence, item: MailboxItem) -> None:
-    """The drop decision of an item that expired (read back for its reason)."""
-    item.refresh_from_db(fields=["status", "drop_reason", "completed_at"])
+    """The drop decision of an item that expired (as dropped: its reason on it)."""
     records.record_decision(tx, item=item, decision_type=DecisionType.DROP, reasoning=item.drop_reason)

@@ -64,7 +64,7 @@ def expiry_reason(item: MailboxItem, now: datetime) -> str:
 def expire_stale(agent_id: str, *, now: datetime | None = None) -> list[MailboxItem]:
     """Drop the agent's queued items that waited longer than their type's expiry, each
     with its reason (a conditional UPDATE: an item claimed meanwhile is left alone).
-    Returns the items dropped, as they were."""
+    Returns the items dropped, with their status and reason as written."""
     if _SHORTEST is None:
         return []
     now = now or timezone.now()
@@ -73,8 +73,8 @@ def expire_stale(agent_id: str, *, now: datetime | None = None) -> list[MailboxI
     ).order_by("queued_at", "id")
     dropped = []
     for item in rows:
-        if is_expired(item, now) and lifecycle.drop(
-            item.id, reason=expiry_reason(item, now), from_statuses=[Status.QUEUED]
-        ):
+        reason = expiry_reason(item, now)[:300] if is_expired(item, now) else ""
+        if reason and lifecycle.drop(item.id, reason=reason, from_statuses=[Status.QUEUED]):
+            item.status, item.drop_reason = Status.DROPPED, reason
             dropped.append(item)
     return dropped
