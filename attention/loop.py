@@ -296,11 +296,10 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
 
 
 def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
-    # On PostgreSQL the statement that takes the lease also reads the queue (one round
-    # trip less from a wake-up to the claim): the run's first view of it.
+    # Where it can (PostgreSQL), the statement that takes the lease also reads the queue
+    # (one round trip less from a wake-up to the claim): the run's first view of it.
     now = timezone.now()
-    first_read = queue_sql(agent_id, now) if connection.vendor == "postgresql" else None
-    take = lease_take_for_run(agent_id, with_read=first_read)
+    take = lease_take_for_run(agent_id, with_read=queue_sql(agent_id, now))
     if take.lease is None:
         # A lease held by a live run: that run looks again when it lets go. A free or
         # expired lease whose row is locked (its holder frozen inside a transaction,
@@ -396,18 +395,18 @@ def _next_due_in(agent_id: str) -> float | None:
     return max(0.0, (soonest - now).total_seconds())
 
 
-def _recover(lease: Lease, overdue: tuple[str, int, str] | None = None) -> int:
+def _recover(lease: Lease, overdue: time_limit.Overdue | None = None) -> int:
     """A worker died mid-item (its items still processing, its lease gone) or mid-run
     with nothing in flight (a deliberation: its state left ``deciding``, its activity
-    open on no item), or froze past the item's time limit (``overdue``: the item, the
-    epoch it was held under, why; ``end_overdue``): the overdue item is dropped
+    open on no item), or froze past the item's time limit (``overdue``, from
+    ``end_overdue``): the overdue item is dropped
     (``time_limit.drop_overdue``), the items of a batch are re-queued together
     (``batch.recover``), the mailbox re-queues or drops the others, the open activities
     end failed ("worker lost", with the calls that took effect), and whoever waits for a
     dropped item is answered that it could not be finished, in one fenced transaction.
     Returns the overdue items ended (0 or 1)."""
     with fenced(lease) as tx:
-        late = time_limit.drop_overdue(tx, overdue[0], held_under=overdue[1], why=overdue[2]) if overdue else None
+        late = time_limit.drop_overdue(tx, overdue) if overdue is not None else None
         batched = batch.recover(lease.agent_id)
         report = mailbox.mailbox_recover(lease.agent_id)
         report.requeued[:0] = batched
@@ -440,7 +439,7 @@ def end_overdue() -> int:
         if lease is None:  # its holder let go or moved on meanwhile
             continue
         try:
-            ended += _recover(lease, (item_id, epoch, f"stopped: {time_limit.reason(limit)}"))
+            ended += _recover(lease, time_limit.Overdue(item_id, epoch, f"stopped: {time_limit.reason(limit)}"))
         except StaleLease:
             continue
         finally:

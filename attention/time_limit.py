@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.utils import timezone
@@ -95,10 +96,20 @@ def overdue_holders(limit: float, now: datetime | None = None) -> list[tuple[str
     )
 
 
-def drop_overdue(tx: Fence, item_id: str, *, held_under: int, why: str) -> MailboxItem | None:
+class Overdue(NamedTuple):
+    """An item its holder kept past the limit: the item, the lease epoch it is held
+    under, and why it ends."""
+
+    item_id: str
+    held_under: int
+    why: str
+
+
+def drop_overdue(tx: Fence, overdue: Overdue) -> MailboxItem | None:
     """In the recovery's fenced transaction: drop the item its holder kept (still
     processing under ``held_under``) with ``why`` and its drop decision, and put the
     members of its batch back in the queue. None: its holder moved on meanwhile."""
+    item_id, held_under, why = overdue
     item = MailboxItem.objects.filter(id=item_id, status=Status.PROCESSING, lease_epoch=held_under).first()
     if item is None:
         return None
