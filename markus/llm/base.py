@@ -48,8 +48,7 @@ def without_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept = []
     for m in messages:
         content = m.get("content")
-        at = context_at(content) if isinstance(content, str) else -1
-        if isinstance(content, str) and at != -1:
+        if isinstance(content, str) and (at := context_at(content)) != -1:
             content = content[:at].rstrip()
             if not content and m.get("role") == "user":
                 continue
