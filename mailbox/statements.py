@@ -11,16 +11,14 @@ items of its own read's rows with ``item``); nothing else should.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.base import ModelState
 
-from markus.core.statements import TableStatements
+from markus.core.statements import TableStatements, made_once
 
 from .models import MailboxItem
 from .registry import Status
@@ -130,14 +128,6 @@ class Statements(TableStatements[MailboxItem]):
         return self.item(rows[0]) if rows else None
 
 
-_statements: weakref.WeakKeyDictionary[BaseDatabaseWrapper, Statements] = weakref.WeakKeyDictionary()
-
-
 def statements() -> Statements:
     """The statements of this thread's connection."""
-    conn = connections[DEFAULT_DB_ALIAS]
-    try:
-        return _statements[conn]
-    except KeyError:
-        made = _statements[conn] = Statements(conn)
-        return made
+    return made_once(Statements)

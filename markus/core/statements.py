@@ -162,17 +162,27 @@ class TableStatements(Generic[M]):
         return int(cursor.rowcount)
 
 
-_made: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[type[Model], TableStatements[Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+S = TypeVar("S")
+_made: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+
+
+def made_once(kind: Callable[..., S], *args: Any) -> S:
+    """``kind(connection, *args)`` on this thread's connection, made once per connection
+    (then looked up): the statements of a model (``table_statements``), or a model's own
+    kind of them (``mailbox.statements``)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    mine = _made.get(conn)
+    if mine is None:
+        mine = _made[conn] = {}
+    key = (kind, *args)
+    try:
+        found: S = mine[key]
+        return found
+    except KeyError:
+        made = mine[key] = kind(conn, *args)
+        return made
 
 
 def table_statements(model: type[M]) -> TableStatements[M]:
     """The statements of ``model`` on this thread's connection."""
-    conn = connections[DEFAULT_DB_ALIAS]
-    mine = _made.setdefault(conn, {})
-    try:
-        return mine[model]
-    except KeyError:
-        made = mine[model] = TableStatements(conn, model)
-        return made
+    return made_once(TableStatements, model)
