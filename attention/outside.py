@@ -292,11 +292,13 @@ def answers_overdue(*, now: datetime | None = None) -> list[str]:
     due by ``now`` and has not come is ended (``_end_unanswered``), each in its own
     transaction, the soonest due first. Returns the ids ended."""
     now = now or timezone.now()
-    due = lifecycle.answers_due(now).order_by("deferred_until").values_list("id", flat=True)
+    due = list(lifecycle.answers_due(now).order_by("deferred_until").values_list("id", "agent_id")[:OVERDUE_BATCH])
+    # The agents' names, read once for the batch (not once per chat ended).
+    names = dict(Agent.objects.filter(id__in={agent_id for _, agent_id in due}).values_list("id", "name"))
     ended = []
-    for item_id in list(due[:OVERDUE_BATCH]):
+    for item_id, agent_id in due:
         try:
-            if _end_unanswered(item_id, now):
+            if _end_unanswered(item_id, now, name=names.get(agent_id, agent_id)):
                 ended.append(item_id)
         except Exception:
             log.exception("agentbus: the unanswered chat %s was not ended; the next sweep tries again", item_id)
@@ -305,7 +307,7 @@ def answers_overdue(*, now: datetime | None = None) -> list[str]:
     return ended
 
 
-def _end_unanswered(item_id: str, now: datetime) -> bool:
+def _end_unanswered(item_id: str, now: datetime, *, name: str) -> bool:
     """1. Lock the item; still delivered and due? 2. Answered after all (checked once
     more before giving up)? Then only its deadline goes. 3. Else the person is told in
     the chat (a failed reply answering the item), the item is dropped saying why (its
@@ -322,8 +324,6 @@ def _end_unanswered(item_id: str, now: datetime) -> bool:
         if reply_answering({item.id}, session_id=session_id) is not None:
             lifecycle.answer_came([item.id])
             return False
-        agent = Agent.objects.filter(id=item.agent_id).first()
-        name = agent.name if agent is not None else item.agent_id
         waited = _span(((item.deferred_until or now) - (item.completed_at or now)).total_seconds())
         note = (
             f"{name} (an outside agent) did not answer within {waited}, so this message is closed without "

@@ -11,20 +11,27 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from a2a.types import GetTaskRequest, TaskState
 from asgiref.sync import async_to_sync
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from agentbus.models import Chunk
+from attention.outside import answers_overdue
 from attention.services import sweep
 from mailbox import lifecycle
+from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
-from mailbox.registry import Status
+from mailbox.registry import MailboxType, Status
 from markus.agents.chat import chat_reply_for
-from markus.agents.models import ChatMessage
+from markus.agents.models import Agent, ChatMessage
+from markus.agents.services import agent_create
 from tests.agentbus.test_mcp_door import call, over_http
 
 from .conftest import a2a_client, send_request
@@ -174,3 +181,29 @@ def test_a_sweep_that_dies_midway_leaves_the_wait_for_the_next_sweep_which_answe
     done = _get(base, eve.agent.id, tokens["alice"], task.id)
     assert done.status.state == S.TASK_STATE_FAILED
     assert ChatMessage.objects.filter(session_id=done.context_id, role=ChatMessage.Role.ASSISTANT).count() == 1
+
+
+def test_the_sweep_reads_the_agents_of_the_chats_it_ends_once_not_once_per_chat(alice, team):
+    """Three chats of two silent outside agents past their deadline: the sweep ends all
+    three and reads the agents' rows in one statement."""
+    now = timezone.now()
+    silent = [
+        agent_create(name=name, owner=alice, team=team, kind=Agent.Kind.EXTERNAL)[0] for name in ("Eve", "Mallory")
+    ]
+    MailboxItem.objects.bulk_create(
+        MailboxItem(
+            id=f"mbx_silent_{i}",
+            agent=silent[i % 2],
+            source_type=MailboxType.HUMAN_CHAT,
+            status=Status.COMPLETED,
+            completed_at=now - timedelta(hours=1),
+            deferred_until=now - timedelta(minutes=1),
+            marks={DELIVERED_ON: f"hub.chat.silent_{i}"},
+        )
+        for i in range(3)
+    )
+    with CaptureQueriesContext(connection) as ctx:
+        ended = answers_overdue(now=now)
+    assert sorted(ended) == [f"mbx_silent_{i}" for i in range(3)]
+    agent_reads = [q["sql"] for q in ctx.captured_queries if 'FROM "agents" WHERE' in q["sql"]]
+    assert len(agent_reads) == 1, agent_reads
