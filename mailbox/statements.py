@@ -52,7 +52,7 @@ class Statements(TableStatements[MailboxItem]):
             if not callable(f.default):
                 value = f.get_default()
                 self.defaults[f.attname] = (value, f.get_db_prep_save(value, conn))
-        self.insert = f"INSERT INTO {self.table} ({self.columns}) VALUES ({', '.join(['%s'] * len(FIELDS))})"
+        self.insert = self.insert_sql(1)  # every column: the item's id is its own, not the database's
         claim_set = (
             # The first start is kept: a resumed item (preempted, paused, parked) started before.
             f"UPDATE {self.table} SET {qn('status')} = '{Status.PROCESSING.value}',"
@@ -90,7 +90,7 @@ class Statements(TableStatements[MailboxItem]):
     def transition(self, names: tuple[str, ...], statuses: int, fence: str | None, refund: bool) -> str:
         """The UPDATE of a transition of this shape (made once, then looked up)."""
         qn = self.conn.ops.quote_name
-        sets = [f"{qn(FIELD[name].column)} = %s" for name in names]
+        sets = [f"{qn(self.field[name].column)} = %s" for name in names]
         if refund:
             attempts = qn("attempts")
             sets.append(f"{attempts} = CASE WHEN {attempts} > 0 THEN {attempts} - 1 ELSE 0 END")
