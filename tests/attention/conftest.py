@@ -92,3 +92,18 @@ def brain(settings, monkeypatch):
 
     yield install
     set_provider_override(None)
+
+
+@pytest.fixture
+def offline_loop(settings, monkeypatch):
+    """The loop on the offline brain, without deliberation; returns a setter for more
+    ``MARKUS`` settings (``offline_loop(WAKE_ON_ENQUEUE=False)``)."""
+    set_provider_override(None)
+    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
+    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
+
+    def more(**values) -> None:
+        for key, value in values.items():
+            monkeypatch.setitem(settings.MARKUS, key, value)
+
+    return more

@@ -16,19 +16,14 @@ from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.services import agent_create
-from markus.llm.base import set_provider_override
 from markus.usage.services import budget_set
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)
-def offline_brain(settings, monkeypatch):
-    set_provider_override(None)
-    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
-    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
-    monkeypatch.setitem(settings.MARKUS, "BUDGET_PERSON_DAILY_TOKENS", 0)
-    monkeypatch.setitem(settings.MARKUS, "BUDGET_PERSON_MONTHLY_COST", 0)
+def offline_brain(offline_loop):
+    offline_loop(BUDGET_PERSON_DAILY_TOKENS=0, BUDGET_PERSON_MONTHLY_COST=0)
 
 
 def budget_reads_of_a_run(agent_id: str) -> int:

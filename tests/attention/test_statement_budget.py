@@ -58,12 +58,9 @@ def budget() -> tuple[int, int, int]:
 
 
 @pytest.fixture(autouse=True)
-def offline_brain(settings, monkeypatch):
-    set_provider_override(None)
-    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
-    # Tier 1 among equals; a tier-2 deliberation is an LLM session of its own, counted
-    # in tests/attention/test_deliberation_offline.py.
-    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
+def offline_brain(offline_loop):
+    """Tier 1 among equals; a tier-2 deliberation is an LLM session of its own, counted
+    in tests/attention/test_deliberation_offline.py."""
 
 
 def make_history(agent_id: str, n: int) -> None:

@@ -15,17 +15,13 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
-from markus.llm.base import set_provider_override
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)
-def offline_brain(settings, monkeypatch):
-    set_provider_override(None)
-    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
-    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
-    monkeypatch.setitem(settings.MARKUS, "WAKE_ON_ENQUEUE", False)
+def offline_brain(offline_loop):
+    offline_loop(WAKE_ON_ENQUEUE=False)
 
 
 @pytest.fixture
