@@ -205,7 +205,7 @@ def timeline(
     if _TOTAL not in counts:
         total = {"totalCount": None, "totalCountCapped": False}
     elif items:
-        total = Counted(min(read[_TOTAL], TIMELINE_COUNT_CAP), read[_TOTAL] > TIMELINE_COUNT_CAP).fields()
+        total = Counted.of(read[_TOTAL], TIMELINE_COUNT_CAP).fields()
     else:  # no row on this page: none at all, or an offset past the end
         total = capped_count(rows, TIMELINE_COUNT_CAP).fields() if offset else Counted(0, False).fields()
     return {

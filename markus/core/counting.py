@@ -28,6 +28,11 @@ class Counted:
     count: int
     capped: bool
 
+    @classmethod
+    def of(cls, n: int, cap: int) -> Counted:
+        """The count of ``n`` rows read up to ``cap + 1`` (more than ``cap``: capped)."""
+        return cls(min(n, cap), n > cap)
+
     def __str__(self) -> str:
         return f"{self.count:,}+" if self.capped else f"{self.count:,}"
 
@@ -58,7 +63,7 @@ def capped_count(rows: QuerySet[Any], cap: int | None = None) -> Counted:
     cap = COUNT_CAP if cap is None else cap
     if not _plain(rows):
         n = rows.order_by()[: cap + 1].count()
-        return Counted(min(n, cap), n > cap)
+        return Counted.of(n, cap)
     # Written out: Django's count() of a sliced query drops the constant it selects.
     try:
         sql, params = _nothing_of_the_row(rows)[: cap + 1].query.sql_with_params()
@@ -67,7 +72,7 @@ def capped_count(rows: QuerySet[Any], cap: int | None = None) -> Counted:
     with connections[rows.db].cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM ({sql}) capped", params)
         n = cursor.fetchone()[0]
-    return Counted(min(n, cap), n > cap)
+    return Counted.of(n, cap)
 
 
 def _nothing_of_the_row(rows: QuerySet[Any]) -> QuerySet[Any]:
