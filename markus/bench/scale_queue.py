@@ -169,10 +169,12 @@ def page_of(api: APIClient, agent_id: str, limit: int = PAGE) -> Callable[[], ob
     return get
 
 
-def bare_claims(agent_id: str, k: int) -> int:
+def bare_claims(agent_id: str, k: int) -> float:
     """k bare claim + complete pairs on the head of the agent's queue (the SQL of
-    ``markus.bench.mailbox``): the baseline of the loop's time per item."""
+    ``markus.bench.mailbox``), the baseline of the loop's time per item: their ms per
+    pair done."""
     ops, done = connection.ops, 0
+    start = time.perf_counter()
     with connection.cursor() as cursor:
         for _ in range(k):
             now = ops.adapt_datetimefield_value(timezone.now())
@@ -184,7 +186,7 @@ def bare_claims(agent_id: str, k: int) -> int:
                 break
             cursor.execute(COMPLETE_SQL, [Status.COMPLETED.value, now, row[0], Status.PROCESSING.value])
             done += 1
-    return done
+    return (time.perf_counter() - start) * 1000 / max(1, done)
 
 
 def loop_per_item(agent_id: str, k: int) -> tuple[float, float, float]:
@@ -200,9 +202,7 @@ def loop_per_item(agent_id: str, k: int) -> tuple[float, float, float]:
         loops.append((time.perf_counter() - start) * 1000 / max(1, result.processed))
         if result.processed != k:
             raise RuntimeError(f"bench: the run processed {result.processed} of {k} items ({result.status})")
-        start = time.perf_counter()
-        done = bare_claims(agent_id, k)
-        bares.append((time.perf_counter() - start) * 1000 / max(1, done))
+        bares.append(bare_claims(agent_id, k))
     with CaptureQueriesContext(connection) as ctx:
         counted = loop.run_attention(agent_id, budget=k)
     statements = len(ctx.captured_queries) / max(1, counted.processed)
