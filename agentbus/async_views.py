@@ -134,7 +134,6 @@ async def inbox_view(request: HttpRequest, agent_id: str) -> JsonResponse:
         async with InboxWaiter(agent_id) as inbox:  # before the read it waits from: never lost
             again = await sync_to_async(selectors.inbox_read_from)(agent_id, first["position"], limit=limit)
             return _json(answer(await inbox_park(inbox, again, deadline=deadline, limit=limit)))
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # The fields of a request's body (``request_view``).
