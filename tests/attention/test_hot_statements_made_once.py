@@ -9,6 +9,8 @@ Checked by the ORM's compilers, never by time; the rows written are read back.""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db.models.sql.compiler import SQLCompiler, SQLInsertCompiler, SQLUpdateCompiler
@@ -54,27 +56,34 @@ def enqueue(agent_id: str, n: int) -> list[MailboxItem]:
     ]
 
 
+@contextmanager
+def orm_statements_built(monkeypatch, kinds=("select", "insert", "update")) -> Iterator[Counter[tuple[str, str]]]:
+    """The statements the ORM's compilers build meanwhile, counted by (kind, table)."""
+    compilers = {"select": SQLCompiler, "insert": SQLInsertCompiler, "update": SQLUpdateCompiler}
+    built: Counter[tuple[str, str]] = Counter()
+
+    def spy(original, kind):
+        def as_sql(self, *args, **kwargs):
+            model = self.query.model
+            built[(kind, model._meta.db_table if model is not None else "")] += 1
+            return original(self, *args, **kwargs)
+
+        return as_sql
+
+    with monkeypatch.context() as patched:
+        for kind in kinds:
+            patched.setattr(compilers[kind], "as_sql", spy(compilers[kind].as_sql, kind))
+        yield built
+
+
 def test_an_item_builds_no_statement_on_the_queue_nor_its_records_with_the_orm(agent, monkeypatch):
     # More items than the loop's read holds: triage weighs them and looks past the read
     # for stale ones; the prompt lists the waiting ones.
     enqueue(agent.id, queue_read.QUEUE_READ_LIMIT + 8)
     loop.run_attention(agent.id, budget=1)  # the first item makes what is made once
-    seen: Counter[tuple[str, str]] = Counter()
-
-    def spy(original, kind):
-        def as_sql(self, *args, **kwargs):
-            model = self.query.model
-            seen[(kind, model._meta.db_table if model is not None else "")] += 1
-            return original(self, *args, **kwargs)
-
-        return as_sql
 
     def hot_statements_built(items: int) -> dict[tuple[str, str], int]:
-        seen.clear()
-        with monkeypatch.context() as patched:
-            patched.setattr(SQLCompiler, "as_sql", spy(SQLCompiler.as_sql, "select"))
-            patched.setattr(SQLInsertCompiler, "as_sql", spy(SQLInsertCompiler.as_sql, "insert"))
-            patched.setattr(SQLUpdateCompiler, "as_sql", spy(SQLUpdateCompiler.as_sql, "update"))
+        with orm_statements_built(monkeypatch) as seen:
             result = loop.run_attention(agent.id, budget=items)
         assert result.processed == items
         return {key: n for key, n in seen.items() if key[1] in HOT_TABLES}
@@ -124,24 +133,13 @@ def test_a_session_save_and_a_memory_write_read_back_as_the_orm_wrote_them(agent
     from markus.agents import memory
 
     item = enqueue(agent.id, 1)[0]
-    built: list[str] = []
-
-    def spy(original):
-        def as_sql(self, *args, **kwargs):
-            built.append(self.query.model._meta.db_table)
-            return original(self, *args, **kwargs)
-
-        return as_sql
-
     messages = [{"role": "user", "content": 'héllo ✓ "quoted"', "extra": {"n": 1, "none": None}}]
     session = LLMSession(id=f"ls_{item.id}", agent_id=agent.id, mailbox_item=item, scenario="x", messages=messages)
     focus = SimpleNamespace(held=HeldSession(session, stored=False, dirty=True))
     lease = lease_take(agent.id)
     assert lease is not None
     try:
-        with monkeypatch.context() as patched:
-            patched.setattr(SQLInsertCompiler, "as_sql", spy(SQLInsertCompiler.as_sql))
-            patched.setattr(SQLUpdateCompiler, "as_sql", spy(SQLUpdateCompiler.as_sql))
+        with orm_statements_built(monkeypatch, ("insert", "update")) as built:
             with fenced(lease) as tx:
                 save_session(tx, focus, session)  # type: ignore[arg-type]
             stored = LLMSession.objects.get(id=session.id)
@@ -156,7 +154,7 @@ def test_a_session_save_and_a_memory_write_read_back_as_the_orm_wrote_them(agent
             second = memory.remember(agent.id, "note", "second ✓")
     finally:
         lease_release(lease)
-    assert [t for t in built if t in HOT_TABLES] == []
+    assert [t for _, t in built.elements() if t in HOT_TABLES] == []
     stored = LLMSession.objects.get(id=session.id)
     assert stored.messages == session.messages and stored.turn_count == 2
     assert stored.absorbed_ids == ["mbx_1", "mbx_2"] and stored.updated_at >= first_saved
