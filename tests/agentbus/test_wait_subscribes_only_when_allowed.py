@@ -15,6 +15,7 @@ from django.test import AsyncClient
 from agentbus import wakeup
 
 from .conftest import say
+from .test_idle_waits import parked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,8 +67,7 @@ def test_a_wait_past_the_callers_cap_is_refused_without_subscribing(long_poll, j
 
     async def scenario():
         held = asyncio.ensure_future(wait_on("eve", eve.token, timeout=2))
-        while wakeup.parked_waiters() < 1:
-            await asyncio.sleep(0.01)
+        await parked(1)
         refused = await wait_on("eve", eve.token, timeout=2)
         return refused, await held
 
@@ -169,8 +169,7 @@ def test_an_mcp_wait_past_the_callers_cap_is_refused_without_subscribing(long_po
     async def scenario():
         async with Client(build(identify)) as client:
             held = asyncio.ensure_future(client.call_tool("inbox_wait", {"timeout_seconds": 2}))
-            while wakeup.parked_waiters() < 1:
-                await asyncio.sleep(0.01)
+            await parked(1)
             refused = await client.call_tool("inbox_wait", {"timeout_seconds": 2})
             return refused, await held
 
