@@ -22,9 +22,8 @@ from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage, ChatSession, WorkingMemory
-from markus.llm.base import set_provider_override
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("offline_loop")]
 
 HOT_TABLES = {
     MailboxItem._meta.db_table,
@@ -36,13 +35,6 @@ HOT_TABLES = {
     LLMSession._meta.db_table,
     WorkingMemory._meta.db_table,
 }
-
-
-@pytest.fixture(autouse=True)
-def offline_brain(settings, monkeypatch):
-    set_provider_override(None)
-    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
-    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
 
 
 def enqueue(agent_id: str, n: int) -> list[MailboxItem]:
