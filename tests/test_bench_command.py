@@ -116,6 +116,7 @@ def test_the_real_suite_list_is_the_issue_order() -> None:
         "prompts",
         "scale",
         "asgi",
+        "walk",
     ]
     assert bench.POSTGRESQL_ONLY == ["peers"]
 

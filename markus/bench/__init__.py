@@ -16,5 +16,6 @@ SUITES: list[str] = [
     "prompts",
     "scale",
     "asgi",
+    "walk",
 ]
 POSTGRESQL_ONLY: list[str] = ["peers"]
