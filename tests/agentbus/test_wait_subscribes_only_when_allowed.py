@@ -32,15 +32,21 @@ async def wait_on(agent_id: str, token: str, timeout: float = 5):
 
 @pytest.fixture
 def joined(monkeypatch) -> list[str]:
-    """The inboxes whose wake-up the process's hub was asked to register."""
+    """The inboxes whose wake-up a hub was asked to register: the process's own, or the
+    Redis one a channels_redis layer selects (REDIS_URL set): whichever the waits use."""
     seen: list[str] = []
-    real_join = wakeup._LocalHub.join
 
-    async def join(hub, waiter):
-        seen.append(waiter.agent_id)
-        await real_join(hub, waiter)
+    def spy(hub_class: type) -> None:
+        real_join = hub_class.join
 
-    monkeypatch.setattr(wakeup._LocalHub, "join", join)
+        async def join(hub, waiter):
+            seen.append(waiter.agent_id)
+            await real_join(hub, waiter)
+
+        monkeypatch.setattr(hub_class, "join", join)
+
+    spy(wakeup._LocalHub)
+    spy(wakeup._RedisHub)
     return seen
 
 
