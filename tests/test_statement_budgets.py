@@ -38,12 +38,13 @@ pytestmark = pytest.mark.django_db
 SMALL, LARGE = 10, 1000
 # The budgets: SQL statements per request, at both sizes.
 TIMELINE_API = 5, 6  # the first page (its counts read with the page), a page by cursor
-MIND_PAGE = 20  # session, user, the agent twice, attention, queue depth, the tool calls waiting for
+MIND_PAGE = 21  # session, user, the agent twice, attention, queue depth, the tool calls waiting for
 # an approval, page, decisions, activities, pending reminders, latest daily reports, the main
 # session and its last messages (the chat box), the main session's activity-log lines (seed 20),
 # the usage panel's sums and the agent's budgets (issue 26; one more per budget it has), its
 # failing tool servers (issue 37), its stall (attention.stalls: its attention row, its oldest
-# pending approvals; its focus's last tool calls when focused)
+# pending approvals; its focus's last tool calls when focused), its open tasks (one page and
+# whether there are more)
 MIND_EARLIER = 7  # session, user, the agent, the cursor's item, page, decisions, activities
 TASK_LIST = 3
 CONSOLE_AGENTS = 6  # session, user, the counts (filtered and all), the page, the filter sidebar's teams

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Case, IntegerField, Prefetch, Q, QuerySet, Value, When
 from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -32,11 +32,14 @@ from mailbox.selectors import depth_label, queue_depth, timeline_queryset
 from markus.agents import permissions
 from markus.agents.models import Agent
 from markus.console import services as console
+from markus.core.actors import Actor
 from markus.llm.base import get_provider
 from markus.reports import clock, reminders
 from markus.reports import services as reports
 from markus.reports.models import DailyReport
 from markus.reports.rendering import render_markdown
+from markus.work.models import TaskState
+from markus.work.selectors import tasks_visible_to
 
 PAGE_SIZE = 30
 OFFLINE_BRAIN = "offline"
@@ -412,3 +415,27 @@ def cancel_reminder(agent: Agent, item_id: str, user: Any) -> str:
     except reminders.ReminderFired as exc:
         raise ControlRefused(str(exc)) from exc
     return f"Reminder {item_id} cancelled."
+
+
+TASKS_SHOWN = 10  # the mind view's open tasks; the rest are on /work, filtered by the agent
+OPEN_TASK_STATES = (TaskState.BLOCKED, TaskState.IN_PROGRESS, TaskState.REVIEW, TaskState.PENDING)
+
+
+def open_tasks(agent_id: str, actor: Actor) -> dict[str, Any]:
+    """The agent's open tasks the reader may see (the API's rule, ``tasks_visible_to``):
+    first those that cannot go on (``blocked``, or waiting on a dependency that ended
+    badly: ``blocked_reason``), then in progress, in review, pending; the latest change
+    first within each. One statement: ``TASKS_SHOWN`` rows and whether there are more."""
+    rank = Case(
+        When(Q(status=TaskState.BLOCKED) | ~Q(blocked_reason=""), then=Value(0)),
+        *(When(status=state, then=Value(i)) for i, state in enumerate(OPEN_TASK_STATES[1:], start=1)),
+        output_field=IntegerField(),
+    )
+    rows = list(
+        tasks_visible_to(actor)
+        .filter(assignee_id=agent_id, status__in=OPEN_TASK_STATES)
+        .annotate(rank=rank)
+        .order_by("rank", "-updated_at", "-id")
+        .only("id", "title", "status", "blocked_reason")[: TASKS_SHOWN + 1]
+    )
+    return {"open_tasks": rows[:TASKS_SHOWN], "open_tasks_more": len(rows) > TASKS_SHOWN}

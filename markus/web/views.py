@@ -18,6 +18,7 @@ from mailbox.models import MailboxItem
 from markus.agents import permissions
 from markus.agents.chat import recent_conversation
 from markus.agents.models import Agent
+from markus.core.actors import Actor
 from markus.core.errors import MarkusError
 from markus.toolservers.services import failing_notices
 from markus.usage import selectors as usage
@@ -62,6 +63,7 @@ def mind_view(request: HttpRequest, agent_id: str) -> HttpResponse:
             "activity_log": activity_log_lines(agent.id),
             "usage": usage.agent_panel(agent.id),
             "tool_server_notices": failing_notices(agent.id, why=can_control),
+            **mind.open_tasks(agent.id, Actor.for_user(request.user)),
         },
     )
 

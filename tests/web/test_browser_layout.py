@@ -15,6 +15,7 @@ from markus.agents.models import ChatMessage
 from markus.agents.services import main_session
 from markus.core.actors import Actor
 from markus.work.comment_services import task_comment_create
+from markus.work.models import Task
 from markus.work.services import task_create
 
 from .test_browser_work_chat import signed_in
@@ -95,14 +96,21 @@ def long_chat(agent) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_mind_views_chat_holds_with_a_long_history(daphne_server, browser, alice, agent, width, tmp_path):
     long_chat(agent)
+    blocked = task_create(actor=Actor.for_user(alice), title="Publish the build " * 8, assignee_id=agent.id)
+    Task.objects.filter(id=blocked.id).update(blocked_reason="its dependency failed: " + "x" * 150)
     errors: list[str] = []
     page = signed_in(browser, daphne_server.url, alice, errors, viewport={"width": width, "height": 900})
     page.goto(f"{daphne_server.url}/agents/{agent.id}/mind/")
     page.wait_for_selector("#chat-recent")
     shoot(page, tmp_path, "mind", width, "#chat")
+    shoot(page, tmp_path, "mind-tasks", width, "#mind-tasks")
     assert_no_horizontal_scroll(page)
     assert_compose_holds(page, "#chat-text", "#chat button[type=submit]", width)
     assert_labels_hold(page, "#chat label")
+    assert_labels_hold(page, "#mind-tasks h3")
+    # the open task, with why it cannot start, links to its page
+    page.click(f"#mind-task-{blocked.id} a.task-link")
+    page.wait_for_selector("#task-blocked-reason")
     assert not [e for e in errors if not e.startswith("404")], errors
 
 
