@@ -1,7 +1,8 @@
 """API plumbing shared by every app: the exception handler (400 / 404 / 409 / 413, never
-500 for bad input; every error in one shape, ``{"detail", "code", "fields"?}``), the same
-answers for the plain async views (``error_response``, ``api_request``), small helpers
-for query parameters, and input serializers that answer like the rest of the API (one
+500 for bad input; 503 with Retry-After for a lock wait given up, ``markus.core.db``;
+every error in one shape, ``{"detail", "code", "fields"?}``), the same answers for
+the plain async views (``error_response``, ``api_request``), small helpers for query
+parameters, and input serializers that answer like the rest of the API (one
 message as ``detail``). The parsers that refuse NUL bytes and lone surrogates are in
 ``markus.core.input``, the body limit in ``markus.core.limits``."""
 
@@ -24,6 +25,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from markus.core.db import lock_busy_message, lock_retry_after, lock_timed_out
 from markus.core.errors import NON_FIELD, MarkusError, fields_for
 from markus.core.limits import BodyTooLarge, too_large
 
@@ -66,6 +68,8 @@ def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | N
     the answer to ``exc``, or None for an exception that is not the caller's (a 500)."""
     if isinstance(exc, RequestDataTooBig | BodyTooLarge):
         return 413, too_large(), {}
+    if lock_timed_out(exc):  # a row held by another session past the lock timeout
+        return 503, {"detail": lock_busy_message(), "code": "busy"}, {"Retry-After": str(lock_retry_after())}
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     if isinstance(exc, MarkusError):

@@ -37,6 +37,28 @@ def lock_conflict(exc: BaseException) -> bool:
     return "database is locked" in str(exc)
 
 
+# A web request whose statement gave up a lock wait (another session held the row past
+# the lock timeout) is answered 503 with Retry-After, never a 500: the API's exception
+# handler (``markus.core.api``) and the pages' middleware (``markus.core.busy``) both ask
+# ``lock_timed_out``.
+LOCK_BUSY_MESSAGE = "another change holds this record; try again in {seconds} s"
+
+
+def lock_timed_out(exc: BaseException) -> bool:
+    """Is ``exc`` a database error raised because a lock was not granted in time (the
+    session's lock_timeout, NOWAIT, SQLite's busy timeout)? Any other error is not."""
+    return isinstance(exc, OperationalError) and lock_conflict(exc)
+
+
+def lock_retry_after() -> int:
+    """The Retry-After, in whole seconds, of a lock wait given up: one lock timeout."""
+    return max(1, -(-int(settings.DATABASE_LOCK_TIMEOUT_MS) // 1000))
+
+
+def lock_busy_message() -> str:
+    return LOCK_BUSY_MESSAGE.format(seconds=lock_retry_after())
+
+
 def session_lock_timeout() -> bool:
     """Does this PostgreSQL connection's session start with ``DATABASE_LOCK_TIMEOUT_MS``
     as its lock_timeout (``-c lock_timeout=`` in its options, as the settings set it)?"""

@@ -1,0 +1,32 @@
+"""Pages and the admin: a lock wait given up is a 503, never a 500.
+
+A statement of a page's request (an admin change, a settings form) that waited for a
+row held by another session past the session's lock timeout raises OperationalError
+(``markus.core.db.lock_timed_out`` says which); this middleware answers it with a plain
+503 and Retry-After. The API answers the same in its JSON shape (``markus.core.api``).
+The view's transaction has rolled back: nothing was half done, and the same request
+can be sent again."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
+
+from markus.core.db import lock_busy_message, lock_retry_after, lock_timed_out
+
+
+class LockBusyMiddleware(MiddlewareMixin):
+    """``process_exception``: a lock wait given up answers 503 (plain text, Retry-After);
+    any other exception goes on to Django's handler."""
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not lock_timed_out(exception):
+            return None
+        message = lock_busy_message()
+        response = HttpResponse(
+            f"503 Service Unavailable: {message[0].upper()}{message[1:]}.\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Retry-After"] = str(lock_retry_after())
+        return response
