@@ -17,7 +17,8 @@ reason names no content (a private chat's tool results, an approval's text): who
 sees the agent sees its stall. ``notify_stalls`` (the beat's ``attention.stalls``) tells
 each running agent's owner (else its team's owner) once per stall: the stall's ``key``
 names its start (the item and since when, the item and the tool, the approval), and a
-notification already carrying it is not sent again."""
+notification already carrying it is not sent again. Runs at the same time (two beats)
+take turns over that read and the writes, so neither tells a stall the other told."""
 
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from mailbox.registry import descriptor
+from mailbox.services import mailbox_lock_group
 from markus.agents.models import Agent
 from notifications.models import Approval, UserNotification
 from notifications.registry import NotificationType
@@ -138,24 +141,31 @@ def notify_stalls(now: datetime | None = None) -> list[str]:
     stall. Returns the keys told now."""
     agents = {a.id: a for a in Agent.objects.running().select_related("owner", "team__owner")}
     stalls = {agent_id: stall for agent_id, stall in stalls_of(list(agents), now).items() if stall is not None}
-    already = set(  # one statement for every stall: the ones whose owner was told
-        UserNotification.objects.filter(
-            type=NotificationType.AGENT_STALLED, metadata__stallKey__in=[s.key for s in stalls.values()]
-        ).values_list("user_id", "metadata__stallKey")
-    )
-    told = []
-    for agent_id, stall in stalls.items():
-        agent = agents[agent_id]
-        person = agent.answerable_person
-        if person is None or (person.pk, stall.key) in already:
-            continue
-        notify_user(
-            user=person,
-            type=NotificationType.AGENT_STALLED,
-            title=f"{agent.name} is stuck: {stall.reason}",
-            body=f"{agent.name} has made no progress: {stall.reason} (since {stall.since:%Y-%m-%d %H:%M} UTC).",
-            action_target={"path": f"/agents/{agent.id}/mind/", "agentId": agent.id},
-            metadata={"agentId": agent.id, "stallKey": stall.key, "stallKind": stall.kind},
+    told: list[str] = []
+    if not stalls:
+        return told
+    with transaction.atomic():
+        # Runs at once (two beats, a run overlapping the next) take turns from here: the
+        # next reads what this one told (PostgreSQL: an advisory lock; SQLite: the
+        # IMMEDIATE transaction's write lock), so a stall is told once.
+        mailbox_lock_group("*", NotificationType.AGENT_STALLED, "stalls")
+        already = set(  # one statement for every stall: the ones whose owner was told
+            UserNotification.objects.filter(
+                type=NotificationType.AGENT_STALLED, metadata__stallKey__in=[s.key for s in stalls.values()]
+            ).values_list("user_id", "metadata__stallKey")
         )
-        told.append(stall.key)
+        for agent_id, stall in stalls.items():
+            agent = agents[agent_id]
+            person = agent.answerable_person
+            if person is None or (person.pk, stall.key) in already:
+                continue
+            notify_user(
+                user=person,
+                type=NotificationType.AGENT_STALLED,
+                title=f"{agent.name} is stuck: {stall.reason}",
+                body=f"{agent.name} has made no progress: {stall.reason} (since {stall.since:%Y-%m-%d %H:%M} UTC).",
+                action_target={"path": f"/agents/{agent.id}/mind/", "agentId": agent.id},
+                metadata={"agentId": agent.id, "stallKey": stall.key, "stallKind": stall.kind},
+            )
+            told.append(stall.key)
     return told
