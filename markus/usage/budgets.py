@@ -202,12 +202,10 @@ def budgets_of(agent_id: str) -> list[Budget]:
 def held_sql(agent_id: str) -> tuple[str, list[str]]:
     """An SQL condition and its parameters: does a budget with a limit hold the agent
     (``budgets_of``'s rule: its own, its team's, outside any team its owner's, the
-    deployment's)? With a default per person set, a teamless agent's
-    owner is held without a row: then always true (the gate reads them). The lease's take
-    answers it in its own statement (``attention.lease``), so a run of an agent that no
-    budget holds does not read them."""
-    if any(default_limits()):
-        return "TRUE", []
+    deployment's)? With a default per person set, a teamless agent's owner without a row
+    of their own holds it by that default. The lease's take answers it in its own
+    statement (``attention.lease``), so a run of an agent that no budget holds does not
+    read them."""
     budgets, agents = Budget._meta.db_table, Agent._meta.db_table
     sql = (
         f"EXISTS (SELECT 1 FROM {budgets} WHERE (daily_tokens IS NOT NULL OR monthly_cost IS NOT NULL)"
@@ -215,7 +213,13 @@ def held_sql(agent_id: str) -> tuple[str, list[str]]:
         f" OR team_id = (SELECT team_id FROM {agents} WHERE id = %s)"
         f" OR user_id = (SELECT owner_id FROM {agents} WHERE id = %s AND team_id IS NULL)))"
     )
-    return sql, [agent_id, agent_id, agent_id]
+    if not any(default_limits()):
+        return sql, [agent_id, agent_id, agent_id]
+    by_default = (  # ``budgets_of``'s default: a teamless agent's owner with no row
+        f"EXISTS (SELECT 1 FROM {agents} WHERE id = %s AND team_id IS NULL AND owner_id IS NOT NULL"
+        f" AND NOT EXISTS (SELECT 1 FROM {budgets} WHERE user_id = {agents}.owner_id))"
+    )
+    return f"({sql} OR {by_default})", [agent_id, agent_id, agent_id, agent_id]
 
 
 def gate(agent_id: str, *, now: datetime | None = None) -> Gate:
