@@ -16,8 +16,6 @@ from django.test import Client
 
 from markus.core import db
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
 SHORT_MS = 300
 
 
@@ -66,6 +64,8 @@ def row_locked(table: str, pk: object) -> Iterator[None]:
         holder.join(10)
 
 
+@pytest.mark.postgres  # another PostgreSQL session holds the row (the rule below: both passes)
+@pytest.mark.django_db(transaction=True)
 def test_an_api_write_on_a_locked_row_answers_503_with_retry_after(short_lock_timeout, alice_client, agent):
     with row_locked("agents", agent.id):
         response = alice_client.patch(f"/api/agents/{agent.id}/", {"name": "Ada II"}, format="json")
@@ -81,6 +81,8 @@ def test_an_api_write_on_a_locked_row_answers_503_with_retry_after(short_lock_ti
     assert again.status_code == 200, again.content
 
 
+@pytest.mark.postgres  # another PostgreSQL session holds the row (the rule below: both passes)
+@pytest.mark.django_db(transaction=True)
 def test_an_admin_change_on_a_locked_row_answers_503(short_lock_timeout, django_user_model, alice, bob, team):
     django_user_model.objects.create_superuser("operator", "op@example.com", "pw-operator")
     operator = Client()
