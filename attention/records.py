@@ -72,7 +72,7 @@ def record_decision(
     outcome: str | None = None,
 ) -> AgentDecision:
     tx.check()
-    d = AgentDecision(
+    d = table_statements(AgentDecision).new(
         agent_id=tx.agent_id,
         mailbox_item=item,
         decision_type=decision_type,
@@ -161,7 +161,7 @@ def start_activity(
     it (named in the label)."""
     suffix = f" (+{len(batch)} batched)" if batch else ""
     label = (f"{item.label}: {item.summary}" if item.summary else item.label)[: 300 - len(suffix)] + suffix
-    activity = AgentActivity(
+    activity = table_statements(AgentActivity).new(
         agent_id=lease.agent_id,
         mailbox_item=item,
         type=activity_type_for(item, scenario),
@@ -206,11 +206,12 @@ def log_many(tx: Fence, activity: AgentActivity, lines: list[LogLine]) -> None:
     if seq is None:
         seq = AgentActivityLog.objects.filter(activity=activity).aggregate(m=Max("seq"))["m"] or 0
     now = timezone.now()
+    made = table_statements(AgentActivityLog)
     rows = []
     for line in lines:
         seq += 1
         rows.append(
-            AgentActivityLog(
+            made.new(
                 activity=activity,
                 seq=seq,
                 type=line.kind,
@@ -219,7 +220,7 @@ def log_many(tx: Fence, activity: AgentActivity, lines: list[LogLine]) -> None:
                 created_at=line.at or now,
             )
         )
-    table_statements(AgentActivityLog).save_new(rows)
+    made.save_new(rows)
     activity._log_seq = seq
 
 
@@ -339,7 +340,7 @@ def inject_main_session(tx: Fence, *, item: MailboxItem, outcome: str) -> None:
     tx.check()
     sid = main_session_id(tx.lease)
     now = timezone.now()
-    line = ChatMessage(
+    line = table_statements(ChatMessage).new(
         session_id=sid,
         role=ChatMessage.Role.SYSTEM,
         content=f"[ACTIVITY: {item.source_type}] {item.summary or item.label} → {outcome}",

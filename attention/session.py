@@ -93,7 +93,7 @@ def load_session(focus: Focus) -> LLMSession:
         failed = failed_attempts_note(focus.item)
         if failed:  # a retry starts from what the failed attempts did and why they failed
             messages.append({"role": "user", "content": failed})
-        session = LLMSession(
+        session = table_statements(LLMSession).new(
             id=session_id(focus.item),
             agent_id=focus.agent.id,
             mailbox_item=focus.item,

@@ -20,13 +20,53 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 Converters = list[tuple[int, list[tuple[Converter, Any]]]]
+
+# The field classes (exactly these, not subclasses, which may prepare values their own
+# way) whose database value is the Python value itself when the value is of this type
+# (``get_db_prep_save`` returns it unchanged), or None (except a boolean's).
+_AS_IS: dict[type[Any], tuple[type[Any], ...]] = {
+    **{kind: (str, type(None)) for kind in (models.CharField, models.TextField, models.SlugField)},
+    **{
+        kind: (int, type(None))
+        for kind in (
+            models.IntegerField,
+            models.BigIntegerField,
+            models.SmallIntegerField,
+            models.PositiveIntegerField,
+            models.PositiveSmallIntegerField,
+            models.PositiveBigIntegerField,
+            models.AutoField,
+            models.BigAutoField,
+            models.SmallAutoField,
+        )
+    },
+    models.BooleanField: (bool,),
+    models.FloatField: (float, type(None)),
+}
+
+
+def as_is_types(f: Any, conn: BaseDatabaseWrapper) -> tuple[type[Any], ...]:
+    """The types of value that field ``f`` (a relation: its target's) stores unchanged
+    (``_AS_IS``); () when each value goes through the field's ``get_db_prep_save``."""
+    if f.is_relation:
+        # A relation stores "" as NULL where the database reads empty strings so.
+        if not (f.many_to_one or f.one_to_one) or conn.features.interprets_empty_strings_as_nulls:
+            return ()
+        f = f.target_field
+    kinds = _AS_IS.get(type(f), ())
+    if int in kinds and type(conn.ops).adapt_integerfield_value is not BaseDatabaseOperations.adapt_integerfield_value:
+        return ()  # the backend wraps an integer in a type of its size (psycopg 3)
+    return kinds
 
 
 class TableStatements(Generic[M]):
@@ -53,6 +93,12 @@ class TableStatements(Generic[M]):
         self._inserts: dict[int, str] = {}
         self._updates: dict[tuple[str, ...], str] = {}
         self.field = {f.attname: f for f in self.fields} | {f.name: f for f in self.fields}
+        # The fields whose values of these types are stored as they are (``prep``).
+        self.as_is = {f: as_is_types(f, conn) for f in self.fields}
+        # A row becomes an instance as ``Model.from_db`` makes one, without ``__init__``
+        # (it walks every field, most of the time of a read of few columns), unless the
+        # model changes either or something listens to its init signals (``item``).
+        self.plain_init = model.__init__ is Model.__init__ and model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
 
     def _converters(self, fields: Sequence[Any]) -> Converters:
         """The converters the ORM would apply to a row of these fields, by position."""
@@ -72,6 +118,10 @@ class TableStatements(Generic[M]):
         return self.conn.ops.adapt_datetimefield_value(value)
 
     def prep(self, f: Any, value: Any) -> Any:
+        """A value as ``f.get_db_prep_save`` stores it: a string, number or None of a
+        field that stores them unchanged as it is, a datetime by ``stamp``."""
+        if type(value) in self.as_is.get(f, ()):
+            return value
         if isinstance(value, datetime):
             return self.stamp(value)
         return f.get_db_prep_save(value, self.conn)
@@ -99,8 +149,45 @@ class TableStatements(Generic[M]):
         return row
 
     def item(self, values: Sequence[Any]) -> M:
-        """The model instance of a row of ``columns``, converted as the ORM converts."""
-        return self.model.from_db(self.conn.alias, self.attnames, self.convert(values, self.converters))
+        """The model instance of a row of ``columns``, converted as the ORM converts:
+        made as ``Model.from_db`` makes it, its fields set directly (not through
+        ``__init__``) unless something listens to the model's init signals."""
+        model = self.model
+        row = self.convert(values, self.converters)
+        if not self.plain_init or pre_init.has_listeners(model) or post_init.has_listeners(model):
+            return model.from_db(self.conn.alias, self.attnames, row)
+        obj = model.__new__(model)
+        obj.__dict__.update(zip(self.attnames, row, strict=True))
+        state = obj._state = ModelState()
+        state.adding, state.db = False, self.conn.alias
+        return obj
+
+    def new(self, **values: Any) -> M:
+        """A new instance, as ``Model(**values)`` makes it (each field given by its
+        name or attname, or its default; a related instance set through its descriptor,
+        cached as the model's ``__init__`` caches it), without walking the model's
+        ``__init__``: the rows the loop writes for every item are made this way. A model
+        with an init signal receiver, or a value that is not a field, goes through
+        ``__init__``."""
+        model = self.model
+        if not self.plain_init or pre_init.has_listeners(model) or post_init.has_listeners(model):
+            return model(**values)
+        obj = model.__new__(model)
+        obj._state = ModelState()
+        put, given = obj.__dict__, 0
+        for f in self.fields:
+            name = f.attname
+            if name in values:
+                put[name] = values[name]
+                given += 1
+            elif f.name in values:
+                setattr(obj, f.name, values[f.name])  # the relation's descriptor: its id and the instance
+                given += 1
+            else:
+                put[name] = f.get_default()
+        if given != len(values):  # a property, or a name that is no field: the model's own way
+            return model(**values)
+        return obj
 
     def insert_sql(self, rows: int) -> str:
         """The INSERT of ``rows`` new rows (made once for each number of rows)."""
