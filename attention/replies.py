@@ -15,7 +15,7 @@ from markus.agents.chat import reply_store
 from markus.agents.chat_stream import log_delta
 from markus.agents.models import ChatMessage
 from markus.agents.services import agent_message_post
-from markus.core.events import agent_group, send_event_on_commit
+from markus.core.events import agent_group, send_event_on_commit, send_json_on_commit
 from markus.llm.base import get_provider
 
 from .focus import Focus
@@ -35,21 +35,24 @@ def delta_sender(focus: Focus, session: LLMSession) -> Callable[[str], None]:
     LLM call) it is sent at once."""
     item = focus.item
     group = agent_group(item.agent_id)
+    ids = [str(item.id), *map(str, focus.merged_ids)]
     base = {
-        "agentId": item.agent_id,
-        "mailboxItemIds": [item.id, *focus.merged_ids],
-        "activityId": focus.activity.id if focus.activity is not None else None,
+        "agentId": str(item.agent_id),
+        "mailboxItemIds": ids,
+        "activityId": str(focus.activity.id) if focus.activity is not None else None,
     }
 
     owner = private_to(item)  # a private conversation's reply reaches only who may read it
     run = focus.activity.id if focus.activity is not None else None
 
     def send(text: str) -> None:
-        event = {**base, "turn": session.turn_count + 1, "text": text}
+        # JSON values only (strings, numbers, None, a fresh list): sent as made, not
+        # encoded and decoded again to check (a turn streams a piece a word).
+        event = {"type": DELTA_EVENT, **base, "mailboxItemIds": list(ids), "turn": session.turn_count + 1, "text": text}
         seq = log_delta(item, text, run)  # kept for a stream that resumes
         if seq is not None:
             event["seq"] = seq
-        send_event_on_commit(group, DELTA_EVENT, event, private_to=owner)
+        send_json_on_commit(group, event, private_to=owner)
 
     return send
 

@@ -11,7 +11,9 @@ Sending: the embedded layer takes the event synchronously (``group_send_sync``).
 the Redis pub/sub layer a per-process publisher writes a PUBLISH on the channel and in
 the encoding the layer's receivers read, on the sending thread's own connection,
 without waiting for the reply: no event loop per event. Any other layer gets
-``async_to_sync(group_send)``. Listeners (the test hook) are called synchronously.
+``async_to_sync(group_send)``. Listeners (the test hook) are called synchronously. An
+event for a group nobody is in on the embedded layer is not encoded at all (the loop's
+streamed pieces of text, most of its events, while no view of the agent is open).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
-from markus.core.channel_layer import private_form, wire_form
+from markus.core.channel_layer import ThreadSafeInMemoryChannelLayer, private_form, wire_form
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +196,8 @@ def _send(group: str, event: dict[str, Any], private: tuple[int, dict[str, Any] 
     layer = get_channel_layer()
     if layer is None:
         return
+    if type(layer) is ThreadSafeInMemoryChannelLayer and not layer.groups.get(group):
+        return  # nobody is in the group: the embedded layer would drop it, encoded for nothing
     message = {"type": "markus.event", "event": event}
     # Encoded once for the whole fan-out (and, for a private event, its public form once).
     message = wire_form(message) if private is None else private_form(message, *private)
