@@ -11,7 +11,7 @@ from django.utils import timezone
 from agentbus.selectors import reply_expected
 from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType
-from mailbox.selectors import depth_capped, depth_label, queue_depth, waiting_head
+from mailbox.selectors import Listed, depth_capped, depth_label, queue_depth, waiting_listing
 from markus.agents import memory as working_memory
 from markus.agents.models import Agent
 from markus.memory.document import Section
@@ -453,7 +453,7 @@ def context_lines(
 
 
 def mailbox_lines(
-    agent: Agent, item: MailboxItem, *, queue: list[MailboxItem] | None = None, depth: int | None = None
+    agent: Agent, item: MailboxItem, *, queue: list[MailboxItem] | list[Listed] | None = None, depth: int | None = None
 ) -> list[str]:
     """The prompt's ``## Mailbox (N waiting)``: up to PROMPT_QUEUE_LIMIT waiting items in
     the order they will be taken (``queue``, in dequeue order; read here when None),
@@ -461,7 +461,7 @@ def mailbox_lines(
     all: the loop's count when it began the item, so a first turn past the cap reads only
     the listed items). ``item``, the one being worked on, is not listed."""
     if queue is None:
-        queue = waiting_head(agent.id, PROMPT_QUEUE_LIMIT)
+        queue = waiting_listing(agent.id, PROMPT_QUEUE_LIMIT)  # what the lines show, no instances
         if len(queue) < PROMPT_QUEUE_LIMIT:
             depth = len(queue)
         elif depth is None or depth < len(queue):  # the loop's count, unless it is behind

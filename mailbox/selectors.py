@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
+from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q, QuerySet
 
 from markus.core.counting import CappedCount, Shown, capped_count, shown
 from markus.core.errors import MarkusError
+from markus.core.statements import made_once
 
 from .lifecycle import queued
 from .models import MailboxItem
@@ -35,6 +38,55 @@ def waiting_head(agent_id: str, limit: int) -> list[MailboxItem]:
     the loop reads it for every item it takes."""
     sql = statements()
     return sql.select(sql.waiting_head, [agent_id, limit], brief=True)
+
+
+class Listed(NamedTuple):
+    """A waiting item as a listing of the queue shows it (``waiting_listing``)."""
+
+    id: str
+    priority: int
+    source_type: str
+    summary: str
+
+
+def _listing_sql(conn: BaseDatabaseWrapper) -> str:
+    """``waiting_listing``'s statement on this connection (made once): the summary taken
+    out of the payload by the database when it is a string (then no payload is read);
+    otherwise the payload, for ``MailboxItem.summary`` to read as it reads any."""
+    qn = conn.ops.quote_name
+    payload = qn("payload")
+    if conn.vendor == "postgresql":
+        is_text = f"jsonb_typeof({payload} -> 'summary') = 'string'"
+        text = f"{payload} ->> 'summary'"
+    else:
+        is_text = f"json_type({payload}, '$.summary') = 'text'"
+        text = f"json_extract({payload}, '$.summary')"
+    return (
+        f"SELECT {qn('id')}, {qn('priority')}, {qn('source_type')},"
+        f" CASE WHEN {is_text} THEN {text} END, CASE WHEN {is_text} THEN NULL ELSE {payload} END"
+        f" FROM {qn(MailboxItem._meta.db_table)}"
+        f" WHERE {qn('agent_id')} = %s AND {qn('status')} = '{Status.QUEUED.value}'"
+        f" ORDER BY {qn('priority')}, {qn('queued_at')}, {qn('id')} LIMIT %s"
+    )
+
+
+_PAYLOAD = MailboxItem._meta.get_field("payload")
+
+
+def waiting_listing(agent_id: str, limit: int) -> list[Listed]:
+    """``waiting_head`` as a listing shows it: id, priority, type and summary of the
+    first ``limit`` queued items in dequeue order, one statement made once per
+    connection, no model instance and no payload decoded (the summary comes out of the
+    database as text), the payload read only where the summary is not a string."""
+    sql = made_once(_listing_sql)
+    cursor = statements().cursor()
+    cursor.execute(sql, [agent_id, limit])
+    listed = []
+    for item_id, priority, source_type, summary, payload in cursor.fetchall():
+        if summary is None:  # no summary, or not a string: as the model reads it
+            summary = MailboxItem(payload=_PAYLOAD.from_db_value(payload, _PAYLOAD.cached_col, connection)).summary
+        listed.append(Listed(item_id, priority, source_type, summary))
+    return listed
 
 
 def queued_before(agent_id: str, before: datetime, limit: int) -> list[MailboxItem]:
