@@ -21,7 +21,7 @@ enqueued for it) is delivered to its inbox and completed in the mailbox (marked
    delivery, so the conversation shows them before any answer.
 4. A person waits for that answer (a chat, over A2A a task ``working``), and no loop or
    worker holds the wait: the delivery sets when the answer is due
-   (``MARKUS_OUTSIDE_ANSWER_SECONDS``, kept in the completed item's ``deferred_until``),
+   (``MARKUS_OUTSIDE_ANSWER_SECONDS``, kept in the completed item's ``answer_due_at``),
    the answer clears it, and ``answers_overdue`` (a sweep hook) ends a chat still
    unanswered past it: checked once more for an answer, then the person is told in the
    chat (a failed reply), the item dropped (its A2A task fails with that reply), and the
@@ -292,7 +292,7 @@ def answers_overdue(*, now: datetime | None = None) -> list[str]:
     due by ``now`` and has not come is ended (``_end_unanswered``), each in its own
     transaction, the soonest due first. Returns the ids ended."""
     now = now or timezone.now()
-    due = list(lifecycle.answers_due(now).order_by("deferred_until").values_list("id", "agent_id")[:OVERDUE_BATCH])
+    due = list(lifecycle.answers_due(now).order_by("answer_due_at").values_list("id", "agent_id")[:OVERDUE_BATCH])
     # The agents' names, read once for the batch (not once per chat ended).
     names = dict(Agent.objects.filter(id__in={agent_id for _, agent_id in due}).values_list("id", "name"))
     ended = []
@@ -315,7 +315,7 @@ def _end_unanswered(item_id: str, now: datetime, *, name: str) -> bool:
     with transaction.atomic():
         item = (
             MailboxItem.objects.select_for_update()
-            .filter(id=item_id, status=Status.COMPLETED, deferred_until__lte=now)
+            .filter(id=item_id, status=Status.COMPLETED, answer_due_at__lte=now)
             .first()
         )
         if item is None or DELIVERED_ON not in item.marks:
@@ -324,7 +324,7 @@ def _end_unanswered(item_id: str, now: datetime, *, name: str) -> bool:
         if reply_answering({item.id}, session_id=session_id) is not None:
             lifecycle.answer_came([item.id])
             return False
-        waited = _span(((item.deferred_until or now) - (item.completed_at or now)).total_seconds())
+        waited = _span(((item.answer_due_at or now) - (item.completed_at or now)).total_seconds())
         note = (
             f"{name} (an outside agent) did not answer within {waited}, so this message is closed without "
             "an answer. It stays in the agent's inbox: an answer that comes later still shows here."

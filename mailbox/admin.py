@@ -123,6 +123,7 @@ class MailboxItemAdmin(ConsoleModelAdmin):
         "started_at",
         "completed_at",
         "deferred_until",
+        "answer_due_at",
         "merged_into_link",
         "drop_reason",
         "attempts",

@@ -323,14 +323,14 @@ def drop(
 def deliver(item: MailboxItem, *, stream_id: str, answer_due: datetime | None = None) -> bool:
     """Queued → completed: the item went to its outside agent's bus inbox on
     ``stream_id`` (marked ``DELIVERED_ON``). Call it in the delivery's transaction.
-    ``answer_due``: a person waits for its answer until then (kept in ``deferred_until``
-    while it is unanswered: ``answers_due`` finds it, ``answer_came`` clears it)."""
+    ``answer_due``: a person waits for its answer until then (``answer_due_at`` while it
+    is unanswered: ``answers_due`` finds it, ``answer_came`` clears it)."""
     return transition(
         item.id,
         from_statuses=[Status.QUEUED],
         status=Status.COMPLETED,
         completed_at=timezone.now(),
-        deferred_until=answer_due,
+        answer_due_at=answer_due,
         marks={**item.marks, DELIVERED_ON: stream_id},
     )
 
@@ -338,7 +338,7 @@ def deliver(item: MailboxItem, *, stream_id: str, answer_due: datetime | None = 
 def answers_due(now: datetime) -> QuerySet[MailboxItem]:
     """Delivered items whose answer was due by ``now`` and has not come (the partial
     index ``idx_mailbox_answer_due`` holds only those still awaited)."""
-    return MailboxItem.objects.filter(status=Status.COMPLETED, deferred_until__isnull=False, deferred_until__lte=now)
+    return MailboxItem.objects.filter(status=Status.COMPLETED, answer_due_at__isnull=False, answer_due_at__lte=now)
 
 
 def answer_came(item_ids: Iterable[str]) -> int:
@@ -346,14 +346,14 @@ def answer_came(item_ids: Iterable[str]) -> int:
     ids = list(item_ids)
     if not ids:
         return 0
-    return MailboxItem.objects.filter(id__in=ids, status=Status.COMPLETED, deferred_until__isnull=False).update(
-        deferred_until=None
+    return MailboxItem.objects.filter(id__in=ids, status=Status.COMPLETED, answer_due_at__isnull=False).update(
+        answer_due_at=None
     )
 
 
 def answer_overdue(item: MailboxItem, *, reason: str) -> bool:
     """Completed (delivered, awaited) → dropped: its answer did not come in time."""
-    return drop(item.id, reason=reason, from_statuses=[Status.COMPLETED], deferred_until=None)
+    return drop(item.id, reason=reason, from_statuses=[Status.COMPLETED], answer_due_at=None)
 
 
 def set_priority(item_id: str, priority: int) -> bool:

@@ -41,6 +41,9 @@ class MailboxItem(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     deferred_until = models.DateTimeField(null=True, blank=True)
+    # A person waits for an outside agent's answer to this delivered item until then (set at
+    # delivery, cleared by the answer; attention.outside): not a deferral.
+    answer_due_at = models.DateTimeField(null=True, blank=True)
     merged_into = models.ForeignKey(
         "self",
         null=True,
@@ -76,12 +79,11 @@ class MailboxItem(models.Model):
                 name="idx_mailbox_deferred_due",
             ),
             # A person's chat delivered to an outside agent, by when its answer is due
-            # (``deferred_until`` of a completed item: set at delivery, cleared by the
-            # answer): the sweep's backstop seeks the overdue ones; only those still
-            # awaited are in it.
+            # (set at delivery, cleared by the answer): the sweep's backstop seeks the
+            # overdue ones; only those still awaited are in it.
             models.Index(
-                fields=["deferred_until"],
-                condition=models.Q(status="completed", deferred_until__isnull=False),
+                fields=["answer_due_at"],
+                condition=models.Q(status="completed", answer_due_at__isnull=False),
                 name="idx_mailbox_answer_due",
             ),
         ]

@@ -96,6 +96,9 @@ class _ItemFields(serializers.Serializer):
     startedAt = serializers.DateTimeField(allow_null=True)
     completedAt = serializers.DateTimeField(allow_null=True)
     deferredUntil = serializers.DateTimeField(allow_null=True)
+    answerDueAt = serializers.DateTimeField(
+        allow_null=True, help_text="a delivered chat: when the person's answer from the outside agent is due"
+    )
     mergedInto = serializers.CharField(allow_null=True)
     dropReason = serializers.CharField()
     privateTo = serializers.IntegerField(

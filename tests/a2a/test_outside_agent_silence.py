@@ -87,7 +87,7 @@ def test_an_outside_agent_that_never_answers_fails_the_task_at_the_deadline_and_
     assert [(n.content, n.metadata.get("failed")) for n in notes] == [(said, True)]
     assert chat_reply_for(task.id)["reply"] == said
     item = MailboxItem.objects.get(id=task.id)
-    assert item.status == Status.DROPPED and "did not answer" in item.drop_reason and item.deferred_until is None
+    assert item.status == Status.DROPPED and "did not answer" in item.drop_reason and item.answer_due_at is None
     # eve's inbox hears that nobody waits any more (on the chat's stream, after the chat).
     told = Chunk.objects.filter(stream_id=item.marks["deliveredOn"]).order_by("position")
     assert [c.payload.get("mailboxItemId") for c in told] == [task.id, task.id]
@@ -136,7 +136,7 @@ def test_an_answer_in_time_completes_the_task_and_the_sweep_past_the_deadline_le
     done = _get(base, eve.agent.id, tokens["alice"], task.id)
     assert done.status.state == S.TASK_STATE_COMPLETED and done.status.message.parts[0].text == "All green."
     item = MailboxItem.objects.get(id=task.id)
-    assert item.status == Status.COMPLETED and item.deferred_until is None
+    assert item.status == Status.COMPLETED and item.answer_due_at is None
     assert not Chunk.objects.filter(topic="answer_timed_out").exists()
 
 
@@ -197,7 +197,7 @@ def test_the_sweep_reads_the_agents_of_the_chats_it_ends_once_not_once_per_chat(
             source_type=MailboxType.HUMAN_CHAT,
             status=Status.COMPLETED,
             completed_at=now - timedelta(hours=1),
-            deferred_until=now - timedelta(minutes=1),
+            answer_due_at=now - timedelta(minutes=1),
             marks={DELIVERED_ON: f"hub.chat.silent_{i}"},
         )
         for i in range(3)

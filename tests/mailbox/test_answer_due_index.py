@@ -41,7 +41,7 @@ def delivered(alice, team) -> None:
             source_type=MailboxType.HUMAN_CHAT,
             status=Status.COMPLETED,
             completed_at=now - timedelta(hours=1),
-            deferred_until=now + timedelta(minutes=i - AWAITED // 2),
+            answer_due_at=now + timedelta(minutes=i - AWAITED // 2),
             marks={DELIVERED_ON: "hub.chat.ses_1"},
         )
         for i in range(AWAITED)
@@ -63,7 +63,7 @@ def delivered(alice, team) -> None:
 
 def test_overdue_answers_are_found_in_due_order_from_their_partial_index(delivered):
     now = timezone.now()
-    due = answers_due(now).order_by("deferred_until").values_list("id", flat=True)
+    due = answers_due(now).order_by("answer_due_at").values_list("id", flat=True)
     assert list(due) == [f"mbx_wait_{i:03d}" for i in range(AWAITED // 2 + 1)]
     text = plan(due.all()[:200])
     assert "idx_mailbox_answer_due" in text, text  # (PostgreSQL may sort the few overdue rows it found)
