@@ -23,8 +23,9 @@ Steps:
      page); and the one-row page (``limit=1``) beside the same for an agent with one;
    - the loop: a run of ``attention.loop.run_attention`` over K items in this thread
      (ms per item), then the bare claim + complete SQL of K items of the same queue
-     (``markus.bench.mailbox``), LOOP_ROUNDS times, the median of each; and the
-     loop's statements per item in a further run.
+     (``markus.bench.mailbox``), LOOP_ROUNDS times, the median of each (on SQLite also
+     by this thread's CPU time, the database's work in it); and the loop's statements
+     per item in a further run.
    The rows are deleted before the next size.
 3. Everything is deleted, whatever happened.
 
@@ -40,6 +41,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -189,24 +191,45 @@ def bare_claims(agent_id: str, k: int) -> float:
     return (time.perf_counter() - start) * 1000 / max(1, done)
 
 
-def loop_per_item(agent_id: str, k: int) -> tuple[float, float, float]:
+@dataclass
+class LoopTimes:
+    """``loop_per_item``'s figures: ms per item of the loop and per bare pair (wall
+    time, and this thread's CPU time), the medians of LOOP_ROUNDS rounds, and the loop's
+    statements per item."""
+
+    loop_ms: float
+    bare_ms: float
+    loop_cpu_ms: float
+    bare_cpu_ms: float
+    statements: float
+
+
+def loop_per_item(agent_id: str, k: int) -> LoopTimes:
     """ms per item of a run of the loop over k items of the agent's queue, its
     statements per item (a further run of k), and the ms per item of k bare claim +
     complete pairs on the same queue: LOOP_ROUNDS rounds of a run then k pairs, the
-    median of each (one round alone swung 30-fold with the other sessions' load)."""
+    median of each (one round alone swung 30-fold with the other sessions' load). Each
+    also in this thread's CPU time, which the other sessions' load moves less (on
+    SQLite the database's own work is in it; on PostgreSQL it is the server's)."""
     loops: list[float] = []
     bares: list[float] = []
+    loop_cpu: list[float] = []
+    bare_cpu: list[float] = []
     for _ in range(LOOP_ROUNDS):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         result = loop.run_attention(agent_id, budget=k)
+        loop_cpu.append((time.thread_time() - cpu) * 1000 / max(1, result.processed))
         loops.append((time.perf_counter() - start) * 1000 / max(1, result.processed))
         if result.processed != k:
             raise RuntimeError(f"bench: the run processed {result.processed} of {k} items ({result.status})")
+        cpu = time.thread_time()
         bares.append(bare_claims(agent_id, k))
+        bare_cpu.append((time.thread_time() - cpu) * 1000 / k)
     with CaptureQueriesContext(connection) as ctx:
         counted = loop.run_attention(agent_id, budget=k)
     statements = len(ctx.captured_queries) / max(1, counted.processed)
-    return statistics.median(loops), statements, statistics.median(bares)
+    m = statistics.median
+    return LoopTimes(m(loops), m(bares), m(loop_cpu), m(bare_cpu), statements)
 
 
 def _statements(fn: Callable[[], object]) -> int:
@@ -244,7 +267,7 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
         stdout.write(
             f"  {'queued':>7} {'agents':>6} {'insert s':>8} | {'read ms':>7} {'head ms':>7} {'x':>5} | "
             f"{'sweep ms':>8} {'x1k':>5} {'stmts':>5} | {'page ms':>7} {'1row ms':>7} {'x':>5} {'stmts':>5} | "
-            f"{'loop ms/item':>12} {'bare ms':>7} {'bare/loop':>9} {'stmts/item':>10}\n"
+            f"{'loop ms/item':>12} {'bare ms':>7} {'bare/loop':>9} {'stmts/item':>10} {'cpu b/l':>7}\n"
         )
         for n in sizes:
             for a in AGENTS:
@@ -266,7 +289,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
                     k = min(LOOP_ITEMS, max(1, (n // a - 1) // (2 * LOOP_ROUNDS + 1)))
                     with quiet_wakeups():
                         loop.run_attention(first, budget=1)  # warm: the statements made once per connection
-                        loop_ms, per_item, bare_ms = loop_per_item(first, k)
+                        times = loop_per_item(first, k)
+                        loop_ms, per_item, bare_ms = times.loop_ms, times.statements, times.bare_ms
                 finally:
                     Agent.objects.filter(id__in=active).update(status=Agent.RunStatus.STOPPED)
                     delete_items(active)
@@ -275,7 +299,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
                     f"{sweep:>8.2f} {sweep / smallest_sweep:>5.1f} {sweep_statements:>5} | "
                     f"{page:>7.2f} {one:>7.2f} {page / one:>5.2f} {page_statements:>5} "
                     f"{row:>6.2f} {one_row_ms:>6.2f} {row / one_row_ms:>5.2f} | "
-                    f"{loop_ms:>12.2f} {bare_ms:>7.2f} {bare_ms / loop_ms:>9.3f} {per_item:>10.1f}\n"
+                    f"{loop_ms:>12.2f} {bare_ms:>7.2f} {bare_ms / loop_ms:>9.3f} {per_item:>10.1f} "
+                    f"{times.bare_cpu_ms / times.loop_cpu_ms:>7.3f}\n"
                 )
                 where = f"{n} queued, {a} agent{'s' if a > 1 else ''}"
                 figures += [
@@ -287,6 +312,21 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
                         baseline=f"loop {loop_ms:.2f} ms/item ({per_item:.1f} statements) vs bare {bare_ms:.3f} ms/item"
                         f", {k} items of the same queue, median of {LOOP_ROUNDS} rounds",
                         goal=0.1,
+                    ),
+                    *(
+                        [
+                            Figure(
+                                SUITE,
+                                f"loop CPU / bare claim+complete CPU, {where}",
+                                times.bare_cpu_ms / times.loop_cpu_ms,
+                                "x",
+                                baseline=f"loop {times.loop_cpu_ms:.2f} ms of this thread's CPU an item vs bare "
+                                f"{times.bare_cpu_ms:.3f} ms a pair (SQLite: the database's work in it), {k} items, "
+                                f"median of {LOOP_ROUNDS} rounds",
+                            )
+                        ]
+                        if connection.vendor == "sqlite"
+                        else []
                     ),
                     Figure(
                         SUITE,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from markus.bench import scale, scale_queue
 from markus.bench.report import Figure
@@ -38,6 +39,8 @@ def test_the_queue_case_prints_every_figure_beside_its_baseline(small) -> None:
         for agents in ("1 agent", "3 agents"):
             where = f"{size} queued, {agents}"
             assert f"loop throughput / bare claim+complete, {where}" in text
+            if connection.vendor == "sqlite":  # in this process: the database's CPU is the thread's
+                assert f"loop CPU / bare claim+complete CPU, {where}" in text
             assert f"queue read / bare head SELECT, {where}" in text
             assert f"timeline first page / a one-page timeline's, {where}" in text
     assert "sweep / sweep at 24 queued 1 agent" in text
