@@ -36,6 +36,7 @@ from django.db import OperationalError, connection, models, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, ChatSession
@@ -380,10 +381,11 @@ class Fence:
     it to every writer of that phase; a writer takes it and never opens a transaction of
     its own, so which writes share a transaction is read in the phase's code."""
 
-    __slots__ = ("_open", "lease")
+    __slots__ = ("_open", "claimed", "lease")
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, claimed: MailboxItem | None = None) -> None:
         self.lease = lease
+        self.claimed = claimed  # the item ``fenced(claim=…)`` claimed
         self._open = True
 
     @property
@@ -401,7 +403,7 @@ class Fence:
 
 
 @contextmanager
-def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator[Fence]:
+def fenced(lease: Lease, *, running: bool = False, claim: str | None = None, **attention: Any) -> Iterator[Fence]:
     """Open the fenced transaction of a phase: the lease is checked and held still (on
     PostgreSQL the attention row is locked: a successor's take skips it and answers
     busy, or we see its epoch; on SQLite the IMMEDIATE transaction already serialises
@@ -413,10 +415,15 @@ def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator
     phase begins with) it is the UPDATE that writes them, and when a renewal is due it
     also extends the lease; otherwise it is a ``SELECT … FOR UPDATE``. ``running``: the
     agent must also still be running, or AgentNotRunning is raised (nothing written).
+    ``claim``: an item to claim once the check holds (``Fence.claimed``: the item, None
+    when it was not queued any more); on PostgreSQL the claim goes in the check's own
+    statement (``mailbox.lifecycle.claim_fenced``: one round trip, the attention row
+    locked first as before), so a holder the check refuses claims nothing either way.
 
     Keep the block short: no provider call inside (a frozen or slow holder keeps its
     agent's row locked, and PostgreSQL cuts a transaction left idle). A writer never
     opens one: it takes the phase's ``Fence``."""
+    claimed: MailboxItem | None = None
     with bounded_lock_wait():
         now = timezone.now()
         renew = renewal_due(lease)
@@ -426,22 +433,30 @@ def fenced(lease: Lease, *, running: bool = False, **attention: Any) -> Iterator
                 if renew:
                     fields["lease_expires_at"] = now + timedelta(seconds=lease_seconds())
                 fields.setdefault("updated_at", now)
-                held = _update_mine(lease, fields, running=running) == 1
+                update, params = _update_mine_sql(lease, fields, running=running)
+                if claim is not None and connection.vendor == "postgresql":
+                    held, claimed = lifecycle.claim_fenced(claim, epoch=lease.epoch, fence=(update, params))
+                else:
+                    with connection.cursor() as cursor:
+                        cursor.execute(update, params)
+                        held = cursor.rowcount == 1
+                    if held and claim is not None:  # SQLite: its writer lock is held already
+                        claimed = lifecycle.claim(claim, epoch=lease.epoch)
                 if not held and running and _mine(lease).exists():
                     raise AgentNotRunning(lease.agent_id)
             else:
                 held = _check_mine(lease)
         except OperationalError as exc:
-            if lock_conflict(exc):
+            if lock_conflict(exc) and not _item_lock(exc):
                 raise LeaseBusy(f"the attention row of {lease.agent_id} is locked by another session") from exc
-            raise
+            raise  # the item's row was (a claim in the block's body raised it as it is)
         if not held:
             raise StaleLease(f"lease epoch {lease.epoch} of {lease.agent_id} is no longer current")
         if renew:
             # Counted from the transaction that extended it; should it roll back, the
             # lease still had two thirds of its time and the next block renews it.
             note_renewed(lease)
-        tx = Fence(lease)
+        tx = Fence(lease, claimed)
         try:
             yield tx
         finally:
@@ -465,9 +480,16 @@ def _check_mine(lease: Lease) -> bool:
         return cursor.fetchone() is not None
 
 
-def _update_mine(lease: Lease, fields: dict[str, Any], *, running: bool = False) -> int:
-    """UPDATE the attention row of this lease (fenced by epoch and owner); with
-    ``running`` only while the agent is a running internal agent. The rows changed."""
+def _item_lock(exc: OperationalError) -> bool:
+    """Was the lock not granted in time an item's row (the claim sent with the check),
+    not the attention row? PostgreSQL names the relation in the error's context."""
+    diag = getattr(exc.__cause__, "diag", None)
+    return f'relation "{MailboxItem._meta.db_table}"' in str(getattr(diag, "context", "") or "")
+
+
+def _update_mine_sql(lease: Lease, fields: dict[str, Any], *, running: bool = False) -> tuple[str, list[Any]]:
+    """The UPDATE of the attention row of this lease (fenced by epoch and owner); with
+    ``running`` only while the agent is a running internal agent. SQL and parameters."""
     meta, qn = AgentAttention._meta, connection.ops.quote_name
     sets, params = [], []
     for name, value in fields.items():
@@ -485,9 +507,7 @@ def _update_mine(lease: Lease, fields: dict[str, Any], *, running: bool = False)
     if running:
         sql += f" AND EXISTS (SELECT 1 FROM {qn(Agent._meta.db_table)} WHERE id = %s AND kind = %s AND status = %s)"
         params += [lease.agent_id, Agent.RUNS["kind"], Agent.RUNS["status"]]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.rowcount)
+    return sql, params
 
 
 def _mine(lease: Lease) -> QuerySet[AgentAttention]:

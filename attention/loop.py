@@ -211,12 +211,13 @@ def _begin(run: Run, chosen: MailboxItem, view: QueueView, plan: Plan | None, *,
     with fenced(
         lease,
         running=True,
+        claim=chosen.id,  # with the fence check: one statement on PostgreSQL
         state=AttentionState.FOCUSED,
         current_item=chosen,
         focus_started_at=now,
         updated_at=now,
     ) as tx:
-        item = lifecycle.claim(chosen.id, epoch=lease.epoch)
+        item = tx.claimed
         if item is None:
             raise _Gone(chosen.id)
         if plan is not None:

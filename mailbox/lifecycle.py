@@ -36,7 +36,7 @@ from .merge import fold, may_merge
 from .models import MailboxItem
 from .registry import MailboxType, Status, descriptor
 from .representation import event_item, redacted
-from .statements import ATTNAMES, DEFAULTED, FIELD, Statements, statements
+from .statements import ATTNAMES, DEFAULTED, FIELD, ID_COLUMN, Statements, statements
 
 OPEN_STATUSES = (Status.QUEUED, Status.PROCESSING, Status.DEFERRED)
 # Recovery re-queues a human's in-flight item, an execution trigger or a review request
@@ -198,6 +198,25 @@ def claim(item_id: str, *, epoch: int | None = None) -> MailboxItem | None:
     if item is not None:
         emit_item(item)
     return item
+
+
+def claim_fenced(item_id: str, *, epoch: int, fence: tuple[str, list[Any]]) -> tuple[bool, MailboxItem | None]:
+    """``claim`` in one statement with the fence check of ``attention.lease.fenced``
+    (PostgreSQL): ``fence`` is its UPDATE of the attention row (SQL without RETURNING,
+    and its parameters). The item is claimed only when that UPDATE found the lease's row
+    (epoch, owner, running). Whether it did, and the item (None: not queued any more)."""
+    sql = statements()
+    fence_sql, fence_params = fence
+    cursor = sql.cursor()
+    cursor.execute(sql.fenced_claim(fence_sql), [*fence_params, *_claim_params(sql, epoch), item_id])
+    rows = cursor.fetchall()
+    if not rows:
+        return False, None
+    if rows[0][ID_COLUMN] is None:
+        return True, None
+    item = sql.item(rows[0])
+    emit_item(item)
+    return True, item
 
 
 def claim_next(*, agent_id: str, epoch: int | None = None) -> MailboxItem | None:

@@ -25,6 +25,7 @@ from .registry import Status
 
 FIELDS = tuple(MailboxItem._meta.concrete_fields)
 ATTNAMES = tuple(f.attname for f in FIELDS)
+ID_COLUMN = ATTNAMES.index("id")  # where a row of ``columns`` holds the item's id
 FIELD = {**{f.name: f for f in FIELDS}, **{f.attname: f for f in FIELDS}}
 # A new row: ``insert_queued`` sets these; every other column takes the model's default.
 SET_BY_INSERT = frozenset({"id", "agent_id", "source_type", "priority", "payload", "metadata", "queued_at"})
@@ -70,6 +71,12 @@ class Statements(TableStatements[MailboxItem]):
         queued_now = f"{qn('status')} = '{Status.QUEUED.value}'"
         self.claim_next = f"{claim_set} WHERE {qn('id')} = ({head}) AND {queued_now}"
         self.claim = f"{claim_set} WHERE {qn('id')} = %s AND {queued_now}"
+        # ``claim`` as a CTE that runs only when the fence's CTE (``fenced_claim``) found
+        # its row; the fence's result joined to it: no row means the fence did not hold.
+        self.claim_after_fence = (
+            f"claimed AS ({self.claim} AND EXISTS (SELECT 1 FROM fence) RETURNING {self.columns})"
+            " SELECT claimed.* FROM fence LEFT JOIN claimed ON TRUE"
+        )
         # The queue's head in dequeue order, only the columns a listing of it reads (a
         # prompt's mailbox block: ``mailbox.selectors.waiting_head``).
         self.brief_converters = self._converters(BRIEF_FIELDS)
@@ -101,6 +108,14 @@ class Statements(TableStatements[MailboxItem]):
             where += f" AND {qn('lease_epoch')} = %s"
         made = self.transitions[(names, statuses, fence, refund)] = f"{self.update}{', '.join(sets)} WHERE {where}"
         return made
+
+    def fenced_claim(self, fence: str) -> str:
+        """The claim of one item (``claim``'s parameters after ``fence``'s) in one
+        statement with ``fence``, an UPDATE of the attention row of a lease without its
+        RETURNING (``attention.lease.fenced``; PostgreSQL): the item is claimed only when
+        that UPDATE changed its row, which it locks first. One row when it did, the
+        item's columns (all NULL when the item was not queued any more); none when not."""
+        return f"WITH fence AS ({fence} RETURNING 1), {self.claim_after_fence}"
 
     def brief(self, values: Sequence[Any]) -> MailboxItem:
         """The model instance of a row of ``BRIEF_FIELDS``, the other fields deferred

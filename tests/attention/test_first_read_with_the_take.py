@@ -1,7 +1,8 @@
 """On PostgreSQL the statement that takes an agent's lease for a run also reads the head
 of its queue (the take as a CTE, the loop's compiled queue read joined to it): from a
-wake-up to the claim the run sends the take, then its fenced transaction (BEGIN, the
-attention UPDATE) and the claim, one round trip less than a take and a separate read.
+wake-up to the claim the run sends the take, then its fenced transaction (BEGIN, and
+the attention UPDATE with the claim as one statement), one round trip less than a take
+and a separate read.
 What the run then does is the same: every item in dequeue order, a dead worker's items
 recovered before the queue is read, nothing left for a later run to read."""
 
@@ -44,9 +45,9 @@ def test_a_run_sends_the_take_and_its_fenced_claim_before_the_first_item_starts(
         loop.run_attention(agent.id)
     sent = [q["sql"] for q in ctx.captured_queries]
     claiming = 'UPDATE "mailbox_items" SET "status" = \'processing\''
-    claim = next(i for i, sql in enumerate(sent) if sql.startswith(claiming))
-    before = [sql.split()[0] + (" " + sql.split()[1] if sql.startswith("UPDATE") else "") for sql in sent[:claim]]
-    assert before == ["SET", "BEGIN", 'UPDATE "agent_attention"'], sent[:claim]
+    claim = next(i for i, sql in enumerate(sent) if claiming in sql)
+    assert [sql.split()[0] for sql in sent[:claim]] == ["SET", "BEGIN"], sent[:claim]
+    assert sent[claim].startswith('WITH fence AS (UPDATE "agent_attention"'), sent[claim]
     assert "WITH took" in sent[0]
     assert "mailbox_items" in sent[0]
 
