@@ -58,9 +58,9 @@ from .lease import (
     fenced,
     lease_release,
     lease_take,
-    lease_take_for_run,
     lease_take_over,
 )
+from .lease_take import lease_take_for_run
 from .models import ActivityLogType as L
 from .models import AgentAttention, AttentionState, DecisionType, LLMSession
 from .processing import inject_into_open_work, process_item

@@ -144,7 +144,7 @@ def _view(agent_id: str, rows: list[MailboxItem], now: datetime) -> QueueView:
 
 def view_of(agent_id: str, values: list[tuple[Any, ...]], now: datetime) -> QueueView:
     """A view of rows of ``queue_sql`` read elsewhere (the loop joins its run's first
-    read to the statement that takes the lease, ``lease_take_for_run``)."""
+    read to the statement that takes the lease, ``attention.lease_take``)."""
     return _view(agent_id, _as_items(values), now)
 
 

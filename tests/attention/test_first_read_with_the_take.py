@@ -13,7 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from attention import loop, queue_read
-from attention.lease import lease_release, lease_take_for_run
+from attention.lease import lease_release
+from attention.lease_take import lease_take_for_run
 from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T

@@ -13,7 +13,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from attention import records, services
-from attention.lease import fenced, lease_take, lease_take_for_run
+from attention.lease import fenced, lease_take
+from attention.lease_take import lease_take_for_run
 from attention.loop import run_attention
 from attention.models import ActivityLogType, AgentActivity, AgentAttention, AttentionState
 from mailbox.registry import ActivityType
