@@ -25,7 +25,10 @@ def execution_cancelled(task_id: str, execution_round: int | None = None, *, loc
     if lock:
         rows = rows.select_for_update()
     row = rows.values("status", "cancel_requested_at", "execution_round").first()
-    running = (TaskState.IN_PROGRESS, TaskState.REVIEW)  # review: submitted, the execution wraps up
+    # review: submitted, the execution wraps up; completed (only from review: the reviewer
+    # approved while the execution still finished its last turns) too. Any other state, or
+    # the flag (set when the task left in_progress for anything but review), stops it.
+    running = (TaskState.IN_PROGRESS, TaskState.REVIEW, TaskState.COMPLETED)
     if row is None or row["cancel_requested_at"] is not None or row["status"] not in running:
         return True
     return execution_round is not None and row["execution_round"] != execution_round

@@ -65,6 +65,15 @@ def test_submitting_for_review_lets_the_running_execution_wrap_up(make_task, as_
     assert task.cancel_requested_at is None and not execution_cancelled(task.id, execution_round=1)
 
 
+def test_a_review_that_completes_the_task_lets_the_execution_wrap_up_too(make_task, as_alice):
+    """The reviewer may approve while the execution that submitted still finishes its last
+    turns (its note, its memory): the work succeeded, so the execution is not cancelled."""
+    task = make_task(start=True)
+    task_transition(task_id=task.id, to_status=S.REVIEW, actor=as_alice)
+    task_transition(task_id=task.id, to_status=S.COMPLETED, actor=as_alice)
+    assert not execution_cancelled(task.id, execution_round=1)
+
+
 @pytest.mark.parametrize("to_status", [S.BLOCKED, S.FAILED, S.CANCELLED])
 def test_leaving_in_progress_flags_the_running_execution_as_cancelled(make_task, as_alice, to_status):
     task = make_task(start=True)
