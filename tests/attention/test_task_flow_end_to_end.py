@@ -4,6 +4,7 @@ and completes it, the dependent task starts — all through the real loop."""
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 
 from attention.models import AgentActivity
 from mailbox.models import MailboxItem
@@ -27,11 +28,14 @@ def test_task_is_executed_reviewed_completed_and_its_dependent_starts(celery_wor
     a, _ = agent_create(name="Ada", agent_id="ada", owner=alice, team=team)
     b, _ = agent_create(name="Bea", agent_id="bea", owner=alice, team=team)
     human = Actor.for_user(alice)
-    first = task_create(actor=human, title="Write the parser", assignee_id=a.id, reviewer_agent_id=b.id)
-    second = task_create(
-        actor=human, title="Wire the parser in", assignee_id=a.id, reviewer_agent_id=b.id, depends_on=[first.id]
-    )
-    assert Task.objects.get(id=second.id).status == "pending"
+    # Both filed before the worker hears of either (wake-ups go on commit): the whole first
+    # flow may otherwise end before the second is filed, which then starts at once.
+    with transaction.atomic():
+        first = task_create(actor=human, title="Write the parser", assignee_id=a.id, reviewer_agent_id=b.id)
+        second = task_create(
+            actor=human, title="Wire the parser in", assignee_id=a.id, reviewer_agent_id=b.id, depends_on=[first.id]
+        )
+        assert Task.objects.get(id=second.id).status == "pending"
     wait_for(lambda: Task.objects.get(id=first.id).status == "completed", timeout=60, message="first task completed")
     wait_for(
         lambda: Task.objects.get(id=second.id).status in ("in_progress", "review", "completed"),
