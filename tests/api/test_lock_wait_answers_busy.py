@@ -6,15 +6,14 @@ row (``SELECT ... FOR UPDATE`` in an open transaction) while the request updates
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.test import Client
 
 from markus.core import db
+from tests.locks import row_locked
 
 SHORT_MS = 300
 
@@ -35,33 +34,6 @@ def short_lock_timeout(settings) -> Iterator[None]:
     yield
     with connection.cursor() as cursor:
         cursor.execute("RESET lock_timeout")
-
-
-@contextmanager
-def row_locked(table: str, pk: object) -> Iterator[None]:
-    """The row held FOR UPDATE by another session until the block ends."""
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        other = connections.create_connection("default")
-        try:
-            other.set_autocommit(False)
-            with other.cursor() as cursor:
-                cursor.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE", [pk])
-                locked.set()
-                release.wait(30)
-            other.rollback()
-        finally:
-            other.close()
-
-    holder = threading.Thread(target=hold, daemon=True)
-    holder.start()
-    assert locked.wait(10)
-    try:
-        yield
-    finally:
-        release.set()
-        holder.join(10)
 
 
 @pytest.mark.postgres  # another PostgreSQL session holds the row (the rule below: both passes)

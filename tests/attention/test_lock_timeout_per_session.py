@@ -6,16 +6,16 @@ still given up after ``DATABASE_LOCK_TIMEOUT_MS``."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from attention.lease import LeaseBusy, fenced, lease_take
 from markus.core.db import bounded_lock_wait
+from tests.locks import row_locked
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -50,30 +50,10 @@ def test_a_row_lock_held_by_another_session_is_given_up_after_the_lock_timeout(a
     _needs_postgres()
     lease = lease_take(agent.id)
     assert lease is not None
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        other = connections.create_connection("default")
-        try:
-            with other.cursor() as cursor:
-                other.set_autocommit(False)
-                cursor.execute("SELECT 1 FROM agent_attention WHERE agent_id = %s FOR UPDATE", [agent.id])
-                locked.set()
-                release.wait(30)
-                other.rollback()
-        finally:
-            other.close()
-
-    holder = threading.Thread(target=hold, daemon=True)
-    holder.start()
-    assert locked.wait(10)
     began = time.monotonic()
-    try:
+    with row_locked("agent_attention", agent.id, key="agent_id"):
         with pytest.raises(LeaseBusy), fenced(lease, state="focused"):
             pass
         waited = time.monotonic() - began
-    finally:
-        release.set()
-        holder.join(10)
     # Given up, not waited out until the statement timeout (30 s).
     assert waited < settings.DATABASE_STATEMENT_TIMEOUT_MS / 1000 / 2
