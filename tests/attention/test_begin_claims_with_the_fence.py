@@ -90,9 +90,9 @@ def test_an_item_gone_meanwhile_is_not_claimed_and_the_fence_holds(agent):
     assert AgentAttention.objects.get(agent_id=agent.id).state == AttentionState.FOCUSED
 
 
+@pytest.mark.postgres  # one statement on PostgreSQL; SQLite sends two (no round trips there)
 def test_on_postgresql_the_fence_and_the_claim_are_one_statement(agent):
-    if connection.vendor != "postgresql":
-        pytest.skip("one statement on PostgreSQL; SQLite sends two (no round trips there)")
+    assert connection.vendor == "postgresql", "routed by its marker to the PostgreSQL pass"
     lease = lease_take(agent.id)
     assert lease is not None
     item_id = enqueue(agent.id)
@@ -103,13 +103,13 @@ def test_on_postgresql_the_fence_and_the_claim_are_one_statement(agent):
     assert 'UPDATE "agent_attention"' in sent[0] and 'UPDATE "mailbox_items"' in sent[0]
 
 
+@pytest.mark.postgres  # row locks and lock_timeout of PostgreSQL
 @pytest.mark.parametrize("locked", ["attention", "item"])
 def test_on_postgresql_a_lock_not_granted_in_time_is_told_apart(agent, locked):
     """The attention row held by another session: LeaseBusy, as before. The item's row
     held: the lock conflict itself, as the claim sent alone in the block raised it (the
     loop ends the run as a lost lease and lets go)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("row locks and lock_timeout of PostgreSQL")
+    assert connection.vendor == "postgresql", "routed by its marker to the PostgreSQL pass"
     lease = lease_take(agent.id)
     assert lease is not None
     item_id = enqueue(agent.id)
