@@ -1,7 +1,9 @@
 """No progress is a state, not a loop (ARCHITECTURE decision 18): a model that makes the
 same call (its name and arguments) and is refused the same way again is told so in the
 second refusal's result, and the third ends what it is doing (an item's attempt, a
-deliberation). One rule for the tool loop and the deliberation."""
+deliberation). A tool that does not exist is the same call whatever its arguments (a
+small model calls a task's title as a tool, with a new text each time). One rule for the
+tool loop and the deliberation."""
 
 from __future__ import annotations
 
@@ -18,6 +20,22 @@ NOTE = (
 )
 
 
+#: How an unknown tool's refusal begins (``attention.toolbox.unknown_tool`` writes it).
+UNKNOWN_TOOL = "unknown tool "
+UNKNOWN_NOTE = (
+    "NOTE: this tool does not exist here, and calling it again with other arguments does not help: "
+    "use one of the tools listed, or give your final answer. The next call of it ends this attempt."
+)
+
+
+def _unknown_tool(result: str) -> bool:
+    try:
+        error = json.loads(result).get("error", "")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(error, str) and error.startswith(UNKNOWN_TOOL)
+
+
 class Refusals:
     """The refused calls of one attempt, counted by name and arguments."""
 
@@ -27,9 +45,10 @@ class Refusals:
     def refused(self, call: ToolCall, result: str) -> tuple[str, str]:
         """A refused call: its result as the model gets it (with the note from the second
         time on), and why the attempt ends ("" while it may go on)."""
-        key = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        unknown = _unknown_tool(result)
+        key = json.dumps([call.name] if unknown else [call.name, call.arguments], sort_keys=True, default=str)
         self.counts[key] += 1
         seen = self.counts[key]
         if seen >= REFUSED_REPEATS:
             return result, f"no progress: the same refused call {call.name} {seen} times ({result[:200]})"
-        return (f"{result}\n{NOTE}" if seen > 1 else result), ""
+        return (f"{result}\n{UNKNOWN_NOTE if unknown else NOTE}" if seen > 1 else result), ""

@@ -27,6 +27,8 @@ from markus.core.errors import MarkusError
 from markus.core.input import check_data
 from markus.core.signals import tools_wanted
 
+from .no_progress import UNKNOWN_TOOL
+
 log = logging.getLogger(__name__)
 
 
@@ -265,7 +267,7 @@ def unknown_tool(ctx: ToolContext, name: str) -> str:
     ordered = [*close, *sorted(n for n in names if n not in close)][:UNKNOWN_TOOL_NAMES]
     more = f" (and {len(names) - len(ordered)} more)" if len(names) > len(ordered) else ""
     hint = f" Did you mean {close[0]}?" if close else ""
-    return f"unknown tool {name!r}: it does not exist here.{hint} Tools you may call: {', '.join(ordered)}{more}."
+    return f"{UNKNOWN_TOOL}{name!r}: it does not exist here.{hint} Tools you may call: {', '.join(ordered)}{more}."
 
 
 def _execute(ctx: ToolContext, name: str, args: Any) -> tuple[bool, str]:

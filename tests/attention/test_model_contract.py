@@ -161,6 +161,21 @@ def test_the_same_refused_call_is_named_on_its_second_refusal_and_ends_the_attem
     assert item.status == Status.COMPLETED
 
 
+def test_an_invented_tool_called_with_other_arguments_each_time_ends_the_attempt_on_its_third_call(agent, model):
+    """A tool that does not exist is refused whatever its arguments: a small model that
+    keeps calling one (a task's title as a tool name, a new text each time) is the same
+    refused call, told so on the second and stopped on the third, not run to the ceiling."""
+    server = model(lambda body, n: call("write_haiku_about_queues", {"text": f"try {n}"}))
+    item = settle(agent.id, chat(agent.id))
+    assert server.calls == 3 * ATTEMPTS
+    results = [m["content"] for m in server.requests[2].body["messages"] if m["role"] == "tool"]
+    assert "does not exist" in results[0] and "calling it again" not in results[0]
+    assert "calling it again" in results[1]  # the second says so
+    [reply] = told(agent.id)
+    assert f"{ATTEMPTS} attempts failed (no progress: the same refused call write_haiku_about_queues" in reply.content
+    assert item.status == Status.COMPLETED
+
+
 def test_an_invented_tool_is_refused_with_the_tools_it_may_call_closest_first(agent, model):
     server = model([call("remind_me_later", {"when": "2h"}), answer("I could not set a reminder.")])
     settle(agent.id, chat(agent.id))
