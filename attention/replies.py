@@ -35,20 +35,22 @@ def delta_sender(focus: Focus, session: LLMSession) -> Callable[[str], None]:
     LLM call) it is sent at once."""
     item = focus.item
     group = agent_group(item.agent_id)
-    ids = [str(item.id), *map(str, focus.merged_ids)]
-    base = {
-        "agentId": str(item.agent_id),
-        "mailboxItemIds": ids,
-        "activityId": str(focus.activity.id) if focus.activity is not None else None,
-    }
-
+    agent_id, ids = str(item.agent_id), [str(item.id), *map(str, focus.merged_ids)]
     owner = private_to(item)  # a private conversation's reply reaches only who may read it
     run = focus.activity.id if focus.activity is not None else None
+    activity_id = str(run) if run is not None else None
 
     def send(text: str) -> None:
         # JSON values only (strings, numbers, None, a fresh list): sent as made, not
         # encoded and decoded again to check (a turn streams a piece a word).
-        event = {"type": DELTA_EVENT, **base, "mailboxItemIds": list(ids), "turn": session.turn_count + 1, "text": text}
+        event = {
+            "type": DELTA_EVENT,
+            "agentId": agent_id,
+            "mailboxItemIds": list(ids),
+            "activityId": activity_id,
+            "turn": session.turn_count + 1,
+            "text": text,
+        }
         seq = log_delta(item, text, run)  # kept for a stream that resumes
         if seq is not None:
             event["seq"] = seq

@@ -226,13 +226,10 @@ def send_event_on_commit(
     socket whose reader may not read it gets ``public`` (the payload with the content
     replaced; None: nothing) instead."""
     event = json.loads(json.dumps({"type": event_type, **payload}, cls=DjangoJSONEncoder))
-    private = None
-    if private_to is not None:
-        shown = (
-            None if public is None else json.loads(json.dumps({"type": event_type, **public}, cls=DjangoJSONEncoder))
-        )
-        private = (private_to, shown)
-    transaction.on_commit(partial(_send, group, event, private))
+    shown = None
+    if private_to is not None and public is not None:
+        shown = json.loads(json.dumps({"type": event_type, **public}, cls=DjangoJSONEncoder))
+    send_json_on_commit(group, event, private_to=private_to, public=shown)
 
 
 def send_json_on_commit(

@@ -148,13 +148,20 @@ class TableStatements(Generic[M]):
             row[i] = value
         return row
 
+    def _init_free(self) -> bool:
+        """May an instance be made without the model's ``__init__`` (``item``, ``new``)?
+        Not when the model changes ``__init__`` or ``from_db``, nor while something
+        listens to its init signals (asked each time: a receiver may connect later)."""
+        model = self.model
+        return self.plain_init and not (pre_init.has_listeners(model) or post_init.has_listeners(model))
+
     def item(self, values: Sequence[Any]) -> M:
         """The model instance of a row of ``columns``, converted as the ORM converts:
         made as ``Model.from_db`` makes it, its fields set directly (not through
         ``__init__``) unless something listens to the model's init signals."""
         model = self.model
         row = self.convert(values, self.converters)
-        if not self.plain_init or pre_init.has_listeners(model) or post_init.has_listeners(model):
+        if not self._init_free():
             return model.from_db(self.conn.alias, self.attnames, row)
         obj = model.__new__(model)
         obj.__dict__.update(zip(self.attnames, row, strict=True))
@@ -170,7 +177,7 @@ class TableStatements(Generic[M]):
         with an init signal receiver, or a value that is not a field, goes through
         ``__init__``."""
         model = self.model
-        if not self.plain_init or pre_init.has_listeners(model) or post_init.has_listeners(model):
+        if not self._init_free():
             return model(**values)
         obj = model.__new__(model)
         obj._state = ModelState()

@@ -204,7 +204,7 @@ def held_sql(agent_id: str) -> tuple[str, list[str]]:
     (``budgets_of``'s rule: its own, its team's, outside any team its owner's, the
     deployment's)? With a default per person set, a teamless agent's owner without a row
     of their own holds it by that default. The lease's take answers it in its own
-    statement (``attention.lease``), so a run of an agent that no budget holds does not
+    statement (``attention.lease_take``), so a run of an agent that no budget holds does not
     read them."""
     budgets, agents = Budget._meta.db_table, Agent._meta.db_table
     sql = (
