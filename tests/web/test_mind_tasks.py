@@ -83,3 +83,12 @@ def test_past_the_cap_the_panel_says_more_and_costs_the_same_statements(agent, a
     panel = tasks_panel(client, agent.id)
     assert len(re.findall(r'class="task-link"', panel)) == mind.TASKS_SHOWN
     assert "More open tasks" in panel
+
+
+def test_a_teammate_sees_the_panel_and_an_outsider_sees_no_mind_view(agent, bob, charlie):
+    make_task(agent, "Publish the build", TaskState.BLOCKED)
+    teammate, outsider = Client(), Client()
+    teammate.force_login(bob)
+    outsider.force_login(charlie)
+    assert "Publish the build" in tasks_panel(teammate, agent.id)
+    assert outsider.get(f"/agents/{agent.id}/mind/").status_code == 404
