@@ -31,15 +31,6 @@ def _queued_rows(agent_id: Any) -> QuerySet[MailboxItem]:
     return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED)
 
 
-def waiting_head(agent_id: str, limit: int) -> list[MailboxItem]:
-    """The first ``limit`` queued items in dequeue order, as a listing of the queue (a
-    prompt's mailbox block) reads them: id, agent, type, priority and payload loaded,
-    the rest deferred. One precompiled statement (``mailbox.statements``):
-    the loop reads it for every item it takes."""
-    sql = statements()
-    return sql.select(sql.waiting_head, [agent_id, limit], brief=True)
-
-
 class Listed(NamedTuple):
     """A waiting item as a listing of the queue shows it (``waiting_listing``)."""
 
@@ -74,8 +65,8 @@ _PAYLOAD = MailboxItem._meta.get_field("payload")
 
 
 def waiting_listing(agent_id: str, limit: int) -> list[Listed]:
-    """``waiting_head`` as a listing shows it: id, priority, type and summary of the
-    first ``limit`` queued items in dequeue order, one statement made once per
+    """The queue's head as a listing shows it (a prompt's mailbox block): id, priority,
+    type and summary of the first ``limit`` queued items in dequeue order, one statement made once per
     connection, no model instance and no payload decoded (the summary comes out of the
     database as text), the payload read only where the summary is not a string."""
     sql = made_once(_listing_sql)

@@ -16,7 +16,6 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.base import ModelState
 
 from markus.core.statements import TableStatements, made_once
 
@@ -31,8 +30,6 @@ FIELD = {**{f.name: f for f in FIELDS}, **{f.attname: f for f in FIELDS}}
 SET_BY_INSERT = frozenset({"id", "agent_id", "source_type", "priority", "payload", "metadata", "queued_at"})
 DEFAULTED = tuple(f for f in FIELDS if f.attname not in SET_BY_INSERT)
 # What a listing of the queue reads of an item (in the model's field order).
-BRIEF_FIELDS = tuple(f for f in FIELDS if f.attname in {"id", "agent_id", "source_type", "priority", "payload"})
-BRIEF_ATTNAMES = tuple(f.attname for f in BRIEF_FIELDS)
 
 
 class Statements(TableStatements[MailboxItem]):
@@ -77,14 +74,6 @@ class Statements(TableStatements[MailboxItem]):
             f"claimed AS ({self.claim} AND EXISTS (SELECT 1 FROM fence) RETURNING {self.columns})"
             " SELECT claimed.* FROM fence LEFT JOIN claimed ON TRUE"
         )
-        # The queue's head in dequeue order, only the columns a listing of it reads (a
-        # prompt's mailbox block: ``mailbox.selectors.waiting_head``).
-        self.brief_converters = self._converters(BRIEF_FIELDS)
-        self.waiting_head = (
-            f"SELECT {', '.join(qn(f.column) for f in BRIEF_FIELDS)} FROM {self.table}"
-            f" WHERE {qn('agent_id')} = %s AND {queued_now}"
-            f" ORDER BY {qn('priority')}, {qn('queued_at')}, {qn('id')} LIMIT %s"
-        )
         # The longest-queued items older than a time (``mailbox.selectors.queued_before``).
         self.queued_before = (
             f"SELECT {self.columns} FROM {self.table} WHERE {qn('agent_id')} = %s AND {queued_now}"
@@ -117,23 +106,11 @@ class Statements(TableStatements[MailboxItem]):
         item's columns (all NULL when the item was not queued any more); none when not."""
         return f"WITH fence AS ({fence} RETURNING 1), {self.claim_after_fence}"
 
-    def brief(self, values: Sequence[Any]) -> MailboxItem:
-        """The model instance of a row of ``BRIEF_FIELDS``, the other fields deferred
-        (reading one reads it from the database). Made as ``Model.from_db`` makes an
-        instance, without the model's ``__init__`` (which walks every field: most of a
-        listing's time) and its init signals, which nothing receives for this model."""
-        item = MailboxItem.__new__(MailboxItem)
-        item.__dict__.update(zip(BRIEF_ATTNAMES, self.convert(values, self.brief_converters), strict=True))
-        state = item._state = ModelState()
-        state.adding, state.db = False, self.conn.alias
-        return item
-
-    def select(self, sql: str, params: Sequence[Any], *, brief: bool = False) -> list[MailboxItem]:
-        """Run a SELECT of ``columns`` (of ``BRIEF_FIELDS`` if ``brief``); its items."""
+    def select(self, sql: str, params: Sequence[Any]) -> list[MailboxItem]:
+        """Run a SELECT of ``columns``; its items."""
         cursor = self.cursor()
         cursor.execute(sql, params)
-        make = self.brief if brief else self.item
-        return [make(row) for row in cursor.fetchall()]
+        return [self.item(row) for row in cursor.fetchall()]
 
     def fetch(self, sql: str, params: Sequence[Any]) -> MailboxItem | None:
         """Run an UPDATE with ``RETURNING`` the row; the item, or None if none matched."""

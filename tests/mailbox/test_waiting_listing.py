@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
-from mailbox.selectors import waiting_head, waiting_listing
+from mailbox.registry import Status
+from mailbox.selectors import waiting_listing
 from mailbox.services import mailbox_enqueue
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db]
@@ -40,7 +41,7 @@ def test_the_listing_is_what_the_items_show_in_dequeue_order(agent):
         stored = models.Value(None, models.JSONField()) if payload is None else payload  # JSON null
         MailboxItem.objects.filter(id=item.id).update(payload=stored)
     listed = waiting_listing(agent.id, 50)
-    head = waiting_head(agent.id, 50)
+    head = MailboxItem.objects.filter(agent_id=agent.id, status=Status.QUEUED).order_by("priority", "queued_at", "id")
     assert [(x.id, x.priority, x.source_type, x.summary) for x in listed] == [
         (i.id, i.priority, i.source_type, i.summary) for i in head
     ]
