@@ -22,12 +22,13 @@ take turns over that read and the writes, so neither tells a stall the other tol
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -35,11 +36,14 @@ from django.utils import timezone
 from mailbox.registry import descriptor
 from mailbox.services import mailbox_lock_group
 from markus.agents.models import Agent
+from markus.core.db import lock_conflict
 from notifications.models import Approval, UserNotification
 from notifications.registry import NotificationType
 from notifications.services import notify_user
 
 from .models import AgentAttention, ToolCallRecord
+
+log = logging.getLogger(__name__)
 
 TOOL_FAILING, LONG_FOCUS, WAITING_ON_PERSON = "tool_failing", "long_focus", "waiting_on_person"
 
@@ -141,31 +145,44 @@ def notify_stalls(now: datetime | None = None) -> list[str]:
     stall. Returns the keys told now."""
     agents = {a.id: a for a in Agent.objects.running().select_related("owner", "team__owner")}
     stalls = {agent_id: stall for agent_id, stall in stalls_of(list(agents), now).items() if stall is not None}
-    told: list[str] = []
     if not stalls:
-        return told
-    with transaction.atomic():
-        # Runs at once (two beats, a run overlapping the next) take turns from here: the
-        # next reads what this one told (PostgreSQL: an advisory lock; SQLite: the
-        # IMMEDIATE transaction's write lock), so a stall is told once.
-        mailbox_lock_group("*", NotificationType.AGENT_STALLED, "stalls")
-        already = set(  # one statement for every stall: the ones whose owner was told
-            UserNotification.objects.filter(
-                type=NotificationType.AGENT_STALLED, metadata__stallKey__in=[s.key for s in stalls.values()]
-            ).values_list("user_id", "metadata__stallKey")
+        return []
+    try:
+        with transaction.atomic():
+            # Runs at once (two beats, a run overlapping the next) take turns from here:
+            # the next reads what this one told (PostgreSQL: an advisory lock; SQLite: the
+            # IMMEDIATE transaction's write lock), so a stall is told once.
+            mailbox_lock_group("*", NotificationType.AGENT_STALLED, "stalls")
+            return _tell(agents, stalls)
+    except OperationalError as exc:
+        if not lock_conflict(exc):
+            raise
+        # Another run held the turn past the lock timeout (slow, or frozen until the
+        # database cuts it): nothing was written here; it tells, or the next beat does.
+        log.info("stalls: another run is telling stalls; this beat leaves them to it")
+        return []
+
+
+def _tell(agents: dict[str, Agent], stalls: dict[str, Stall]) -> list[str]:
+    """The notices of the stalls not told yet; the caller holds the stalls' turn."""
+    told: list[str] = []
+    already = set(  # one statement for every stall: the ones whose owner was told
+        UserNotification.objects.filter(
+            type=NotificationType.AGENT_STALLED, metadata__stallKey__in=[s.key for s in stalls.values()]
+        ).values_list("user_id", "metadata__stallKey")
+    )
+    for agent_id, stall in stalls.items():
+        agent = agents[agent_id]
+        person = agent.answerable_person
+        if person is None or (person.pk, stall.key) in already:
+            continue
+        notify_user(
+            user=person,
+            type=NotificationType.AGENT_STALLED,
+            title=f"{agent.name} is stuck: {stall.reason}",
+            body=f"{agent.name} has made no progress: {stall.reason} (since {stall.since:%Y-%m-%d %H:%M} UTC).",
+            action_target={"path": f"/agents/{agent.id}/mind/", "agentId": agent.id},
+            metadata={"agentId": agent.id, "stallKey": stall.key, "stallKind": stall.kind},
         )
-        for agent_id, stall in stalls.items():
-            agent = agents[agent_id]
-            person = agent.answerable_person
-            if person is None or (person.pk, stall.key) in already:
-                continue
-            notify_user(
-                user=person,
-                type=NotificationType.AGENT_STALLED,
-                title=f"{agent.name} is stuck: {stall.reason}",
-                body=f"{agent.name} has made no progress: {stall.reason} (since {stall.since:%Y-%m-%d %H:%M} UTC).",
-                action_target={"path": f"/agents/{agent.id}/mind/", "agentId": agent.id},
-                metadata={"agentId": agent.id, "stallKey": stall.key, "stallKind": stall.kind},
-            )
-            told.append(stall.key)
+        told.append(stall.key)
     return told

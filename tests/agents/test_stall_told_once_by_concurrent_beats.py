@@ -54,3 +54,41 @@ def test_two_beats_at_once_tell_a_stall_once(agent, alice, monkeypatch):
     assert sorted(len(keys) for keys in told) == [0, 1], told
     notices = UserNotification.objects.filter(user=alice, type=NotificationType.AGENT_STALLED)
     assert notices.count() == 1
+
+
+def test_a_beat_that_finds_another_telling_past_the_lock_timeout_leaves_it_to_that_one(agent, alice, settings):
+    """A run that holds the stalls' turn longer than the lock timeout (a slow one, or one
+    frozen mid-way) does not make the next beat fail: that beat tells nothing now, and
+    the stall is told once the holder is done (by it, or by the next beat)."""
+    assert connection.vendor == "postgresql", "this test needs PostgreSQL"
+    focus(agent, minutes_ago=20)
+    settings.DATABASE_LOCK_TIMEOUT_MS = 300
+    with connection.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '300ms'")
+    holding, release = threading.Event(), threading.Event()
+
+    def another_beat_holding_the_turn() -> None:
+        from django.db import transaction
+
+        from mailbox.services import mailbox_lock_group
+
+        try:
+            with transaction.atomic():
+                mailbox_lock_group("*", NotificationType.AGENT_STALLED, "stalls")
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=another_beat_holding_the_turn)
+    holder.start()
+    assert holding.wait(10)
+    try:
+        assert stalls.notify_stalls() == []
+    finally:
+        release.set()
+        holder.join(10)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert not UserNotification.objects.filter(user=alice, type=NotificationType.AGENT_STALLED).exists()
+    assert len(stalls.notify_stalls()) == 1  # the next beat tells it
