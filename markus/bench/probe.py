@@ -61,3 +61,16 @@ def _note_run_start(task: Any = None, args: Any = None, **kwargs: Any) -> None:
         redis.Redis.from_url(settings.REDIS_URL).set(RUN_KEY.format(agent_id=args[0]), started, nx=True, ex=60)
     else:
         RUN_STARTS.setdefault(args[0], started)
+
+
+# When the wake-up of each agent's run was handed to the broker (``before_task_publish``,
+# in the process that enqueued: the benchmark's own), so that the kick splits into the
+# enqueue's write (stamp -> its commit, then the wake-up) and the broker's hop (-> task start).
+WAKE_SENT: dict[str, int] = {}  # agent id -> ns, in the publishing process
+
+
+@signals.before_task_publish.connect
+def _note_wake_sent(sender: str | None = None, body: Any = None, **kwargs: Any) -> None:
+    if sender != RUN_ATTENTION or not body or not body[0]:
+        return
+    WAKE_SENT.setdefault(body[0][0], time.monotonic_ns())

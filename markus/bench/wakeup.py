@@ -14,8 +14,10 @@ Steps:
      until the loop has taken it and completed it; ``started_at - queued_at`` of the
      stored row. In-process the writer waits for the item's ``agent:mailbox`` events
      (blocked, as a request thread would be, not polling beside the worker's threads);
-     with a worker subprocess it polls the row and then the lease. The loop's own way
-     is the item's start minus the run's task start, round by round.
+     with a worker subprocess it polls the row and then the lease. The kick (enqueue
+     -> the run's task start) splits into the enqueue's write (until Celery's
+     ``before_task_publish`` of the wake-up, sent on commit) and the broker's hop; the
+     loop's own way is the item's start minus the run's task start, round by round.
    Each round ends with ``GAP`` of quiet, so every wake-up finds an idle worker.
 3. On the embedded broker: how often the idle worker looks into its queues in one
    second (kombu's memory transport polled: about 100 times a queue a second).
@@ -74,6 +76,21 @@ def _probe_round_trip() -> float:
     return (started - sent) / 1e6
 
 
+def _idle_round_trip() -> float:
+    """One ``SELECT 1`` on this process's connection after ``GAP`` of quiet (ms): what any
+    statement costs a process that waited, as the worker's first after a wake-up does."""
+    from django.db import connection
+
+    time.sleep(GAP)
+    with connection.cursor() as cursor:
+        began = time.monotonic_ns()
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+        took = time.monotonic_ns() - began
+    time.sleep(GAP)
+    return took / 1e6
+
+
 def _start_worker(stdout: SupportsWrite[str]) -> Callable[[], None]:
     from markus.bench import probe  # registered before the worker starts
 
@@ -100,18 +117,21 @@ class _Watcher:
                 return
 
 
-def _enqueue_to_start(agent_id: str, i: int, watcher: _Watcher | None) -> tuple[float, float]:
+def _enqueue_to_start(agent_id: str, i: int, watcher: _Watcher | None) -> tuple[float, float, float]:
     """One lone item: enqueue (its wake-up sent on commit), wait until the loop started
     it and, for the next round, until it is done and the worker idle again. Returns
-    (enqueue -> the run's task start, enqueue -> the item's start), ms."""
+    (enqueue -> the run's task start, enqueue -> the item's start, enqueue -> its wake-up
+    handed to the broker), ms."""
     from django.utils import timezone
 
     from attention.models import AgentAttention
     from mailbox.models import MailboxItem
     from mailbox.registry import MailboxType, Status
     from mailbox.services import mailbox_enqueue
+    from markus.bench import probe
 
     _clear_run_start(agent_id)
+    probe.WAKE_SENT.pop(agent_id, None)
     sent = time.monotonic_ns()
     item = mailbox_enqueue(
         agent_id=agent_id,
@@ -137,8 +157,13 @@ def _enqueue_to_start(agent_id: str, i: int, watcher: _Watcher | None) -> tuple[
     if row["started_at"] is None:
         raise RuntimeError(f"item {item.id} ended without being started")
     run_started = _run_start(agent_id)
+    woken = probe.WAKE_SENT.pop(agent_id)
     time.sleep(GAP)  # the run lets go of the lease and its task ends: the worker is idle
-    return (run_started - sent) / 1e6, float((row["started_at"] - row["queued_at"]).total_seconds() * 1000)
+    return (
+        (run_started - sent) / 1e6,
+        float((row["started_at"] - row["queued_at"]).total_seconds() * 1000),
+        (woken - sent) / 1e6,
+    )
 
 
 def _clear_run_start(agent_id: str) -> None:
@@ -208,6 +233,8 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     bare: list[float] = []
     kicked: list[float] = []
     started: list[float] = []
+    written: list[float] = []
+    idle: list[float] = []
     looks = None
     embedded = not settings.REDIS_URL
     watcher = _Watcher() if embedded else None
@@ -224,9 +251,11 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             looks = _idle_looks(IDLE_S)
         for i in range(rounds):
             bare.append(_probe_round_trip())
-            kick, start = _enqueue_to_start(agent.id, i, watcher)
+            idle.append(_idle_round_trip())
+            kick, start, write = _enqueue_to_start(agent.id, i, watcher)
             kicked.append(kick)
             started.append(start)
+            written.append(write)
     finally:
         if watcher is not None:
             events.remove_listener(watcher)
@@ -239,10 +268,22 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
     b50, k50, s50 = statistics.median(bare), statistics.median(kicked), statistics.median(started)
     # The loop's own way, round by round: the run's task start -> the item's start.
     own50 = statistics.median(s - k for s, k in zip(started, kicked, strict=True))
+    # The kick, split: the enqueue's write (its commit, then the wake-up handed to the
+    # broker) and the broker's hop to the task start, round by round.
+    w50 = statistics.median(written)
+    hop50 = statistics.median(k - w for k, w in zip(kicked, written, strict=True))
+    # The least enqueue -> start can be: the write, the hop, and the take as one statement
+    # of a process that sat idle (its first statement pays the wait for the database).
+    idle50 = statistics.median(idle)
+    floor = w50 + hop50 + idle50
     ratio = s50 / b50
     stdout.write(f"  bare Celery round trip   p50 {b50:6.2f} ms   (apply_async -> task start, same worker)\n")
     stdout.write(f"  enqueue -> run starts    p50 {k50:6.2f} ms   ratio {k50 / b50:.2f}   (the kick)\n")
+    stdout.write(f"    the enqueue's write    p50 {w50:6.2f} ms   ratio {w50 / b50:.2f}   (committed, woken)\n")
+    stdout.write(f"    the broker's hop       p50 {hop50:6.2f} ms   ratio {hop50 / b50:.2f}   (-> task start)\n")
     stdout.write(f"  enqueue -> item starts   p50 {s50:6.2f} ms   ratio {ratio:.2f}\n")
+    stdout.write(f"  a statement after quiet  p50 {idle50:6.2f} ms   (SELECT 1 after {GAP * 1000:.0f} ms idle)\n")
+    stdout.write(f"  floor: write+hop+that    p50 {floor:6.2f} ms   ratio {floor / b50:.2f}\n")
     stdout.write(f"  run starts -> item starts p50 {own50:5.2f} ms   ratio {own50 / b50:.2f}   (the loop's way)\n")
     figures = [
         Figure(
@@ -260,6 +301,22 @@ def run(stdout: SupportsWrite[str], options: dict[str, Any]) -> list[Figure]:
             k50 / b50,
             "x",
             baseline=f"{k50:.2f} vs {b50:.2f} ms: the kick alone (commit, on_commit, broker, worker)",
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "the enqueue's write (stamp -> committed, wake-up sent) p50 / bare Celery round trip p50",
+            w50 / b50,
+            "x",
+            baseline=f"{w50:.2f} vs {b50:.2f} ms: the item's INSERT and its commit; the hop after it {hop50:.2f} ms",
+            better="lower",
+        ),
+        Figure(
+            SUITE,
+            "floor: the write, the hop and one statement after quiet, p50s / bare Celery round trip p50",
+            floor / b50,
+            "x",
+            baseline=f"{w50:.2f} + {hop50:.2f} + {idle50:.2f} ms vs {b50:.2f} ms: enqueue -> start with no loop at all",
             better="lower",
         ),
         Figure(

@@ -22,6 +22,10 @@ def test_the_wakeup_bench_prints_its_ratios_and_the_idle_worker_reads_nothing(se
     figures = {f.name: f for f in wakeup.run(out, {"n": 5})}
     ratio = figures["enqueue -> start p50 / bare Celery round trip p50"]
     assert ratio.value > 0 and "alternating rounds" in ratio.baseline
-    assert figures["enqueue -> the loop's task start p50 / bare Celery round trip p50"].value > 0
+    kick = figures["enqueue -> the loop's task start p50 / bare Celery round trip p50"].value
+    write = figures["the enqueue's write (stamp -> committed, wake-up sent) p50 / bare Celery round trip p50"].value
+    assert 0 < write < kick  # the kick splits into the write and the broker's hop after it
+    floor = figures["floor: the write, the hop and one statement after quiet, p50s / bare Celery round trip p50"]
+    assert floor.value > 0 and "no loop at all" in floor.baseline
     assert figures["idle embedded worker: queue reads per second"].value == 0
     assert "enqueue -> item starts" in out.getvalue()
