@@ -188,7 +188,14 @@ def _run_start(agent_id: str) -> int:
     if settings.REDIS_URL:
         import redis
 
-        value = redis.Redis.from_url(settings.REDIS_URL).get(probe.RUN_KEY.format(agent_id=agent_id))  # type: ignore[assignment]
+        # The worker hands the start over once its run has ended (``probe``): a moment
+        # after the lease is let go, which the round waited for.
+        client, key = redis.Redis.from_url(settings.REDIS_URL), probe.RUN_KEY.format(agent_id=agent_id)
+        deadline = time.monotonic() + 10
+        value = client.get(key)  # type: ignore[assignment]
+        while value is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+            value = client.get(key)  # type: ignore[assignment]
     else:
         value = probe.RUN_STARTS.get(agent_id)
     if value is None:
