@@ -194,19 +194,29 @@ def lease_renew_if_due(lease: Lease) -> bool:
     return lease_renew(lease) if renewal_due(lease) else True
 
 
-def lease_release(lease: Lease) -> bool:
-    """Let go of the lease (False if it was no longer ours, or its row stayed locked by
-    another session past the lock timeout: then it simply runs out)."""
+def lease_release(lease: Lease) -> bool | None:
+    """Let go of the lease, its state back to idle. True: the run was in another state (it
+    had work in focus, or was deciding), so the change is worth announcing; False: it was
+    idle already (a run that found nothing). None: it was no longer ours, or its row
+    stayed locked by another session past the lock timeout: then it simply runs out."""
     _forget(lease)
-    return _update_if(
-        _mine(lease),
-        lease_owner="",
-        lease_expires_at=None,
-        state=AttentionState.IDLE,
-        current_item=None,
-        focus_started_at=None,
-        updated_at=timezone.now(),
-    )
+    fields = {
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "state": AttentionState.IDLE,
+        "current_item": None,
+        "focus_started_at": None,
+        "updated_at": timezone.now(),
+    }
+    try:
+        with bounded_lock_wait():
+            if _mine(lease).exclude(state=AttentionState.IDLE).update(**fields):
+                return True
+            return False if _mine(lease).update(**fields) else None
+    except OperationalError as exc:
+        if lock_conflict(exc):
+            return None
+        raise
 
 
 def _update_if(row: QuerySet[AgentAttention], **fields: Any) -> bool:

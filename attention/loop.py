@@ -474,7 +474,8 @@ def tidy_after_dead_workers() -> int:
 
 
 def _finish(lease: Lease, *, depth: int | None) -> None:
-    """Release the lease (its UPDATE also sets the state idle) and announce it."""
+    """Release the lease (its UPDATE also sets the state idle) and announce it, unless it
+    was idle already: a run that found nothing says nothing."""
     try:
         if lease_release(lease):
             records.emit_state(lease.agent_id, AttentionState.IDLE, None, None, depth=depth)
