@@ -18,7 +18,7 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, ChatSession
-from markus.core.db import lock_conflict
+from markus.core.db import lock_conflict, prepared_cursor
 from markus.usage import budgets
 
 from .lease import Lease, ensure_row, lease_seconds, new_owner, note_renewed
@@ -77,11 +77,14 @@ def _take_sql(vendor: str, budgeted: str = "TRUE") -> str:
         f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = %s),"
         f" state,"  # not written by the take: the state the previous holder left
         f" {budgeted}"  # whether a budget holds the agent (``budgets.held_sql``)
+        # PostgreSQL: the take's commit is not waited for on disk (see the caller), set for
+        # its own transaction by the row it took (no row taken, nothing to commit).
+        + (", set_config('synchronous_commit', 'off', true)" if vendor == "postgresql" else "")
     )
 
 
-# The take's columns, as ``_take_sql`` returns them.
-_TAKE_COLUMNS = ("epoch", "in_flight", "agent_name", "agent_role", "main_session", "state", "budgeted")
+# The take's columns, as ``_take_sql`` returns them (``unflushed`` on PostgreSQL only).
+_TAKE_COLUMNS = ("epoch", "in_flight", "agent_name", "agent_role", "main_session", "state", "budgeted", "unflushed")
 
 
 def lease_take_for_run(agent_id: str, *, with_read: tuple[str, list[Any]] | None = None) -> Take:
@@ -119,25 +122,22 @@ def lease_take_for_run(agent_id: str, *, with_read: tuple[str, list[Any]] | None
         *held_params,
     ]
     sql = _take_sql(connection.vendor, held)
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql" and with_read is not None:
         # Its commit is not waited for on disk (``synchronous_commit`` off for this
-        # statement's own transaction: the queries run as one): the run's next durable
-        # commit flushes it with its own, and a crash before that loses the run's writes
-        # with it. The caller's read in the same statement (one round trip less on the
-        # way from a wake-up to the claim): the take as a CTE, the read joined to its
-        # row. SQLite has no UPDATE in a CTE; a statement there costs no round trip.
-        if with_read is not None:
-            read, read_params = with_read
-            took = ", ".join(_TAKE_COLUMNS)
-            sql = f"WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
-            params += read_params
-        sql = f"SET LOCAL synchronous_commit TO off; {sql}"
+        # statement's own transaction): the run's next durable commit flushes it with its
+        # own, and a crash before that loses the run's writes with it. The caller's read in
+        # the same statement (one round trip less on the way from a wake-up to the claim):
+        # the take as a CTE, the read joined to its row. SQLite has no UPDATE in a CTE; a
+        # statement there costs no round trip.
+        read, read_params = with_read
+        took = ", ".join(_TAKE_COLUMNS)
+        sql = f"WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
+        params += read_params
     for attempt in range(2):
         try:
-            with connection.cursor() as cursor:
+            # Prepared on PostgreSQL: planning it was most of its time, after every wake-up.
+            with prepared_cursor() as cursor:
                 cursor.execute(sql, params)
-                if connection.vendor == "postgresql":
-                    cursor.nextset()  # past the SET's result
                 rows = cursor.fetchall()
         except OperationalError as exc:
             if lock_conflict(exc):  # SQLite: a writer held the database past the busy timeout

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import F, Func, IntegerField, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -80,3 +83,40 @@ def bounded_lock_wait() -> Iterator[None]:
                     "SELECT set_config('lock_timeout', %s, true)", [f"{int(settings.DATABASE_LOCK_TIMEOUT_MS)}ms"]
                 )
         yield
+
+
+def prepared_cursor() -> CursorWrapper:
+    """A cursor whose statements PostgreSQL plans once per connection: each is prepared on
+    its first execution (server-side binding, ``prepare=True``) and executed by name after
+    that. For a hot statement whose planning outweighs its execution (the run's take of its
+    lease: ``BENCHMARKS.md``). Django's wrapper is kept, so the query log, the counters and
+    ``execute_wrapper`` see it as any other. One statement per ``execute`` (the extended
+    protocol); the SQL must be one Django could send with server-side binding (``%s``
+    placeholders whose types PostgreSQL can infer). Other databases: the usual cursor."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    raw = _prepared_cursor_class()(connection.connection)
+    return _PreparedDebugCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
+
+
+class _PreparedDebugCursor(CursorDebugWrapper):
+    """The query log's wrapper for a prepared statement: the statement logged as Django
+    logs one under server-side binding (its SQL with the parameters composed in), since a
+    statement executed by name leaves psycopg no query text to report."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+            return super(CursorDebugWrapper, self).execute(sql, params)
+
+
+@cache
+def _prepared_cursor_class() -> type:
+    from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]
+
+    class PreparedCursor(ServerBindingCursor):
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None) -> Any:
+            return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+
+    return PreparedCursor

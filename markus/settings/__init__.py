@@ -159,6 +159,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             f"-c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}",
         ]
     ).strip()
+    # Prepared statements allowed on the connection (Django turns them off): only the
+    # statements sent through ``markus.core.db.prepared_cursor`` (the run's take of its
+    # lease) are prepared; Django's own cursors bind on the client and never prepare.
+    # A pooler that cannot keep them (PgBouncer's transaction mode before 1.21) sets
+    # the option to None again in its deployment's settings.
+    _pg_options.setdefault("prepare_threshold", 5)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"

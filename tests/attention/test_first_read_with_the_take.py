@@ -47,7 +47,7 @@ def test_a_run_sends_the_take_and_its_fenced_claim_before_the_first_item_starts(
     sent = [q["sql"] for q in ctx.captured_queries]
     claiming = 'UPDATE "mailbox_items" SET "status" = \'processing\''
     claim = next(i for i, sql in enumerate(sent) if claiming in sql)
-    assert [sql.split()[0] for sql in sent[:claim]] == ["SET", "BEGIN"], sent[:claim]
+    assert [sql.split()[0] for sql in sent[:claim]] == ["WITH", "BEGIN"], sent[:claim]
     assert sent[claim].startswith('WITH fence AS (UPDATE "agent_attention"'), sent[claim]
     assert "WITH took" in sent[0]
     assert "mailbox_items" in sent[0]
@@ -85,14 +85,16 @@ def test_a_take_whose_run_never_read_leaves_nothing_for_a_later_read(agent):
 
 def test_the_take_does_not_wait_for_its_wal_flush_and_later_commits_do(agent):
     """The take's own commit is not waited for on disk (``synchronous_commit`` off for
-    that statement alone): the run's next durable commit flushes it anyway, and a crash
-    before that loses the run's writes with it. The session's later commits wait."""
+    that statement's transaction alone, by ``set_config`` in it: a prepared statement is
+    one statement): the run's next durable commit flushes it anyway, and a crash before
+    that loses the run's writes with it. The session's later commits wait."""
     loop.run_attention(agent.id)
     enqueue(agent.id, "one")
     with CaptureQueriesContext(connection) as ctx:
         take = lease_take_for_run(agent.id)
     assert take.lease is not None
-    assert ctx.captured_queries[0]["sql"].startswith("SET LOCAL synchronous_commit TO off;")
+    assert len(ctx.captured_queries) == 1
+    assert "set_config('synchronous_commit', 'off', true)" in ctx.captured_queries[0]["sql"]
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone() == ("on",)

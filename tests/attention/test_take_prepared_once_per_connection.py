@@ -1,0 +1,57 @@
+"""On PostgreSQL the run's take of its lease (with its first queue read) and the fenced
+claim of its first item are planned once per connection: prepared statements, executed
+by every later run. Planning the take was most of its time (0.39 ms of 0.49 in ``EXPLAIN
+ANALYZE``), and the two are what a woken worker sends before its item starts. Each is
+still one statement, seen by Django's query log and counters
+(``test_first_read_with_the_take``)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from attention import loop
+from mailbox.registry import MailboxType as T
+from mailbox.services import mailbox_enqueue
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def offline_brain(offline_loop):
+    assert connection.vendor == "postgresql", "this test needs PostgreSQL"
+    offline_loop(WAKE_ON_ENQUEUE=False)
+
+
+def prepared(pattern: str) -> list[tuple[str, int]]:
+    """This connection's prepared statements whose SQL is like ``pattern``, and how
+    often each was executed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            [pattern],
+        )
+        return cursor.fetchall()
+
+
+def test_runs_on_one_connection_execute_the_take_prepared_by_the_first(agent):
+    loop.run_attention(agent.id)  # the agent's first run makes its attention row
+    for summary in ("one", "two", "three"):
+        mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": summary, "content": "x"})
+        assert loop.run_attention(agent.id).processed == 1
+    takes = prepared("%lease_epoch = lease_epoch + 1%")
+    assert len(takes) == 1, takes  # one statement, prepared once
+    statement, executed = takes[0]
+    assert executed >= 3
+    assert "mailbox_items" in statement  # the queue read went with it
+
+
+def test_runs_on_one_connection_execute_the_fenced_claim_prepared_by_the_first(agent):
+    loop.run_attention(agent.id)
+    for summary in ("one", "two", "three"):
+        mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": summary, "content": "x"})
+        assert loop.run_attention(agent.id).processed == 1
+    claims = prepared("WITH fence AS (UPDATE%")
+    assert len(claims) == 1, claims
+    statement, executed = claims[0]
+    assert executed == 3 and "mailbox_items" in statement
