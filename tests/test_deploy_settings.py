@@ -34,6 +34,7 @@ SETTINGS_VARS = (
     "CSRF_COOKIE_SECURE",
     "SECURE_PROXY_SSL_HEADER",
     "CSRF_TRUSTED_ORIGINS",
+    "MARKUS_DB_PREPARE",
 )
 PRODUCTION = {
     "MARKUS_ENV": "production",
@@ -56,8 +57,8 @@ def manage(tmp_path: Path, *args: str, **env_vars: str) -> subprocess.CompletedP
         DJANGO_SETTINGS_MODULE="markus.settings",
         MARKUS_DATA_DIR=str(tmp_path),
         DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
-        **env_vars,
     )
+    env.update(env_vars)
     env.pop("REDIS_URL", None)
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -153,3 +154,16 @@ def test_the_openapi_description_has_no_duplicate_operation_ids_and_no_warnings(
     )
     assert [name for name, n in ids.items() if n > 1] == []
     assert len(ids) >= 40
+
+
+@pytest.mark.parametrize(("prepare", "threshold"), [(None, 5), ("false", None), ("true", 5)])
+def test_prepared_statements_on_postgresql_can_be_turned_off_for_a_pooler(tmp_path, prepare, threshold):
+    """The take and the fenced claim are prepared statements on PostgreSQL (Django's own
+    queries never are); behind a pooler that cannot keep them, MARKUS_DB_PREPARE=false."""
+    code = "from django.conf import settings as s; print(s.DATABASES['default']['OPTIONS'].get('prepare_threshold'))"
+    env = {"DATABASE_URL": "postgres://markus@127.0.0.1/markus"}  # read, never connected to
+    if prepare is not None:
+        env["MARKUS_DB_PREPARE"] = prepare
+    run = manage(tmp_path, "shell", "--no-imports", "-c", code, **env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(threshold)

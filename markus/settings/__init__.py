@@ -161,10 +161,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     ).strip()
     # Prepared statements allowed on the connection (Django turns them off): only the
     # statements sent through ``markus.core.db.prepared_cursor`` (the run's take of its
-    # lease) are prepared; Django's own cursors bind on the client and never prepare.
-    # A pooler that cannot keep them (PgBouncer's transaction mode before 1.21) sets
-    # the option to None again in its deployment's settings.
-    _pg_options.setdefault("prepare_threshold", 5)
+    # lease, the fenced claim) are prepared; Django's own cursors bind on the client and
+    # never prepare. Behind a pooler that cannot keep them (PgBouncer's transaction mode
+    # before 1.21) MARKUS_DB_PREPARE=false sends those statements unprepared.
+    if env.bool("MARKUS_DB_PREPARE", default=True):
+        _pg_options.setdefault("prepare_threshold", 5)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"
