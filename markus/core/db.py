@@ -89,7 +89,8 @@ def prepared_cursor() -> CursorWrapper:
     """A cursor whose statements PostgreSQL plans once per connection: each is prepared on
     its first execution (server-side binding, ``prepare=True``) and executed by name after
     that. For a hot statement whose planning outweighs its execution (the run's take of its
-    lease: ``BENCHMARKS.md``). Django's wrapper is kept, so the query log, the counters and
+    lease, the fenced claim: ``BENCHMARKS.md``, fourth pass; ``MARKUS_DB_PREPARE=false``
+    sends them unprepared). Django's wrapper is kept, so the query log, the counters and
     ``execute_wrapper`` see it as any other. One statement per ``execute`` (the extended
     protocol); the SQL must be one Django could send with server-side binding (``%s``
     placeholders whose types PostgreSQL can infer). Other databases: the usual cursor."""
