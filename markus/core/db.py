@@ -115,9 +115,20 @@ class _PreparedDebugCursor(CursorDebugWrapper):
 @cache
 def _prepared_cursor_class() -> type:
     from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]
+    from psycopg import errors, pq
 
     class PreparedCursor(ServerBindingCursor):
         def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None) -> Any:
-            return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+            try:
+                return super().execute(query, params, prepare=prepare is not False, binary=binary)
+            except errors.FeatureNotSupported:
+                # "cached plan must not change result type": a migration changed a column
+                # the statement returns since it was prepared on this connection. Outside a
+                # transaction, forget the prepared statements (psycopg with them) and run it
+                # anew; inside one, its ROLLBACK makes psycopg forget them for the next time.
+                if prepare is False or self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
+                    raise
+                super().execute("DEALLOCATE ALL", prepare=False)
+                return super().execute(query, params, prepare=True, binary=binary)
 
     return PreparedCursor

@@ -55,3 +55,51 @@ def test_runs_on_one_connection_execute_the_fenced_claim_prepared_by_the_first(a
     assert len(claims) == 1, claims
     statement, executed = claims[0]
     assert executed == 3 and "mailbox_items" in statement
+
+
+def test_a_migration_that_changes_a_returned_columns_type_does_not_break_the_prepared_take(agent):
+    """Another process migrates a column the take returns (the agent's role, wider) while a
+    worker's connection keeps the take prepared: PostgreSQL refuses the old statement
+    ("cached plan must not change result type"), so the take prepares it again and runs."""
+    from django.db import connections
+
+    loop.run_attention(agent.id)
+    loop.run_attention(agent.id)
+    assert prepared("%lease_epoch = lease_epoch + 1%")
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("ALTER TABLE agents ALTER COLUMN role TYPE varchar(201)")
+        mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "after", "content": "x"})
+        assert loop.run_attention(agent.id).processed == 1
+    finally:
+        with other.cursor() as cursor:
+            cursor.execute("ALTER TABLE agents ALTER COLUMN role TYPE varchar(200)")
+        other.close()
+
+
+def test_after_a_migration_of_an_items_column_the_next_run_claims_with_both_prepared_anew(agent):
+    """A column both statements return (the take with its queue read, and the fenced claim):
+    the run's take meets the refusal first, outside any transaction, and makes the
+    connection forget every prepared statement, the claim's too, so the claim is
+    prepared anew rather than refused inside its transaction. (A migration between a
+    run's take and a later claim aborts that claim's transaction; its ROLLBACK makes
+    psycopg forget them all the same.)"""
+    from django.db import connections
+
+    loop.run_attention(agent.id)
+    mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "before", "content": "x"})
+    assert loop.run_attention(agent.id).processed == 1
+    assert prepared("WITH fence AS (UPDATE%")
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("ALTER TABLE mailbox_items ALTER COLUMN drop_reason TYPE varchar(301)")
+        mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "after", "content": "x"})
+        assert loop.run_attention(agent.id).processed == 1
+        claims = prepared("WITH fence AS (UPDATE%")
+        assert [executed for _, executed in claims] == [1]  # prepared again, run once
+    finally:
+        with other.cursor() as cursor:
+            cursor.execute("ALTER TABLE mailbox_items ALTER COLUMN drop_reason TYPE varchar(300)")
+        other.close()
