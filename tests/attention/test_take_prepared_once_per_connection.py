@@ -7,8 +7,11 @@ still one statement, seen by Django's query log and counters
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from attention import loop
 from mailbox.registry import MailboxType as T
@@ -57,25 +60,31 @@ def test_runs_on_one_connection_execute_the_fenced_claim_prepared_by_the_first(a
     assert executed == 3 and "mailbox_items" in statement
 
 
+@contextmanager
+def column_widened_by_another_session(table: str, column: str, length: int) -> Iterator[None]:
+    """A migration run elsewhere: ``table.column`` becomes ``varchar(length + 1)`` in
+    another session for the block, then ``varchar(length)`` again."""
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE varchar({length + 1})")
+        yield
+    finally:
+        with other.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE varchar({length})")
+        other.close()
+
+
 def test_a_migration_that_changes_a_returned_columns_type_does_not_break_the_prepared_take(agent):
     """Another process migrates a column the take returns (the agent's role, wider) while a
     worker's connection keeps the take prepared: PostgreSQL refuses the old statement
     ("cached plan must not change result type"), so the take prepares it again and runs."""
-    from django.db import connections
-
     loop.run_attention(agent.id)
     loop.run_attention(agent.id)
     assert prepared("%lease_epoch = lease_epoch + 1%")
-    other = connections.create_connection("default")
-    try:
-        with other.cursor() as cursor:
-            cursor.execute("ALTER TABLE agents ALTER COLUMN role TYPE varchar(201)")
+    with column_widened_by_another_session("agents", "role", 200):
         mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "after", "content": "x"})
         assert loop.run_attention(agent.id).processed == 1
-    finally:
-        with other.cursor() as cursor:
-            cursor.execute("ALTER TABLE agents ALTER COLUMN role TYPE varchar(200)")
-        other.close()
 
 
 def test_after_a_migration_of_an_items_column_the_next_run_claims_with_both_prepared_anew(agent):
@@ -85,21 +94,12 @@ def test_after_a_migration_of_an_items_column_the_next_run_claims_with_both_prep
     prepared anew rather than refused inside its transaction. (A migration between a
     run's take and a later claim aborts that claim's transaction; its ROLLBACK makes
     psycopg forget them all the same.)"""
-    from django.db import connections
-
     loop.run_attention(agent.id)
     mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "before", "content": "x"})
     assert loop.run_attention(agent.id).processed == 1
     assert prepared("WITH fence AS (UPDATE%")
-    other = connections.create_connection("default")
-    try:
-        with other.cursor() as cursor:
-            cursor.execute("ALTER TABLE mailbox_items ALTER COLUMN drop_reason TYPE varchar(301)")
+    with column_widened_by_another_session("mailbox_items", "drop_reason", 300):
         mailbox_enqueue(agent_id=agent.id, source_type=T.SYSTEM_EVENT, payload={"summary": "after", "content": "x"})
         assert loop.run_attention(agent.id).processed == 1
         claims = prepared("WITH fence AS (UPDATE%")
         assert [executed for _, executed in claims] == [1]  # prepared again, run once
-    finally:
-        with other.cursor() as cursor:
-            cursor.execute("ALTER TABLE mailbox_items ALTER COLUMN drop_reason TYPE varchar(300)")
-        other.close()
