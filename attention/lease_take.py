@@ -18,7 +18,8 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.models import Agent, ChatSession
-from markus.core.db import lock_conflict, prepared_cursor
+from markus.core.db import lock_conflict
+from markus.core.statements import prepared_cursor
 from markus.usage import budgets
 
 from .lease import Lease, ensure_row, lease_seconds, new_owner, note_renewed
@@ -136,9 +137,9 @@ def lease_take_for_run(agent_id: str, *, with_read: tuple[str, list[Any]] | None
     for attempt in range(2):
         try:
             # Prepared on PostgreSQL: planning it was most of its time, after every wake-up.
-            with prepared_cursor() as cursor:
-                cursor.execute(sql, params)
-                rows = cursor.fetchall()
+            cursor = prepared_cursor()
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
         except OperationalError as exc:
             if lock_conflict(exc):  # SQLite: a writer held the database past the busy timeout
                 return Take(None, "busy", locked=True)

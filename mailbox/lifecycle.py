@@ -29,9 +29,9 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from markus.core.db import prepared_cursor
 from markus.core.events import agent_group, send_json_on_commit
 from markus.core.ids import mailbox_id
+from markus.core.statements import prepared_cursor
 
 from .merge import fold, may_merge
 from .models import MailboxItem
@@ -208,9 +208,9 @@ def claim_fenced(item_id: str, *, epoch: int, fence: tuple[str, list[Any]]) -> t
     (epoch, owner, running). Whether it did, and the item (None: not queued any more)."""
     sql = statements()
     fence_sql, fence_params = fence
-    with prepared_cursor() as cursor:
-        cursor.execute(sql.fenced_claim(fence_sql), [*fence_params, *_claim_params(sql, epoch), item_id])
-        rows = cursor.fetchall()
+    cursor = prepared_cursor()
+    cursor.execute(sql.fenced_claim(fence_sql), [*fence_params, *_claim_params(sql, epoch), item_id])
+    rows = cursor.fetchall()
     if not rows:
         return False, None
     if rows[0][ID_COLUMN] is None:

@@ -29,7 +29,6 @@ FIELD = {**{f.name: f for f in FIELDS}, **{f.attname: f for f in FIELDS}}
 # A new row: ``insert_queued`` sets these; every other column takes the model's default.
 SET_BY_INSERT = frozenset({"id", "agent_id", "source_type", "priority", "payload", "metadata", "queued_at"})
 DEFAULTED = tuple(f for f in FIELDS if f.attname not in SET_BY_INSERT)
-# What a listing of the queue reads of an item (in the model's field order).
 
 
 class Statements(TableStatements[MailboxItem]):

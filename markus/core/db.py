@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import F, Func, IntegerField, QuerySet, Subquery
 from django.db.models.functions import Coalesce
@@ -85,21 +86,23 @@ def bounded_lock_wait() -> Iterator[None]:
         yield
 
 
-def prepared_cursor() -> CursorWrapper:
-    """A cursor whose statements PostgreSQL plans once per connection: each is prepared on
-    its first execution (server-side binding, ``prepare=True``) and executed by name after
-    that. For a hot statement whose planning outweighs its execution (the run's take of its
-    lease, the fenced claim: ``BENCHMARKS.md``, fourth pass; ``MARKUS_DB_PREPARE=false``
-    sends them unprepared). Django's wrapper is kept, so the query log, the counters and
-    ``execute_wrapper`` see it as any other. One statement per ``execute`` (the extended
-    protocol); the SQL must be one Django could send with server-side binding (``%s``
-    placeholders whose types PostgreSQL can infer). Other databases: the usual cursor."""
-    if connection.vendor != "postgresql":
-        return connection.cursor()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    raw = _prepared_cursor_class()(connection.connection)
-    return _PreparedDebugCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
+def make_prepared_cursor(conn: BaseDatabaseWrapper) -> CursorWrapper:
+    """A new cursor of ``conn`` whose statements PostgreSQL plans once per connection: each
+    is prepared on its first execution (server-side binding, ``prepare=True``) and executed
+    by name after that. For a hot statement whose planning outweighs its execution (the
+    run's take of its lease, the fenced claim: ``BENCHMARKS.md``, fourth pass;
+    ``MARKUS_DB_PREPARE=false`` sends them unprepared). Django's wrapper is kept, so the
+    query log, the counters and ``execute_wrapper`` see it as any other. One statement per
+    ``execute`` (the extended protocol); the SQL must be one Django could send with
+    server-side binding (``%s`` placeholders whose types PostgreSQL can infer). Other
+    databases: the usual cursor. Callers take it kept per connection
+    (``markus.core.statements.prepared_cursor``)."""
+    if conn.vendor != "postgresql":
+        return conn.cursor()
+    conn.ensure_connection()
+    conn.validate_thread_sharing()
+    raw = _prepared_cursor_class()(conn.connection)
+    return _PreparedDebugCursor(raw, conn) if conn.queries_logged else conn.make_cursor(raw)
 
 
 class _PreparedDebugCursor(CursorDebugWrapper):

@@ -27,6 +27,8 @@ from django.db.models import Model
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
+from .db import make_prepared_cursor
+
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 Converters = list[tuple[int, list[tuple[Converter, Any]]]]
@@ -69,6 +71,29 @@ def as_is_types(f: Any, conn: BaseDatabaseWrapper) -> tuple[type[Any], ...]:
     return kinds
 
 
+class KeptCursor:
+    """One cursor of a connection, made by ``make(conn)`` and kept while the connection
+    and the query logging mode stay the same (a new connection, or a test capturing
+    queries, gets a new one). Statements run on it are read to the end, so none stays
+    open; it is never closed by its users."""
+
+    def __init__(self, conn: BaseDatabaseWrapper, make: Callable[[BaseDatabaseWrapper], Any]) -> None:
+        self.conn = conn
+        self._make = make
+        self._cursor: Any = None
+        self._raw: Any = None
+        self._logged = False
+
+    def get(self) -> Any:
+        conn = self.conn
+        logged = conn.queries_logged
+        raw = conn.connection
+        if self._cursor is None or raw is None or raw is not self._raw or logged != self._logged:
+            self._cursor = self._make(conn)
+            self._raw, self._logged = conn.connection, logged
+        return self._cursor
+
+
 class TableStatements(Generic[M]):
     """The statements of one model on one database connection, made once."""
 
@@ -77,9 +102,7 @@ class TableStatements(Generic[M]):
         self.conn = conn
         self.model = model
         self.utc_text = conn.vendor == "sqlite" and settings.USE_TZ and conn.timezone is UTC
-        self._cursor: Any = None
-        self._raw: Any = None
-        self._logged = False
+        self._kept = KeptCursor(conn, BaseDatabaseWrapper.cursor)
         meta = model._meta
         self.fields = tuple(meta.concrete_fields)
         self.attnames = tuple(f.attname for f in self.fields)
@@ -127,16 +150,8 @@ class TableStatements(Generic[M]):
         return f.get_db_prep_save(value, self.conn)
 
     def cursor(self) -> Any:
-        """This connection's cursor, kept while the connection and the query logging
-        mode stay the same (a new connection, or a test capturing queries, gets a new
-        one). Statements run on it are read to the end, so none stays open."""
-        conn = self.conn
-        logged = conn.queries_logged
-        raw = conn.connection
-        if self._cursor is None or raw is None or raw is not self._raw or logged != self._logged:
-            self._cursor = conn.cursor()
-            self._raw, self._logged = conn.connection, logged
-        return self._cursor
+        """This connection's cursor, kept (``KeptCursor``)."""
+        return self._kept.get()
 
     def convert(self, values: Sequence[Any], converters: Converters) -> list[Any]:
         row = list(values)
@@ -275,6 +290,12 @@ def made_once(kind: Callable[..., S], *args: Any) -> S:
     except KeyError:
         made = mine[key] = kind(conn, *args)
         return made
+
+
+def prepared_cursor() -> Any:
+    """This thread's connection's cursor for prepared statements
+    (``markus.core.db.make_prepared_cursor``), kept (``KeptCursor``)."""
+    return made_once(KeptCursor, make_prepared_cursor).get()
 
 
 def table_statements(model: type[M]) -> TableStatements[M]:

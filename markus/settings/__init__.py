@@ -160,7 +160,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         ]
     ).strip()
     # Prepared statements allowed on the connection (Django turns them off): only the
-    # statements sent through ``markus.core.db.prepared_cursor`` (the run's take of its
+    # statements sent through ``markus.core.statements.prepared_cursor`` (the run's take of its
     # lease, the fenced claim) are prepared; Django's own cursors bind on the client and
     # never prepare. Behind a pooler that cannot keep them (PgBouncer's transaction mode
     # before 1.21) MARKUS_DB_PREPARE=false sends those statements unprepared.
