@@ -156,8 +156,11 @@ def test_a_reply_from_a_provider_that_does_not_stream_comes_as_word_deltas_then_
 
 
 class DeltaProvider(ScriptedProvider):
-    """Sends its turn's text as ``agent:delta`` events while the call runs, as the
-    loop's delta hook does for a streaming provider (plus one for another item)."""
+    """Streams its turn's text in the given pieces through the loop's delta hook (which
+    keeps a person's chat's pieces and sends them as ``agent:delta``), after a delta of
+    another item sent straight to the agent's group. Kept, the pieces reach the stream
+    the same whether it receives them live or, when the reply was stored before it
+    first read, from the kept ones."""
 
     def __init__(self, agent_id: str, pieces: list[str]) -> None:
         super().__init__([Turn(text="".join(pieces))])
@@ -170,11 +173,7 @@ class DeltaProvider(ScriptedProvider):
             {"agentId": self.agent_id, "mailboxItemIds": ["mbx_other"], "text": "X"},
         )
         for piece in self.pieces:
-            send_event_on_commit(
-                agent_group(self.agent_id),
-                DELTA_EVENT,
-                {"agentId": self.agent_id, "mailboxItemIds": [context.item["id"]], "turn": 1, "text": piece},
-            )
+            context.on_delta(piece)
         quiet = dataclasses.replace(context, on_delta=None)  # no second stream of the same text
         return super().complete(system=system, messages=messages, tools=tools, context=quiet)
 
