@@ -127,12 +127,6 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         except asyncio.QueueFull:
             pass  # a receiver that stopped reading: drop rather than block the sender
 
-    def _put_all(self, channels: list[str], message: Message) -> None:
-        """With no loop to wake (nobody receives on these channels yet)."""
-        expires = time.time() + self.expiry
-        for channel in channels:
-            self._put(channel, message, expires)
-
     def _feed(self, channels: list[str], message: Message) -> None:
         """Runs in the receivers' loop: a fan-out's share, into that loop's pump."""
         loop = asyncio.get_running_loop()
@@ -143,14 +137,13 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
 
     def _target_loop(self, channel: str) -> asyncio.AbstractEventLoop | None:
         """The loop that receives on ``channel``, or None to put a message directly
-        (nobody receives on the channel yet, or its loop is gone)."""
+        (nobody receives on the channel yet, or its loop is gone). Under ``_lock``, with
+        the direct put: a receiver that starts waiting in between would be woken from
+        the sender's thread, which does not wake its loop."""
         loop = self._loops.get(channel)
         return None if loop is None or loop.is_closed() else loop
 
-    def _hand_over(self, loop: asyncio.AbstractEventLoop | None, channels: list[str], message: Message) -> None:
-        if loop is None:
-            self._put_all(channels, message)
-            return
+    def _hand_over(self, loop: asyncio.AbstractEventLoop, channels: list[str], message: Message) -> None:
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -166,28 +159,33 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_channel_name(channel)
         assert "__asgi_channel__" not in message
-        loop = self._target_loop(channel)
-        if loop is not None:
-            self._hand_over(loop, [channel], deepcopy(message))
-            return
-        try:
-            self._queue(channel).put_nowait((time.time() + self.expiry, deepcopy(message)))
-        except asyncio.QueueFull:
-            raise ChannelFull(channel) from None
+        with self._lock:
+            loop = self._target_loop(channel)
+            if loop is None:
+                try:
+                    self._queue(channel).put_nowait((time.time() + self.expiry, deepcopy(message)))
+                except asyncio.QueueFull:
+                    raise ChannelFull(channel) from None
+                return
+        self._hand_over(loop, [channel], deepcopy(message))
 
     async def receive(self, channel: str) -> Message:
         self.require_valid_channel_name(channel)
-        self._loops[channel] = asyncio.get_running_loop()
+        with self._lock:
+            # From here on a sender hands this channel's messages to this loop; one that
+            # looked before has already put its message into the queue.
+            self._loops[channel] = asyncio.get_running_loop()
+            queue = self._queue(channel)
         self._sweep()
-        queue = self._queue(channel)
         try:
             _, message = await queue.get()
         finally:
             # A subscribed channel keeps its queue and loop (see the module docstring);
             # an unsubscribed one is forgotten once drained, as in the stock layer.
             if queue.empty() and not self._memberships.get(channel):
-                self.channels.pop(channel, None)
-                self._loops.pop(channel, None)
+                with self._lock:
+                    self.channels.pop(channel, None)
+                    self._loops.pop(channel, None)
         return message
 
     def _sweep(self) -> None:
@@ -261,16 +259,19 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         """Send to every member of ``group`` from any thread, with or without a loop."""
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_group_name(group)
-        with self._lock:
-            members = list(self.groups.get(group, ()))
-        if not members:
+        if not self.groups.get(group):
             return
         wire = wire_form(message)
         if wire is message:  # the sender's own dict, which it may change later
             wire = _copy(message)
-        by_loop: dict[asyncio.AbstractEventLoop | None, list[str]] = {}
-        for channel in members:
-            by_loop.setdefault(self._target_loop(channel), []).append(channel)
+        by_loop: dict[asyncio.AbstractEventLoop, list[str]] = {}
+        with self._lock:
+            for channel in self.groups.get(group, ()):
+                loop = self._target_loop(channel)
+                if loop is None:
+                    self._put(channel, wire, time.time() + self.expiry)
+                else:
+                    by_loop.setdefault(loop, []).append(channel)
         for loop, channels in by_loop.items():
             self._hand_over(loop, channels, wire)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from unittest import mock
 
 from markus.core.channel_layer import ThreadSafeInMemoryChannelLayer, event_of, event_text, wire_form
@@ -32,6 +33,50 @@ def test_a_message_sent_from_another_thread_wakes_the_waiting_receiver():
     sender.join()
     t.join(10)
     assert got == [{"type": "markus.event", "n": 1}]
+
+
+def test_a_message_put_as_the_receiver_begins_to_wait_wakes_it_from_the_receivers_loop():
+    """A sender that found nobody receiving puts the message straight into the queue.
+    If the receiver began to wait in between, that put resolved its waiter from the
+    sender's thread, which schedules the receiver on its loop without waking the loop:
+    a loop that nothing else wakes slept on. The sender's look and its put are one step
+    against the receiver's start, so the receiver either finds the message or is
+    handed it through its loop."""
+    layer = ThreadSafeInMemoryChannelLayer()
+    deciding, foreign, got = threading.Event(), [], []
+    put = layer._put
+
+    def put_once_the_receiver_waits(channel, message, expires):
+        if threading.current_thread() is sender:  # it found nobody receiving
+            deciding.set()
+            deadline = time.monotonic() + 1.0  # with the look and the put one step, it never does
+            while not layer.channels[channel]._getters and time.monotonic() < deadline:
+                time.sleep(0.001)
+        put(channel, message, expires)
+
+    async def receiver():
+        loop = asyncio.get_running_loop()
+        call_soon, home = loop.call_soon, threading.get_ident()
+
+        def call_soon_noting_the_thread(*args, **kwargs):
+            if threading.get_ident() != home:  # what asyncio's debug mode refuses
+                foreign.append(args[0])
+                loop.call_soon_threadsafe(lambda: None)  # wake the loop, so the test ends
+            return call_soon(*args, **kwargs)
+
+        loop.call_soon = call_soon_noting_the_thread
+        channel = await layer.new_channel()
+        await layer.group_add("g", channel)
+        layer._queue(channel)  # the queue exists, nobody receives on it yet
+        with mock.patch.object(layer, "_put", put_once_the_receiver_waits):
+            sender.start()
+            await asyncio.to_thread(deciding.wait, 5)
+            got.append(await asyncio.wait_for(layer.receive(channel), timeout=10))
+            await asyncio.to_thread(sender.join, 5)
+
+    sender = threading.Thread(target=layer.group_send_sync, args=("g", {"type": "t", "n": 1}))
+    asyncio.run(receiver())
+    assert got == [{"type": "t", "n": 1}] and foreign == []
 
 
 def test_messages_keep_their_order_and_are_copies():
