@@ -103,12 +103,17 @@ def _live(agent_id: str, item_id: str, events: list[tuple[str, dict[str, Any]]])
     async def go() -> list[tuple[str, Any, Any]]:
         layer = get_channel_layer()
         channel = await layer.new_channel()
-        await layer.group_add(agent_group(agent_id), channel)
-        await layer.group_add(chat_group(agent_id), channel)
-        for kind, data in events:
-            group = chat_group(agent_id) if kind == "chat:reply" else agent_group(agent_id)
-            await sync_to_async(send_event_on_commit)(group, kind, data)
-        return [row async for row in _follow(item_id, channel, 2.0, after=1)]
+        groups = [agent_group(agent_id), chat_group(agent_id)]
+        for group in groups:
+            await layer.group_add(group, channel)
+        try:
+            for kind, data in events:
+                group = chat_group(agent_id) if kind == "chat:reply" else agent_group(agent_id)
+                await sync_to_async(send_event_on_commit)(group, kind, data)
+            return [row async for row in _follow(item_id, channel, 2.0, after=1)]
+        finally:  # as the view leaves them: a channel left in the groups outlives the test
+            for group in groups:
+                await layer.group_discard(group, channel)
 
     return async_to_sync(go)()
 
