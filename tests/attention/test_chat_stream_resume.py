@@ -16,6 +16,7 @@ from django.test import AsyncClient
 from markus.agents.models import ChatMessage
 from markus.agents.services import user_token_create
 from markus.llm.scripted import ScriptedProvider, Turn
+from tests.listening import listening
 
 SSE = "text/event-stream"
 REPLY = " ".join(f"word{n}" for n in range(40))  # 14 deltas of three words
@@ -94,26 +95,16 @@ def test_a_stream_dropped_mid_reply_resumes_with_last_event_id_and_gets_the_rest
 
 def _live(agent_id: str, item_id: str, events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any, Any]]:
     """What ``_follow`` yields after ``after=1`` for a channel that receives ``events``."""
-    from channels.layers import get_channel_layer
-
     from attention.chat import _follow
     from attention.replies import chat_group
     from markus.core.events import agent_group, send_event_on_commit
 
     async def go() -> list[tuple[str, Any, Any]]:
-        layer = get_channel_layer()
-        channel = await layer.new_channel()
-        groups = [agent_group(agent_id), chat_group(agent_id)]
-        for group in groups:
-            await layer.group_add(group, channel)
-        try:
+        async with listening(agent_group(agent_id), chat_group(agent_id)) as channel:
             for kind, data in events:
                 group = chat_group(agent_id) if kind == "chat:reply" else agent_group(agent_id)
                 await sync_to_async(send_event_on_commit)(group, kind, data)
             return [row async for row in _follow(item_id, channel, 2.0, after=1)]
-        finally:  # as the view leaves them: a channel left in the groups outlives the test
-            for group in groups:
-                await layer.group_discard(group, channel)
 
     return async_to_sync(go)()
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import get_channel_layer
 
 from attention.chat import DELTA_EVENT, _watch
 from markus.core.events import agent_group, send_event_on_commit
+from tests.listening import listening
 from tests.web.conftest import enqueue_chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,10 +29,8 @@ def test_each_delta_carries_the_run_that_wrote_it(agent):
             )
 
     async def go() -> list:
-        layer = get_channel_layer()
-        channel = await layer.new_channel()
-        await layer.group_add(agent_group(agent.id), channel)
-        await sync_to_async(send)()
-        return [value async for kind, value in _watch(item.id, channel, 0.5) if kind == "delta"]
+        async with listening(agent_group(agent.id)) as channel:
+            await sync_to_async(send)()
+            return [value async for kind, value in _watch(item.id, channel, 0.5) if kind == "delta"]
 
     assert async_to_sync(go)() == [{"text": text, "run": run} for run, text in sent]
