@@ -16,6 +16,23 @@ from markus.core import events
 pytest_plugins = ["tests.browser"]
 
 
+@pytest.fixture(autouse=True)
+def no_channel_left_in_a_group():
+    """Every test leaves the embedded layer's groups as it found them: a channel left in
+    a group is counted and fed by every later test of the process (a fan-out test that
+    counted one such channel failed in another test's wake). Failing here names the test
+    that left it."""
+    from channels.layers import get_channel_layer
+
+    from markus.core.channel_layer import ThreadSafeInMemoryChannelLayer
+
+    yield
+    layer = get_channel_layer()
+    if type(layer) is ThreadSafeInMemoryChannelLayer:
+        left = {group: sorted(members) for group, members in layer.groups.items() if members}
+        assert not left, f"channels this test left in groups: {left}"
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="pw-alice")
