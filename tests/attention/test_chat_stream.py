@@ -194,6 +194,41 @@ def test_the_items_deltas_are_forwarded_as_they_come_and_others_are_not(celery_w
     assert events[-1][1]["reply"] == "Shipping on Friday."
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_stored_before_the_streams_first_read_comes_as_its_kept_pieces_then_done(agent):
+    """The worker may answer before the stream first reads (the stream found the reply
+    stored, and the live deltas wait unread in its channel): the pieces come from the
+    kept ones, each with its id, not the reply cut again into word deltas."""
+    from attention.chat import _stream
+    from attention.replies import chat_group
+    from markus.agents.chat_stream import log_delta
+    from markus.agents.services import main_session
+    from tests.listening import listening
+    from tests.web.conftest import enqueue_chat
+
+    item = enqueue_chat(agent.id, "when?")
+    pieces = ["Shipping ", "on ", "Fri", "day."]
+    for piece in pieces:
+        log_delta(item, piece, "act_1")
+    session = main_session(agent.id)
+    ChatMessage.objects.create(session=session, role="assistant", content="".join(pieces), reply_to=item.id)
+
+    async def go() -> str:
+        async def release() -> None:
+            pass
+
+        async with listening(agent_group(agent.id), chat_group(agent.id)) as channel:
+            return "".join([chunk async for chunk in _stream(item.id, session.id, channel, 2.0, 0, release)])
+
+    text = async_to_sync(go)()
+    events = parse_sse(text)
+    assert [e for e, _ in events] == ["queued", "delta", "delta", "delta", "delta", "done"]
+    assert [d["text"] for e, d in events if e == "delta"] == pieces
+    assert events[-1][1]["reply"] == "Shipping on Friday."
+    ids = [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("id: ")]
+    assert ids == [f"{item.id}:{n}" for n in range(6)]
+
+
 # ---------------------------------------------------------------------------- over HTTP against `up`
 
 
