@@ -180,13 +180,18 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         try:
             _, message = await queue.get()
         finally:
-            # A subscribed channel keeps its queue and loop (see the module docstring);
-            # an unsubscribed one is forgotten once drained, as in the stock layer.
-            if queue.empty() and not self._memberships.get(channel):
-                with self._lock:
-                    self.channels.pop(channel, None)
-                    self._loops.pop(channel, None)
+            self._forget_if_drained(channel, queue)
         return message
+
+    def _forget_if_drained(self, channel: str, queue: asyncio.Queue[tuple[float, Message]]) -> None:
+        """A subscribed channel keeps its queue and loop (see the module docstring); one
+        in no group is forgotten once drained, as in the stock layer. Under ``_lock``:
+        a sender that finds no loop afterwards puts into a new queue, read by the next
+        receive."""
+        with self._lock:
+            if queue.empty() and not self._memberships.get(channel):
+                self.channels.pop(channel, None)
+                self._loops.pop(channel, None)
 
     def _sweep(self) -> None:
         now = time.monotonic()
@@ -207,9 +212,7 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
             while not queue.empty() and queue._queue[0][0] < now:
                 queue.get_nowait()
                 self._remove_from_groups(channel)
-                if queue.empty() and not self._memberships.get(channel):
-                    self.channels.pop(channel, None)
-                    self._loops.pop(channel, None)
+                self._forget_if_drained(channel, queue)
         timeout = int(now) - self.group_expiry
         with self._lock:
             for group, members in list(self.groups.items()):
