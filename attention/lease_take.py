@@ -122,14 +122,15 @@ def lease_take_for_run(agent_id: str, *, with_read: tuple[str, list[Any]] | None
         True,
         *held_params,
     ]
+    # On PostgreSQL its commit is not waited for on disk (``synchronous_commit`` off for
+    # this statement's own transaction): the run's next durable commit (the claim) flushes
+    # it with its own, and a crash before that loses the take with the run's writes, nothing
+    # else (both held on a crashed server: tests/faults/test_database_crash_and_the_take.py).
     sql = _take_sql(connection.vendor, held)
     if connection.vendor == "postgresql" and with_read is not None:
-        # Its commit is not waited for on disk (``synchronous_commit`` off for this
-        # statement's own transaction): the run's next durable commit flushes it with its
-        # own, and a crash before that loses the run's writes with it. The caller's read in
-        # the same statement (one round trip less on the way from a wake-up to the claim):
-        # the take as a CTE, the read joined to its row. SQLite has no UPDATE in a CTE; a
-        # statement there costs no round trip.
+        # The caller's read in the same statement (one round trip less on the way from a
+        # wake-up to the claim): the take as a CTE, the read joined to its row. SQLite has
+        # no UPDATE in a CTE; a statement there costs no round trip.
         read, read_params = with_read
         took = ", ".join(_TAKE_COLUMNS)
         sql = f"WITH took({took}) AS ({sql}) SELECT * FROM took LEFT JOIN LATERAL ({read}) q ON TRUE"
