@@ -25,7 +25,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from markus.core.db import lock_busy_message, lock_retry_after, lock_timed_out
+from markus.core.db import retry_later
 from markus.core.errors import NON_FIELD, MarkusError, fields_for
 from markus.core.limits import BodyTooLarge, too_large
 
@@ -68,8 +68,9 @@ def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | N
     the answer to ``exc``, or None for an exception that is not the caller's (a 500)."""
     if isinstance(exc, RequestDataTooBig | BodyTooLarge):
         return 413, too_large(), {}
-    if lock_timed_out(exc):  # a row held by another session past the lock timeout
-        return 503, {"detail": lock_busy_message(), "code": "busy"}, {"Retry-After": str(lock_retry_after())}
+    later = retry_later(exc)  # a lock held past the lock timeout, the database unreachable
+    if later is not None:
+        return 503, {"detail": later.message, "code": later.code}, {"Retry-After": str(later.seconds)}
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     if isinstance(exc, MarkusError):

@@ -1,9 +1,10 @@
-"""Pages and the admin: a lock wait given up is a 503, never a 500.
+"""Pages and the admin: a request the database could not serve now is a 503, never a 500.
 
 A statement of a page's request (an admin change, a settings form) that waited for a
-row held by another session past the session's lock timeout raises OperationalError
-(``markus.core.db.lock_timed_out`` says which); this middleware answers it with a plain
-503 and Retry-After. The API answers the same in its JSON shape (``markus.core.api``).
+row held by another session past the session's lock timeout, or that could not reach
+the database at all (the server down or restarting), raises a database error
+(``markus.core.db.retry_later`` says which); this middleware answers it with a plain 503
+and Retry-After. The API answers the same in its JSON shape (``markus.core.api``).
 The view's transaction has rolled back: nothing was half done, and the same request
 can be sent again."""
 
@@ -12,21 +13,22 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 
-from markus.core.db import lock_busy_message, lock_retry_after, lock_timed_out
+from markus.core.db import retry_later
 
 
 class LockBusyMiddleware(MiddlewareMixin):
-    """``process_exception``: a lock wait given up answers 503 (plain text, Retry-After);
-    any other exception goes on to Django's handler."""
+    """``process_exception``: a lock wait given up or the database unreachable answers 503
+    (plain text, Retry-After); any other exception goes on to Django's handler."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not lock_timed_out(exception):
+        later = retry_later(exception)
+        if later is None:
             return None
-        message = lock_busy_message()
+        message = later.message
         response = HttpResponse(
             f"503 Service Unavailable: {message[0].upper()}{message[1:]}.\n",
             status=503,
             content_type="text/plain; charset=utf-8",
         )
-        response["Retry-After"] = str(lock_retry_after())
+        response["Retry-After"] = str(later.seconds)
         return response

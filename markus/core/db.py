@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -42,9 +43,7 @@ def lock_conflict(exc: BaseException) -> bool:
 
 
 # A web request whose statement gave up a lock wait (another session held the row past
-# the lock timeout) is answered 503 with Retry-After, never a 500: the API's exception
-# handler (``markus.core.api``) and the pages' middleware (``markus.core.busy``) both ask
-# ``lock_timed_out``.
+# the lock timeout) is answered 503 with Retry-After, never a 500 (``retry_later``).
 LOCK_BUSY_MESSAGE = "another change holds this record; try again in {seconds} s"
 
 
@@ -61,6 +60,52 @@ def lock_retry_after() -> int:
 
 def lock_busy_message() -> str:
     return LOCK_BUSY_MESSAGE.format(seconds=lock_retry_after())
+
+
+# A request that could not reach the database (the server down or restarting, the
+# connection cut under it) is answered 503 with Retry-After too: its transaction never
+# committed, so nothing was done and the same request can be sent again. PostgreSQL's
+# connection errors: none of a statement's (no SQLSTATE: refused, cut, closed), class 08
+# (connection exception), the server shutting down or starting (57P01-57P03).
+UNAVAILABLE_MESSAGE = "the database cannot be reached; try again in {seconds} s"
+UNAVAILABLE_RETRY_AFTER_S = 5  # about a restart's crash recovery
+_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """Did ``exc`` come of a PostgreSQL connection that failed or was cut, rather than of
+    a statement? (SQLite has no server to lose: its errors are the caller's or a 500.)"""
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return False
+    cause = exc.__cause__
+    if cause is None or not type(cause).__module__.startswith("psycopg"):
+        return False
+    state = getattr(cause, "sqlstate", None)
+    return state is None or str(state).startswith(_CONNECTION_STATES)
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    """A web request's database error that is not the request's fault: a 503 with
+    ``Retry-After: seconds`` and ``{"detail": message, "code": code}``."""
+
+    message: str
+    seconds: int
+    code: str
+
+
+def retry_later(exc: BaseException) -> RetryLater | None:
+    """The one rule of a request the database could not serve now (the API's exception
+    handler, ``markus.core.api``, and the pages' middleware, ``markus.core.busy``, ask
+    it): a lock not granted in time (``busy``), the database not reachable
+    (``unavailable``); None for any other error."""
+    if lock_timed_out(exc):
+        return RetryLater(lock_busy_message(), lock_retry_after(), "busy")
+    if database_unreachable(exc):
+        return RetryLater(
+            UNAVAILABLE_MESSAGE.format(seconds=UNAVAILABLE_RETRY_AFTER_S), UNAVAILABLE_RETRY_AFTER_S, "unavailable"
+        )
+    return None
 
 
 def session_lock_timeout() -> bool:

@@ -30,7 +30,7 @@ class ErrorSerializer(serializers.Serializer):
         help_text=(
             "invalid, parse_error, not_authenticated, authentication_failed, permission_denied, "
             "not_found, method_not_allowed, not_acceptable, unsupported_media_type, conflict, "
-            "payload_too_large, throttled, server_error"
+            "payload_too_large, throttled, busy, unavailable, server_error"
         )
     )
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, close_old_connections, connections
 from django.utils import timezone
 
 from attention import loop
@@ -167,3 +167,39 @@ def test_the_claims_durable_commit_carries_the_take_and_the_next_run_answers_onc
     assert (chat_reply_for(item.id) or {}).get("reply")
     assert ChatMessage.objects.filter(reply_to=item.id).count() == 1
     assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
+
+
+def test_while_the_database_is_down_requests_are_answered_503_with_retry_after_then_served_again(
+    server: OwnPostgres,
+) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from markus.agents.services import user_token_create
+
+    alice = User.objects.create_user("alice", password="pw-alice", is_staff=True, is_superuser=True)
+    _, token = user_token_create(alice)
+    api = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    page = Client()
+    page.force_login(alice)
+    assert api.get("/api/agents/").status_code == 200
+    assert page.get("/admin/").status_code == 200
+
+    server.crash()
+    # The first request finds its connection cut; the next ones find nobody listening.
+    for _ in range(2):
+        answer = api.get("/api/agents/")
+        assert answer.status_code == 503, answer.content
+        assert answer["Retry-After"] == "5"
+        assert answer.json() == {"detail": "the database cannot be reached; try again in 5 s", "code": "unavailable"}
+        shown = page.get("/admin/")
+        assert shown.status_code == 503, shown.content
+        assert shown["Retry-After"] == "5"
+        assert shown.content == b"503 Service Unavailable: The database cannot be reached; try again in 5 s.\n"
+
+    server.start()
+    # What a request's start does in the server (Django's test client leaves it out): a
+    # connection that failed is closed, the next statement opens a new one.
+    close_old_connections()
+    assert api.get("/api/agents/").status_code == 200
+    assert page.get("/admin/").status_code == 200
