@@ -5,6 +5,7 @@ when it fails (then the tails of the process logs are printed)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -12,10 +13,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from .harness import ROOT, SWEEP_SECONDS, Cluster, PgServer, django_on, pg_base_url, process_env
+from .harness import (
+    ROOT,
+    SWEEP_SECONDS,
+    Cluster,
+    PgServer,
+    django_on,
+    pg_base_url,
+    process_env,
+    use_in_memory_layer,
+    with_database,
+)
+from .own_postgres import OwnPostgres
 from .stub_llm import SlowLLM
 
 _numbers = itertools.count(1)
@@ -59,6 +72,33 @@ def faults_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PgServ
         pg.drop(template)
 
 
+@contextlib.contextmanager
+def _running(
+    db_url: str,
+    db_name: str,
+    pg: PgServer | OwnPostgres,
+    workdir: Path,
+    django_db_blocker,
+    request: pytest.FixtureRequest,
+) -> Iterator[Cluster]:
+    """A scenario's Redis, the LLM stub and this process's ORM on ``db_url``; at the end
+    every process is stopped (their logs printed if the test failed)."""
+    (workdir / "data").mkdir()
+    llm = SlowLLM().start()
+    c = Cluster(db_url=db_url, db_name=db_name, pg=pg, llm_url=llm.url, workdir=workdir)
+    c.llm = llm
+    try:
+        c.start_redis()
+        with django_db_blocker.unblock(), django_on(db_url):
+            yield c
+    finally:
+        failed = getattr(request.node, "faults_call", None)
+        c.stop()
+        llm.stop()
+        if failed is not None and failed.failed:
+            print(f"\nprocess logs ({workdir}):\n{c.logs()}")
+
+
 @pytest.fixture
 def cluster(
     faults_pg: tuple[PgServer, str],
@@ -71,33 +111,51 @@ def cluster(
     process's ORM pointed at that database. Processes are started by the test. The
     events this process sends (seeding, direct enqueues) stay in memory: it touches no
     Redis but the scenario's, and that only through the processes it starts."""
-    from channels.layers import channel_layers
-    from django.conf import settings
-
-    in_memory = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
-    monkeypatch.setattr(settings, "CHANNEL_LAYERS", in_memory)
-    monkeypatch.setattr(channel_layers, "backends", {})
+    use_in_memory_layer(monkeypatch)
     pg, template = faults_pg
     name = f"faults_{os.getpid()}_{next(_numbers)}"
     db_url = pg.create(name, template=template)
-    (tmp_path / "data").mkdir()
-    llm = SlowLLM().start()
-    c = Cluster(db_url=db_url, db_name=name, pg=pg, llm_url=llm.url, workdir=tmp_path)
-    c.llm = llm
     try:
-        c.start_redis()
-        with django_db_blocker.unblock(), django_on(db_url):
+        with _running(db_url, name, pg, tmp_path, django_db_blocker, request) as c:
             yield c
     finally:
-        failed = getattr(request.node, "faults_call", None)
-        c.stop()
-        llm.stop()
-        if failed is not None and failed.failed:
-            print(f"\nprocess logs ({tmp_path}):\n{c.logs()}")
         if os.environ.get("MARKUS_FAULTS_KEEP_DB"):  # for a post-mortem: psql -d <name>
             print(f"\nkept database {name}")
         else:
             pg.drop(name)
+
+
+@pytest.fixture
+def own_server() -> Iterator[OwnPostgres]:
+    """A PostgreSQL server of the test's own, running, to crash (``OwnPostgres``)."""
+    own = OwnPostgres()
+    try:
+        own.start()
+        yield own
+    finally:
+        own.stop()
+
+
+@pytest.fixture
+def own_database(faults_pg: tuple[PgServer, str], own_server: OwnPostgres) -> str:
+    """A copy of the suite's migrated template on ``own_server``: its URL."""
+    pg, template = faults_pg
+    return own_server.copy_database(with_database(pg.base_url, template), "faults")
+
+
+@pytest.fixture
+def cluster_on_own_server(
+    own_server: OwnPostgres,
+    own_database: str,
+    tmp_path,
+    django_db_blocker,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> Iterator[Cluster]:
+    """``cluster`` on ``own_server``'s database, so the test may crash the server."""
+    use_in_memory_layer(monkeypatch)
+    with _running(own_database, "faults", own_server, tmp_path, django_db_blocker, request) as c:
+        yield c
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import psycopg
@@ -247,10 +247,16 @@ class RedisServer:
             self.proc = None
 
 
+class Connects(Protocol):
+    """A server the scenario's database lives on (``PgServer``, ``OwnPostgres``)."""
+
+    def connect(self, name: str) -> psycopg.Connection: ...
+
+
 class Cluster:
     """The processes of one scenario against one database and one Redis."""
 
-    def __init__(self, *, db_url: str, db_name: str, pg: PgServer, llm_url: str, workdir: Path) -> None:
+    def __init__(self, *, db_url: str, db_name: str, pg: Connects, llm_url: str, workdir: Path) -> None:
         self.db_url = db_url
         self.db_name = db_name
         self.pg = pg
@@ -386,6 +392,17 @@ class Cluster:
 # ---------------------------------------------------------------------------- Django in this process
 
 
+def use_in_memory_layer(monkeypatch: Any) -> None:
+    """This process's events stay in its memory (the embedded layer): a scenario's test
+    process touches no Redis but the scenario's, and that only through its processes."""
+    from channels.layers import channel_layers
+    from django.conf import settings
+
+    in_memory = {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
+    monkeypatch.setattr(settings, "CHANNEL_LAYERS", in_memory)
+    monkeypatch.setattr(channel_layers, "backends", {})
+
+
 @contextlib.contextmanager
 def django_on(db_url: str) -> Iterator[None]:
     """Point the default database connection of this process (every thread) at
@@ -444,6 +461,11 @@ class Api:
         self.token = token
 
     def post(self, path: str, body: dict[str, Any], timeout: float = 30) -> tuple[int, Any]:
+        status, answer, _ = self.send(path, body, timeout)
+        return status, answer
+
+    def send(self, path: str, body: dict[str, Any], timeout: float = 30) -> tuple[int, Any, Any]:
+        """``post``, with the answer's headers."""
         request = urllib.request.Request(
             f"{self.base}{path}",
             data=json.dumps(body).encode(),
@@ -452,9 +474,9 @@ class Api:
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, json.loads(response.read() or b"null")
+                return response.status, json.loads(response.read() or b"null"), response.headers
         except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(errors="replace")[:300]
+            return exc.code, exc.read().decode(errors="replace")[:300], exc.headers
 
 
 @dataclass
@@ -492,7 +514,11 @@ class LoadGenerator:
     api: Api
     requests: list[tuple[str, dict[str, Any]]]
     seconds: float
+    # A client that honours a 503's Retry-After: sends the request again, this many times
+    # at most (0: a 503 is an error like any other).
+    resend_503: int = 0
     sent: int = 0
+    resent: int = 0
     errors: list[str] = field(default_factory=list)
     thread: threading.Thread | None = None
 
@@ -506,15 +532,21 @@ class LoadGenerator:
         step = self.seconds / max(1, len(self.requests))
         for n, (path, body) in enumerate(self.requests):
             time.sleep(max(0.0, start + n * step - time.monotonic()))
-            try:
-                status, answer = self.api.post(path, body)
-            except OSError as exc:
-                self.errors.append(f"{path}: {exc}")
-                continue
-            if status >= 300:
-                self.errors.append(f"{path}: {status} {answer}")
-            else:
-                self.sent += 1
+            for attempt in range(self.resend_503 + 1):
+                try:
+                    status, answer, headers = self.api.send(path, body)
+                except OSError as exc:
+                    self.errors.append(f"{path}: {exc}")
+                    break
+                if status == 503 and attempt < self.resend_503 and headers.get("Retry-After"):
+                    self.resent += 1
+                    time.sleep(float(headers["Retry-After"]))
+                    continue
+                if status >= 300:
+                    self.errors.append(f"{path}: {status} {answer}")
+                else:
+                    self.sent += 1
+                break
 
     def join(self, timeout: float = 120) -> None:
         assert self.thread is not None

@@ -38,7 +38,7 @@ from markus.agents.services import agent_create
 from markus.llm.base import LLMResponse, set_provider_override
 from markus.llm.offline import OfflineProvider
 
-from .harness import PgServer, django_on, wait_until, with_database
+from .harness import django_on, use_in_memory_layer, wait_until
 from .own_postgres import OwnPostgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.faults]
@@ -46,27 +46,17 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.faults]
 
 @pytest.fixture
 def server(
-    faults_pg: tuple[PgServer, str], django_db_blocker, monkeypatch: pytest.MonkeyPatch
+    own_server: OwnPostgres, own_database: str, django_db_blocker, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[OwnPostgres]:
-    """A server of this test's own holding a copy of the suite's migrated template, this
-    process's ORM pointed at it, the offline brain, the embedded channel layer."""
-    from channels.layers import channel_layers
-
-    pg, template = faults_pg
-    monkeypatch.setattr(
-        settings, "CHANNEL_LAYERS", {"default": {"BACKEND": "markus.core.channel_layer.ThreadSafeInMemoryChannelLayer"}}
-    )
-    monkeypatch.setattr(channel_layers, "backends", {})
+    """The server of this test's own, this process's ORM pointed at its copy of the
+    suite's template, the offline brain, the embedded channel layer."""
+    use_in_memory_layer(monkeypatch)
     monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
-    own = OwnPostgres()
     try:
-        own.start()
-        url = own.copy_database(with_database(pg.base_url, template), "markus")
-        with django_db_blocker.unblock(), django_on(url):
-            yield own
+        with django_db_blocker.unblock(), django_on(own_database):
+            yield own_server
     finally:
         set_provider_override(None)
-        own.stop()
 
 
 def _restart(server: OwnPostgres) -> None:

@@ -1,0 +1,49 @@
+"""Scenario 17: the database server itself killed (``kill -9`` of every process of it)
+under load, kept down for a few seconds and started again (crash recovery). The
+processes must outlive it: the server answers what it cannot store with 503 and
+Retry-After (the load's client sends it again after that), the workers' runs that lost
+their session let go, the beat keeps ticking, and once the database is back the sweep
+hands every agent with due work to a worker. Nothing accepted may be lost, processed
+twice or left waiting."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from .figures import assert_invariants, collect, completions, settle
+from .harness import Api, LoadGenerator, Plan, boot, requests_for
+
+pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.slow, pytest.mark.faults]
+
+DOWN_FOR = 6.0
+
+
+def test_the_database_killed_under_load_and_restarted_loses_nothing(cluster_on_own_server, own_server, report, clock):
+    cluster = cluster_on_own_server
+    seeded = boot(cluster)
+    plan = Plan(chats=4, events=4, tasks=2, seconds=10.0)
+    api = Api(cluster.base, seeded.token)
+    load = LoadGenerator(api, requests_for(seeded.agents, plan), plan.seconds, resend_503=20).start()
+    time.sleep(3.0)
+    own_server.crash()
+    time.sleep(DOWN_FOR)
+    own_server.start()
+    up_at = timezone.now()
+    connections["default"].close()  # this process's connection died with the server
+    load.join()
+    settled = settle(120)
+    for name in ("server", "w1", "w2", "beat"):
+        cluster.check_alive(name)
+    figures = collect(others=f"{completions(since=up_at)}items_done_after_restart")
+    figures.extra = (
+        f"down={DOWN_FOR:.0f}s requests={load.sent} answered_503_then_resent={load.resent} "
+        f"request_errors={len(load.errors)}"
+    )
+    report(figures.line("17 database-down", clock()))
+    assert not load.errors, load.errors[:5]
+    assert load.resent, "no request met the outage: the crash came too late"
+    assert_invariants(figures, settled)
