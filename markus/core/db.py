@@ -63,8 +63,9 @@ def lock_busy_message() -> str:
 
 
 # A request that could not reach the database (the server down or restarting, the
-# connection cut under it) is answered 503 with Retry-After too: its transaction never
-# committed, so nothing was done and the same request can be sent again. PostgreSQL's
+# connection cut under it) is answered 503 with Retry-After too: its transaction did not
+# commit, so the same request can be sent again (unless the connection broke while the
+# commit itself was under way: then nobody can know whether it took). PostgreSQL's
 # connection errors: none of a statement's (no SQLSTATE: refused, cut, closed), class 08
 # (connection exception), the server shutting down or starting (57P01-57P03).
 UNAVAILABLE_MESSAGE = "the database cannot be reached; try again in {seconds} s"
