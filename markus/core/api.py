@@ -130,6 +130,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return Response(body, status=status_code, headers=headers)
 
 
+def is_api_request(request: HttpRequest) -> bool:
+    """Is this a request to the API (under ``/api/``), whose client reads every error in
+    the API's shape, even one no view answered (a 404, a 500, a 503)?"""
+    return request.path.startswith("/api/")
+
+
 def error_response(exc: Exception) -> JsonResponse:
     """The same answer for a plain (async) Django view; a 500 re-raises."""
     answer = error_data(exc)

@@ -4,7 +4,8 @@ A statement of a page's request (an admin change, a settings form) that waited f
 row held by another session past the session's lock timeout, or that could not reach
 the database at all (the server down or restarting), raises a database error
 (``markus.core.db.retry_later`` says which); this middleware answers it with a plain 503
-and Retry-After. The API answers the same in its JSON shape (``markus.core.api``).
+and Retry-After; under ``/api/`` (a view outside DRF, e.g. an async one) in the API's JSON
+shape, as the API's exception handler answers it (``markus.core.api``).
 The view's transaction has rolled back: nothing was half done, and the same request
 can be sent again."""
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 
+from markus.core.api import error_response, is_api_request
 from markus.core.db import retry_later
 
 
@@ -24,6 +26,8 @@ class LockBusyMiddleware(MiddlewareMixin):
         later = retry_later(exception)
         if later is None:
             return None
+        if is_api_request(request):  # a view outside DRF (an async one): the API's shape
+            return error_response(exception)
         message = later.message
         response = HttpResponse(
             f"503 Service Unavailable: {message[0].upper()}{message[1:]}.\n",

@@ -26,6 +26,7 @@ from mailbox.selectors import depth_label, queue_depth_subquery
 from markus.agents.auth import visible_agents
 from markus.agents.models import Agent
 from markus.core.actors import Actor
+from markus.core.api import is_api_request
 from markus.work.models import TaskState
 from markus.work.selectors import (
     tasks_visible_to,
@@ -231,19 +232,15 @@ def agents_page(request: HttpRequest) -> HttpResponse:
 # ---------------------------------------------------------------------------- errors
 
 
-def _api(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/")
-
-
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """The styled page; under /api/ the API's error shape (a client there reads JSON)."""
-    if _api(request):
+    if is_api_request(request):
         return JsonResponse({"detail": f"No API endpoint at {request.path}.", "code": "not_found"}, status=404)
     return render(request, "404.html", {"path": request.path}, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """No request context: the database (sessions, the user) may be what failed."""
-    if _api(request):
+    if is_api_request(request):
         return JsonResponse({"detail": "Server error.", "code": "server_error"}, status=500)
     return HttpResponseServerError(loader.get_template("500.html").render())

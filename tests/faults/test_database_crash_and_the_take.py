@@ -160,28 +160,36 @@ def test_the_claims_durable_commit_carries_the_take_and_the_next_run_answers_onc
 
 
 def test_while_the_database_is_down_requests_are_answered_503_with_retry_after_then_served_again(
-    server: OwnPostgres,
+    server: OwnPostgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from django.contrib.auth.models import User
     from django.test import Client
 
     from markus.agents.services import user_token_create
 
+    monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 0.2)  # no worker answers here: 202 at once
     alice = User.objects.create_user("alice", password="pw-alice", is_staff=True, is_superuser=True)
     _, token = user_token_create(alice)
+    agent, _ = agent_create(name="Ada", role="engineer", agent_id="ada", owner=alice)
     api = Client(HTTP_AUTHORIZATION=f"Token {token}")
     page = Client()
     page.force_login(alice)
-    assert api.get("/api/agents/").status_code == 200
+    # A DRF view, and two async views outside DRF: a chat and an AgentBus inbox read.
+    asked = [
+        lambda: api.get("/api/agents/"),
+        lambda: api.post(f"/api/agents/{agent.id}/chat", {"text": "hi"}, content_type="application/json"),
+        lambda: api.get(f"/api/agents/{agent.id}/agentbus/inbox?timeout_seconds=0"),
+    ]
+    assert [ask().status_code for ask in asked] == [200, 202, 200]
     assert page.get("/admin/").status_code == 200
 
     server.crash()
     # The first request finds its connection cut; the next ones find nobody listening.
-    for _ in range(2):
-        answer = api.get("/api/agents/")
+    for answer in [ask() for ask in asked] + [ask() for ask in asked]:
         assert answer.status_code == 503, answer.content
         assert answer["Retry-After"] == "5"
         assert answer.json() == {"detail": "the database cannot be reached; try again in 5 s", "code": "unavailable"}
+    for _ in range(2):
         shown = page.get("/admin/")
         assert shown.status_code == 503, shown.content
         assert shown["Retry-After"] == "5"
@@ -191,5 +199,5 @@ def test_while_the_database_is_down_requests_are_answered_503_with_retry_after_t
     # What a request's start does in the server (Django's test client leaves it out): a
     # connection that failed is closed, the next statement opens a new one.
     close_old_connections()
-    assert api.get("/api/agents/").status_code == 200
+    assert [ask().status_code for ask in asked] == [200, 202, 200]
     assert page.get("/admin/").status_code == 200
