@@ -39,6 +39,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
+from django.db import close_old_connections
 from django.http import Http404
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -49,6 +50,7 @@ from markus.agents import permissions
 from markus.agents.auth import Caller, caller_for_token, caller_ref, visible_agents, waiter_for
 from markus.agents.models import Agent
 from markus.core.actors import Actor
+from markus.core.db import retry_later
 from markus.core.errors import MarkusError
 from markus.core.input import UnsafeInput, check_data
 from markus.core.waits import WAITS, Waiter
@@ -92,13 +94,22 @@ def caller_for_authorization(header: str | None) -> Caller | None:
     return caller_for_token(raw, agents=scheme.lower() == "bearer")
 
 
+def _caller_of(header: str | None) -> Caller | None:
+    """``caller_for_authorization`` on a live connection. The door runs outside Django's
+    request cycle, so it closes a connection that failed or grew old as a request's start
+    would (``close_old_connections``): after the database restarted, the door's thread
+    would otherwise keep its dead connection for good. In the same hop as the lookup."""
+    close_old_connections()
+    return caller_for_authorization(header)
+
+
 async def identify_by_token(ctx: Context) -> Caller:
     """The caller the door resolved for this request (``McpHttpApp``), else its token's."""
     scope = getattr(ctx.request_context.request, "scope", None) or {}
     caller = scope.get(SCOPE_CALLER)
     if caller is None:
         headers = ctx.headers or {}
-        caller = await sync_to_async(caller_for_authorization)(headers.get("authorization"))
+        caller = await sync_to_async(_caller_of)(headers.get("authorization"))
     if caller is None:
         raise ToolError("no valid token: send Authorization: Bearer <agent token> (or Token <user token>)")
     return caller
@@ -119,6 +130,11 @@ async def _run(fn: Callable[[], Any]) -> Any:
         return await sync_to_async(fn)()
     except (MarkusError, APIException, Http404, PermissionDenied) as exc:
         raise ToolError(_text(exc)) from None
+    except Exception as exc:
+        later = retry_later(exc)  # the database cannot serve it now: said, not its raw error
+        if later is None:
+            raise
+        raise ToolError(later.message) from None
 
 
 def _payload(text: str | None, payload: dict[str, Any] | None) -> dict[str, Any]:
@@ -520,7 +536,14 @@ class McpHttpApp:
             await _refuse(send, 405, detail, "method_not_allowed", (b"allow", ALLOWED_METHODS.encode()))
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        caller = await sync_to_async(caller_for_authorization)(headers.get("authorization"))
+        try:
+            caller = await sync_to_async(_caller_of)(headers.get("authorization"))
+        except Exception as exc:
+            later = retry_later(exc)  # the database cannot serve it now: as the API answers
+            if later is None:
+                raise
+            await _refuse(send, 503, later.message, later.code, (b"retry-after", str(later.seconds).encode()))
+            return
         if caller is None:
             detail = "no valid token: Authorization: Bearer <agent token>"
             await _refuse(send, 401, detail, "not_authenticated", (b"www-authenticate", b"Bearer"))

@@ -1,21 +1,29 @@
 """Scenario 17: the database server itself killed (``kill -9`` of every process of it)
 under load, kept down for a few seconds and started again (crash recovery). The
 processes must outlive it: the server answers what it cannot store with 503 and
-Retry-After (the load's client sends it again after that), the workers' runs that lost
+Retry-After (the load's client sends it again after that), the MCP door too (it runs
+outside Django's request cycle) and it serves again once the database is back (its
+thread's dead connection is closed, not kept for good), the workers' runs that lost
 their session let go, the beat keeps ticking, and once the database is back the sweep
 hands every agent with due work to a worker. Nothing accepted may be lost, processed
 twice or left waiting."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from django.db import connections
 from django.utils import timezone
 
+from markus.agents.models import Agent
+from markus.agents.services import agent_token_rotate
+
 from .figures import assert_invariants, collect, completions, settle
-from .harness import Api, LoadGenerator, Plan, boot, requests_for
+from .harness import Api, LoadGenerator, Plan, boot, requests_for, wait_until
 
 pytestmark = [pytest.mark.pg, pytest.mark.redis, pytest.mark.slow, pytest.mark.faults]
 
@@ -27,13 +35,20 @@ def test_the_database_killed_under_load_and_restarted_loses_nothing(cluster_on_o
     seeded = boot(cluster)
     plan = Plan(chats=4, events=4, tasks=2, seconds=10.0)
     api = Api(cluster.base, seeded.token)
+    mcp_token = agent_token_rotate(agent=Agent.objects.get(id=seeded.agents[0]))
+    assert mcp_inbox(cluster.base, mcp_token)[0] == 200
     load = LoadGenerator(api, requests_for(seeded.agents, plan), plan.seconds, resend_503=20).start()
     time.sleep(3.0)
     own_server.crash()
+    # The MCP door (outside Django's request cycle) answers the outage as the API does.
+    status, retry_after = mcp_inbox(cluster.base, mcp_token)
+    assert (status, retry_after) == (503, "5")
     time.sleep(DOWN_FOR)
     own_server.start()
     up_at = timezone.now()
     connections["default"].close()  # this process's connection died with the server
+    # and serves again once the database is back (its connection is not left dead).
+    wait_until(lambda: mcp_inbox(cluster.base, mcp_token)[0] == 200, timeout=15, interval=0.5, what="the MCP door")
     load.join()
     settled = settle(120)
     for name in ("server", "w1", "w2", "beat"):
@@ -47,3 +62,25 @@ def test_the_database_killed_under_load_and_restarted_loses_nothing(cluster_on_o
     assert not load.errors, load.errors[:5]
     assert load.resent, "no request met the outage: the crash came too late"
     assert_invariants(figures, settled)
+
+
+def mcp_inbox(base: str, token: str) -> tuple[int, str | None]:
+    """An ``inbox_wait`` that does not wait, through the MCP door: the status and the
+    Retry-After."""
+    call = {"name": "inbox_wait", "arguments": {"timeout_seconds": 0}}
+    request = urllib.request.Request(
+        f"{base}/mcp/",
+        data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).encode(),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+            return response.status, response.headers.get("Retry-After")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Retry-After")
