@@ -1,9 +1,9 @@
 """A PostgreSQL server of the test's own, to crash: ``initdb`` in a temporary directory,
-``postgres`` on a free port of 127.0.0.1 (trust, no other client), killed with every one
-of its processes at once (``kill -9`` of its process group: shared memory and the WAL
-not yet written are gone, what was written to the files is kept, as after a crash of the
-server's machine with the page cache intact) and started again (crash recovery replays
-the WAL on disk).
+``postgres`` on a free port of 127.0.0.1 (trust, no other client), crashed (every one of
+its processes frozen, then ``kill -9``: shared memory and the WAL not yet written are
+gone, what was written to the files is kept, as after a crash of the server's processes
+with the machine's page cache intact) and started again (crash recovery replays the WAL
+on disk).
 
 The shared server of the suite (``PgServer``) is never crashed: other tests use it.
 As root, the server runs as the ``postgres`` user (``initdb`` refuses root)."""
@@ -59,9 +59,8 @@ class OwnPostgres:
 
     def start(self) -> None:
         """Start the server and wait until it takes connections. ``wal_writer_delay`` at its
-        most (10 s): the WAL of a commit that is not waited for stays in memory until the
-        test says otherwise (``freeze_wal_writer``), as it may for up to three times that
-        delay on any server."""
+        most (10 s), so a commit that is not waited for is rarely written on its own; a test
+        that needs it unwritten also freezes the WAL writer (``freeze_wal_writer``)."""
         argv = [
             str(self.bin / "postgres"),
             "-D",
