@@ -31,6 +31,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from markus.agents.models import Agent
+from markus.core.db import on_a_live_connection
 
 from . import selectors, services
 from .cursors import encode_cursor
@@ -82,8 +83,9 @@ async def inbox_park(
         position = result["position"]
         wakes = await waiter.wait(remaining, position=position)
         carried = messages_carried(waiter.agent_id, position, wakes, limit)
-        if carried is None:
-            result = await sync_to_async(selectors.inbox_read_from)(waiter.agent_id, position, limit=limit)
+        if carried is None:  # (its connection may have died while it was parked)
+            read = selectors.inbox_read_from
+            result = await sync_to_async(on_a_live_connection)(read, waiter.agent_id, position, limit=limit)
         else:
             result = carried
 
@@ -147,8 +149,8 @@ def _request_start(
 def _request_end(*, stream_id: str, sender: Agent, actor: str, state: dict[str, Any]) -> dict[str, Any]:
     """The request's last step, one hop: the reply as it stands (read again unless the
     last read saw it complete: chunks may have come since) and the request stream's close."""
-    if not state["done"]:
-        state = selectors.reply_state(stream_id, sender.id)
+    if not state["done"]:  # (the first statement since it parked)
+        state = on_a_live_connection(selectors.reply_state, stream_id, sender.id)
     services.stream_close(stream_id=stream_id, sender=sender, actor=actor)
     return state
 
@@ -187,7 +189,7 @@ async def stream_request(
                 break
             wakes = await waiter.wait(remaining, reply_to=stream_id)
             if any(wake.position is None for wake in wakes):
-                state = await sync_to_async(selectors.reply_state)(stream_id, sender.id)
+                state = await sync_to_async(on_a_live_connection)(selectors.reply_state, stream_id, sender.id)
     state = await sync_to_async(_request_end)(stream_id=stream_id, sender=sender, actor=actor, state=state)
     return {
         "streamId": stream_id,

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
@@ -15,6 +15,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import F, Func, IntegerField, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+
+T = TypeVar("T")
 
 
 def count_subquery(queryset: QuerySet) -> Coalesce:
@@ -83,6 +85,21 @@ def database_unreachable(exc: BaseException) -> bool:
         return False
     state = getattr(cause, "sqlstate", None)
     return state is None or str(state).startswith(_CONNECTION_STATES)
+
+
+def on_a_live_connection(read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``read(*args, **kwargs)`` as the first statement of a hop after its caller was
+    parked (a wait's read after its wake-up or its timeout): when the connection died
+    meanwhile (the database restarted under the parked wait), it is closed and the read
+    made once more on a new one; a database still down raises as before (a 503). Only
+    for a read, outside a transaction: nothing half done is repeated."""
+    try:
+        return read(*args, **kwargs)
+    except (OperationalError, InterfaceError) as exc:
+        if not database_unreachable(exc) or connection.in_atomic_block:
+            raise
+    connection.close()
+    return read(*args, **kwargs)
 
 
 @dataclass(frozen=True)

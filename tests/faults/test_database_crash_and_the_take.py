@@ -201,3 +201,21 @@ def test_while_the_database_is_down_requests_are_answered_503_with_retry_after_t
     close_old_connections()
     assert [ask().status_code for ask in asked] == [200, 202, 200]
     assert page.get("/admin/").status_code == 200
+
+
+def test_a_read_after_a_park_replaces_a_connection_that_died_meanwhile(server: OwnPostgres) -> None:
+    from markus.agents.models import Agent
+    from markus.core.db import on_a_live_connection
+
+    agent_create(name="Parked", role="engineer", agent_id="parked1")
+    assert on_a_live_connection(Agent.objects.count) == 1  # a live connection: read once
+    server.crash()
+    with pytest.raises(DatabaseError):  # still down: the caller answers 503
+        on_a_live_connection(Agent.objects.count)
+    server.start()
+    # The connection died under it (as under a parked wait): replaced, the read made again.
+    assert on_a_live_connection(Agent.objects.count) == 1
+    server.crash()
+    server.start()
+    with pytest.raises(DatabaseError):  # where a plain read on the dead connection fails
+        Agent.objects.count()
