@@ -18,7 +18,7 @@ from markus.core.api import error_response, is_api_request
 from markus.core.db import retry_later
 
 
-class LockBusyMiddleware(MiddlewareMixin):
+class RetryLaterMiddleware(MiddlewareMixin):
     """``process_exception``: a lock wait given up or the database unreachable answers 503
     (plain text, Retry-After); any other exception goes on to Django's handler."""
 

@@ -105,7 +105,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "markus.core.busy.LockBusyMiddleware",  # a lock wait given up in a page: 503, Retry-After
+    "markus.core.busy.RetryLaterMiddleware",  # a lock given up, the database down: 503, Retry-After
 ]
 
 ROOT_URLCONF = "markus.urls"

@@ -3,7 +3,7 @@ answered 503 with Retry-After, never a 500: the API with its JSON error (``code:
 busy``), a page or the admin with a plain 503. Another PostgreSQL session holds the
 row (``SELECT ... FOR UPDATE`` in an open transaction) while the request updates it.
 ``markus.core.db.retry_later`` says what counts; both doors ask it (a database that
-cannot be reached at all: ``tests/faults/test_database_crash_and_the_take.py``)."""
+cannot be reached at all: ``tests/faults/test_requests_while_the_database_is_down.py``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (``markus.core.db.retry_later``): a connection PostgreSQL refused, cut or is shutting
 down, never a statement's own error (a timeout, a broken constraint, SQLite's), which
 stays the caller's answer or a 500. The real outage is held on a crashed server
-(``tests/faults/test_database_crash_and_the_take.py``)."""
+(``tests/faults/test_requests_while_the_database_is_down.py``)."""
 
 from __future__ import annotations
 

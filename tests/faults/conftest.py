@@ -144,6 +144,25 @@ def own_database(faults_pg: tuple[PgServer, str], own_server: OwnPostgres) -> st
 
 
 @pytest.fixture
+def orm_on_own_server(
+    own_server: OwnPostgres, own_database: str, django_db_blocker, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[OwnPostgres]:
+    """``own_server`` with this process's ORM pointed at its copy of the template, the
+    offline brain and the embedded channel layer: in-process scenarios, no cluster."""
+    from django.conf import settings
+
+    from markus.llm.base import set_provider_override
+
+    use_in_memory_layer(monkeypatch)
+    monkeypatch.setitem(settings.MARKUS, "LLM_PROVIDER", "offline")
+    try:
+        with django_db_blocker.unblock(), django_on(own_database):
+            yield own_server
+    finally:
+        set_provider_override(None)
+
+
+@pytest.fixture
 def cluster_on_own_server(
     own_server: OwnPostgres,
     own_database: str,
