@@ -12,6 +12,8 @@ and a worker with nothing to take waits on it until it rings or the drain's own
 timeout (Celery's consumer passes 2 s) runs out. The counter is read before the queues
 are, so a send between the look and the wait is never missed. An ack rings too: with
 late acks and prefetch 1 the next message may only be taken once the last is acked.
+A worker asked to stop (Celery's ``should_stop`` / ``should_terminate``) waits no more:
+whoever asks rings (``stop_waiting``), so it ends at once, not at the drain's timeout.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any
 
 from celery.beat import EmbeddedService
+from celery.worker import state as worker_state
 from kombu.transport import memory
 
 if TYPE_CHECKING:
@@ -63,6 +66,19 @@ class Doorbell:
 DOORBELL = Doorbell()
 
 
+def _stopping() -> bool:
+    # Celery's own test of its flags (``state.maybe_shutdown``): 0 asks to stop too.
+    flags = (worker_state.should_stop, worker_state.should_terminate)
+    return any(flag is not None and flag is not False for flag in flags)
+
+
+def stop_waiting() -> None:
+    """Ask this process's worker to stop (as ``state.maybe_shutdown`` reads it) and ring,
+    so a wait on the doorbell ends now rather than at the drain's timeout (2 s)."""
+    worker_state.should_terminate = 0
+    DOORBELL.ring()
+
+
 class MemoryChannel(memory.Channel):
     """kombu's memory channel (the same process-wide queues) that rings on each change."""
 
@@ -102,6 +118,8 @@ class MemoryTransport(memory.Transport):
                 return
             except Empty:
                 pass
+            if _stopping():
+                raise TimeoutError()  # nothing to take and asked to stop: the consumer checks its flags next
             if timeout is None:
                 DOORBELL.wait(seen, BACKSTOP_S)
                 continue

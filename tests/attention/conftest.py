@@ -11,6 +11,7 @@ from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 
 from markus.celery import app as celery_app
+from markus.embedded import stop_waiting
 from markus.llm.base import set_provider_override
 
 
@@ -27,6 +28,7 @@ def celery_worker(transactional_db, wake_on_enqueue, monkeypatch):
     ) as worker:
         yield worker
         _quiesce(monkeypatch)
+        stop_waiting()  # its wait for work ends now, not at the drain's timeout (2 s a test)
 
 
 def _quiesce(monkeypatch: pytest.MonkeyPatch, timeout: float = 30.0) -> None:

@@ -15,7 +15,7 @@ from kombu.transport import memory
 
 from markus.bench import probe as bench_probe
 from markus.celery import app
-from markus.embedded import DOORBELL
+from markus.embedded import DOORBELL, stop_waiting
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +45,7 @@ def worker():
     with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING") as w:
         time.sleep(0.3)  # past start-up
         yield w
+        stop_waiting()
 
 
 def _drain_probes():
@@ -81,4 +82,16 @@ def test_a_task_queued_behind_a_full_worker_is_taken_when_the_slot_frees(worker)
         bench_probe.probe.delay(f"q{i}")
     keys = [bench_probe.STARTS.get(timeout=10)[0] for _ in range(6)]
     assert sorted(keys) == [f"q{i}" for i in range(6)]
+    assert DOORBELL.timeouts == backstops
+
+
+def test_a_worker_asked_to_stop_leaves_its_wait_on_the_ring():
+    """Stopping a parked worker ends its wait when the stopper rings, not at the drain's
+    timeout: a test's worker (``celery_worker``) stopped 2-4 s late before."""
+    app.conf.task_always_eager = False
+    with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING"):
+        time.sleep(0.3)  # parked on the doorbell
+        backstops = DOORBELL.timeouts
+        stop_waiting()
+    # start_worker has joined the worker's thread: its waits all ended on rings.
     assert DOORBELL.timeouts == backstops
