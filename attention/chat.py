@@ -54,6 +54,7 @@ from markus.agents.models import Agent, ChatSession
 from markus.agents.services import main_session
 from markus.core.api import error, error_response, first_error, unknown_fields
 from markus.core.channel_layer import event_of
+from markus.core.db import read_while_waiting
 from markus.core.errors import MarkusError
 from markus.core.events import agent_group
 from markus.core.input import json_body
@@ -199,8 +200,12 @@ async def _follow(
     deadline = time.monotonic() + timeout
     sent = after
 
+    # Reads once the message is stored: the database down (read as "nothing yet") does
+    # not end the wait; it ends as pending, which the person may resume.
     async def missed(item_id: str, after: int) -> Kept:
-        return await sync_to_async(deltas_after)(item_id, after) if pieces else Kept([], 0, 1)
+        if not pieces:
+            return Kept([], 0, 1)
+        return await sync_to_async(read_while_waiting)(Kept([], after, after + 1), deltas_after, item_id, after)
 
     if after:
         for p in (await missed(item_id, sent)).pieces:
@@ -208,7 +213,7 @@ async def _follow(
             yield _piece(p)
     check = True
     while True:
-        reply = await sync_to_async(chat_reply_for)(item_id) if check else None
+        reply = await sync_to_async(read_while_waiting)(None, chat_reply_for, item_id) if check else None
         if reply is not None:
             kept = await missed(item_id, sent)  # pieces the live events have not brought
             for p in kept.pieces:

@@ -102,6 +102,19 @@ def on_a_live_connection(read: Callable[..., T], *args: Any, **kwargs: Any) -> T
     return read(*args, **kwargs)
 
 
+def read_while_waiting(down: T, read: Callable[..., T], *args: Any) -> T:
+    """A wait's read once what its request did is stored (a chat's message): on a live
+    connection (``on_a_live_connection``); with the database unreachable, ``down`` (as
+    if nothing had come yet), so the wait goes on and ends as pending. A 503 would ask
+    the caller to send again what is already stored."""
+    try:
+        return on_a_live_connection(read, *args)
+    except (OperationalError, InterfaceError) as exc:
+        if not database_unreachable(exc):
+            raise
+        return down
+
+
 @dataclass(frozen=True)
 class RetryLater:
     """A web request's database error that is not the request's fault: a 503 with

@@ -2,7 +2,8 @@
 test's own, crashed with ``kill -9`` and started again): the API, a chat, an AgentBus
 inbox read, a page and the admin answer 503 ``unavailable`` with Retry-After (the API's
 JSON shape under ``/api/``, async views too), and are served again once it is back; a
-wait's first read after it parked replaces a connection that died meanwhile. Which
+wait's first read after it parked replaces a connection that died meanwhile; a chat whose
+message was stored before the outage waits on and ends pending, never a 503. Which
 errors count: ``tests/api/test_which_database_errors_retry_later.py``; under load, the
 MCP door and a parked wait included: ``test_database_down.py``."""
 
@@ -14,6 +15,8 @@ from django.contrib.auth.models import User
 from django.db import DatabaseError, close_old_connections
 from django.test import Client
 
+from attention import chat
+from mailbox.models import MailboxItem
 from markus.agents.models import Agent
 from markus.agents.services import agent_create, user_token_create
 from markus.core.db import on_a_live_connection
@@ -77,3 +80,38 @@ def test_a_read_after_a_park_replaces_a_connection_that_died_meanwhile(orm_on_ow
     server.start()
     with pytest.raises(DatabaseError):  # where a plain read on the dead connection fails
         Agent.objects.count()
+
+
+def test_a_chat_stored_before_the_database_went_down_is_answered_pending_not_asked_again(
+    orm_on_own_server: OwnPostgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The person's message is stored, then its wait's reads meet the database down (its
+    connection cut, then nobody listening, then back on a new connection): the wait goes
+    on and ends as pending (202, the item to resume), never a 503 that asks the person to
+    send again what is stored (a second message, answered twice)."""
+    server = orm_on_own_server
+    monkeypatch.setitem(settings.MARKUS, "CHAT_TIMEOUT_S", 3.5)  # no worker answers here
+    alice = User.objects.create_user("alice", password="pw-alice")
+    _, token = user_token_create(alice)
+    agent, _ = agent_create(name="Ada", role="engineer", agent_id="ada", owner=alice)
+    reads: list[str] = []
+    real = chat.chat_reply_for
+
+    def outage_under_the_wait(item_id: str):  # the wait's read, about once a second
+        reads.append(item_id)
+        if len(reads) == 1:
+            server.crash()  # its connection is cut
+        elif len(reads) == 3:
+            server.start()  # back, its connection dead
+        return real(item_id)
+
+    monkeypatch.setattr(chat, "chat_reply_for", outage_under_the_wait)
+    api = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    answer = api.post(f"/api/agents/{agent.id}/chat", {"text": "hi"}, content_type="application/json")
+    assert answer.status_code == 202, answer.content
+    assert answer.json()["pending"] is True
+    assert len(reads) >= 4  # it read on across the outage and after it
+    close_old_connections()
+    assert list(MailboxItem.objects.filter(agent_id=agent.id).values_list("id", flat=True)) == [
+        answer.json()["mailboxItemId"]
+    ]
