@@ -24,19 +24,22 @@ after the position, in one round.
 from __future__ import annotations
 
 import asyncio
+import logging
 from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from markus.agents.models import Agent
-from markus.core.db import on_a_live_connection
+from markus.core.db import database_unreachable, on_a_live_connection, read_while_waiting
 
 from . import selectors, services
 from .cursors import encode_cursor
 from .models import AuditAction
 from .wakeup import InboxWaiter, Wake
+
+logger = logging.getLogger(__name__)
 
 MAX_WAIT_SECONDS = 3600.0
 
@@ -146,12 +149,23 @@ def _request_start(
     return stream.id, selectors.chunk_data(chunk)
 
 
+# What a request has received before any read: nothing.
+NO_REPLY: dict[str, Any] = {"reply": [], "replyStreamId": None, "done": False}
+
+
 def _request_end(*, stream_id: str, sender: Agent, actor: str, state: dict[str, Any]) -> dict[str, Any]:
     """The request's last step, one hop: the reply as it stands (read again unless the
-    last read saw it complete: chunks may have come since) and the request stream's close."""
+    last read saw it complete: chunks may have come since) and the request stream's close.
+    The request is stored: with the database down it answers what it last read and leaves
+    the stream open (said in the log), never a 503 that asks for the request again."""
     if not state["done"]:  # (the first statement since it parked)
-        state = on_a_live_connection(selectors.reply_state, stream_id, sender.id)
-    services.stream_close(stream_id=stream_id, sender=sender, actor=actor)
+        state = read_while_waiting(state, selectors.reply_state, stream_id, sender.id)
+    try:
+        services.stream_close(stream_id=stream_id, sender=sender, actor=actor)
+    except (OperationalError, InterfaceError) as exc:
+        if not database_unreachable(exc):
+            raise
+        logger.warning("bus request %s answered, its stream left open: the database cannot be reached", stream_id)
     return state
 
 
@@ -182,14 +196,15 @@ async def stream_request(
         sender=sender, recipient=recipient, payload=payload, topic=topic, actor=actor
     )
     async with InboxWaiter(sender.id) as waiter:  # registered before the first read: never lost
-        state = await sync_to_async(selectors.reply_state)(stream_id, sender.id)
+        # Reads once the request is stored: the database down reads as "nothing new".
+        state = await sync_to_async(read_while_waiting)(NO_REPLY, selectors.reply_state, stream_id, sender.id)
         while not state["done"]:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
             wakes = await waiter.wait(remaining, reply_to=stream_id)
             if any(wake.position is None for wake in wakes):
-                state = await sync_to_async(on_a_live_connection)(selectors.reply_state, stream_id, sender.id)
+                state = await sync_to_async(read_while_waiting)(state, selectors.reply_state, stream_id, sender.id)
     state = await sync_to_async(_request_end)(stream_id=stream_id, sender=sender, actor=actor, state=state)
     return {
         "streamId": stream_id,

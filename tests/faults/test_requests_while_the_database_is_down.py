@@ -2,10 +2,10 @@
 test's own, crashed with ``kill -9`` and started again): the API, a chat, an AgentBus
 inbox read, a page and the admin answer 503 ``unavailable`` with Retry-After (the API's
 JSON shape under ``/api/``, async views too), and are served again once it is back; a
-wait's first read after it parked replaces a connection that died meanwhile; a chat whose
-message was stored before the outage waits on and ends pending, never a 503. Which
-errors count: ``tests/api/test_which_database_errors_retry_later.py``; under load, the
-MCP door and a parked wait included: ``test_database_down.py``."""
+wait's first read after it parked replaces a connection that died meanwhile; a chat or a
+bus request stored before the outage waits on and ends pending or timed out, never a 503.
+Which errors count: ``tests/api/test_which_database_errors_retry_later.py``; under load,
+the MCP door and a parked wait included: ``test_database_down.py``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from django.contrib.auth.models import User
 from django.db import DatabaseError, close_old_connections
 from django.test import Client
 
+from agentbus import selectors as bus_selectors
+from agentbus.models import Stream
 from attention import chat
 from mailbox.models import MailboxItem
-from markus.agents.models import Agent
+from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create, user_token_create
 from markus.core.db import on_a_live_connection
 
@@ -115,3 +117,45 @@ def test_a_chat_stored_before_the_database_went_down_is_answered_pending_not_ask
     assert list(MailboxItem.objects.filter(agent_id=agent.id).values_list("id", flat=True)) == [
         answer.json()["mailboxItemId"]
     ]
+
+
+@pytest.mark.parametrize("back_by_the_end", [True, False], ids=["back-by-the-end", "down-to-the-end"])
+def test_a_bus_request_stored_before_the_database_went_down_ends_timed_out_not_asked_again(
+    orm_on_own_server: OwnPostgres, monkeypatch: pytest.MonkeyPatch, back_by_the_end: bool
+) -> None:
+    """A bus request's stream and message are stored, then its reads meet the database
+    down (right after the request; at the wait's end back on a new connection, or still
+    down): it answers as a request nobody replied to in time (200, ``timed_out``), never
+    a 503 that asks the requester to send it again (the recipient asked twice). Still
+    down at the end, its stream is left open (nothing can close it)."""
+    server = orm_on_own_server
+    alice = User.objects.create_user("alice", password="pw-alice")
+    team = Team.objects.create(name="Core", owner=alice)
+    eve, eve_token = agent_create(name="Eve", role="engineer", kind=Agent.Kind.EXTERNAL, owner=alice, team=team)
+    max_, _ = agent_create(name="Max", role="engineer", kind=Agent.Kind.EXTERNAL, owner=alice, team=team)
+    reads: list[str] = []
+    real = bus_selectors.reply_state
+
+    def outage_under_the_wait(stream_id: str, requester_id: str):
+        reads.append(stream_id)
+        # The read right after the request is tried twice (once more on a new connection).
+        if len(reads) == 1:
+            server.crash()  # right after the request was stored
+        elif len(reads) == 3 and back_by_the_end:
+            server.start()  # back for the wait's end, its connection dead
+        return real(stream_id, requester_id)
+
+    monkeypatch.setattr(bus_selectors, "reply_state", outage_under_the_wait)
+    body = {"sender": eve.id, "recipient": max_.id, "payload": {"q": "?"}, "timeoutSeconds": 1}
+    answer = Client(HTTP_AUTHORIZATION=f"Bearer {eve_token}").post(
+        "/api/agentbus/request", body, content_type="application/json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["timed_out"] is True and answer.json()["reply"] == []
+    assert len(reads) >= 3  # read again at the wait's end
+    if not back_by_the_end:
+        server.start()
+    close_old_connections()
+    asked = Stream.objects.filter(sender=eve, recipient=max_)
+    assert asked.count() == 1  # asked once
+    assert (asked.get().closed_at is not None) is back_by_the_end
