@@ -24,10 +24,13 @@ run: install
 	$(PY) manage.py demo
 	MARKUS_OFFLINE_THINK_MS=$(MARKUS_OFFLINE_THINK_MS) $(PY) manage.py up --host $(HOST) --port $(PORT)
 
-# The checks first (layers, lint, format, types), then the whole suite on SQLite; then,
+# The checks first (layers, lint, format, types), then the whole suite on SQLite and,
 # where PostgreSQL is configured (always in CI), the suites marked `pg` (leases,
-# recovery, cursors, events) again on PostgreSQL with Redis.
-test: install check test-sqlite test-pg
+# recovery, cursors, events) again on PostgreSQL with Redis. The two passes share no
+# database and run side by side (much of each is waiting on workers and servers); each
+# one's output is printed whole when it ends.
+test: install check
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-pg
 
 check: install
 	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
