@@ -149,10 +149,6 @@ def _request_start(
     return stream.id, selectors.chunk_data(chunk)
 
 
-# What a request has received before any read: nothing.
-NO_REPLY: dict[str, Any] = {"reply": [], "replyStreamId": None, "done": False}
-
-
 def _request_end(*, stream_id: str, sender: Agent, actor: str, state: dict[str, Any]) -> dict[str, Any]:
     """The request's last step, one hop: the reply as it stands (read again unless the
     last read saw it complete: chunks may have come since) and the request stream's close.
@@ -197,7 +193,8 @@ async def stream_request(
     )
     async with InboxWaiter(sender.id) as waiter:  # registered before the first read: never lost
         # Reads once the request is stored: the database down reads as "nothing new".
-        state = await sync_to_async(read_while_waiting)(NO_REPLY, selectors.reply_state, stream_id, sender.id)
+        nothing: dict[str, Any] = {"reply": [], "replyStreamId": None, "done": False}
+        state = await sync_to_async(read_while_waiting)(nothing, selectors.reply_state, stream_id, sender.id)
         while not state["done"]:
             remaining = deadline - loop.time()
             if remaining <= 0:
