@@ -12,7 +12,8 @@ MCP: ``/mcp/`` is the MCP door (agentbus.mcp_door), an ASGI app of the ``mcp`` S
 beside Django (it authenticates its callers by their tokens itself).
 
 WebSockets: the origin is checked against ALLOWED_HOSTS, then the caller is the session
-user or the owner of ``?token=``; each consumer decides who may connect.
+user or the owner of ``?token=``; each consumer decides who may connect. A database that
+cannot serve now closes the socket with 1013 (``retrying_later``), as HTTP answers 503.
 """
 
 import os
@@ -43,6 +44,7 @@ from notifications.consumers import (  # noqa: E402
     NotificationsConsumer,
     TokenAuthMiddleware,
     origin_validated,
+    retrying_later,
 )
 
 websocket_urlpatterns = [
@@ -71,6 +73,8 @@ def _http(django_app: Any) -> Any:
 application = ProtocolTypeRouter(
     {
         "http": BoundedBody(_http(django_asgi_app)),
-        "websocket": origin_validated(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
+        "websocket": origin_validated(
+            retrying_later(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns))))
+        ),
     }
 )

@@ -17,17 +17,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 from urllib.parse import ParseResult, parse_qs, urlparse
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.db import connection
 
 from markus.agents.auth import Caller, caller_for_token, caller_ref, user_may_see_agent
 from markus.agents.models import Agent
 from markus.agents.permissions import PUBLIC, Reader, reader_for
 from markus.core.channel_layer import EVENT, frame_for
+from markus.core.db import retry_later
 from markus.core.events import agent_group, user_group
 from notifications import fanout
 
@@ -96,6 +99,45 @@ def origin_validated(app: ASGIApp) -> BrowserOriginValidator:
     install_close_reasons()
     install_quiet_writes()
     return BrowserOriginValidator(app, settings.ALLOWED_HOSTS)
+
+
+# RFC 6455 7.4.1: "Try Again Later", a condition of the server's that will pass.
+CLOSED_TRY_AGAIN_LATER = 1013
+
+
+def retrying_later(app: ASGIApp) -> ASGIApp:
+    """The socket routes, where a database error that is not the socket's fault (the
+    database down, a lock not granted: ``markus.core.db.retry_later``, the 503's rule)
+    closes the socket with 1013 and the 503's message, accepted first if it was not yet
+    (before that daphne can only answer an HTTP 403 or 500). The pages reconnect after it
+    with a growing delay."""
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        accepted = False
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal accepted
+            accepted = accepted or message.get("type") == "websocket.accept"
+            await send(message)
+
+        try:
+            await app(scope, receive, sending)
+        except Exception as exc:
+            later = retry_later(exc)
+            if later is None:
+                raise
+            await sync_to_async(_close_connection)()
+            if not accepted:
+                await send({"type": "websocket.accept"})
+            reason = close_reason(later.message)
+            await send({"type": "websocket.close", "code": CLOSED_TRY_AGAIN_LATER, "reason": reason})
+
+    return guarded
+
+
+def _close_connection() -> None:
+    # The sync thread's connection died with the database: the next socket opens a new one.
+    connection.close()
 
 
 # A close frame's reason is at most 123 bytes of UTF-8 (RFC 6455 5.5: 125 with the code).

@@ -3,13 +3,16 @@ test's own, crashed with ``kill -9`` and started again): the API, a chat, an Age
 inbox read, a page and the admin answer 503 ``unavailable`` with Retry-After (the API's
 JSON shape under ``/api/``, async views too), and are served again once it is back; a
 wait's first read after it parked replaces a connection that died meanwhile; a chat or a
-bus request stored before the outage waits on and ends pending or timed out, never a 503.
+bus request stored before the outage waits on and ends pending or timed out, never a 503;
+a WebSocket is closed with 1013 (try again later).
 Which errors count: ``tests/api/test_which_database_errors_retry_later.py``; under load,
 the MCP door and a parked wait included: ``test_database_down.py``."""
 
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError, close_old_connections
@@ -159,3 +162,37 @@ def test_a_bus_request_stored_before_the_database_went_down_ends_timed_out_not_a
     asked = Stream.objects.filter(sender=eve, recipient=max_)
     assert asked.count() == 1  # asked once
     assert (asked.get().closed_at is not None) is back_by_the_end
+
+
+def test_a_socket_opened_while_the_database_is_down_is_told_to_try_again_later(orm_on_own_server: OwnPostgres) -> None:
+    """A WebSocket's handshake needs the database (the caller, the agent): while it is down
+    the socket is accepted and closed at once with 1013 (try again later) and the 503's
+    reason, which the pages reconnect after, not an HTTP 500 and a traceback; once it is
+    back the same socket opens and stays open."""
+    from markus.asgi import application
+
+    server = orm_on_own_server
+    alice = User.objects.create_user("alice", password="pw-alice")
+    _, token = user_token_create(alice)
+    agent, _ = agent_create(name="Ada", role="engineer", agent_id="ada", owner=alice)
+    origin = [(b"origin", b"http://127.0.0.1:8000")]
+
+    async def open_socket() -> tuple[bool, dict]:
+        """Whether it opened, and what came first in half a second ({}: nothing)."""
+        socket = WebsocketCommunicator(application, f"/ws/agents/{agent.id}/?token={token}", headers=origin)
+        connected, _ = await socket.connect(timeout=10)
+        first = {} if await socket.receive_nothing(timeout=0.5) else await socket.receive_output()
+        if first.get("type") != "websocket.close":
+            await socket.disconnect()
+        return connected, first
+
+    server.crash()
+    connected, closed = async_to_sync(open_socket)()
+    assert connected
+    assert closed == {
+        "type": "websocket.close",
+        "code": 1013,
+        "reason": "the database cannot be reached; try again in 5 s",
+    }
+    server.start()
+    assert async_to_sync(open_socket)() == (True, {})
