@@ -13,7 +13,7 @@ timeout (Celery's consumer passes 2 s) runs out. The counter is read before the 
 are, so a send between the look and the wait is never missed. An ack rings too: with
 late acks and prefetch 1 the next message may only be taken once the last is acked.
 A worker asked to stop (Celery's ``should_stop`` / ``should_terminate``) waits no more:
-whoever asks rings (``stop_waiting``), so it ends at once, not at the drain's timeout.
+asked and rung, it ends at once, not at the drain's timeout.
 """
 
 from __future__ import annotations
@@ -70,13 +70,6 @@ def _stopping() -> bool:
     # Celery's own test of its flags (``state.maybe_shutdown``): 0 asks to stop too.
     flags = (worker_state.should_stop, worker_state.should_terminate)
     return any(flag is not None and flag is not False for flag in flags)
-
-
-def stop_waiting() -> None:
-    """Ask this process's worker to stop (as ``state.maybe_shutdown`` reads it) and ring,
-    so a wait on the doorbell ends now rather than at the drain's timeout (2 s)."""
-    worker_state.should_terminate = 0
-    DOORBELL.ring()
 
 
 class MemoryChannel(memory.Channel):

@@ -8,10 +8,11 @@ import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from celery.worker import state as worker_state
 from django.conf import settings
 
 from markus.celery import app as celery_app
-from markus.embedded import stop_waiting
+from markus.embedded import DOORBELL
 from markus.llm.base import set_provider_override
 
 
@@ -29,6 +30,14 @@ def celery_worker(transactional_db, wake_on_enqueue, monkeypatch):
         yield worker
         _quiesce(monkeypatch)
         stop_waiting()  # its wait for work ends now, not at the drain's timeout (2 s a test)
+
+
+def stop_waiting() -> None:
+    """Ask this process's worker to stop (as Celery's ``state.maybe_shutdown`` reads it)
+    and ring, so its wait for work on the embedded broker ends now, not at the drain's
+    timeout (2 s). ``start_worker`` sets the flag again and clears it once joined."""
+    worker_state.should_terminate = 0
+    DOORBELL.ring()
 
 
 def _quiesce(monkeypatch: pytest.MonkeyPatch, timeout: float = 30.0) -> None:

@@ -15,7 +15,8 @@ from kombu.transport import memory
 
 from markus.bench import probe as bench_probe
 from markus.celery import app
-from markus.embedded import DOORBELL, stop_waiting
+from markus.embedded import DOORBELL
+from tests.attention.conftest import stop_waiting
 
 
 @pytest.fixture(autouse=True)
