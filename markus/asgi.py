@@ -13,7 +13,7 @@ beside Django (it authenticates its callers by their tokens itself).
 
 WebSockets: the origin is checked against ALLOWED_HOSTS, then the caller is the session
 user or the owner of ``?token=``; each consumer decides who may connect. A database that
-cannot serve now closes the socket with 1013 (``retrying_later``), as HTTP answers 503.
+cannot serve now closes the socket with 4503 (``retrying_later``), as HTTP answers 503.
 """
 
 import os

@@ -101,14 +101,15 @@ def origin_validated(app: ASGIApp) -> BrowserOriginValidator:
     return BrowserOriginValidator(app, settings.ALLOWED_HOSTS)
 
 
-# RFC 6455 7.4.1: "Try Again Later", a condition of the server's that will pass.
-CLOSED_TRY_AGAIN_LATER = 1013
+# Try again later, as an HTTP 503 (RFC 6455's own 1013 is refused by daphne's autobahn:
+# an application may close with 1000 or 3000-4999 only).
+CLOSED_TRY_AGAIN_LATER = 4503
 
 
 def retrying_later(app: ASGIApp) -> ASGIApp:
     """The socket routes, where a database error that is not the socket's fault (the
     database down, a lock not granted: ``markus.core.db.retry_later``, the 503's rule)
-    closes the socket with 1013 and the 503's message, accepted first if it was not yet
+    closes the socket with 4503 and the 503's message, accepted first if it was not yet
     (before that daphne can only answer an HTTP 403 or 500). The pages reconnect after it
     with a growing delay."""
 

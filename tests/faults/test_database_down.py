@@ -3,17 +3,22 @@ under load, kept down for a few seconds and started again (crash recovery). The
 processes must outlive it: the server answers what it cannot store with 503 and
 Retry-After (the load's client sends it again after that), the MCP door too (it runs
 outside Django's request cycle) and it serves again once the database is back (its
-thread's dead connection is closed, not kept for good), the workers' runs that lost
+thread's dead connection is closed, not kept for good), a WebSocket is closed with 4503
+(try again later) and opens again once it is back, the workers' runs that lost
 their session let go, the beat keeps ticking, and once the database is back the sweep
 hands every agent with due work to a worker. Nothing accepted may be lost, processed
 twice or left waiting."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -47,12 +52,18 @@ def test_the_database_killed_under_load_and_restarted_loses_nothing(cluster_on_o
     # The MCP door (outside Django's request cycle) answers the outage as the API does.
     status, retry_after = mcp_inbox(cluster.base, mcp_token)
     assert (status, retry_after) == (503, "5")
+    # A socket opened now is told to try again later (the pages reconnect after that).
+    unavailable = "the database cannot be reached; try again in 5 s"
+    assert open_socket(cluster.base, seeded.token, quiet) == (101, 4503, unavailable)
     time.sleep(DOWN_FOR)
     own_server.start()
     up_at = timezone.now()
     connections["default"].close()  # this process's connection died with the server
     # and serves again once the database is back (its connection is not left dead).
     wait_until(lambda: mcp_inbox(cluster.base, mcp_token)[0] == 200, timeout=15, interval=0.5, what="the MCP door")
+    # and a socket opens and stays open again (the sync thread's dead connection is gone).
+    opens = lambda: open_socket(cluster.base, seeded.token, quiet) == (101, None, "")  # noqa: E731
+    wait_until(opens, timeout=15, interval=0.5, what="a socket")
     load.join()
     status, code, took = parked.result()
     settled = settle(120)
@@ -92,6 +103,40 @@ def mcp_inbox(base: str, token: str) -> tuple[int, str | None]:
             return response.status, response.headers.get("Retry-After")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers.get("Retry-After")
+
+
+def open_socket(base: str, token: str, agent: str) -> tuple[int, int | None, str]:
+    """A WebSocket to the agent's events, by hand (RFC 6455): the handshake's status, then
+    the close frame's code and reason if the server closed it within a second (None, "":
+    it stayed open)."""
+    where = urllib.parse.urlsplit(base)
+    key = base64.b64encode(os.urandom(16)).decode()
+    handshake = (
+        f"GET /ws/agents/{agent}/?token={token} HTTP/1.1\r\nHost: {where.netloc}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {base}\r\n\r\n"
+    )
+    with socket.create_connection((where.hostname, where.port), timeout=10) as s:
+        s.sendall(handshake.encode())
+        data = b""
+        while b"\r\n\r\n" not in data and (chunk := s.recv(4096)):
+            data += chunk
+        head, _, data = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if status != 101:
+            return status, None, ""
+        s.settimeout(1.0)
+        try:
+            while len(data) < 2 or len(data) < 2 + (data[1] & 0x7F):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            return status, None, ""
+    if len(data) < 4 or data[0] & 0x0F != 0x8:  # a server's frame is not masked; 0x8: close
+        return status, -1, repr(data[:40])
+    payload = data[2 : 2 + (data[1] & 0x7F)]
+    return status, int.from_bytes(payload[:2], "big"), payload[2:].decode()
 
 
 class ParkedWait:

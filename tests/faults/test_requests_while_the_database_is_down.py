@@ -4,7 +4,7 @@ inbox read, a page and the admin answer 503 ``unavailable`` with Retry-After (th
 JSON shape under ``/api/``, async views too), and are served again once it is back; a
 wait's first read after it parked replaces a connection that died meanwhile; a chat or a
 bus request stored before the outage waits on and ends pending or timed out, never a 503;
-a WebSocket is closed with 1013 (try again later).
+a WebSocket is closed with 4503 (try again later).
 Which errors count: ``tests/api/test_which_database_errors_retry_later.py``; under load,
 the MCP door and a parked wait included: ``test_database_down.py``."""
 
@@ -166,7 +166,7 @@ def test_a_bus_request_stored_before_the_database_went_down_ends_timed_out_not_a
 
 def test_a_socket_opened_while_the_database_is_down_is_told_to_try_again_later(orm_on_own_server: OwnPostgres) -> None:
     """A WebSocket's handshake needs the database (the caller, the agent): while it is down
-    the socket is accepted and closed at once with 1013 (try again later) and the 503's
+    the socket is accepted and closed at once with 4503 (try again later) and the 503's
     reason, which the pages reconnect after, not an HTTP 500 and a traceback; once it is
     back the same socket opens and stays open."""
     from markus.asgi import application
@@ -191,7 +191,7 @@ def test_a_socket_opened_while_the_database_is_down_is_told_to_try_again_later(o
     assert connected
     assert closed == {
         "type": "websocket.close",
-        "code": 1013,
+        "code": 4503,
         "reason": "the database cannot be reached; try again in 5 s",
     }
     server.start()
