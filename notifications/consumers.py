@@ -24,7 +24,7 @@ from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.db import connection
+from django.db import connections
 
 from markus.agents.auth import Caller, caller_for_token, caller_ref, user_may_see_agent
 from markus.agents.models import Agent
@@ -127,18 +127,14 @@ def retrying_later(app: ASGIApp) -> ASGIApp:
             later = retry_later(exc)
             if later is None:
                 raise
-            await sync_to_async(_close_connection)()
+            # The sync thread's connection died with the database: the next socket opens a new one.
+            await sync_to_async(connections.close_all)()
             if not accepted:
                 await send({"type": "websocket.accept"})
             reason = close_reason(later.message)
             await send({"type": "websocket.close", "code": CLOSED_TRY_AGAIN_LATER, "reason": reason})
 
     return guarded
-
-
-def _close_connection() -> None:
-    # The sync thread's connection died with the database: the next socket opens a new one.
-    connection.close()
 
 
 # A close frame's reason is at most 123 bytes of UTF-8 (RFC 6455 5.5: 125 with the code).

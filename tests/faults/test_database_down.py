@@ -11,14 +11,10 @@ twice or left waiting."""
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import socket
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -28,6 +24,7 @@ from django.utils import timezone
 
 from markus.agents.models import Agent
 from markus.agents.services import agent_token_rotate
+from tests.websocket_wire import close_frame, handshake
 
 from .figures import assert_invariants, collect, completions, settle
 from .harness import Api, LoadGenerator, Plan, boot, requests_for, wait_until
@@ -54,7 +51,7 @@ def test_the_database_killed_under_load_and_restarted_loses_nothing(cluster_on_o
     assert (status, retry_after) == (503, "5")
     # A socket opened now is told to try again later (the pages reconnect after that).
     unavailable = "the database cannot be reached; try again in 5 s"
-    assert open_socket(cluster.base, seeded.token, quiet) == (101, 4503, unavailable)
+    assert socket_closed(cluster.port, seeded.token, quiet) == (4503, unavailable)
     time.sleep(DOWN_FOR)
     own_server.start()
     up_at = timezone.now()
@@ -62,8 +59,8 @@ def test_the_database_killed_under_load_and_restarted_loses_nothing(cluster_on_o
     # and serves again once the database is back (its connection is not left dead).
     wait_until(lambda: mcp_inbox(cluster.base, mcp_token)[0] == 200, timeout=15, interval=0.5, what="the MCP door")
     # and a socket opens and stays open again (the sync thread's dead connection is gone).
-    opens = lambda: open_socket(cluster.base, seeded.token, quiet) == (101, None, "")  # noqa: E731
-    wait_until(opens, timeout=15, interval=0.5, what="a socket")
+    stays_open = lambda: socket_closed(cluster.port, seeded.token, quiet) is None  # noqa: E731
+    wait_until(stays_open, timeout=15, interval=0.5, what="a socket")
     load.join()
     status, code, took = parked.result()
     settled = settle(120)
@@ -105,38 +102,16 @@ def mcp_inbox(base: str, token: str) -> tuple[int, str | None]:
         return exc.code, exc.headers.get("Retry-After")
 
 
-def open_socket(base: str, token: str, agent: str) -> tuple[int, int | None, str]:
-    """A WebSocket to the agent's events, by hand (RFC 6455): the handshake's status, then
-    the close frame's code and reason if the server closed it within a second (None, "":
-    it stayed open)."""
-    where = urllib.parse.urlsplit(base)
-    key = base64.b64encode(os.urandom(16)).decode()
-    handshake = (
-        f"GET /ws/agents/{agent}/?token={token} HTTP/1.1\r\nHost: {where.netloc}\r\nUpgrade: websocket\r\n"
-        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {base}\r\n\r\n"
-    )
-    with socket.create_connection((where.hostname, where.port), timeout=10) as s:
-        s.sendall(handshake.encode())
-        data = b""
-        while b"\r\n\r\n" not in data and (chunk := s.recv(4096)):
-            data += chunk
-        head, _, data = data.partition(b"\r\n\r\n")
-        status = int(head.split(b" ", 2)[1])
-        if status != 101:
-            return status, None, ""
-        s.settimeout(1.0)
-        try:
-            while len(data) < 2 or len(data) < 2 + (data[1] & 0x7F):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-        except TimeoutError:
-            return status, None, ""
-    if len(data) < 4 or data[0] & 0x0F != 0x8:  # a server's frame is not masked; 0x8: close
-        return status, -1, repr(data[:40])
-    payload = data[2 : 2 + (data[1] & 0x7F)]
-    return status, int.from_bytes(payload[:2], "big"), payload[2:].decode()
+def socket_closed(port: int, token: str, agent: str) -> tuple[int, str] | None:
+    """A WebSocket to the agent's events on the real server: the close frame's code and
+    reason if the server closed it within a second, None if it stayed open."""
+    origin = {"Origin": f"http://127.0.0.1:{port}"}
+    sock = handshake(port, f"/ws/agents/{agent}/?token={token}", origin)
+    sock.settimeout(1.0)
+    try:
+        return close_frame(sock)
+    except TimeoutError:
+        return None
 
 
 class ParkedWait:
