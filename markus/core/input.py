@@ -53,6 +53,12 @@ class BodyParseError(MarkusError):
     code = "parse_error"
 
 
+def whole_number(raw: str) -> int | None:
+    """``raw`` as a whole number when it is written in ASCII digits, else None: ``"³"``
+    is ``isdigit()`` but ``int()`` refuses it (a 500 where a 400 or 404 was due)."""
+    return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
 def bad_character(text: str) -> str | None:
     """Why ``text`` is refused, or None. (A surrogate pair in JSON decodes to one
     character; only a lone surrogate survives decoding.)"""

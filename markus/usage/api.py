@@ -22,6 +22,7 @@ from markus.agents import permissions
 from markus.agents.auth import AnyRequest, IsUser, controls_team, signed_in_user, teams_seen_by
 from markus.agents.models import Team
 from markus.core.api import int_param, validated_body
+from markus.core.input import whole_number
 from markus.core.schema import errors
 
 from . import budgets, selectors
@@ -149,7 +150,8 @@ def access_person(request: AnyRequest, user_id: str, operation: str) -> User:
     caller = signed_in_user(request)
     if not (caller.is_staff or str(caller.pk) == user_id):
         raise PermissionDenied(f"Only the person and staff may {permissions.OPERATIONS[operation].what}.")
-    person = User.objects.filter(pk=int(user_id)).first() if user_id.isdigit() else None
+    pk = whole_number(user_id)
+    person = User.objects.filter(pk=pk).first() if pk is not None else None
     if person is None:
         raise Http404("No such person.")
     return person

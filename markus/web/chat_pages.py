@@ -33,6 +33,7 @@ from markus.agents.chat import (
 )
 from markus.agents.models import Agent, ChatMessage, ChatSession
 from markus.core.errors import MarkusError
+from markus.core.input import whole_number
 from notifications.models import Approval
 
 PAGE = 30  # messages a page shows at first, and per "Load earlier"
@@ -52,14 +53,13 @@ def _shown(request: HttpRequest, messages: list[dict[str, Any]]) -> list[dict[st
     """The messages with who said each (``who``): "You", another person's name (one
     query for all of them), the agent's name, or "System"."""
     ids = {str(m["metadata"].get("senderId")) for m in messages if m["role"] == ChatMessage.Role.USER}
-    names = dict(get_user_model().objects.filter(pk__in=[i for i in ids if i.isdigit()]).values_list("pk", "username"))
+    pks = {pk for i in ids if (pk := whole_number(i)) is not None}
+    names: dict[int | None, str] = dict(get_user_model().objects.filter(pk__in=pks).values_list("pk", "username"))
     mine = str(request.user.pk)
     for m in messages:
         sender = str(m["metadata"].get("senderId"))
         if m["role"] == ChatMessage.Role.USER:
-            m["who"] = (
-                "You" if sender == mine else names.get(int(sender), "A person") if sender.isdigit() else "A person"
-            )
+            m["who"] = "You" if sender == mine else names.get(whole_number(sender), "A person")
         else:
             m["who"] = None  # the template names the agent, or the system
     return messages

@@ -24,6 +24,7 @@ from django.http import QueryDict
 from django.utils.functional import cached_property
 
 from markus.core.counting import capped_count, shown
+from markus.core.input import whole_number
 
 PER_PAGE = 50  # rows a list shows at a time
 SEARCH_MAX = 200  # characters of a search; a title is at most 300
@@ -101,13 +102,14 @@ class Query:
         raw = self.raw.get(name, "")
         number = 1
         if raw:
-            if not raw.isdigit() or int(raw) < 1:
+            asked = whole_number(raw)
+            if asked is None or asked < 1:
                 self.notes.append(f"{name}={raw[:40]!r} ignored: not a page number.")
-            elif int(raw) > paginator.num_pages:
+            elif asked > paginator.num_pages:
                 self.notes.append(f"{name}={raw} ignored: there {_pages(paginator.num_pages)}.")
                 number = paginator.num_pages
             else:
-                number = int(raw)
+                number = asked
         if number > 1:
             self.kept[name] = str(number)
         return Listed(paginator.page(number), self, name)

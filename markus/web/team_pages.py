@@ -21,6 +21,7 @@ from agentbus.models import Chunk, Stream, StreamMember
 from agentbus.team_channel import team_channel_ensure, team_channel_id
 from markus.agents.auth import teams_seen_by, visible_agents
 from markus.agents.models import Agent, Team
+from markus.core.input import whole_number
 
 PAGE = 30  # messages the page shows at first, and per "Load earlier"
 CATCH_UP = 100  # the most new messages one poll brings
@@ -77,9 +78,10 @@ def _sequence(request: HttpRequest, name: str) -> int | None:
     raw = request.GET.get(name)
     if raw in (None, ""):
         return None
-    if not raw.isdigit():
+    number = whole_number(raw)
+    if number is None:
         raise ValueError(f"{name} must be a message's sequence number (a whole number)")
-    return int(raw)
+    return number
 
 
 @require_GET

@@ -28,6 +28,7 @@ from markus.agents.auth import controls_team
 from markus.agents.models import Agent, Team
 from markus.core.api import first_error
 from markus.core.errors import MarkusError
+from markus.core.input import whole_number
 from markus.usage import api as usage_api
 from markus.usage import budgets, selectors
 from markus.usage.models import Budget, LLMCall
@@ -74,10 +75,10 @@ class Subject:
 
 
 def _days(request: HttpRequest) -> int:
-    raw = request.GET.get("days") or str(DEFAULT_DAYS)
-    if not raw.isdigit() or not 1 <= int(raw) <= selectors.MAX_DAYS:
+    days = whole_number(request.GET.get("days") or str(DEFAULT_DAYS))
+    if days is None or not 1 <= days <= selectors.MAX_DAYS:
         raise ValueError(f"days must be a whole number from 1 to {selectors.MAX_DAYS}")
-    return int(raw)
+    return days
 
 
 def _forms(request: HttpRequest, agent: Agent | None, team: Team | None) -> list[BudgetForm]:
@@ -172,8 +173,8 @@ def _limits(request: HttpRequest) -> dict[str, Any]:
     ``BudgetInput``, its message raised as the API says it."""
     raw = {key: request.POST.get(key, "").strip() for key in ("dailyTokens", "monthlyCost")}
     data: dict[str, Any] = {key: value or None for key, value in raw.items()}
-    if data["dailyTokens"] is not None and data["dailyTokens"].isdigit():
-        data["dailyTokens"] = int(data["dailyTokens"])
+    if data["dailyTokens"] is not None and (tokens := whole_number(data["dailyTokens"])) is not None:
+        data["dailyTokens"] = tokens
     body = BudgetInput(data=data)
     if not body.is_valid():
         raise MarkusError(f"budget: {api_message(body.errors)}")
