@@ -32,6 +32,7 @@ from django.db.models import Count, Sum
 
 from mailbox.models import MailboxItem
 from markus import telemetry
+from markus.core.input import whole_number
 from markus.llm.base import CallContext, LLMCancelled, LLMResponse, Provider, ProviderError, Usage
 from markus.usage.models import LLMCall
 
@@ -103,8 +104,8 @@ def max_tokens_for(scenario: str) -> int:
     found = SCENARIOS[scenario].max_tokens if scenario in SCENARIOS else DEFAULT_MAX_TOKENS
     for part in filter(None, (p.strip() for p in configured.split(","))):
         name, _, value = part.rpartition("=")
-        if (not name or name.strip() == scenario) and value.strip().isdigit():
-            found = int(value)
+        if (not name or name.strip() == scenario) and (number := whole_number(value.strip())) is not None:
+            found = number
     return found
 
 

@@ -82,6 +82,11 @@ def test_max_tokens_come_from_the_scenario_unless_the_settings_say(settings):
     assert max_tokens_for("triage") == 2048
 
 
+def test_a_max_tokens_setting_in_digits_int_cannot_read_is_passed_over(settings):
+    settings.MARKUS["LLM_MAX_TOKENS"] = "chat=\u00b3, task_execution=4096"  # "³".isdigit() is true
+    assert (max_tokens_for("chat"), max_tokens_for("task_execution")) == (1024, 4096)
+
+
 def test_a_429_is_tried_again_after_its_retry_after_and_a_400_is_not(agent, served):
     server = served([http_error(429, "slow down", retry_after="0"), answer("hello")])
     assert call(agent) == "hello" and server.calls == 2
