@@ -42,6 +42,7 @@ from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpRespons
 from rest_framework.exceptions import APIException
 
 from agentbus.async_views import authenticate
+from mailbox import idempotency
 from mailbox import services as mailbox
 from mailbox.api import sender_metadata
 from mailbox.models import MailboxItem
@@ -95,26 +96,41 @@ def _authenticate(
     return caller, agent
 
 
-def _enqueue(caller: Caller, agent: Agent, text: str, session_id: str | None) -> tuple[MailboxItem, str]:
-    """The human_chat item, and the session it is said in. A reply to a notification
-    about a task or a requirement carries their ids (``taskId``/``requirementId`` in
-    the payload, ``notifyContext`` in the metadata): the chat runs with them."""
+def _enqueue(
+    caller: Caller,
+    agent: Agent,
+    text: str,
+    session_id: str | None,
+    keyed: idempotency.Keyed | None,
+    earlier: MailboxItem | None,
+) -> tuple[MailboxItem, str, bool]:
+    """The human_chat item, the session it is said in, and whether an earlier send with
+    the request's key stored it (``mailbox.idempotency``; ``earlier``: the item the view
+    found by the key; then nothing is stored). A reply to a notification about a task
+    or a requirement carries their ids (``taskId``/``requirementId`` in the payload,
+    ``notifyContext`` in the metadata): the chat runs with them."""
     target = session_id or main_session(agent.id).id
+    if earlier is not None:
+        return earlier, target, True
     payload: dict[str, Any] = {"summary": text[:120], "content": text}
     extra: dict[str, Any] = {"sessionId": session_id} if session_id else {}
     context = notify_context(target)
     if context is not None:
         extra["notifyContext"] = context
         payload |= {k: v for k, v in (("taskId", context["taskId"]), ("requirementId", context["requirementId"])) if v}
-    session = ChatSession.objects.filter(id=target).first() if session_id else None
-    item = mailbox.mailbox_enqueue(
-        agent_id=agent.id,
-        source_type=MailboxType.HUMAN_CHAT,
-        payload=payload,
-        metadata=sender_metadata(caller, extra),
-        marks=session_marks(session),
-    )
-    return item, target
+
+    def store() -> MailboxItem:
+        session = ChatSession.objects.filter(id=target).first() if session_id else None
+        return mailbox.mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=MailboxType.HUMAN_CHAT,
+            payload=payload,
+            metadata=sender_metadata(caller, extra),
+            marks=session_marks(session),
+        )
+
+    item, replayed = idempotency.store_once(agent.id, keyed, store, looked=True)
+    return item, target, replayed
 
 
 def _parse(request: HttpRequest) -> tuple[str, str | None] | JsonResponse:
@@ -354,9 +370,20 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
     if isinstance(parsed, JsonResponse):
         return parsed
     text, sid = parsed
-    if agent.status != Agent.RunStatus.RUNNING:
+    try:  # sent again with its key: answered as the first send, whatever the agent does now
+        keyed = idempotency.keyed(
+            request.headers, sender_metadata(caller, {}), {"door": "chat", "text": text, "sessionId": sid}
+        )
+        earlier = await sync_to_async(idempotency.stored)(agent.id, keyed) if keyed is not None else None
+    except MarkusError as exc:  # a malformed key (400), the key of another request (422)
+        return error_response(exc)
+    if earlier is None and agent.status != Agent.RunStatus.RUNNING:
         return _error(f"this agent is {agent.status}; resume or start it to chat", 409, "conflict")
-    if sid is not None and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)():
+    if (
+        earlier is None
+        and sid is not None
+        and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)()
+    ):
         return _error(f"sessionId: no chat session {sid[:80]!r} of this agent", 400, "invalid")
     waiter = await sync_to_async(waiter_for)(caller)
     try:  # a person's chat may take the chat reserve; an agent token's chat is one of its bus waits
@@ -366,19 +393,26 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
     channel, leave = await _listen(agent.id, bool(stream))
     timeout = float(settings.MARKUS["CHAT_TIMEOUT_S"])
     try:
-        item, session_id = await sync_to_async(_enqueue)(caller, agent, text, sid)
-    except BaseException:
+        item, session_id, replayed = await sync_to_async(_enqueue)(caller, agent, text, sid, keyed, earlier)
+    except BaseException as exc:
         slot.release()
         await leave()
+        if isinstance(exc, MarkusError):  # a racing send with the key stored another request
+            return error_response(exc)
         raise
 
     async def release() -> None:
         slot.release()
         await leave()
 
+    answer: JsonResponse | StreamingHttpResponse
     if stream:
-        return _streaming(_stream(item.id, session_id, channel, timeout, 0, release))
-    return await _wait(item.id, session_id, channel, timeout, release)
+        answer = _streaming(_stream(item.id, session_id, channel, timeout, 0, release))
+    else:
+        answer = await _wait(item.id, session_id, channel, timeout, release)
+    if replayed:
+        answer[idempotency.REPLAYED] = "true"
+    return answer
 
 
 async def _wait(

@@ -17,9 +17,10 @@ from markus.agents.auth import AnyRequest, actor_for_request
 from markus.agents.chat import session_marks, visible_sessions
 from markus.agents.models import Agent
 from markus.core.api import int_param, list_param, validated_body
-from markus.core.schema import errors
+from markus.core.schema import IDEMPOTENCY_KEY, errors
 
-from . import services
+from . import idempotency, services
+from .models import MailboxItem
 from .registry import MailboxType
 from .selectors import QUEUE_PAGE, QUEUE_PAGE_MAX
 from .serializers import EnqueueInput, ItemOut, TimelineOut
@@ -94,12 +95,14 @@ class MailboxView(APIView):
     @extend_schema(
         operation_id="agents_mailbox_enqueue",
         request=EnqueueInput,
-        responses={201: ItemOut, **errors(400, 401, 403, 404, 413)},
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: ItemOut, 200: ItemOut, **errors(400, 401, 403, 404, 413, 422)},
         description=(
             "Post an item. People who may talk to the agent post human_chat, task_comment, requirement_comment "
             "and mention; those who control it also system_event. The loop's own types (heartbeats, dreams, "
             "reports, reminders, review requests, status updates, session replies, agent messages) only the "
-            "system makes: 403 naming the types the caller may post."
+            "system makes: 403 naming the types the caller may post. Sent again with its Idempotency-Key: "
+            "200 with the item the first send stored, as it stands now (Idempotent-Replayed: true)."
         ),
     )
     def post(self, request: Request, agent_id: str) -> Response:
@@ -107,12 +110,20 @@ class MailboxView(APIView):
         body = validated_body(request, EnqueueInput)
         permissions.check_post(request, agent, body["sourceType"])
         metadata = body.get("metadata") or {}
-        item = services.mailbox_enqueue(
-            agent_id=agent.id,
-            source_type=body["sourceType"],
-            payload=body["payload"],
-            priority=body.get("priority"),
-            metadata=sender_metadata(request, metadata),
-            marks=chat_marks(request, agent, body["sourceType"], metadata),
-        )
+        sender = sender_metadata(request, metadata)
+        keyed = idempotency.keyed(request.headers, sender, {"door": "mailbox", **body})
+
+        def store() -> MailboxItem:
+            return services.mailbox_enqueue(
+                agent_id=agent.id,
+                source_type=body["sourceType"],
+                payload=body["payload"],
+                priority=body.get("priority"),
+                metadata=sender,
+                marks=chat_marks(request, agent, body["sourceType"], metadata),
+            )
+
+        item, replayed = idempotency.store_once(agent.id, keyed, store)
+        if replayed:  # sent again with its key: the first send's item, as it stands now
+            return Response(services.serialize_item(item), headers={idempotency.REPLAYED: "true"})
         return Response(services.serialize_item(item), status=status.HTTP_201_CREATED)

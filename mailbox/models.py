@@ -19,6 +19,7 @@ from django.db import models
 from django.utils import timezone
 
 from markus.core import ids
+from markus.core.limits import IDEMPOTENCY_KEY_MAX_CHARS
 
 from .registry import COMMENT_TYPES, STATUS_CHOICES, MailboxType, Status, category_choices, descriptor, type_choices
 
@@ -132,4 +133,25 @@ class MailboxItem(models.Model):
         return self.source_type in COMMENT_TYPES and (self.metadata or {}).get("senderRole") == "user"
 
 
-__all__ = ["MailboxItem", "category_choices"]
+class RequestKey(models.Model):
+    """An ``Idempotency-Key`` a caller sent with the request that stored ``item``
+    (``mailbox.idempotency``): the caller's own per agent, kept as long as the item."""
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, db_index=False, related_name="+")
+    # Who sent it: "<senderRole>:<senderId>", as the item's metadata names the caller.
+    sender = models.CharField(max_length=100)
+    key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX_CHARS)
+    item = models.ForeignKey(MailboxItem, on_delete=models.CASCADE, related_name="+")
+    # The request's SHA-256: the same key with another request is refused.
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "mailbox_request_keys"
+        constraints = [models.UniqueConstraint(fields=["agent", "sender", "key"], name="uniq_mailbox_request_key")]
+
+    def __str__(self) -> str:
+        return f"{self.sender} {self.key} → {self.item_id}"
+
+
+__all__ = ["MailboxItem", "RequestKey", "category_choices"]

@@ -67,6 +67,8 @@ CHAT_TEXT_MAX_CHARS = 32_000
 # A message on the AgentBus (a chunk's payload, as compact JSON): an internal recipient's
 # model reads all of it, as it reads a chat; the same limit.
 BUS_PAYLOAD_MAX_CHARS = CHAT_TEXT_MAX_CHARS
+# An ``Idempotency-Key`` (a chat, a posted item): visible ASCII, a UUID fits five times.
+IDEMPOTENCY_KEY_MAX_CHARS = 200
 
 
 def body_limit() -> int | None:

@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
+
+from markus.core.limits import IDEMPOTENCY_KEY_MAX_CHARS
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):
@@ -68,7 +71,21 @@ ERRORS: dict[int, type[ErrorSerializer]] = {
     404: ErrorSerializer,
     409: ConflictErrorSerializer,
     413: PayloadTooLargeErrorSerializer,
+    422: ErrorSerializer,
 }
+
+_KEY_HELP = (
+    "Sent again with the same key (its answer was lost), the request stores nothing new and is answered "
+    "as the first send (Idempotent-Replayed: true); the key is the caller's own, per agent, kept as long "
+    "as the item. The same key with another request: 422 (idempotency_key_reused). "
+)
+# The ``Idempotency-Key`` of a request that stores an item (``mailbox.idempotency``).
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description=_KEY_HELP + f"1 to {IDEMPOTENCY_KEY_MAX_CHARS} visible ASCII characters (a UUID will do).",
+)
 
 
 def errors(*codes: int) -> dict[int, type[ErrorSerializer]]:
@@ -111,6 +128,12 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                     "in": "header",
                     "description": "text/event-stream: the reply as server-sent events (queued, delta..., done)",
                     "schema": {"type": "string", "enum": ["application/json", "text/event-stream"]},
+                },
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "description": _KEY_HELP,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX_CHARS},
                 },
             ],
             "requestBody": {
@@ -169,6 +192,7 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                 "413": {"description": "The body is over the limit", **_json(_TOO_LARGE)},
                 "406": {"description": "Accept allows neither JSON nor an event stream", **_json(_ERROR)},
                 "409": {"description": "The agent is paused, stopped or external", **_json(_ERROR)},
+                "422": {"description": "The Idempotency-Key came with another request", **_json(_ERROR)},
             },
             "security": [{"tokenAuth": []}, {"agentBearer": []}],
         },
