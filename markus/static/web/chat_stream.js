@@ -5,7 +5,10 @@
    text/event-stream (session cookie and CSRF, like every form) and call
    onEvent(name, payload) for each server-sent event as it arrives (`delta` {text,
    run}, then `done` {reply, mailboxItemId, sessionId}). A refusal rejects with
-   "<status> <detail>" (the error's `detail`, or its text). A stream that drops before
+   "<status> <detail>" (the error's `detail`, or its text). A send no event answered
+   (the network, a 5xx or a 429) is sent again a few times with the same
+   Idempotency-Key: the server stores the message once and answers the send that
+   gets through as the first would have been. A stream that drops before
    `done` (a flaky network) is resumed: GET the same URL with Last-Event-ID, the id of
    the last event read, a few times with a growing pause; the server sends what was
    missed, each event once, so onEvent sees the reply whole.
@@ -26,6 +29,7 @@ window.MarkusChat = (function () {
   "use strict";
 
   var RESUMES = 5;  // tries to resume a dropped stream (0.5 s, 1 s, 2 s, 4 s, 8 s apart)
+  var SENDS = 4;  // sends of a message no event answered (0.5 s, 1 s, 2 s apart), one key for all
 
   // One event's lines ("id: ...", "event: name", "data: ..."): its id, name and JSON payload.
   function parse(raw) {
@@ -63,18 +67,48 @@ window.MarkusChat = (function () {
     }
   }
 
+  function pause(ms) { return new Promise(function (wake) { setTimeout(wake, ms); }); }
+
+  // A message's Idempotency-Key: 32 hex digits (getRandomValues works on plain http too).
+  function newKey() {
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+  }
+
   async function stream(url, csrf, body, onEvent) {
-    var response = await fetch(url, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": csrf },
-      body: JSON.stringify(body),
-    });
-    if (!response.ok || !response.body) throw await refusal(response);
-    var seen = { last: null, done: false };
-    try { await read(response, onEvent, seen); } catch (err) { if (!seen.last) throw err; }
+    var key = newKey(), seen = { last: null, done: false }, failure = null;
+    // Sent until an event comes back: a message whose answer was lost (the network, a
+    // 5xx, a 429) may be stored already; sent again with its key, it is stored once and
+    // answered as the first send.
+    for (var send = 0; send < SENDS && !seen.last; send++) {
+      if (send) await pause(500 * Math.pow(2, send - 1));
+      var response;
+      try {
+        response = await fetch(url, {
+          method: "POST",
+          credentials: "same-origin",
+          headers: {
+            "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": csrf,
+            "Idempotency-Key": key,
+          },
+          body: JSON.stringify(body),
+        });
+      } catch (err) {
+        if (!(err instanceof TypeError)) throw err;
+        failure = err;  // the network
+        continue;
+      }
+      if (!response.ok || !response.body) {
+        failure = await refusal(response);
+        if (response.status === 429 || response.status >= 500) continue;
+        throw failure;
+      }
+      try { await read(response, onEvent, seen); } catch (err) { failure = err; }
+    }
+    if (!seen.last) throw failure || new Error("no answer came");
     for (var attempt = 0; !seen.done && seen.last && attempt < RESUMES; attempt++) {
-      await new Promise(function (wake) { setTimeout(wake, 500 * Math.pow(2, attempt)); });
+      await pause(500 * Math.pow(2, attempt));
       try {
         var again = await fetch(url, {
           credentials: "same-origin",
