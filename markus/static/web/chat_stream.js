@@ -60,6 +60,7 @@ window.MarkusChat = (function () {
       events.forEach(function (raw) {
         var event = parse(raw);
         if (!event) return;
+        seen.any = true;
         if (event.id) seen.last = event.id;
         if (event.name === "done") seen.done = true;
         onEvent(event.name, event.payload);
@@ -77,11 +78,11 @@ window.MarkusChat = (function () {
   }
 
   async function stream(url, csrf, body, onEvent) {
-    var key = newKey(), seen = { last: null, done: false }, failure = null;
+    var key = newKey(), seen = { any: false, last: null, done: false }, failure = null;
     // Sent until an event comes back: a message whose answer was lost (the network, a
     // 5xx, a 429) may be stored already; sent again with its key, it is stored once and
     // answered as the first send.
-    for (var send = 0; send < SENDS && !seen.last; send++) {
+    for (var send = 0; send < SENDS && !seen.any; send++) {
       if (send) await pause(500 * Math.pow(2, send - 1));
       var response;
       try {
@@ -104,9 +105,12 @@ window.MarkusChat = (function () {
         if (response.status === 429 || response.status >= 500) continue;
         throw failure;
       }
-      try { await read(response, onEvent, seen); } catch (err) { failure = err; }
+      try { await read(response, onEvent, seen); } catch (err) {
+        failure = err;
+        if (seen.any && !seen.last) throw err;  // cut after events it cannot resume from
+      }
     }
-    if (!seen.last) throw failure || new Error("no answer came");
+    if (!seen.any) throw failure || new Error("no answer came");
     for (var attempt = 0; !seen.done && seen.last && attempt < RESUMES; attempt++) {
       await pause(500 * Math.pow(2, attempt));
       try {
