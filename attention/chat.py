@@ -45,6 +45,7 @@ from agentbus.async_views import authenticate
 from mailbox import idempotency
 from mailbox import services as mailbox
 from mailbox.api import sender_metadata
+from mailbox.idempotency import Keyed
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents import permissions
@@ -61,14 +62,14 @@ from markus.core.events import agent_group
 from markus.core.input import json_body
 from markus.core.limits import CHAT_TEXT_MAX_CHARS
 from markus.core.waits import WAITS, TooManyWaits, parks
+from markus.llm.base import word_chunks
 
 from .replies import DELTA_EVENT, chat_group
 from .serializers import ChatIn
 
 SSE = "text/event-stream"
 _JSON_TYPES = frozenset({"application/json", "application/*", "*/*"})
-_WORDS = re.compile(r"\s*\S+\s*")
-WORDS_PER_DELTA = 3
+WORDS_PER_DELTA = 3  # a reply that came whole is streamed in pieces of this many words
 
 
 def _error(detail: str, status: int, code: str) -> JsonResponse:
@@ -101,14 +102,13 @@ def _enqueue(
     agent: Agent,
     text: str,
     session_id: str | None,
-    keyed: idempotency.Keyed | None,
-    earlier: MailboxItem | None,
+    keyed: Keyed | None = None,
+    earlier: MailboxItem | None = None,
 ) -> tuple[MailboxItem, str, bool]:
-    """The human_chat item, the session it is said in, and whether an earlier send with
-    the request's key stored it (``mailbox.idempotency``; ``earlier``: the item the view
-    found by the key; then nothing is stored). A reply to a notification about a task
-    or a requirement carries their ids (``taskId``/``requirementId`` in the payload,
-    ``notifyContext`` in the metadata): the chat runs with them."""
+    """The human_chat item, the session it is said in, and whether a send with the key
+    stored it before (``earlier``: the item the view found by it; nothing is stored). A
+    reply to a notification about a task or a requirement carries their ids (``taskId``/
+    ``requirementId`` in the payload, ``notifyContext`` in the metadata)."""
     target = session_id or main_session(agent.id).id
     if earlier is not None:
         return earlier, target, True
@@ -163,14 +163,6 @@ def wants_stream(accept: str) -> bool | None:
     if SSE in types:
         return True
     return False if types & _JSON_TYPES else None
-
-
-def word_chunks(text: str, words: int = WORDS_PER_DELTA) -> list[str]:
-    """``text`` in pieces of a few words (whitespace kept: they join to ``text``)."""
-    parts = _WORDS.findall(text)  # each word with the whitespace around it: they join to text
-    if not parts:
-        return [text] if text else []
-    return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)]
 
 
 def _is_for(event: dict[str, Any], item_id: str) -> bool:
@@ -321,7 +313,7 @@ async def _stream(
             if answer.get("mergedInto"):  # the reply streamed under the message it joined
                 tail.append(("delta", {"text": MERGED_NOTE}))
             elif not streamed and not n and answer["reply"]:  # a provider that does not stream
-                tail += [("delta", {"text": chunk}) for chunk in word_chunks(answer["reply"])]
+                tail += [("delta", {"text": chunk}) for chunk in word_chunks(answer["reply"], WORDS_PER_DELTA)]
             tail.append(("done", answer))
             for number, (event, data) in enumerate(tail, start=(n or 0) + 1):
                 if number > after:
@@ -372,18 +364,15 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
     text, sid = parsed
     try:  # sent again with its key: answered as the first send, whatever the agent does now
         keyed = idempotency.keyed(
-            request.headers, sender_metadata(caller, {}), {"door": "chat", "text": text, "sessionId": sid}
+            request.headers, sender_metadata(caller, {}), {"door": "chat", "text": text, "sid": sid}
         )
         earlier = await sync_to_async(idempotency.stored)(agent.id, keyed) if keyed is not None else None
     except MarkusError as exc:  # a malformed key (400), the key of another request (422)
         return error_response(exc)
     if earlier is None and agent.status != Agent.RunStatus.RUNNING:
         return _error(f"this agent is {agent.status}; resume or start it to chat", 409, "conflict")
-    if (
-        earlier is None
-        and sid is not None
-        and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)()
-    ):
+    visible = visible_sessions(caller, agent).filter(id=sid).exists
+    if earlier is None and sid is not None and not await sync_to_async(visible)():
         return _error(f"sessionId: no chat session {sid[:80]!r} of this agent", 400, "invalid")
     waiter = await sync_to_async(waiter_for)(caller)
     try:  # a person's chat may take the chat reserve; an agent token's chat is one of its bus waits

@@ -181,10 +181,14 @@ class CallContext:
             self.on_delta(text)
 
 
-def word_chunks(text: str) -> list[str]:
-    """The text in word chunks (each word with the spaces before and after it), for
-    providers that stream a whole answer piecewise; joined they are the text."""
-    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+def word_chunks(text: str, words: int = 1) -> list[str]:
+    """The text in chunks of ``words`` words (each word with the spaces around it), for
+    providers that stream a whole answer piecewise and for a chat's reply that came
+    whole; joined they are the text."""
+    parts = re.findall(r"\s*\S+\s*", text)
+    if not parts:
+        return [text] if text else []
+    return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)]
 
 
 #: How often the watcher thread asks ``CallContext.cancelled`` during a network call.

@@ -87,8 +87,8 @@ def test_a_persons_chat_reaches_the_inbox_and_the_agents_bus_reply_is_the_chats_
 def test_chat_reply_answers_a_session_and_follow_ups_share_its_stream(alice, eve):
     session = ChatSession.objects.create(agent=eve.agent, user=alice, title="Parser")
     caller = Caller(alice, None)
-    first, _ = _enqueue(caller, eve.agent, "one", session.id)
-    second, _ = _enqueue(caller, eve.agent, "two", session.id)
+    first, _, _ = _enqueue(caller, eve.agent, "one", session.id)
+    second, _, _ = _enqueue(caller, eve.agent, "two", session.id)
     stream_id = outside.chat_stream_id(session.id)
     chunk = services.stream_reply(responder=eve.agent, stream_id=stream_id, payload={"text": "both answered"})
     reply = ChatMessage.objects.get(session=session, role="assistant")

@@ -21,11 +21,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
-from attention.chat import DELTA_EVENT, wants_stream, word_chunks
+from attention.chat import DELTA_EVENT, WORDS_PER_DELTA, wants_stream
 from mailbox.models import MailboxItem
 from markus.agents.models import ChatMessage
 from markus.agents.services import user_token_create
 from markus.core.events import agent_group, send_event_on_commit
+from markus.llm.base import word_chunks
 from markus.llm.scripted import ScriptedProvider, Turn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +85,7 @@ def test_accept_picks_the_stream_the_json_or_neither(accept, expected):
 
 @pytest.mark.parametrize("text", ["one", "one two three four five six seven", "  lead and\ttrail  ", "a\n\nb c d"])
 def test_word_chunks_join_back_to_the_text(text):
-    chunks = word_chunks(text)
+    chunks = word_chunks(text, WORDS_PER_DELTA)
     assert "".join(chunks) == text and all(chunks)
     assert len(chunks) == max(1, -(-len(text.split()) // 3))
 
@@ -150,7 +151,7 @@ def test_a_reply_from_a_provider_that_does_not_stream_comes_as_word_deltas_then_
     deltas = [d["text"] for e, d in events if e == "delta"]
     done = events[-1][1]
     assert "".join(deltas) == done["reply"] == "The release is on Friday at noon, after the review."
-    assert deltas == word_chunks(done["reply"]) and len(deltas) > 1  # a few words each
+    assert deltas == word_chunks(done["reply"], WORDS_PER_DELTA) and len(deltas) > 1  # a few words each
     stored = ChatMessage.objects.get(session_id=done["sessionId"], role="assistant")
     assert stored.content == done["reply"] and done["mailboxItemId"] == events[0][1]["mailboxItemId"]
 
