@@ -16,7 +16,8 @@ Two layers enforce it before a body is read:
   that refuses from the headers (or, chunked, from the running count) and drops the rest
   of the body as it arrives; the connection closes when the body ends, or after
   ``LINGER_SECONDS``. A client that sends its whole body before reading still reads the
-  413, and nothing of the body is kept.
+  413, and nothing of the body is kept. It also leaves a form body to Django: Twisted's
+  own parse of it answered one it could not parse with a bare 400, no body.
 
 The request's head is bounded by Twisted (``HEAD_MAX_BYTES``), which drops the
 connection on a line over it without a word and answers a bare 400 past it (a proxy
@@ -240,13 +241,21 @@ def _bounded_web_request(base: type) -> type:
     clock: Any = reactor
 
     class BoundedWebRequest(base):
-        """daphne's request, refusing a body over the limit as it arrives."""
+        """daphne's request, refusing a body over the limit as it arrives, and leaving a
+        form body to the application."""
 
         content: Any  # Twisted's: where the body is written (None once refused)
         markus_bounded = True
         _refused = False
         _received = 0
         _linger: Any = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # Twisted parses a POST's form body into ``args``, which daphne never reads, and
+            # answers one it cannot parse (an empty multipart body) with a bare 400 before
+            # the application sees it: the body is Django's to read, and to refuse.
+            self._parsePOSTFormSubmission = False
 
         def gotLength(self, length: int | None) -> None:  # Twisted spells its hooks in camelCase
             limit = body_limit()
