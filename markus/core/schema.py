@@ -256,3 +256,22 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
         },
     }
     return result
+
+
+def document_bad_input(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """Postprocessing hook, after the others: every operation of the API documents its
+    400. Any request can be refused before its view does its work (a NUL byte or a
+    lone surrogate in a query parameter's name or value, a paging parameter that is not
+    a number), also one whose view takes no input of its own."""
+    error = {"$ref": "#/components/schemas/Error"}
+    for path, operations in result.get("paths", {}).items():
+        if not path.startswith("/api/"):
+            continue
+        for operation in operations.values():
+            responses = operation.get("responses") if isinstance(operation, dict) else None
+            if responses is not None and "400" not in responses:
+                responses["400"] = {
+                    "description": "Bad input: a query parameter refused at the edge",
+                    **_json(error),
+                }
+    return result

@@ -226,6 +226,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "markus.core.schema.document_plain_views",
         "agentbus.schema.document_async_views",
+        "markus.core.schema.document_bad_input",  # last: every operation, the plain views' too
     ],
     "COMPONENT_SPLIT_REQUEST": True,
 }

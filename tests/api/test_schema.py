@@ -40,6 +40,20 @@ def test_every_operation_has_a_typed_success_response(schema):
 
 
 @pytest.mark.django_db
+def test_every_operation_documents_the_400_of_bad_input_at_the_edge(schema, alice_client):
+    missing = [
+        f"{method.upper()} {path}"
+        for path, ops in schema["paths"].items()
+        for method, op in ops.items()
+        if "400" not in op["responses"]
+    ]
+    assert missing == []
+    # A query refused at the edge, on an operation that takes no parameter of its own:
+    r = alice_client.get("/api/teams/?a%00b=1")
+    assert r.status_code == 400 and r.json()["code"] and r.json()["detail"]
+
+
+@pytest.mark.django_db
 def test_swagger_ui_is_served_from_local_static_files(alice_client):
     html = alice_client.get("/api/docs/").content.decode()
     assets = re.findall(r'(?:src|href)="([^"]+)"', html)
