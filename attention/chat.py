@@ -45,7 +45,6 @@ from agentbus.async_views import authenticate
 from mailbox import idempotency
 from mailbox import services as mailbox
 from mailbox.api import sender_metadata
-from mailbox.idempotency import Keyed
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType
 from markus.agents import permissions
@@ -102,7 +101,7 @@ def _enqueue(
     agent: Agent,
     text: str,
     session_id: str | None,
-    keyed: Keyed | None = None,
+    keyed: idempotency.Keyed | None = None,
     earlier: MailboxItem | None = None,
 ) -> tuple[MailboxItem, str, bool]:
     """The human_chat item, the session it is said in, and whether a send with the key
@@ -371,8 +370,11 @@ async def chat_view(request: HttpRequest, agent_id: str) -> JsonResponse | Strea
         return error_response(exc)
     if earlier is None and agent.status != Agent.RunStatus.RUNNING:
         return _error(f"this agent is {agent.status}; resume or start it to chat", 409, "conflict")
-    visible = visible_sessions(caller, agent).filter(id=sid).exists
-    if earlier is None and sid is not None and not await sync_to_async(visible)():
+    if (
+        earlier is None
+        and sid is not None
+        and not await sync_to_async(visible_sessions(caller, agent).filter(id=sid).exists)()
+    ):
         return _error(f"sessionId: no chat session {sid[:80]!r} of this agent", 400, "invalid")
     waiter = await sync_to_async(waiter_for)(caller)
     try:  # a person's chat may take the chat reserve; an agent token's chat is one of its bus waits

@@ -74,18 +74,16 @@ ERRORS: dict[int, type[ErrorSerializer]] = {
     422: ErrorSerializer,
 }
 
+# The ``Idempotency-Key`` of a request that stores an item (``mailbox.idempotency``): as
+# the DRF view's parameter and as the plain chat view's, one text and one schema.
 _KEY_HELP = (
     "Sent again with the same key (its answer was lost), the request stores nothing new and is answered "
     "as the first send (Idempotent-Replayed: true); the key is the caller's own, per agent, kept as long "
     "as the item. The same key with another request: 422 (idempotency_key_reused). "
+    f"1 to {IDEMPOTENCY_KEY_MAX_CHARS} visible ASCII characters (a UUID will do)."
 )
-# The ``Idempotency-Key`` of a request that stores an item (``mailbox.idempotency``).
-IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    description=_KEY_HELP + f"1 to {IDEMPOTENCY_KEY_MAX_CHARS} visible ASCII characters (a UUID will do).",
-)
+_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX_CHARS}
+IDEMPOTENCY_KEY = OpenApiParameter("Idempotency-Key", _KEY_SCHEMA, OpenApiParameter.HEADER, description=_KEY_HELP)
 
 
 def errors(*codes: int) -> dict[int, type[ErrorSerializer]]:
@@ -129,12 +127,7 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                     "description": "text/event-stream: the reply as server-sent events (queued, delta..., done)",
                     "schema": {"type": "string", "enum": ["application/json", "text/event-stream"]},
                 },
-                {
-                    "name": "Idempotency-Key",
-                    "in": "header",
-                    "description": _KEY_HELP,
-                    "schema": {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX_CHARS},
-                },
+                {"name": "Idempotency-Key", "in": "header", "description": _KEY_HELP, "schema": _KEY_SCHEMA},
             ],
             "requestBody": {
                 "required": True,

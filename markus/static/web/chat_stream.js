@@ -77,55 +77,54 @@ window.MarkusChat = (function () {
     return Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
   }
 
+  // One request: its response to read; null when it is worth sending again (the
+  // network, a 5xx, a 429), with why in `seen.failure`; any other refusal is thrown.
+  async function answered(url, init, seen) {
+    var response;
+    try { response = await fetch(url, init); } catch (err) {
+      if (!(err instanceof TypeError)) throw err;
+      seen.failure = err;  // the network
+      return null;
+    }
+    if (response.ok && response.body) return response;
+    var refused = await refusal(response);
+    if (response.status !== 429 && response.status < 500) throw refused;
+    seen.failure = refused;
+    return null;
+  }
+
   async function stream(url, csrf, body, onEvent) {
-    var key = newKey(), seen = { any: false, last: null, done: false }, failure = null;
+    var key = newKey(), seen = { any: false, last: null, done: false, failure: null };
     // Sent until an event comes back: a message whose answer was lost (the network, a
     // 5xx, a 429) may be stored already; sent again with its key, it is stored once and
     // answered as the first send.
     for (var send = 0; send < SENDS && !seen.any; send++) {
       if (send) await pause(500 * Math.pow(2, send - 1));
-      var response;
-      try {
-        response = await fetch(url, {
-          method: "POST",
-          credentials: "same-origin",
-          headers: {
-            "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": csrf,
-            "Idempotency-Key": key,
-          },
-          body: JSON.stringify(body),
-        });
-      } catch (err) {
-        if (!(err instanceof TypeError)) throw err;
-        failure = err;  // the network
-        continue;
-      }
-      if (!response.ok || !response.body) {
-        failure = await refusal(response);
-        if (response.status === 429 || response.status >= 500) continue;
-        throw failure;
-      }
+      var response = await answered(url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {
+          "Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": csrf,
+          "Idempotency-Key": key,
+        },
+        body: JSON.stringify(body),
+      }, seen);
+      if (!response) continue;
       try { await read(response, onEvent, seen); } catch (err) {
-        failure = err;
+        seen.failure = err;
         if (seen.any && !seen.last) throw err;  // cut after events it cannot resume from
       }
     }
-    if (!seen.any) throw failure || new Error("no answer came");
+    if (!seen.any) throw seen.failure || new Error("no answer came");
     for (var attempt = 0; !seen.done && seen.last && attempt < RESUMES; attempt++) {
       await pause(500 * Math.pow(2, attempt));
-      try {
-        var again = await fetch(url, {
-          credentials: "same-origin",
-          headers: { "Accept": "text/event-stream", "Last-Event-ID": seen.last },
-        });
-        if (!again.ok || !again.body) {
-          if (again.status !== 429 && again.status < 500) throw await refusal(again);
-          continue;
-        }
-        await read(again, onEvent, seen);
-      } catch (err) {
-        if (err instanceof TypeError) continue;  // the network again
-        throw err;
+      var again = await answered(url, {
+        credentials: "same-origin",
+        headers: { "Accept": "text/event-stream", "Last-Event-ID": seen.last },
+      }, seen);
+      if (!again) continue;
+      try { await read(again, onEvent, seen); } catch (err) {
+        if (!(err instanceof TypeError)) throw err;  // (the network again: resumed once more)
       }
     }
     if (!seen.done && seen.last) throw new Error("the connection dropped before the reply was done; it will appear in the session");
