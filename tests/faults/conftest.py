@@ -25,6 +25,7 @@ from .harness import (
     django_on,
     pg_base_url,
     process_env,
+    start_beat_clocks,
     use_in_memory_layer,
     with_database,
 )
@@ -90,6 +91,7 @@ def _running(
     try:
         c.start_redis()
         with django_db_blocker.unblock(), django_on(db_url):
+            start_beat_clocks()
             yield c
     finally:
         failed = getattr(request.node, "faults_call", None)

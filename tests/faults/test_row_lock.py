@@ -38,8 +38,8 @@ def run(api: Api, agents: list[str], others: list[str], tag: str) -> tuple[int, 
     time.sleep(SPREAD + TAIL)
     load.join()
     assert not load.errors, load.errors[:5]
-    # Only the run's own events: an agent's first heartbeat (due at the first beat tick)
-    # lands in the control run alone and would count as progress the locked run lacks.
+    # Only the run's own events: anything else an agent completes (a heartbeat, should
+    # its tick come) would count as progress the locked run lacks.
     prefix = f"{tag} event "
     return completions(others, start, summary_prefix=prefix), completions(agents[:1], start, summary_prefix=prefix)
 
