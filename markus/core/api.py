@@ -130,10 +130,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return Response(body, status=status_code, headers=headers)
 
 
+# The doors whose clients are programs: the API, and the A2A door (its JSON-RPC endpoints
+# and cards, ``markus.a2a.urls``), which answers its other refusals (401, 404, 413, 429)
+# in the API's shape too.
+PROGRAM_DOORS = ("/api/", "/a2a/", "/.well-known/agent-card.json")
+
+
 def is_api_request(request: HttpRequest) -> bool:
-    """Is this a request to the API (under ``/api/``), whose client reads every error in
-    the API's shape, even one no view answered (a 404, a 500, a 503)?"""
-    return request.path.startswith("/api/")
+    """Is this a request to a door whose client is a program (``PROGRAM_DOORS``) and reads
+    every error in the API's shape, even one no view answered (a 404, a 500, a 503)?"""
+    return request.path.startswith(PROGRAM_DOORS)
 
 
 def error_response(exc: Exception) -> JsonResponse:

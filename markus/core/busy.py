@@ -4,8 +4,9 @@ A statement of a page's request (an admin change, a settings form) that waited f
 row held by another session past the session's lock timeout, or that could not reach
 the database at all (the server down or restarting), raises a database error
 (``markus.core.db.retry_later`` says which); this middleware answers it with a plain 503
-and Retry-After; under ``/api/`` (a view outside DRF, e.g. an async one) in the API's JSON
-shape, as the API's exception handler answers it (``markus.core.api``).
+and Retry-After; at a door whose client is a program (``/api/``, a view outside DRF such as
+an async one; the A2A door) in the API's JSON shape, as the API's exception handler
+answers it (``markus.core.api``).
 The view's transaction has rolled back: nothing was half done, and the same request
 can be sent again."""
 
@@ -26,7 +27,7 @@ class RetryLaterMiddleware(MiddlewareMixin):
         later = retry_later(exception)
         if later is None:
             return None
-        if is_api_request(request):  # a view outside DRF (an async one): the API's shape
+        if is_api_request(request):  # a view outside DRF (an async one, A2A's): the API's shape
             return error_response(exception)
         message = later.message
         response = HttpResponse(

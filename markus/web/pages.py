@@ -233,7 +233,7 @@ def agents_page(request: HttpRequest) -> HttpResponse:
 
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """The styled page; under /api/ the API's error shape (a client there reads JSON)."""
+    """The styled page; at a program's door (the API, A2A) the API's error shape."""
     if is_api_request(request):
         return JsonResponse({"detail": f"No API endpoint at {request.path}.", "code": "not_found"}, status=404)
     return render(request, "404.html", {"path": request.path}, status=404)

@@ -42,13 +42,16 @@ def test_while_the_database_is_down_requests_are_answered_503_with_retry_after_t
     api = Client(HTTP_AUTHORIZATION=f"Token {token}")
     page = Client()
     page.force_login(alice)
-    # A DRF view, and two async views outside DRF: a chat and an AgentBus inbox read.
+    # A DRF view, and three async views outside DRF: a chat, an AgentBus inbox read and
+    # the A2A door (a JSON-RPC client reads its refusals as JSON too, not a page's text).
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-such-task"}}
     asked = [
         lambda: api.get("/api/agents/"),
         lambda: api.post(f"/api/agents/{agent.id}/chat", {"text": "hi"}, content_type="application/json"),
         lambda: api.get(f"/api/agents/{agent.id}/agentbus/inbox?timeout_seconds=0"),
+        lambda: api.post(f"/a2a/{agent.id}/", rpc, content_type="application/json", HTTP_A2A_VERSION="1.0"),
     ]
-    assert [ask().status_code for ask in asked] == [200, 202, 200]
+    assert [ask().status_code for ask in asked] == [200, 202, 200, 200]
     assert page.get("/admin/").status_code == 200
 
     server.crash()
@@ -67,7 +70,7 @@ def test_while_the_database_is_down_requests_are_answered_503_with_retry_after_t
     # What a request's start does in the server (Django's test client leaves it out): a
     # connection that failed is closed, the next statement opens a new one.
     close_old_connections()
-    assert [ask().status_code for ask in asked] == [200, 202, 200]
+    assert [ask().status_code for ask in asked] == [200, 202, 200, 200]
     assert page.get("/admin/").status_code == 200
 
 
