@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from celery import Celery, signals
@@ -64,16 +65,28 @@ def _keep_connections(**kwargs: Any) -> None:
     (WAL set on open) took 3.7 ms of the embedded runtime's 10 ms budget. Celery's Django
     fixup closes every connection before and after each task whatever CONN_MAX_AGE says;
     with ``CELERY_DB_REUSE_MAX`` set it leaves that to ``_close_old_connections`` below,
-    which is Django's own rule (a request's). The embedded worker shares its process's
-    settings: there the server's request threads keep theirs too."""
+    which is Django's own rule (a request's).
+
+    Only the connections tasks open (``_kept_by_its_task``), not the process's setting:
+    the embedded worker shares its process with the server, whose requests run each on a
+    thread of its own that ends with the request (Django's ASGI handler). A connection
+    such a thread kept was never used again and stayed open until the garbage collector
+    freed it: one client's requests ran PostgreSQL out of connections."""
+    from django.db.backends.signals import connection_created
+
+    connection_created.connect(_kept_by_its_task, dispatch_uid="markus.celery.kept_by_its_task")
+
+
+def _kept_by_its_task(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created``: a connection a task opened closes ``WORKER_CONN_MAX_AGE``
+    seconds from now rather than at the task's end (Django's ``close_at``, which
+    ``close_old_connections`` reads), unless the database sets its own age."""
+    from celery import current_task
     from django.conf import settings
 
     age = settings.WORKER_CONN_MAX_AGE
-    if not age:
-        return
-    for database in settings.DATABASES.values():
-        if not database.get("CONN_MAX_AGE"):
-            database["CONN_MAX_AGE"] = age
+    if age and current_task and not connection.settings_dict.get("CONN_MAX_AGE"):
+        connection.close_at = time.monotonic() + age
 
 
 @signals.task_prerun.connect

@@ -275,7 +275,8 @@ CELERY_DB_REUSE_MAX = 1_000_000
 # Seconds a worker keeps its database connection between tasks (a new PostgreSQL one
 # forks a server backend, a new SQLite one sets WAL: the largest part of a wake-up); 0
 # closes it after every task. A CONN_MAX_AGE in DATABASE_URL (?conn_max_age=) takes
-# precedence. The embedded worker shares the server's process, and so this setting.
+# precedence. Only the connections tasks open (markus.celery): beside the embedded worker
+# the server's requests close theirs at their end.
 WORKER_CONN_MAX_AGE = env.int("MARKUS_WORKER_CONN_MAX_AGE", default=60)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

@@ -7,6 +7,8 @@ so the wake-up is not lost."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.db import connection, connections
 
@@ -15,6 +17,7 @@ from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
+from markus.celery import app
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -57,13 +60,25 @@ def test_a_wake_up_on_a_connection_the_database_cut_runs_its_item(agent, kept_co
     assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
 
 
-def test_a_worker_keeps_its_connection_without_a_health_check(settings, monkeypatch):
+@app.task(name="tests.attention.connection_kept_for")
+def connection_kept_for() -> float:
+    """In a task: this thread's connection opened, how long it is kept."""
+    connection.ensure_connection()
+    assert connection.close_at is not None
+    return connection.close_at - time.monotonic()
+
+
+def test_a_worker_keeps_the_connections_its_tasks_open_without_a_health_check(settings):
     from markus.celery import _keep_connections
 
-    database = settings.DATABASES["default"]
     settings.WORKER_CONN_MAX_AGE = 60  # (pytest-django's settings: restored after)
-    monkeypatch.setitem(database, "CONN_MAX_AGE", 0)
-    monkeypatch.setitem(database, "CONN_HEALTH_CHECKS", False)
     _keep_connections()
-    assert database["CONN_MAX_AGE"] == 60
-    assert not database["CONN_HEALTH_CHECKS"]
+    connection.close()
+    assert 50 < connection_kept_for.apply().get() <= 60
+    assert not connection.health_check_enabled
+    # Outside a task (a request's thread beside the embedded worker): the database's own
+    # age, 0, closes it at the request's end.
+    connection.close()
+    connection.ensure_connection()
+    assert connection.close_at is not None and connection.close_at <= time.monotonic()
+    assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 0

@@ -5,19 +5,31 @@ fork, or on SQLite an open that sets WAL (3.7 ms measured, of a 10 ms budget).
 Celery's Django fixup closed every connection before and after each task whatever
 CONN_MAX_AGE said; ``markus.celery`` now closes them by Django's rule instead. Held by
 the driver's connection object each task ran on (kept alive here, so two tasks on
-the same object were on one connection), on both databases."""
+the same object were on one connection), on both databases.
+
+Only the worker's: beside the embedded worker (``manage.py up`` without REDIS_URL) the
+server's requests run each on a thread of its own that ends with it (Django's ASGI
+handler), so a connection a request kept was never used again and stayed open until the
+garbage collector found it. On PostgreSQL one fuzzing client ran the server out of
+connections ("too many clients": 503s on every door)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import queue
 from typing import Any
 
 import pytest
+from asgiref.testing import ApplicationCommunicator
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.db import connection
+from django.db.backends.signals import connection_created
 
+from markus.agents.services import user_token_create
 from markus.celery import app
+from markus.core.waits import ParkingASGIHandler
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -39,30 +51,67 @@ def _connections(n: int) -> list[Any]:
     return [USED.get(timeout=30) for _ in range(n)]
 
 
-@pytest.fixture
-def databases_restored():
-    """The worker changes the process's DATABASES (CONN_MAX_AGE): restored after."""
-    kept = {alias: dict(database) for alias, database in settings.DATABASES.items()}
-    yield
-    for alias, database in settings.DATABASES.items():
-        database.clear()
-        database.update(kept[alias])
-
-
 def _worker():
     app.conf.task_always_eager = False
     return start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING")
 
 
-def test_a_worker_keeps_its_connection_between_tasks(databases_restored, monkeypatch):
+def test_a_worker_keeps_its_connection_between_tasks(monkeypatch):
     monkeypatch.setattr(settings, "WORKER_CONN_MAX_AGE", 60)
     with _worker():
         used = _connections(4)
     assert all(c is used[0] for c in used), used
 
 
-def test_with_no_age_each_task_gets_a_new_connection(databases_restored, monkeypatch):
+def test_with_no_age_each_task_gets_a_new_connection(monkeypatch):
     monkeypatch.setattr(settings, "WORKER_CONN_MAX_AGE", 0)
     with _worker():
         used = _connections(3)
     assert len({id(c) for c in used}) == 3, used
+
+
+def _get(path: str, token: str) -> int:
+    """One request through the server's ASGI handler, to its end."""
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "GET",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "headers": [(b"authorization", f"Token {token}".encode()), (b"host", b"testserver")],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+    }
+
+    async def scenario() -> int:
+        request = ApplicationCommunicator(ParkingASGIHandler(), scope)
+        await request.send_input({"type": "http.request", "body": b""})
+        start = await request.receive_output(10)
+        await request.receive_output(10)
+        await request.wait(10)
+        return start["status"]
+
+    return asyncio.run(scenario())
+
+
+def test_beside_a_worker_a_request_does_not_keep_its_connection(alice, monkeypatch):
+    monkeypatch.setattr(settings, "WORKER_CONN_MAX_AGE", 60)
+    _, token = user_token_create(alice)
+    opened: list[Any] = []
+
+    def note(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened.append(connection)
+
+    gc.disable()  # an unclosed connection would otherwise close when the collector frees it
+    connection_created.connect(note)
+    try:
+        with _worker():  # its worker_init has run in this process, as with `manage.py up`
+            assert [_get("/api/agents/", token) for _ in range(3)] == [200, 200, 200]
+    finally:
+        connection_created.disconnect(note)
+        gc.enable()
+    assert len(opened) >= 3  # a request's thread is new each time: a connection each
+    assert [c for c in opened if c.connection is not None] == []
