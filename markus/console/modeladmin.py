@@ -4,7 +4,8 @@ the change page is titled by the object's title or name, editable JSON fields ar
 indented, read-only ones are shown indented in a ``<pre>``, and date-times (list
 columns and read-only fields) are shown to the second. A bad URL is never a 500:
 regex lookups in a change list's query string are refused (every registered admin,
-``refuse_regex_lookups``), an id not of the key's type is a missing object."""
+``refuse_regex_lookups``), so is a date hierarchy's number too large for a date, and an
+id no row can have is a missing object, or an action that changes nothing and says so."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
+from django.db.models import QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
@@ -84,14 +87,35 @@ class NoRegexLookups(admin.ModelAdmin):
     """Refuses ``?<field>__regex=`` and ``__iregex`` from a change list's query string
     the way Django refuses any bad lookup (``IncorrectLookupParameters``: the list
     answers ``?e=1``). A bad pattern fails only in the database, as a 500, and SQLite
-    and PostgreSQL do not agree on which patterns are bad, so none is let through."""
+    and PostgreSQL do not agree on which patterns are bad, so none is let through. So is a
+    date hierarchy's number too large for a date (Django catches only a ValueError there).
+    An id no row can have is a missing object, or an action that changes nothing."""
+
+    def _may_be_key(self, value: str) -> bool:
+        """Could a row have this id? Not one of another type than the key's (``abc`` for an
+        integer key), nor one with a NUL (no text column of PostgreSQL holds one)."""
+        try:
+            self.model._meta.pk.to_python(value)
+        except (ValidationError, ValueError, TypeError):
+            return False
+        return "\x00" not in value
 
     def _known_key(self, object_id: str) -> None:
-        """An id not of the key's type (``abc`` for an integer key) names nothing: 404."""
-        try:
-            self.model._meta.pk.to_python(unquote(object_id))
-        except (ValidationError, ValueError, TypeError) as exc:
-            raise Http404(f"no {self.model._meta.verbose_name} with id {object_id[:80]!r}") from exc
+        """An id no row can have names nothing: 404."""
+        if not self._may_be_key(unquote(object_id)):
+            raise Http404(f"no {self.model._meta.verbose_name} with id {object_id[:80]!r}")
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+        """An action on the rows a change list's form names (``_selected_action``): an id no
+        row can have changes nothing and is said (the filter raised it, a 500)."""
+        for selected in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            if not self._may_be_key(selected):
+                name = self.model._meta.verbose_name
+                self.message_user(
+                    request, f"{selected[:80]!r} is not the id of any {name}: nothing was changed.", messages.WARNING
+                )
+                return None  # the change list answers it as any failed action: back to the list
+        return super().response_action(request, queryset)
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
@@ -115,7 +139,10 @@ class NoRegexLookups(admin.ModelAdmin):
         for key in request.GET:
             if key.rpartition(LOOKUP_SEP)[2] in REGEX_LOOKUPS:
                 raise IncorrectLookupParameters(f"{key}: regex lookups are not allowed in the console")
-        return super().get_changelist_instance(request)
+        try:
+            return super().get_changelist_instance(request)
+        except OverflowError as exc:  # the date hierarchy's year, month or day past a C long
+            raise IncorrectLookupParameters(str(exc)) from exc
 
 
 def refuse_regex_lookups(site: admin.AdminSite) -> None:

@@ -87,3 +87,6 @@ class MemoryStateAdmin(ConsoleModelAdmin):
     list_display = ("agent", "consolidated_through", "consolidated_at", "dreams")
     list_select_related = ("agent",)
     readonly_fields = ("agent", "consolidated_through", "consolidated_at", "dreams")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # every field is the dream cycle's to write: a row added by hand has no agent

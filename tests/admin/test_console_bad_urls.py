@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib import admin
+from django.test import RequestFactory
 from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
@@ -37,6 +38,19 @@ def test_a_change_list_with_other_lookups_still_answers(operator, console, model
     assert response.status_code == 200
 
 
+DATED = [model for model in MODELS if admin.site._registry[model].date_hierarchy]
+
+
+@pytest.mark.parametrize("part", ["year", "month", "day"])
+@pytest.mark.parametrize("model", DATED, ids=lambda model: model._meta.label)
+def test_a_date_too_large_for_the_date_hierarchy_is_refused_as_a_bad_lookup(operator, console, model, part):
+    # Django's date hierarchy catches a ValueError from the date, not an OverflowError.
+    field = admin.site._registry[model].date_hierarchy
+    query = {f"{field}__year": "2026", f"{field}__{part}": "9" * 20}
+    response = operator.get(reverse(url_name(model, "changelist")), query)
+    assert response.status_code == 302 and response["Location"].endswith("?e=1")
+
+
 @pytest.mark.parametrize("object_id", ["abc", "1.5"])
 @pytest.mark.parametrize("model", MODELS, ids=lambda model: model._meta.label)
 def test_an_id_of_the_wrong_type_is_a_404_not_a_500(operator, console, model, object_id):
@@ -54,3 +68,45 @@ def test_an_id_of_the_wrong_type_is_a_404_not_a_500(operator, console, model, ob
 @pytest.mark.parametrize("model", MODELS, ids=lambda model: model._meta.label)
 def test_a_nul_in_an_id_is_a_bad_request_not_a_500(operator, console, model):
     assert operator.get(change_url(model, "%00")).status_code == 400
+
+
+@pytest.mark.parametrize("selected", ["abc", "1.5", "a\x00b"], ids=["word", "fraction", "nul"])
+@pytest.mark.parametrize("model", MODELS, ids=lambda model: model._meta.label)
+def test_an_action_on_an_id_no_row_can_have_changes_nothing_and_says_so(
+    operator, operator_user, console, model, selected
+):
+    """A change list's action names its rows by id (``_selected_action``); an id no row
+    can have (``abc`` for an integer key, a NUL in any) was a 500 from the filter."""
+    from django.core.exceptions import ValidationError
+
+    try:
+        model._meta.pk.to_python(selected)
+        possible = "\x00" not in selected
+    except ValidationError:
+        possible = False
+    url = reverse(url_name(model, "changelist"))
+    request = RequestFactory().post(url)
+    request.user = operator_user
+    actions = list(admin.site._registry[model].get_actions(request))
+    before = model._default_manager.count()
+    response = operator.post(
+        url,
+        {"action": actions[0] if actions else "delete_selected", "_selected_action": [selected], "index": "0"},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert model._default_manager.count() == before  # (a possible id: the action's confirmation page)
+    if actions and not possible:
+        shown = [str(m) for m in response.context["messages"]]
+        assert shown == [f"{selected!r} is not the id of any {model._meta.verbose_name}: nothing was changed."]
+
+
+def test_a_periodic_task_whose_task_name_is_too_long_is_a_form_error_not_a_500(operator, console):
+    # django-celery-beat's form reads the task's cleaned value even when the field failed.
+    response = operator.post(
+        reverse("admin:django_celery_beat_periodictask_add"), {"name": "nightly", "task": "x" * 201}
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["task"] == [
+        "Ensure this value has at most 200 characters (it has 201)."
+    ]

@@ -54,3 +54,11 @@ def test_the_memory_changelists_open(agent, operator):
         "/admin/memory/memorystate/",
     ):
         assert operator.get(url).status_code == 200, url
+
+
+def test_a_dreams_memory_state_is_not_added_by_hand(agent, operator):
+    # Every field is the dream cycle's to write (read-only here): an empty "add" was a 500
+    # (no agent), so the console offers no "add" for it.
+    assert operator.get("/admin/memory/memorystate/add/").status_code == 403
+    assert operator.post("/admin/memory/memorystate/add/", {}).status_code == 403
+    assert b"/admin/memory/memorystate/add/" not in operator.get("/admin/memory/memorystate/").content
