@@ -5,7 +5,8 @@ indented, read-only ones are shown indented in a ``<pre>``, and date-times (list
 columns and read-only fields) are shown to the second. A bad URL is never a 500:
 regex lookups in a change list's query string are refused (every registered admin,
 ``refuse_regex_lookups``), so is a date hierarchy's number too large for a date, and an
-id no row can have is a missing object, or an action that changes nothing and says so."""
+id no row can have is a missing object, or an action that changes nothing and says so;
+a many-to-many id the key's column cannot hold is the field's error."""
 
 from __future__ import annotations
 
@@ -83,6 +84,24 @@ class PrettyJSONFormField(forms.JSONField):
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, cls=self.encoder)
 
 
+class KeyCheckedChoices(forms.ModelMultipleChoiceField):
+    """Django's many-to-many choice, each id also checked against what the key's column
+    holds: Django checks an id's type, then asks for all of them with one ``IN``, where
+    SQLite raised OverflowError for an integer past 64 bits (a 500)."""
+
+    def _check_values(self, value: Any) -> Any:
+        opts = self.queryset.model._meta
+        key = opts.get_field(self.to_field_name) if self.to_field_name else opts.pk
+        for pk in value if isinstance(value, list | tuple) else ():
+            try:
+                key.run_validators(key.to_python(pk))
+            except (ValidationError, ValueError, TypeError):
+                raise ValidationError(
+                    self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": pk}
+                ) from None
+        return super()._check_values(value)
+
+
 class NoRegexLookups(admin.ModelAdmin):
     """Refuses ``?<field>__regex=`` and ``__iregex`` from a change list's query string
     the way Django refuses any bad lookup (``IncorrectLookupParameters``: the list
@@ -90,6 +109,10 @@ class NoRegexLookups(admin.ModelAdmin):
     and PostgreSQL do not agree on which patterns are bad, so none is let through. So is a
     date hierarchy's number too large for a date (Django catches only a ValueError there).
     An id no row can have is a missing object, or an action that changes nothing."""
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        kwargs.setdefault("form_class", KeyCheckedChoices)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def _may_be_key(self, value: str) -> bool:
         """Could a row have this id? Not one of another type than the key's (``abc`` for an
