@@ -89,17 +89,18 @@ class KeyCheckedChoices(forms.ModelMultipleChoiceField):
     holds: Django checks an id's type, then asks for all of them with one ``IN``, where
     SQLite raised OverflowError for an integer past 64 bits (a 500)."""
 
-    def _check_values(self, value: Any) -> Any:
-        opts = self.queryset.model._meta
-        key = opts.get_field(self.to_field_name) if self.to_field_name else opts.pk
-        for pk in value if isinstance(value, list | tuple) else ():
-            try:
-                key.run_validators(key.to_python(pk))
-            except (ValidationError, ValueError, TypeError):
-                raise ValidationError(
-                    self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": pk}
-                ) from None
-        return super()._check_values(value)
+    def clean(self, value: Any) -> Any:
+        if self.queryset is not None and isinstance(value, list | tuple):
+            opts = self.queryset.model._meta
+            key = opts.get_field(self.to_field_name) if self.to_field_name else opts.pk
+            for pk in value:
+                try:
+                    key.run_validators(key.to_python(pk))
+                except (ValidationError, ValueError, TypeError):
+                    raise ValidationError(
+                        self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": pk}
+                    ) from None
+        return super().clean(value)
 
 
 class NoRegexLookups(admin.ModelAdmin):
