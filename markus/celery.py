@@ -6,7 +6,8 @@ import os
 import time
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, current_task, signals
+from django.conf import settings
 from kombu.transport import redis as kombu_redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "markus.settings")
@@ -80,10 +81,8 @@ def _keep_connections(**kwargs: Any) -> None:
 def _kept_by_its_task(sender: Any, connection: Any, **kwargs: Any) -> None:
     """``connection_created``: a connection a task opened closes ``WORKER_CONN_MAX_AGE``
     seconds from now rather than at the task's end (Django's ``close_at``, which
-    ``close_old_connections`` reads), unless the database sets its own age."""
-    from celery import current_task
-    from django.conf import settings
-
+    ``close_old_connections`` reads), unless the database sets its own age. Runs for every
+    connection of the process (the server's requests too): nothing to import, one proxy read."""
     age = settings.WORKER_CONN_MAX_AGE
     if age and current_task and not connection.settings_dict.get("CONN_MAX_AGE"):
         connection.close_at = time.monotonic() + age

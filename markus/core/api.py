@@ -136,7 +136,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 PROGRAM_DOORS = ("/api/", "/a2a/", "/.well-known/agent-card.json")
 
 
-def is_api_request(request: HttpRequest) -> bool:
+def is_program_request(request: HttpRequest) -> bool:
     """Is this a request to a door whose client is a program (``PROGRAM_DOORS``) and reads
     every error in the API's shape, even one no view answered (a 404, a 500, a 503)?"""
     return request.path.startswith(PROGRAM_DOORS)

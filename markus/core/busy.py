@@ -15,7 +15,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 
-from markus.core.api import error_response, is_api_request
+from markus.core.api import error_response, is_program_request
 from markus.core.db import retry_later
 
 
@@ -27,7 +27,7 @@ class RetryLaterMiddleware(MiddlewareMixin):
         later = retry_later(exception)
         if later is None:
             return None
-        if is_api_request(request):  # a view outside DRF (an async one, A2A's): the API's shape
+        if is_program_request(request):  # a view outside DRF (an async one, A2A's): the API's shape
             return error_response(exception)
         message = later.message
         response = HttpResponse(

@@ -26,7 +26,7 @@ from mailbox.selectors import depth_label, queue_depth_subquery
 from markus.agents.auth import visible_agents
 from markus.agents.models import Agent
 from markus.core.actors import Actor
-from markus.core.api import is_api_request
+from markus.core.api import is_program_request
 from markus.work.models import TaskState
 from markus.work.selectors import (
     tasks_visible_to,
@@ -234,13 +234,13 @@ def agents_page(request: HttpRequest) -> HttpResponse:
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """The styled page; at a program's door (the API, A2A) the API's error shape."""
-    if is_api_request(request):
+    if is_program_request(request):
         return JsonResponse({"detail": f"No API endpoint at {request.path}.", "code": "not_found"}, status=404)
     return render(request, "404.html", {"path": request.path}, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """No request context: the database (sessions, the user) may be what failed."""
-    if is_api_request(request):
+    if is_program_request(request):
         return JsonResponse({"detail": "Server error.", "code": "server_error"}, status=500)
     return HttpResponseServerError(loader.get_template("500.html").render())

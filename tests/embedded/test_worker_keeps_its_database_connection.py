@@ -21,7 +21,6 @@ import queue
 from typing import Any
 
 import pytest
-from asgiref.testing import ApplicationCommunicator
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.db import connection
@@ -30,6 +29,7 @@ from django.db.backends.signals import connection_created
 from markus.agents.services import user_token_create
 from markus.celery import app
 from markus.core.waits import ParkingASGIHandler
+from tests.agentbus.test_door_hops import asgi_get
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -70,36 +70,10 @@ def test_with_no_age_each_task_gets_a_new_connection(monkeypatch):
     assert len({id(c) for c in used}) == 3, used
 
 
-def _get(path: str, token: str) -> int:
-    """One request through the server's ASGI handler, to its end."""
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "GET",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "scheme": "http",
-        "headers": [(b"authorization", f"Token {token}".encode()), (b"host", b"testserver")],
-        "client": ("127.0.0.1", 1),
-        "server": ("testserver", 80),
-    }
-
-    async def scenario() -> int:
-        request = ApplicationCommunicator(ParkingASGIHandler(), scope)
-        await request.send_input({"type": "http.request", "body": b""})
-        start = await request.receive_output(10)
-        await request.receive_output(10)
-        await request.wait(10)
-        return start["status"]
-
-    return asyncio.run(scenario())
-
-
 def test_beside_a_worker_a_request_does_not_keep_its_connection(alice, monkeypatch):
     monkeypatch.setattr(settings, "WORKER_CONN_MAX_AGE", 60)
     _, token = user_token_create(alice)
+    auth = {"Authorization": f"Token {token}"}
     opened: list[Any] = []
 
     def note(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -109,7 +83,8 @@ def test_beside_a_worker_a_request_does_not_keep_its_connection(alice, monkeypat
     connection_created.connect(note)
     try:
         with _worker():  # its worker_init has run in this process, as with `manage.py up`
-            assert [_get("/api/agents/", token) for _ in range(3)] == [200, 200, 200]
+            answers = [asyncio.run(asgi_get(ParkingASGIHandler(), "/api/agents/", "", auth, [])) for _ in range(3)]
+            assert [status for status, _, _ in answers] == [200, 200, 200]
     finally:
         connection_created.disconnect(note)
         gc.enable()
