@@ -67,15 +67,18 @@ def _take_sql(vendor: str, budgeted: str = "TRUE") -> str:
         if vendor == "postgresql"
         else "%s"
     )
+    # Its fixed values are written in, not sent: PostgreSQL plans the prepared take once
+    # only when it knows them (``markus.core.db.fixed_values_written_in``).
     return (
         f"UPDATE {att} SET lease_owner = %s, lease_expires_at = %s, lease_epoch = lease_epoch + 1,"
-        f" cancel_requested = %s, updated_at = %s"
+        f" cancel_requested = FALSE, updated_at = %s"
         f" WHERE agent_id = {target} AND {free}"
-        f" AND EXISTS (SELECT 1 FROM {agents} WHERE id = %s AND kind = %s AND status = %s)"
+        f" AND EXISTS (SELECT 1 FROM {agents} WHERE id = %s"
+        f" AND kind = '{Agent.RUNS['kind']}' AND status = '{Agent.RUNS['status']}')"
         f" RETURNING lease_epoch,"
-        f" EXISTS (SELECT 1 FROM {items} WHERE agent_id = %s AND status = %s),"
+        f" EXISTS (SELECT 1 FROM {items} WHERE agent_id = %s AND status = '{Status.PROCESSING.value}'),"
         f" (SELECT name FROM {agents} WHERE id = %s), (SELECT role FROM {agents} WHERE id = %s),"
-        f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = %s),"
+        f" (SELECT id FROM {sessions} WHERE agent_id = %s AND is_main = TRUE),"
         f" state,"  # not written by the take: the state the previous holder left
         f" {budgeted}"  # whether a budget holds the agent (``budgets.held_sql``)
         # PostgreSQL: the take's commit is not waited for on disk (see the caller), set for
@@ -104,24 +107,7 @@ def lease_take_for_run(agent_id: str, *, with_read: tuple[str, list[Any]] | None
     expires = ops.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds()))
     target = [agent_id, when] if connection.vendor == "postgresql" else [agent_id]
     held, held_params = budgets.held_sql(agent_id)
-    params = [
-        owner,
-        expires,
-        False,
-        when,
-        *target,
-        when,
-        agent_id,
-        Agent.RUNS["kind"],
-        Agent.RUNS["status"],
-        agent_id,
-        Status.PROCESSING.value,
-        agent_id,
-        agent_id,
-        agent_id,
-        True,
-        *held_params,
-    ]
+    params = [owner, expires, when, *target, when, agent_id, agent_id, agent_id, agent_id, agent_id, *held_params]
     # On PostgreSQL its commit is not waited for on disk (``synchronous_commit`` off for
     # this statement's own transaction): the run's next durable commit (the claim) flushes
     # it with its own, and a crash before that loses the take with the run's writes, nothing

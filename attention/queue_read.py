@@ -10,6 +10,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from mailbox.registry import COMMENT_TYPES, Status, descriptor
 from mailbox.selectors import queue_depth_subquery
 from mailbox.statements import ATTNAMES as ITEM_COLUMNS
 from mailbox.statements import statements
+from markus.core.db import fixed_values_written_in
 
 from . import records
 from .lease import Fence, Lease, fenced
@@ -97,11 +99,16 @@ def _compiled_queue_query() -> tuple[str, list[Any], list[int], list[int]]:
     columns = [alias or getattr(getattr(expr, "target", None), "attname", None) for expr, _, alias in compiler.select]
     if columns != [*ITEM_COLUMNS, *_ANNOTATED]:  # what ``_items`` reads
         raise RuntimeError(f"the queue read's columns are not the item's and {_ANNOTATED}: {columns}")
-    params = list(params)
     now_stored = conn.ops.adapt_datetimefield_value(_NOW_STANDIN)
-    agents = [i for i, p in enumerate(params) if p == _AGENT_STANDIN]
-    nows = [i for i, p in enumerate(params) if p in (_NOW_STANDIN, now_stored)]
-    made = (sql, params, agents, nows)
+
+    def places(params: list[Any]) -> tuple[list[int], list[int]]:
+        agents = [i for i, p in enumerate(params) if p == _AGENT_STANDIN]
+        return agents, [i for i, p in enumerate(params) if p in (_NOW_STANDIN, now_stored)]
+
+    # Only the agent and the time vary: the rest is written into the SQL (the run's take
+    # sends it prepared, and its plan is made once only when it knows them).
+    sql, params = fixed_values_written_in(conn, sql, params, varying={*chain(*places(list(params)))})
+    made = (sql, params, *places(params))
     _compiled[conn] = made
     return made
 
