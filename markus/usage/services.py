@@ -44,14 +44,22 @@ _COLUMNS = ["agent_id", "team_id", "model", "scenario", "input_tokens", "output_
 _COLUMNS += ["cost", "mailbox_item_id", "created_at", "error", "estimated"]
 
 
+# The most calls one INSERT carries: SQLite joins at most 500 SELECTs in a compound
+# statement (PostgreSQL's limit, 65,535 parameters, is 5,461 calls).
+CALLS_PER_STATEMENT = 500
+
+
 def record_calls(calls: list[Call]) -> None:
     """One row per LLM call, its team the agent's at this moment, its cost from the
-    prices, all in one INSERT … SELECT (each agent's team read in the same statement).
-    Not ``bulk_create``: it wraps its INSERT in a transaction of its own (BEGIN and
-    COMMIT: 3 statements, not 1, after every network call) and fails on a deleted
-    agent's call, which this one drops."""
-    if not calls:
-        return
+    prices, all in one INSERT … SELECT (each agent's team read in the same statement),
+    one per CALLS_PER_STATEMENT calls. Not ``bulk_create``: it wraps its INSERT in a
+    transaction of its own (BEGIN and COMMIT: 3 statements, not 1, after every network
+    call) and fails on a deleted agent's call, which this one drops."""
+    for start in range(0, len(calls), CALLS_PER_STATEMENT):
+        _insert(calls[start : start + CALLS_PER_STATEMENT])
+
+
+def _insert(calls: list[Call]) -> None:
     meta, qn, ops = LLMCall._meta, connection.ops.quote_name, connection.ops
     selects, params = [], []
     for call in calls:

@@ -49,3 +49,16 @@ def test_the_call_of_an_agent_deleted_meanwhile_is_dropped(agent: Agent, bea: Ag
     record_calls([Call(agent.id, "gpt-4o-mini", "chat", Usage(10, 5)), gone])
 
     assert list(LLMCall.objects.values_list("agent_id", flat=True)) == [agent.id]
+
+
+def test_a_run_of_more_calls_than_one_statement_may_hold_records_every_one(agent: Agent) -> None:
+    """SQLite joins at most 500 SELECTs in one compound statement: a run with more calls
+    (a large ``MARKUS_RUN_BUDGET_ITEMS`` on the offline brain) lost all of its usage."""
+    calls = [Call(agent.id, "gpt-4o-mini", "chat", Usage(n, 1)) for n in range(1, 1202)]
+
+    with CaptureQueriesContext(connection) as statements:
+        record_calls(calls)
+
+    assert len(statements) == 3  # at most CALLS_PER_STATEMENT a statement
+    assert LLMCall.objects.count() == 1201
+    assert sorted(LLMCall.objects.values_list("input_tokens", flat=True)) == list(range(1, 1202))
