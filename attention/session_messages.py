@@ -30,15 +30,32 @@ def same_context(a: str, b: str) -> bool:
     return rest(a) == rest(b)
 
 
+def without_echoed_context(answer: str, messages: list[dict[str, Any]]) -> str:
+    """The answer without the loop's context note where the model repeated it (a small
+    model answers a person with the note it was given): when the answer carries the
+    note's mark, its marks, its time lines and every line of the notes the session sent
+    are left out. "" when nothing else was said."""
+    if context_at(answer) == -1:
+        return answer
+    noted = {line.strip() for m in messages if m.get("role") != "assistant" for line in _note_of(m).splitlines()}
+    kept = [
+        line
+        for line in answer.splitlines()
+        if not (line.strip() in noted or line.strip() in CONTEXT_MARKS or line.startswith(NOW))
+    ]
+    return "\n".join(kept).strip()
+
+
+def _note_of(message: dict[str, Any]) -> str:
+    content = str(message.get("content") or "")
+    at = context_at(content)
+    return content[at:] if at != -1 else ""
+
+
 def last_context(messages: list[dict[str, Any]]) -> str:
     """The latest context note in a session (a message of its own, or after a tool
     result in it); "" when there is none."""
-    for message in reversed(messages):
-        content = str(message.get("content") or "")
-        at = context_at(content)
-        if at != -1:
-            return content[at:]
-    return ""
+    return next((note for message in reversed(messages) if (note := _note_of(message))), "")
 
 
 def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ from .no_progress import Refusals
 from .replies import delta_sender
 from .scenarios import context_lines, item_brief, longterm_lines, system_prompt
 from .session import load_session
-from .session_messages import context_message, last_context, same_context
+from .session_messages import context_message, last_context, same_context, without_echoed_context
 from .toolbox import END_TURN, ToolContext, restore_loaded, tools_for
 
 MAX_TURNS = 12
@@ -115,14 +115,14 @@ def run_tool_loop(focus: Focus) -> Outcome:
         if response.text:
             focus.turn.note(records.LogLine(L.TEXT, response.text.strip()))
         if not response.tool_calls:
-            return final_outcome(focus, response)  # its records land with the outcome
+            return final_outcome(focus, response, session.messages)  # its records land with the outcome
         done = _round(focus, session, tool_ctx, response.tool_calls)
         if isinstance(done, Outcome):
             return done
         ended = [c for c in response.tool_calls if c.name == END_TURN]
         if ended:
             answer = str(ended[-1].arguments.get("answer") or "").strip()
-            return final_outcome(focus, LLMResponse(text=answer or response.text))
+            return final_outcome(focus, LLMResponse(text=answer or response.text), session.messages)
         stuck = _no_progress(session, done, refusals)
         if stuck is not None:
             return stuck
@@ -215,12 +215,17 @@ def _context(focus: Focus) -> list[str]:
     )
 
 
-def final_outcome(focus: Focus, response: LLMResponse) -> Outcome:
+def final_outcome(focus: Focus, response: LLMResponse, sent: list[dict[str, Any]]) -> Outcome:
     """A final answer counts when it says something: an empty or blank answer is a
-    failed attempt (for chats too). An answer cut at its ``max_tokens`` says so."""
-    answer = (response.text or "").strip()
-    if not answer:
+    failed attempt (for chats too), and so is one that only repeats the loop's context
+    note ``sent`` to the model (the note is left out of any other). An answer cut at its
+    ``max_tokens`` says so."""
+    said = (response.text or "").strip()
+    if not said:
         return Retry("an empty answer")
+    answer = without_echoed_context(said, sent)
+    if not answer:
+        return Retry("the answer only repeated the loop's context note")
     if response.finish_reason in ("length", "max_tokens"):
         answer += "\n\n(This answer was cut short: it reached its length limit.)"
     return Completed(answer)

@@ -21,12 +21,15 @@ from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage
+from markus.llm.base import CONTEXT_MARK
 from markus.usage.models import LLMCall
+from notifications.models import UserNotification
 from tests.llm.misbehaving_model import (
     Behaviour,
     MisbehavingModel,
     answer,
     call,
+    calls,
     cut,
     delay_first_byte,
     empty,
@@ -204,6 +207,47 @@ def test_an_empty_answer_is_retried_a_bounded_number_of_times_and_the_person_tol
     assert server.calls == ATTEMPTS
     [reply] = told(agent.id)
     assert reply.metadata["failed"] and f"{ATTEMPTS} attempts failed (an empty answer)" in reply.content
+
+
+def context_note(body: dict[str, Any]) -> str:
+    """The loop's latest context note in a request, as it was sent."""
+    contents = [str(m.get("content") or "") for m in body["messages"]]
+    return next(c[c.index(CONTEXT_MARK) :] for c in reversed(contents) if CONTEXT_MARK in c)
+
+
+def test_an_answer_that_only_repeats_the_loops_context_note_is_no_answer_and_the_person_told(agent, model):
+    """A small model answered a person with the loop's note it was given ("[context now; …]
+    Now: … ## Mailbox (0 waiting)"): that was the person's reply."""
+    server = model(lambda body, n: answer(context_note(body)))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and CONTEXT_MARK not in reply.content
+    assert f"{ATTEMPTS} attempts failed (the answer only repeated the loop's context note)" in reply.content
+
+
+def test_the_loops_context_note_repeated_around_an_answer_is_left_out_of_it(agent, model):
+    model(lambda body, n: answer(f"{context_note(body)}\n\nThe release is on Friday.\n{context_note(body)}"))
+    settle(agent.id, chat(agent.id))
+    [reply] = told(agent.id)
+    assert reply.content == "The release is on Friday." and not reply.metadata.get("failed")
+
+
+def test_the_same_call_repeated_in_one_answer_is_made_once(agent, model):
+    """A small model that loops writes one call over and over in one answer (30 times
+    in a trial, to its max_tokens): each copy was made, so a person got each
+    notification as often. The first is made; the copies are answered, not made."""
+    notify = ("notify_user", {"title": "Release", "body": "It is on Friday."})
+    other = ("notify_user", {"title": "Release", "body": "Or Saturday."})
+    server = model([calls([notify, notify, other, notify, notify]), answer("Told you.")])
+    settle(agent.id, chat(agent.id))
+    assert UserNotification.objects.filter(title="Release").count() == 2  # the two distinct calls
+    results = [m["content"] for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert len(results) == 5
+    assert [r.startswith("not made again") for r in results] == [False, True, False, True, True]
+    assert "the same call as call 1 of this answer" in results[1]
+    *notices, reply = told(agent.id)
+    assert len(notices) == 2 and reply.content == "Told you."
 
 
 def test_an_item_stops_at_its_ceiling_of_model_calls_and_the_person_is_told_once(agent, model, settings):
