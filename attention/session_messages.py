@@ -32,18 +32,31 @@ def same_context(a: str, b: str) -> bool:
 
 def without_echoed_context(answer: str, messages: list[dict[str, Any]]) -> str:
     """The answer without the loop's context note where the model repeated it (a small
-    model answers a person with the note it was given): when the answer carries the
-    note's mark, its marks, its time lines and every line of the notes the session sent
-    are left out. "" when nothing else was said."""
+    model answers a person with the note it was given, or with one it remembers): when
+    the answer carries the note's mark, each mark and the note-shaped lines after it (its
+    time, its ``## `` headings, their ``- `` lines, blank lines) are left out, and so is
+    any line of a note in the ``messages`` it was sent. "" when nothing else was said."""
     if context_at(answer) == -1:
         return answer
-    noted = {line.strip() for m in messages if m.get("role") != "assistant" for line in _note_of(m).splitlines()}
-    kept = [
-        line
-        for line in answer.splitlines()
-        if not (line.strip() in noted or line.strip() in CONTEXT_MARKS or line.startswith(NOW))
-    ]
+    noted = {line.strip() for m in messages for line in _note_of(m).splitlines()}
+    kept: list[str] = []
+    in_note = False
+    for line in answer.splitlines():
+        bare = line.strip()
+        if bare in CONTEXT_MARKS:
+            in_note = True
+        elif in_note and (not bare or bare.startswith((NOW, "## ", "- "))):
+            pass
+        elif bare not in noted:
+            in_note = False
+            kept.append(line)
     return "\n".join(kept).strip()
+
+
+def _said(content: str) -> str:
+    """A message's content without a context note in it."""
+    at = context_at(content)
+    return content if at == -1 else content[:at].rstrip()
 
 
 def _note_of(message: dict[str, Any]) -> str:
@@ -65,7 +78,9 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
         history = ChatMessage.objects.filter(
             session_id=chat_session_id, role__in=[ChatMessage.Role.USER, ChatMessage.Role.ASSISTANT]
         ).order_by("-created_at", "-id")[:20]
-        messages += [{"role": m.role, "content": m.content} for m in reversed(list(history))]
+        # An answer stored before such echoes were refused may carry the loop's note:
+        # sent again, the model took it for a reply to copy.
+        messages += [{"role": m.role, "content": c} for m in reversed(list(history)) if (c := _said(m.content))]
         messages.append({"role": "user", "content": _with_notify_context(item)})
         return messages
     header = f"[{item.label}] {item.summary}".strip()

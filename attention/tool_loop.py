@@ -97,6 +97,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
         )
         if _note_context(session, context_message(_context(focus))):
             focus.held.dirty = True
+        asked = len(session.messages)  # what the model is sent: ``session.messages[:asked]``
         response = model_call(
             lease,
             provider,
@@ -115,14 +116,14 @@ def run_tool_loop(focus: Focus) -> Outcome:
         if response.text:
             focus.turn.note(records.LogLine(L.TEXT, response.text.strip()))
         if not response.tool_calls:
-            return final_outcome(focus, response, session.messages)  # its records land with the outcome
+            return final_outcome(focus, response, session.messages[:asked])  # its records land with the outcome
         done = _round(focus, session, tool_ctx, response.tool_calls)
         if isinstance(done, Outcome):
             return done
         ended = [c for c in response.tool_calls if c.name == END_TURN]
         if ended:
             answer = str(ended[-1].arguments.get("answer") or "").strip()
-            return final_outcome(focus, LLMResponse(text=answer or response.text), session.messages)
+            return final_outcome(focus, LLMResponse(text=answer or response.text), session.messages[:asked])
         stuck = _no_progress(session, done, refusals)
         if stuck is not None:
             return stuck

@@ -21,6 +21,7 @@ from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage
+from markus.agents.services import main_session
 from markus.llm.base import CONTEXT_MARK
 from markus.usage.models import LLMCall
 from notifications.models import UserNotification
@@ -231,6 +232,26 @@ def test_the_loops_context_note_repeated_around_an_answer_is_left_out_of_it(agen
     settle(agent.id, chat(agent.id))
     [reply] = told(agent.id)
     assert reply.content == "The release is on Friday." and not reply.metadata.get("failed")
+
+
+def test_an_echo_of_the_note_in_the_chats_history_is_not_sent_again_nor_taken_from_it(agent, model):
+    """A chat's history held such an echo, stored as a reply before echoes were refused:
+    the model copied it into its next answer, whose note said something else by then."""
+    session = main_session(agent.id)
+    echo = f"{CONTEXT_MARK}\nNow: Monday 2026-12-07 02:35 UTC\n## Mailbox (3 waiting)"
+    ChatMessage.objects.create(session=session, role="user", content="What is the last commit?")
+    ChatMessage.objects.create(session=session, role="assistant", content=echo)
+    later = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": "And the one before?", "content": "And the one before?"},
+        metadata={"senderId": "1", "senderRole": "user", "sessionId": session.id},
+    )
+    server = model(lambda body, n: answer(f"{echo}\n\nI cannot see the repository."))
+    settle(agent.id, later)
+    sent = [str(m.get("content")) for m in server.requests[0].body["messages"]]
+    assert not any("(3 waiting)" in c for c in sent)
+    assert told(agent.id)[-1].content == "I cannot see the repository."
 
 
 def test_the_same_call_repeated_in_one_answer_is_made_once(agent, model):
