@@ -172,11 +172,9 @@ def run_round(
         focus, session, ctx, turn, recorded=_recorded(focus.item, session, turn, positions) if at is not None else {}
     )
     results = []
-    made_in_answer: dict[str, int] = {}  # each call made in this round: its place in the answer
-    for n, (position, call) in enumerate(zip(positions, calls, strict=True), start=1):
+    for position, call in zip(positions, calls, strict=True):
         r.position = position
-        same = made_in_answer.setdefault(_same_call(call), n)
-        made = _call(r, call) if same == n else _not_again(r, call, same)
+        made = _call(r, call)
         if made is None:  # waits for a person's approval: the round resumes here
             break
         r.outcomes.append((call, *made))
@@ -185,18 +183,6 @@ def run_round(
     session.messages[where:where] = results
     _write(r, lambda tx: save_session(tx, focus, session))
     return r
-
-
-def _same_call(call: ToolCall) -> str:
-    return json.dumps([call.name, call.arguments], sort_keys=True, default=str)
-
-
-def _not_again(r: Round, call: ToolCall, first: int) -> tuple[bool, str]:
-    """A call the answer already made (a small model that loops writes one call over and
-    over in an answer): answered, not made; nothing to journal (a resumed round answers it
-    the same way)."""
-    r.focus.turn.note(records.LogLine(L.STATUS, f"{call.name}: the same call again in one answer, not made again"))
-    return True, f"not made again: the same call as call {first} of this answer (its result is above)"
 
 
 def _write(r: Round, write: Callable[[Fence], _T]) -> _T:

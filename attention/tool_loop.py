@@ -20,6 +20,8 @@ that round from the journal before it asks the LLM again."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 from django.utils import timezone
@@ -109,6 +111,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
             spend=spend,
         )
         response = _typed(response, offered, session.turn_count)
+        response = _once_each(focus, response)
         session.messages.append(response.as_message())
         session.turn_count += 1
         focus.held.dirty = True
@@ -145,6 +148,25 @@ def _typed(response: LLMResponse, offered: dict[str, Any], turn: int) -> LLMResp
     if not calls:
         return response
     return LLMResponse(text=rest, tool_calls=calls, usage=response.usage, finish_reason=response.finish_reason)
+
+
+def _once_each(focus: Focus, response: LLMResponse) -> LLMResponse:
+    """A call written again in the same answer (same name, same arguments; a small model
+    that loops writes one over and over, to its ``max_tokens``) is made once: the copies
+    are left out of the answer before it is stored, so none is made, answered or sent
+    back to the model (30 copies of one call grew a session by 60 messages)."""
+    seen: set[str] = set()
+    once = []
+    for call in response.tool_calls:
+        same = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        if same not in seen:
+            seen.add(same)
+            once.append(call)
+    copies = len(response.tool_calls) - len(once)
+    if not copies:
+        return response
+    focus.turn.note(records.LogLine(L.STATUS, f"{copies} repeated call(s) in one answer left out: each call made once"))
+    return dataclasses.replace(response, tool_calls=once)
 
 
 def _round(

@@ -257,16 +257,20 @@ def test_an_echo_of_the_note_in_the_chats_history_is_not_sent_again_nor_taken_fr
 def test_the_same_call_repeated_in_one_answer_is_made_once(agent, model):
     """A small model that loops writes one call over and over in one answer (30 times
     in a trial, to its max_tokens): each copy was made, so a person got each
-    notification as often. The first is made; the copies are answered, not made."""
+    notification as often, and the session grew by two messages a copy. The copies are
+    left out of the answer: made once, answered once, never sent back to the model."""
     notify = ("notify_user", {"title": "Release", "body": "It is on Friday."})
     other = ("notify_user", {"title": "Release", "body": "Or Saturday."})
     server = model([calls([notify, notify, other, notify, notify]), answer("Told you.")])
     settle(agent.id, chat(agent.id))
     assert UserNotification.objects.filter(title="Release").count() == 2  # the two distinct calls
-    results = [m["content"] for m in server.requests[1].body["messages"] if m["role"] == "tool"]
-    assert len(results) == 5
-    assert [r.startswith("not made again") for r in results] == [False, True, False, True, True]
-    assert "the same call as call 1 of this answer" in results[1]
+    sent = server.requests[1].body["messages"]
+    [asked] = [m for m in sent if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [json.loads(c["function"]["arguments"])["body"] for c in asked["tool_calls"]] == [
+        "It is on Friday.",
+        "Or Saturday.",
+    ]
+    assert len([m for m in sent if m["role"] == "tool"]) == 2
     *notices, reply = told(agent.id)
     assert len(notices) == 2 and reply.content == "Told you."
 
