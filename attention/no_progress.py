@@ -28,6 +28,21 @@ UNKNOWN_NOTE = (
 )
 
 
+def same_call(call: ToolCall, *, by_name: bool = False) -> str:
+    """What makes two calls the same call: the tool's name and its arguments (its name
+    alone, ``by_name``: a tool that does not exist)."""
+    return json.dumps([call.name] if by_name else [call.name, call.arguments], sort_keys=True, default=str)
+
+
+def distinct_calls(calls: list[ToolCall]) -> list[ToolCall]:
+    """The calls of one answer, each same call once, in their order (a small model that
+    loops writes one call over and over in an answer, to its ``max_tokens``)."""
+    first: dict[str, ToolCall] = {}
+    for call in calls:
+        first.setdefault(same_call(call), call)
+    return list(first.values())
+
+
 def _unknown_tool(result: str) -> bool:
     try:
         error = json.loads(result).get("error", "")
@@ -46,7 +61,7 @@ class Refusals:
         """A refused call: its result as the model gets it (with the note from the second
         time on), and why the attempt ends ("" while it may go on)."""
         unknown = _unknown_tool(result)
-        key = json.dumps([call.name] if unknown else [call.name, call.arguments], sort_keys=True, default=str)
+        key = same_call(call, by_name=unknown)
         self.counts[key] += 1
         seen = self.counts[key]
         if seen >= REFUSED_REPEATS:

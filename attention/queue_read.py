@@ -10,7 +10,6 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import chain
 from typing import Any
 
 from django.conf import settings
@@ -107,7 +106,8 @@ def _compiled_queue_query() -> tuple[str, list[Any], list[int], list[int]]:
 
     # Only the agent and the time vary: the rest is written into the SQL (the run's take
     # sends it prepared, and its plan is made once only when it knows them).
-    sql, params = fixed_values_written_in(conn, sql, params, varying={*chain(*places(list(params)))})
+    agents, nows = places(list(params))
+    sql, params = fixed_values_written_in(conn, sql, params, varying={*agents, *nows})
     made = (sql, params, *places(params))
     _compiled[conn] = made
     return made

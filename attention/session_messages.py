@@ -9,7 +9,7 @@ from typing import Any
 
 from mailbox.models import MailboxItem
 from markus.agents.models import ChatMessage
-from markus.llm.base import CONTEXT_MARK, CONTEXT_MARKS, context_at
+from markus.llm.base import CONTEXT_MARK, CONTEXT_MARKS, context_at, split_at_context
 
 from .scenarios import NOW, row, row_for
 
@@ -53,16 +53,8 @@ def without_echoed_context(answer: str, messages: list[dict[str, Any]]) -> str:
     return "\n".join(kept).strip()
 
 
-def _said(content: str) -> str:
-    """A message's content without a context note in it."""
-    at = context_at(content)
-    return content if at == -1 else content[:at].rstrip()
-
-
 def _note_of(message: dict[str, Any]) -> str:
-    content = str(message.get("content") or "")
-    at = context_at(content)
-    return content[at:] if at != -1 else ""
+    return split_at_context(str(message.get("content") or ""))[1]
 
 
 def last_context(messages: list[dict[str, Any]]) -> str:
@@ -80,7 +72,8 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
         ).order_by("-created_at", "-id")[:20]
         # An answer stored before such echoes were refused may carry the loop's note:
         # sent again, the model took it for a reply to copy.
-        messages += [{"role": m.role, "content": c} for m in reversed(list(history)) if (c := _said(m.content))]
+        said = [(m.role, split_at_context(m.content)[0]) for m in reversed(list(history))]
+        messages += [{"role": role, "content": content} for role, content in said if content]
         messages.append({"role": "user", "content": _with_notify_context(item)})
         return messages
     header = f"[{item.label}] {item.summary}".strip()

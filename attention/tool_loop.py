@@ -21,7 +21,6 @@ that round from the journal before it asks the LLM again."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from django.utils import timezone
@@ -37,7 +36,7 @@ from .journal import REVOKED, Round, pending_calls, run_round
 from .model_call import ItemSpend, model_call
 from .models import ActivityLogType as L
 from .models import LLMSession
-from .no_progress import Refusals
+from .no_progress import Refusals, distinct_calls
 from .replies import delta_sender
 from .scenarios import context_lines, item_brief, longterm_lines, system_prompt
 from .session import load_session
@@ -151,17 +150,10 @@ def _typed(response: LLMResponse, offered: dict[str, Any], turn: int) -> LLMResp
 
 
 def _once_each(focus: Focus, response: LLMResponse) -> LLMResponse:
-    """A call written again in the same answer (same name, same arguments; a small model
-    that loops writes one over and over, to its ``max_tokens``) is made once: the copies
-    are left out of the answer before it is stored, so none is made, answered or sent
-    back to the model (30 copies of one call grew a session by 60 messages)."""
-    seen: set[str] = set()
-    once = []
-    for call in response.tool_calls:
-        same = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
-        if same not in seen:
-            seen.add(same)
-            once.append(call)
+    """A call written again in the same answer is made once: the copies are left out of
+    the answer before it is stored, so none is made, answered or sent back to the model
+    (30 copies of one call grew a session by 60 messages)."""
+    once = distinct_calls(response.tool_calls)
     copies = len(response.tool_calls) - len(once)
     if not copies:
         return response

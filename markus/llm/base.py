@@ -42,14 +42,21 @@ def context_at(content: str) -> int:
     return min(found, default=-1)
 
 
+def split_at_context(content: str) -> tuple[str, str]:
+    """A message's content before the loop's context note, and the note ("" when it has
+    none)."""
+    at = context_at(content)
+    return (content, "") if at == -1 else (content[:at].rstrip(), content[at:])
+
+
 def without_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages without the loop's context notes (for brains that read the messages
     by rule: the offline brain, test brains)."""
     kept = []
     for m in messages:
         content = m.get("content")
-        if isinstance(content, str) and (at := context_at(content)) != -1:
-            content = content[:at].rstrip()
+        if isinstance(content, str) and context_at(content) != -1:
+            content = split_at_context(content)[0]
             if not content and m.get("role") == "user":
                 continue
             m = {**m, "content": content}
