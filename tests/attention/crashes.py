@@ -24,15 +24,15 @@ class Crash(BaseException):
 
 
 class EffectBrain(Provider):
-    """Asks for ``call`` (a tool name and its arguments) until a tool result is in the
-    session, then answers. ``asked``: the calls it answered; ``crash_when(messages)``:
+    """Asks for ``call`` (a tool name and its arguments; ``copies`` times in one answer)
+    until a tool result is in the session, then answers. ``asked``: the calls it answered; ``crash_when(messages)``:
     raise Crash instead of answering (once)."""
 
     name = "effect-brain"
     local = True
 
-    def __init__(self, tool: str, arguments: dict[str, Any], crash_when: Any = None) -> None:
-        self.tool, self.arguments = tool, arguments
+    def __init__(self, tool: str, arguments: dict[str, Any], crash_when: Any = None, copies: int = 1) -> None:
+        self.tool, self.arguments, self.copies = tool, arguments, copies
         self.asked = 0
         self.crash_when = crash_when
         self.seen: list[list[dict[str, Any]]] = []
@@ -44,8 +44,12 @@ class EffectBrain(Provider):
             raise Crash
         self.asked += 1
         if not any(m.get("role") == "tool" for m in messages):
-            call = ToolCall(id=f"call_{next(_ids)}", name=self.tool, arguments=dict(self.arguments))
-            return LLMResponse(text="", tool_calls=[call], usage=Usage(prompt_tokens=10, completion_tokens=5))
+            # ``copies``: the call written that many times in the answer, as a looping model does.
+            calls = [
+                ToolCall(id=f"call_{next(_ids)}", name=self.tool, arguments=dict(self.arguments))
+                for _ in range(self.copies)
+            ]
+            return LLMResponse(text="", tool_calls=calls, usage=Usage(prompt_tokens=10, completion_tokens=5))
         return LLMResponse(text="done", usage=Usage(prompt_tokens=10, completion_tokens=5))
 
 

@@ -70,6 +70,22 @@ def test_a_recorded_call_is_replayed_not_made_again_after_a_crash_at_each_point_
     assert sum(1 for m in last if m.get("tool_calls")) == 1
 
 
+@pytest.mark.parametrize("point", list(POINTS))
+def test_a_call_written_five_times_in_one_answer_takes_effect_once_wherever_the_worker_dies(
+    agent, brain, monkeypatch, point
+):
+    module, name, after, _ = POINTS[point]
+    brain(copies=5)
+    fired = crash_once(monkeypatch, module, name, after=after)
+    item = event(agent.id)
+    run_until_settled(agent.id)
+    assert fired, "the crash did not happen"
+    assert observations() == 1
+    assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
+    calls = list(ToolCallRecord.objects.filter(mailbox_item_id=item.id))
+    assert [(c.name, c.ok, c.state) for c in calls] == [("memory_save", True, "done")]
+
+
 def test_a_message_to_a_colleague_is_sent_once_when_the_worker_dies_after_it(agent, alice, team, brain, monkeypatch):
     from agentbus.models import Chunk
     from markus.agents.services import agent_create
