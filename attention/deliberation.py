@@ -57,7 +57,7 @@ from .lease import AgentNotRunning, Fence, StaleLease, fenced
 from .model_call import model_call
 from .models import ActivityLogType as L
 from .models import AgentActivity, AgentAttention, AttentionState, DecisionType
-from .no_progress import Refusals
+from .no_progress import Repeats
 from .scenarios import DELIBERATION, PROMPT_QUEUE_LIMIT, context_lines, item_brief, system_prompt
 from .toolbox import TOOLS, ToolContext, execute_tool, load_tools
 from .triage import TRIAGE_ALLOWED_TOOLS, Plan, contenders, triage, triage_due, triage_model
@@ -223,7 +223,7 @@ def deliberate(
                 messages.append({"role": "user", "content": "Call complete_deliberation to finish deliberating."})
                 continue
             messages += _tool_round(d, ctx, response.tool_calls)
-            if d.stuck:  # the same refused decision again: the mini triage decides instead
+            if d.stuck:  # no progress (a call repeated to no avail): the mini triage decides instead
                 d.discard(d.stuck)
                 return None
             decision = ctx.effects.get(DECISION)
@@ -316,8 +316,8 @@ def _tool_round(d: _Deliberation, ctx: ToolContext, calls: list[ToolCall]) -> li
                 return execute_atomically(tx, ctx, call.name, call.arguments)
 
             ok, result = d.fenced_write(effect)
-        if not ok:
-            result, d.stuck = d.refusals.refused(call, result)
+        result, stuck = d.repeats.made(call, ok, result)
+        d.stuck = d.stuck or stuck
         d.note(L.TOOL_END, result[:4000], {"name": call.name, "ok": ok, "callId": call.id})
         results.append({"role": "tool", "tool_call_id": call.id, "content": result})
     d.flush_fenced()
@@ -332,7 +332,7 @@ class _Deliberation:
         self.activity = activity
         self.before = before
         self.store = store  # write as it goes (a brain that takes its time); else at the end
-        self.refusals = Refusals()  # the same refused call a third time: no progress
+        self.repeats = Repeats()  # the same refused call, or the same answer, a third time: no progress
         self.stuck = ""
         self.pending: list[records.LogLine] = []
         self.tokens = 0

@@ -2,8 +2,10 @@
 same call (its name and arguments) and is refused the same way again is told so in the
 second refusal's result, and the third ends what it is doing (an item's attempt, a
 deliberation). A tool that does not exist is the same call whatever its arguments (a
-small model calls a task's title as a tool, with a new text each time). One rule for the
-tool loop and the deliberation."""
+small model calls a task's title as a tool, with a new text each time). A call answered
+exactly as it was before is no progress as well (a small model read the same list eight
+times in a row): told on the second, ended on the third. One rule for the tool loop and
+the deliberation."""
 
 from __future__ import annotations
 
@@ -12,18 +14,27 @@ from collections import Counter
 
 from markus.llm.base import ToolCall
 
-#: The same refused call this many times ends the attempt.
-REFUSED_REPEATS = 3
+from .session_messages import NOTE_MARK
+
+#: The same refused call, or the same call answered the same, this many times ends the attempt.
+REPEATS = 3
 NOTE = (
-    "NOTE: you already made exactly this call and it was refused the same way. Do not repeat it: "
+    f"{NOTE_MARK} You already made exactly this call and it was refused the same way. Do not repeat it: "
     "change the arguments, use another tool, or give your final answer. The next identical call ends this attempt."
+)
+
+
+ANSWERED_NOTE = (
+    f"{NOTE_MARK} You already made exactly this call and it answered exactly the same: it has nothing new to give. "
+    "Do not repeat it: use what it answered, take another step, or give your final answer. "
+    "The next identical call ends this attempt."
 )
 
 
 #: How an unknown tool's refusal begins (``attention.toolbox.unknown_tool`` writes it).
 UNKNOWN_TOOL = "unknown tool "
 UNKNOWN_NOTE = (
-    "NOTE: this tool does not exist here, and calling it again with other arguments does not help: "
+    f"{NOTE_MARK} This tool does not exist here, and calling it again with other arguments does not help: "
     "use one of the tools listed, or give your final answer. The next call of it ends this attempt."
 )
 
@@ -51,11 +62,27 @@ def _unknown_tool(result: str) -> bool:
     return isinstance(error, str) and error.startswith(UNKNOWN_TOOL)
 
 
-class Refusals:
-    """The refused calls of one attempt, counted by name and arguments."""
+class Repeats:
+    """The calls of one attempt that made no progress, counted by name and arguments:
+    the refused ones, and the ones answered as before."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+
+    def made(self, call: ToolCall, ok: bool, result: str) -> tuple[str, str]:
+        """A call made: its result as the model gets it (with a note from the second same
+        refusal or the second same answer on), and why the attempt ends ("" while it may
+        go on)."""
+        return self.refused(call, result) if not ok else self.answered(call, result)
+
+    def answered(self, call: ToolCall, result: str) -> tuple[str, str]:
+        """A call that was answered: no progress when the same call was answered the
+        same way before."""
+        self.counts[key := f"{same_call(call)}\n{result}"] += 1
+        seen = self.counts[key]
+        if seen >= REPEATS:
+            return result, f"no progress: the same call {call.name} answered the same {seen} times ({result[:200]})"
+        return (f"{result}\n{ANSWERED_NOTE}" if seen > 1 else result), ""
 
     def refused(self, call: ToolCall, result: str) -> tuple[str, str]:
         """A refused call: its result as the model gets it (with the note from the second
@@ -64,6 +91,6 @@ class Refusals:
         key = same_call(call, by_name=unknown)
         self.counts[key] += 1
         seen = self.counts[key]
-        if seen >= REFUSED_REPEATS:
+        if seen >= REPEATS:
             return result, f"no progress: the same refused call {call.name} {seen} times ({result[:200]})"
         return (f"{result}\n{UNKNOWN_NOTE if unknown else NOTE}" if seen > 1 else result), ""

@@ -21,7 +21,7 @@ from .lease import Fence
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord
 from .scenarios import SESSION_RESPONSE, TASK_EXECUTION, row_for
-from .session_messages import first_messages, merged_message
+from .session_messages import NOTE_MARK, first_messages, merged_message
 
 SESSION_PREFIX = "ls_"
 
@@ -213,7 +213,7 @@ def effects_note(rows: list[ToolCallRecord]) -> str:
     """What a session started afresh is told about the calls its earlier attempts made."""
     lines = [f"- {row.name}({json.dumps(row.arguments)[:300]}) -> {row.result[:300]}" for row in rows]
     return (
-        "NOTE: an earlier attempt at this item already made these tool calls, and they took effect. "
+        f"{NOTE_MARK} An earlier attempt at this item already made these tool calls, and they took effect. "
         "Do not make them again; go on from there:\n" + "\n".join(lines)
     )
 
@@ -264,7 +264,7 @@ def failed_attempts_note(item: MailboxItem) -> str:
     attempts = [a for a in item.marks.get(FAILED_ATTEMPTS, []) if isinstance(a, dict)]
     if not attempts:
         return ""
-    lines = [f"[note] This item was tried {len(attempts)} time(s) before and the attempt failed:"]
+    lines = [f"{NOTE_MARK} This item was tried {len(attempts)} time(s) before and the attempt failed:"]
     for n, attempt in enumerate(attempts, 1):
         lines.append(f"Attempt {n} failed: {attempt.get('reason')}.")
         lines += [f"- it called {call}" for call in attempt.get("calls") or []]

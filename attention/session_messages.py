@@ -5,6 +5,7 @@ compared without its time by ``same_context``, found again by ``last_context``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mailbox.models import MailboxItem
@@ -12,6 +13,13 @@ from markus.agents.models import ChatMessage
 from markus.llm.base import CONTEXT_MARK, CONTEXT_MARKS, context_at, split_at_context
 
 from .scenarios import NOW, row, row_for
+
+#: How each of the loop's own notes to the model begins, at the start of a line: a
+#: retry's failed attempts, the calls an earlier attempt made, a missing verdict, a call
+#: repeated without progress. Never anyone's words, and never an answer
+#: (``only_repeats_a_note``).
+NOTE_MARK = "[note]"
+_NOTE_AT = re.compile(r"^" + re.escape(NOTE_MARK), re.M)
 
 
 def context_message(lines: list[str]) -> dict[str, Any]:
@@ -51,6 +59,21 @@ def without_echoed_context(answer: str, messages: list[dict[str, Any]]) -> str:
             in_note = False
             kept.append(line)
     return "\n".join(kept).strip()
+
+
+def only_repeats_a_note(answer: str, messages: list[dict[str, Any]]) -> bool:
+    """Whether each line of the answer is a line of one of the loop's own notes in the
+    ``messages`` it was sent (a small model answered with the last line of the note on
+    its failed attempt). A note begins at ``NOTE_MARK`` and runs to its message's end."""
+    lines = [bare for line in answer.splitlines() if (bare := line.strip())]
+    if not lines:
+        return False
+    noted: set[str] = set()
+    for message in messages:
+        content = str(message.get("content") or "")
+        if found := _NOTE_AT.search(content):
+            noted.update(line.strip() for line in content[found.start() :].splitlines())
+    return all(line in noted for line in lines)
 
 
 def _note_of(message: dict[str, Any]) -> str:

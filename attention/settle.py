@@ -40,6 +40,7 @@ from .models import ActivityLogType as L
 from .models import ActivityOutcome, AgentActivity, DecisionType, LLMSession
 from .services import wake_on_commit
 from .session import FAILED_ATTEMPTS, append_note, discard_session, save_session, session_id
+from .session_messages import NOTE_MARK
 
 MAX_MARKER_RETRIES = 2
 
@@ -312,7 +313,7 @@ def no_verdict(tx: Fence, focus: Focus, reason: str) -> None:
         )
         append_note(
             item,
-            f"Your previous attempt failed: {reason}. Finish it now: give your verdict with the "
+            f"{NOTE_MARK} Your previous attempt failed: {reason}. Finish it now: give your verdict with the "
             "task tools (see your instructions).",
         )
         records.inject_main_session(

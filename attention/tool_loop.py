@@ -36,11 +36,17 @@ from .journal import REVOKED, Round, pending_calls, run_round
 from .model_call import ItemSpend, model_call
 from .models import ActivityLogType as L
 from .models import LLMSession
-from .no_progress import Refusals, distinct_calls
+from .no_progress import Repeats, distinct_calls
 from .replies import delta_sender
 from .scenarios import context_lines, item_brief, longterm_lines, system_prompt
 from .session import load_session
-from .session_messages import context_message, last_context, same_context, without_echoed_context
+from .session_messages import (
+    context_message,
+    last_context,
+    only_repeats_a_note,
+    same_context,
+    without_echoed_context,
+)
 from .toolbox import END_TURN, ToolContext, restore_loaded, tools_for
 
 MAX_TURNS = 12
@@ -71,7 +77,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
         offered=offered,
     )
     spend = ItemSpend.of(item, focus.scenario, fresh=item.attempts <= 1 and not focus.held.stored)
-    refusals = Refusals()
+    repeats = Repeats()
     system = system_prompt(focus.agent, item, focus.scenario)
     # A worker died in this session's last tool round: finish it from the journal.
     at, first, pending = pending_calls(session)
@@ -126,7 +132,7 @@ def run_tool_loop(focus: Focus) -> Outcome:
         if ended:
             answer = str(ended[-1].arguments.get("answer") or "").strip()
             return final_outcome(focus, LLMResponse(text=answer or response.text), session.messages[:asked])
-        stuck = _no_progress(session, done, refusals)
+        stuck = _no_progress(session, done, repeats)
         if stuck is not None:
             return stuck
         merged = len(focus.merged_ids)
@@ -183,15 +189,16 @@ def _round(
     return done
 
 
-def _no_progress(session: LLMSession, done: Round, refusals: Refusals) -> Outcome | None:
-    """Each refused call of the round counted (``no_progress``): from the second time
-    the model is told so in the call's result; the third ends the attempt."""
+def _no_progress(session: LLMSession, done: Round, repeats: Repeats) -> Outcome | None:
+    """Each call of the round counted (``no_progress``): the same refused call, or the
+    same call answered the same, is told so in its result from the second time on; the
+    third ends the attempt."""
     for call, ok, result in done.outcomes:
-        if ok:
-            continue
-        told, stop = refusals.refused(call, result)
+        told, stop = repeats.made(call, ok, result)
         if stop:
             return Retry(stop)
+        if told == result:
+            continue
         for message in reversed(session.messages):
             if message.get("role") == "tool" and message.get("tool_call_id") == call.id:
                 message["content"] = told
@@ -233,7 +240,8 @@ def _context(focus: Focus) -> list[str]:
 def final_outcome(focus: Focus, response: LLMResponse, sent: list[dict[str, Any]]) -> Outcome:
     """A final answer counts when it says something: an empty or blank answer is a
     failed attempt (for chats too), and so is one that only repeats the loop's context
-    note ``sent`` to the model (the note is left out of any other). An answer cut at its
+    note ``sent`` to the model (the note is left out of any other) or only lines of its
+    other notes (``NOTE_MARK``). An answer cut at its
     ``max_tokens`` says so."""
     said = (response.text or "").strip()
     if not said:
@@ -241,6 +249,8 @@ def final_outcome(focus: Focus, response: LLMResponse, sent: list[dict[str, Any]
     answer = without_echoed_context(said, sent)
     if not answer:
         return Retry("the answer only repeated the loop's context note")
+    if only_repeats_a_note(answer, sent):
+        return Retry("the answer only repeated the loop's own note")
     if response.finish_reason in ("length", "max_tokens"):
         answer += "\n\n(This answer was cut short: it reached its length limit.)"
     return Completed(answer)

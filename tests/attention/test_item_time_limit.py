@@ -81,9 +81,10 @@ def test_the_default_limit_is_the_seeds_ten_minutes():
 
 def test_a_slow_model_that_never_finishes_ends_at_the_time_limit_and_the_person_is_told(agent, model, settings):
     settings.MARKUS["ITEM_MAX_SECONDS"] = 4.0
-    # Every turn takes 0.8 s and asks for one more look at the mailbox: it would go on
+    # Every turn takes 0.8 s and asks for one more look at the mailbox, a page further
+    # each time (the same look answered the same would be no progress): it would go on
     # for MAX_TURNS turns, and each failed attempt would be tried again.
-    server = model(delay_first_byte(0.8, call("check_mailbox", {})))
+    server = model(lambda body, n: delay_first_byte(0.8, call("check_mailbox", {"offset": n})))
     item = chat(agent.id)
 
     loop.run_attention(agent.id)

@@ -165,6 +165,26 @@ def test_the_same_refused_call_is_named_on_its_second_refusal_and_ends_the_attem
     assert item.status == Status.COMPLETED
 
 
+def test_the_same_call_answered_the_same_again_is_named_on_its_second_time_and_ends_the_attempt_on_its_third(
+    agent, model
+):
+    """A real small model asked which tasks were in review called task_list with the same
+    arguments eight times in a row, each answered the same, until it answered nothing: a
+    read that gives nothing new is no progress either, told on the second, stopped on the
+    third, as a refused call is."""
+    server = model(lambda body, n: call("task_list", {"status": "review"}))
+    item = settle(agent.id, chat(agent.id, "Which tasks are in review?"))
+    assert server.calls == 3 * ATTEMPTS
+    results = [m["content"] for m in server.requests[2].body["messages"] if m["role"] == "tool"]
+    assert results[0].startswith('{"tasks": ') and "exactly this call" not in results[0]
+    assert results[1].startswith(results[0]) and "answered exactly the same" in results[1]  # the second says so
+    [reply] = told(agent.id)
+    assert (
+        f"{ATTEMPTS} attempts failed (no progress: the same call task_list answered the same 3 times" in reply.content
+    )
+    assert item.status == Status.COMPLETED
+
+
 def test_an_invented_tool_called_with_other_arguments_each_time_ends_the_attempt_on_its_third_call(agent, model):
     """A tool that does not exist is refused whatever its arguments: a small model that
     keeps calling one (a task's title as a tool name, a new text each time) is the same
@@ -232,6 +252,23 @@ def test_the_loops_context_note_repeated_around_an_answer_is_left_out_of_it(agen
     settle(agent.id, chat(agent.id))
     [reply] = told(agent.id)
     assert reply.content == "The release is on Friday." and not reply.metadata.get("failed")
+
+
+def test_an_answer_that_only_repeats_a_note_of_the_loops_is_no_answer_and_the_person_told(agent, model):
+    """After an empty answer, a real small model's retry answered with the last line of
+    the loop's note about the failed attempt ("Do not repeat what failed; …"): in a chat
+    that line would have been the person's reply."""
+
+    def echo_the_note(body: dict[str, Any], n: int) -> Any:
+        notes = [str(m["content"]) for m in body["messages"] if str(m.get("content")).startswith("[note]")]
+        return answer(notes[-1].splitlines()[-1]) if notes else empty()
+
+    server = model(echo_the_note)
+    settle(agent.id, chat(agent.id))
+    assert server.calls == ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and "Do not repeat what failed" not in reply.content
+    assert "(an empty answer; the answer only repeated the loop's own note)" in reply.content
 
 
 def test_an_echo_of_the_note_in_the_chats_history_is_not_sent_again_nor_taken_from_it(agent, model):
