@@ -11,8 +11,9 @@ were, and never reach a service or the database.
   DEFAULT_PARSER_CLASSES) apply it to every API body; ``json_body`` does the same for
   the plain async views (chat, the AgentBus request), with the 413 of a body over the
   limit.
-- ``refuse_bad_characters``, a middleware, refuses them in the path (ids) and in query
-  parameters (names and values).
+- ``refuse_bad_characters``, a middleware, refuses them in the path (ids), in query
+  parameters (names and values) and in form bodies (the pages' and the console's forms,
+  whose fields reach the database through Django's forms, not a parser of ours).
 """
 
 from __future__ import annotations
@@ -176,8 +177,14 @@ class MultiPartParser(parsers.MultiPartParser):
 # ------------------------------------------------------------------ path and query
 
 
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
 def refusal(request: HttpRequest) -> JsonResponse | None:
-    """The 400 for a NUL byte or a lone surrogate in the path or the query, or None."""
+    """The 400 for a NUL byte or a lone surrogate in the path, the query or a form body,
+    or None. A form body is read whole first (``BoundedBody`` has kept it within the
+    limit), so a view may still read it raw; Django parses ``request.POST`` from it and
+    keeps it, and DRF takes it from there."""
     reason = bad_character(request.path)
     if reason:
         return _bad_request(f"path: {reason}", "path")
@@ -189,6 +196,13 @@ def refusal(request: HttpRequest) -> JsonResponse | None:
             reason = bad_character(value)
             if reason:
                 return _bad_request(f"query parameter {name}: {reason}", name)
+    if request.method == "POST" and request.content_type in FORM_TYPES:  # Django parses only a POST
+        request.body  # noqa: B018 (read and kept: a multipart parsed from the stream could not be read again)
+        try:
+            _check_form(request.POST)
+            check_data({name: [upload.name for upload in uploads] for name, uploads in request.FILES.lists()})
+        except UnsafeInput as exc:
+            return _bad_request(str(exc), str(exc).split(":", 1)[0])
     return None
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.apps import apps
+from django.test import Client
 from rest_framework.test import APIClient
 
 from markus.agents.models import Agent, Team
@@ -29,7 +30,7 @@ class Case:
     method: str
     path: str
     body: Any = None
-    caller: str = "alice"  # alice (a user token) or eve (an agent bearer)
+    caller: str = "alice"  # alice (a user token), eve (an agent bearer), or a signed-in browser: page, operator
     form: bool = False
     names: str = ""  # the field path the 400 must name (bodies)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +118,14 @@ def body_cases(bad: str) -> dict[str, Case]:
     }
     if bad == NUL:  # a form body decodes a surrogate's bytes to U+FFFD: only NUL survives
         cases["agent create name (form body)"] = Case("post", "/api/agents/", {"name": bad}, form=True, names="name")
+        # The pages' and the console's forms: a NUL reached PostgreSQL, a 500.
+        cases["new agent page name"] = Case("post", "/agents/new/", {"name": bad}, "page", form=True, names="name")
+        cases["new chat page title"] = Case(
+            "post", "/agents/ada/chat/sessions/new/", {"title": bad}, "page", form=True, names="title"
+        )
+        cases["console agent team"] = Case(
+            "post", "/admin/agents/agent/add/", {"name": "ok", "team": bad}, "operator", form=True, names="team"
+        )
     return cases
 
 
@@ -159,7 +168,7 @@ CASES = {
 
 
 @pytest.fixture
-def world(alice, monkeypatch, settings):
+def world(alice, django_user_model, monkeypatch, settings):
     """alice's team: ada (internal), eve and max (external, eve's token calls), a task,
     and a stream s-1 from eve to max."""
     from agentbus import services as bus
@@ -175,9 +184,12 @@ def world(alice, monkeypatch, settings):
     alice_client.force_authenticate(alice)
     eve_client = APIClient()
     eve_client.credentials(HTTP_AUTHORIZATION=f"Bearer {eve_token}")
-    for client in (alice_client, eve_client):
+    page, operator = Client(), Client()
+    page.force_login(alice)
+    operator.force_login(django_user_model.objects.create_superuser("operator", "op@example.com", "pw"))
+    for client in (alice_client, eve_client, page, operator):
         client.raise_request_exception = False  # a 500 is an answer to count, not a crash
-    return {"alice": alice_client, "eve": eve_client, "task": task.id}
+    return {"alice": alice_client, "eve": eve_client, "page": page, "operator": operator, "task": task.id}
 
 
 def row_counts() -> dict[str, int]:
