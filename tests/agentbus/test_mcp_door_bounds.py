@@ -97,6 +97,65 @@ def test_a_bad_character_in_any_string_argument_is_a_tool_error_naming_it(eve, m
     assert "unexpected exception" not in caplog.text and "Traceback" not in caplog.text
 
 
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+# Per JSON type, the values that broke a door before: too long, too large for a column or
+# a float, too deep, too many keys; a value of every other type is tried as well.
+JUNK: dict[str, list[Any]] = {
+    "string": ["", " ", "x" * 300_000, "ä" * 5000, "%", "-1", "9" * 400, "ag1/../x", "\n", "*", "'; drop table x; --"],
+    "integer": [0, -1, -(2**63), 2**63, 10**40],
+    "number": [0, -1, -1e308, 1e308, 10**40, 1e-320],
+    "boolean": [True, False],
+    "object": [{}, {"": 1}, _nested(120), _nested(60), {str(i): i for i in range(20_000)}],
+    "array": [[], [None], list(range(20_000)), ["x"] * 1000],
+    "null": [None],
+}
+# What an answer may not show: a crash told as it happened, not an error of the caller's.
+CRASH = ("Traceback", "object has no attribute", "KeyError", "TypeError", "IntegrityError", "DataError")
+CRASH += ("OperationalError", "not JSON serializable", "unexpected", "Internal", "overflow", "recursion")
+
+
+def _types(schema: dict[str, Any]) -> list[str]:
+    declared = schema.get("type")
+    if declared:
+        return declared if isinstance(declared, list) else [declared]
+    return [t for s in schema.get("anyOf", []) + schema.get("oneOf", []) for t in _types(s)] or ["string", "object"]
+
+
+def test_junk_of_any_type_in_any_argument_is_a_tool_error_never_a_crash(eve, max_, caplog):
+    async def scenario() -> list[tuple[str, str, str, str]]:
+        crashed = []
+        async with Client(mcp_door.build(_as_eve(eve))) as mcp:
+            for tool in (await mcp.list_tools()).tools:
+                for argument, schema in tool.input_schema.get("properties", {}).items():
+                    kinds = _types(schema)
+                    values = [v for k in kinds for v in JUNK.get(k, [])]
+                    values += [v for k, vs in JUNK.items() if k not in kinds for v in vs[:2]]
+                    for value in values:
+                        arguments = {argument: value, "timeout_seconds": 0}
+                        if argument == "timeout_seconds" or "timeout_seconds" not in tool.input_schema["properties"]:
+                            arguments = {argument: value}
+                        try:
+                            result = await asyncio.wait_for(mcp.call_tool(tool.name, arguments), 30)
+                        except MCPError as error:
+                            crashed.append((tool.name, argument, repr(value)[:60], f"MCPError {error}"[:300]))
+                            continue
+                        text = "".join(getattr(c, "text", "") for c in result.content)
+                        if result.is_error and any(word in text for word in CRASH):
+                            crashed.append((tool.name, argument, repr(value)[:60], text[:300]))
+        return crashed
+
+    with caplog.at_level(logging.INFO):
+        assert asyncio.run(scenario()) == []
+    logged = [r.getMessage()[:300] for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert logged == [] and "Traceback" not in caplog.text
+
+
 def test_mcp_hub_with_a_bad_token_prints_one_json_line_and_exits_non_zero(hub):
     error = failed(shell("mcp", "--hub", hub.url, "--token", "not-a-token"))
     assert error["code"] == "not_authenticated" and error["status"] == 401, error
