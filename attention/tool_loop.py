@@ -25,7 +25,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from markus.llm.base import CallContext, LLMResponse, ToolCall, fenced_tool_calls, get_provider
+from markus.llm.base import (
+    CallContext,
+    LLMResponse,
+    ToolCall,
+    bare_tool_calls,
+    fenced_tool_calls,
+    get_provider,
+    written_call,
+)
 
 from . import records, time_limit
 from .compaction import compact
@@ -124,14 +132,14 @@ def run_tool_loop(focus: Focus) -> Outcome:
         if response.text:
             focus.turn.note(records.LogLine(L.TEXT, response.text.strip()))
         if not response.tool_calls:
-            return final_outcome(focus, response, session.messages[:asked])  # its records land with the outcome
+            return final_outcome(response, session.messages[:asked], offered)  # its records land with the outcome
         done = _round(focus, session, tool_ctx, response.tool_calls)
         if isinstance(done, Outcome):
             return done
         ended = [c for c in response.tool_calls if c.name == END_TURN]
         if ended:
             answer = str(ended[-1].arguments.get("answer") or "").strip()
-            return final_outcome(focus, LLMResponse(text=answer or response.text), session.messages[:asked])
+            return final_outcome(LLMResponse(text=answer or response.text), session.messages[:asked], offered)
         stuck = _no_progress(session, done, repeats)
         if stuck is not None:
             return stuck
@@ -146,10 +154,13 @@ def run_tool_loop(focus: Focus) -> Outcome:
 
 def _typed(response: LLMResponse, offered: dict[str, Any], turn: int) -> LLMResponse:
     """A tool call a small model wrote into its text (a code fence, a ``<tool_call>``
-    tag) instead of calling it, for a tool it is offered, is taken as the call it meant."""
+    tag, or an answer of nothing but JSON calls) instead of calling it, for a tool it is
+    offered, is taken as the call it meant."""
     if response.tool_calls or not response.text:
         return response
     calls, rest = fenced_tool_calls(response.text, set(offered), prefix=f"text_{turn}")
+    if not calls:
+        calls, rest = bare_tool_calls(response.text, set(offered), prefix=f"text_{turn}"), ""
     if not calls:
         return response
     return LLMResponse(text=rest, tool_calls=calls, usage=response.usage, finish_reason=response.finish_reason)
@@ -237,12 +248,12 @@ def _context(focus: Focus) -> list[str]:
     )
 
 
-def final_outcome(focus: Focus, response: LLMResponse, sent: list[dict[str, Any]]) -> Outcome:
+def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: dict[str, Any]) -> Outcome:
     """A final answer counts when it says something: an empty or blank answer is a
     failed attempt (for chats too), and so is one that only repeats the loop's context
     note ``sent`` to the model (the note is left out of any other) or only lines of its
-    other notes (``NOTE_MARK``). An answer cut at its
-    ``max_tokens`` says so."""
+    other notes (``NOTE_MARK``), and one that is a call of an ``offered`` tool written as
+    text that could not be read. An answer cut at its ``max_tokens`` says so."""
     said = (response.text or "").strip()
     if not said:
         return Retry("an empty answer")
@@ -251,6 +262,8 @@ def final_outcome(focus: Focus, response: LLMResponse, sent: list[dict[str, Any]
         return Retry("the answer only repeated the loop's context note")
     if only_repeats_a_note(answer, sent):
         return Retry("the answer only repeated the loop's own note")
+    if called := written_call(answer, set(offered)):
+        return Retry(f"the answer was a call of {called} written as text that could not be read as a call")
     if response.finish_reason in ("length", "max_tokens"):
         answer += "\n\n(This answer was cut short: it reached its length limit.)"
     return Completed(answer)

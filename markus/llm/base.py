@@ -466,6 +466,44 @@ def fenced_tool_calls(text: str, offered: set[str], *, prefix: str) -> tuple[lis
     return calls, "".join(rest).strip() if calls else text
 
 
+def bare_tool_calls(text: str, offered: set[str], *, prefix: str) -> list[ToolCall]:
+    """An answer that is nothing but tool calls written as JSON objects, one after the
+    other with no fence or tag (``{"name": ..., "arguments": {...}}``: a small model
+    served without a tool-call parser), for tools in ``offered``: the calls. [] when the
+    text holds anything else."""
+    decoder = json.JSONDecoder()
+    calls: list[ToolCall] = []
+    at, end = 0, len(text)
+    while at < end:
+        if text[at].isspace():
+            at += 1
+            continue
+        try:
+            found, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return []
+        name = found.get("name") if isinstance(found, dict) else None
+        args = found.get("arguments", found.get("parameters")) if isinstance(found, dict) else None
+        if not isinstance(name, str) or name not in offered or not isinstance(args, dict):
+            return []
+        calls.append(ToolCall(id=f"{prefix}_{len(calls)}", name=name, arguments=args))
+    return calls
+
+
+_CALL_OPENING = re.compile(
+    r"\s*(?:```\w*\s*|<tool_call>\s*)?"  # in a fence or a tag, or bare
+    r'\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"'
+)
+
+
+def written_call(text: str, offered: set[str]) -> str | None:
+    """The offered tool an answer opens a call of, written as text (``{"name": "x",
+    "arguments": …``); None when it does not. An answer that is such a call and was not
+    taken as one (``fenced_tool_calls``, ``bare_tool_calls``) could not be read: not JSON."""
+    opening = _CALL_OPENING.match(text)
+    return opening.group(1) if opening and opening.group(1) in offered else None
+
+
 #: HTTP statuses worth trying again besides 5xx (a provider's own, such as Anthropic's
 #: 529 "overloaded", is a 5xx already).
 RETRY_STATUSES = frozenset({408, 409, 429})

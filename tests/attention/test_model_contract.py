@@ -222,6 +222,31 @@ def test_a_tool_call_written_in_a_code_fence_is_made_as_the_call_the_model_meant
     assert reply.content == "Nothing waits."
 
 
+def test_tool_calls_written_as_bare_json_are_made_as_the_calls_the_model_meant(agent, model):
+    """A small model served without a tool-call parser writes its calls as JSON objects,
+    one per line, with no fence or tag: that text was the person's reply."""
+    written = '{"name": "check_mailbox", "arguments": {}}\n{"name": "recall_activity", "arguments": {"limit": 2}}'
+    server = model([answer(written), answer("Nothing waits.")])
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 2
+    made = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert len(made) == 2 and "queueDepth" in made[0]["content"] and "activities" in made[1]["content"]
+    [reply] = told(agent.id)
+    assert reply.content == "Nothing waits."
+
+
+def test_a_call_written_as_text_that_cannot_be_read_is_no_answer_and_the_person_told(agent, model):
+    """A real small model wrote a call as text and left off its last brace: the broken
+    call was the answer (in a chat, the person's reply)."""
+    server = model(answer('{"name": "notify_user", "arguments": {"title": "Release", "body": "Friday"}'))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and '"name"' not in reply.content
+    assert "(the answer was a call of notify_user written as text that could not be read as a call)" in reply.content
+    assert not UserNotification.objects.filter(title="Release").exists()
+
+
 def test_an_empty_answer_is_retried_a_bounded_number_of_times_and_the_person_told(agent, model):
     server = model(empty())
     settle(agent.id, chat(agent.id))

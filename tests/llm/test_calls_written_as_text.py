@@ -1,0 +1,64 @@
+"""Tool calls a small model writes into its answer's text instead of making them
+(``markus.llm.base``): taken as calls only when the answer is nothing but calls of
+offered tools; an answer that opens such a call and cannot be read is named, so the loop
+does not send it to a person. The end-to-end cases are in
+``tests/attention/test_model_contract.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from markus.llm.base import bare_tool_calls, fenced_tool_calls, written_call
+
+OFFERED = {"check_mailbox", "notify_user"}
+
+
+def test_an_answer_of_json_calls_one_after_the_other_is_those_calls():
+    text = ' {"name": "check_mailbox", "arguments": {}}\n{"name": "notify_user", "parameters": {"title": "x"}}\n'
+    calls = bare_tool_calls(text, OFFERED, prefix="t")
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("t_0", "check_mailbox", {}),
+        ("t_1", "notify_user", {"title": "x"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Here it is: {"name": "check_mailbox", "arguments": {}}',  # words besides the call
+        '{"name": "check_mailbox", "arguments": {}} done',
+        '{"name": "write_poem", "arguments": {}}',  # not offered
+        '{"name": "check_mailbox"}',  # no arguments: an object a person may have asked for
+        '{"name": "check_mailbox", "arguments": "all"}',
+        '[{"name": "check_mailbox", "arguments": {}}]',
+        "",
+    ],
+)
+def test_anything_else_is_no_call(text):
+    assert bare_tool_calls(text, OFFERED, prefix="t") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "notify_user", "arguments": {"title": "Release"',  # its last braces left off
+        '  {"name":"notify_user","parameters":{',
+        '```json\n{"name": "notify_user", "arguments": {"title": "x"}\n```',  # a brace short in a fence
+        '<tool_call>\n{"name": "notify_user", "arguments": {',
+    ],
+)
+def test_an_answer_that_opens_a_call_of_an_offered_tool_is_named(text):
+    assert written_call(text, OFFERED) == "notify_user"
+    assert fenced_tool_calls(text, OFFERED, prefix="t")[0] == [] and bare_tool_calls(text, OFFERED, prefix="t") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "write_poem", "arguments": {',  # a tool not offered: the words stay an answer
+        'The call would be {"name": "notify_user", "arguments": {}}',
+        '{"name": "Ada", "role": "engineer"}',
+    ],
+)
+def test_other_answers_open_no_call(text):
+    assert written_call(text, OFFERED) is None
