@@ -380,6 +380,37 @@ def test_the_usage_api_counts_failed_calls_and_their_estimated_input(agent, mode
     assert body["totals"]["estimatedInputTokens"] == failed.input_tokens > 0
 
 
+def test_a_deliberation_that_reads_the_same_answer_again_and_again_is_stopped_and_the_mini_triage_decides(
+    agent, model, settings
+):
+    """One rule for the tool loop and the deliberation: the same call answered the same
+    a third time ends it (a small model re-reads its mailbox instead of deciding)."""
+    ids = re.compile(r"\bmbx_[0-9a-f]+\b")
+    asked: list[str] = []
+
+    def script(body: dict[str, Any], n: int) -> Behaviour:
+        offered = {t["function"]["name"] for t in body.get("tools") or []}
+        if "complete_deliberation" in offered:
+            asked.append("deliberation")
+            return call("check_mailbox", {})
+        if "triage_decision" in offered:
+            asked.append("triage")
+            return call("triage_decision", {"processItemId": ids.findall(json.dumps(body["messages"][1:]))[0]})
+        asked.append("item")
+        return answer("Handled.")
+
+    server = model(script)
+    settings.MARKUS.update({"TRIAGE": True, "DELIBERATION": True})
+    for summary in ("disk almost full", "nightly build broke"):
+        mailbox_enqueue(
+            agent_id=agent.id, source_type=T.SYSTEM_EVENT, priority=2, payload={"summary": summary, "content": summary}
+        )
+    loop.run_attention(agent.id, budget=1)
+    assert asked[:5] == ["deliberation", "deliberation", "deliberation", "triage", "item"]
+    results = [m["content"] for m in server.requests[2].body["messages"] if m["role"] == "tool"]
+    assert "answered exactly the same" not in results[0] and "answered exactly the same" in results[1]
+
+
 def test_a_deliberation_that_contradicts_itself_is_stopped_and_the_mini_triage_decides(agent, model, settings):
     ids = re.compile(r"\bmbx_[0-9a-f]+\b")
     asked: list[str] = []
