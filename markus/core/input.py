@@ -30,7 +30,7 @@ from django.utils.decorators import sync_and_async_middleware
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
-from markus.core.errors import MarkusError
+from markus.core.errors import NON_FIELD, MarkusError, field_of
 from markus.core.limits import BodyTooLarge
 
 # Deeper JSON is refused: the code that stores and sends it recurses (a RecursionError
@@ -202,7 +202,7 @@ def refusal(request: HttpRequest) -> JsonResponse | None:
             _check_form(request.POST)
             check_data({name: [upload.name for upload in uploads] for name, uploads in request.FILES.lists()})
         except UnsafeInput as exc:
-            return _bad_request(str(exc), str(exc).split(":", 1)[0])
+            return _bad_request(str(exc), field_of(str(exc)) or NON_FIELD)
     return None
 
 

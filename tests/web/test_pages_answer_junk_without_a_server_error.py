@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from mailbox.registry import MailboxType
 from mailbox.services import mailbox_enqueue
@@ -47,23 +48,28 @@ def _urls(agent, team, user) -> list[str]:
         title="ok?",
         options=[{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}],
     )
-    a, t = agent.id, team.id
-    return [
-        "/", "/home/agents/", "/home/notifications/", "/work/", "/agents/", "/agents/new/", "/teams/",
-        "/usage/", "/approvals/", "/work/tasks/new/", "/work/requirements/new/",
-        f"/agents/{a}/mind/", f"/agents/{a}/mind/timeline/", f"/agents/{a}/mind/pause/",
-        f"/agents/{a}/mind/resume/", f"/agents/{a}/mind/wake/", f"/agents/{a}/mind/heartbeat-now/",
-        f"/agents/{a}/mind/items/{item.id}/retry/", f"/agents/{a}/mind/items/{item.id}/drop/",
-        f"/agents/{a}/mind/items/nope/drop/", f"/agents/{a}/mind/reminders/{item.id}/cancel/",
-        f"/agents/{a}/mind/activities/nope/logs/", f"/agents/{a}/reports/2026-12-06/",
-        f"/agents/{a}/reports/2026-13-45/", f"/agents/{a}/chat/", f"/agents/{a}/chat/messages/",
-        f"/agents/{a}/chat/sessions/new/", f"/agents/{a}/connect/", f"/agents/{a}/connect/rotate/",
-        f"/agents/{a}/connect/revoke/", f"/agents/{a}/usage/", f"/agents/{a}/settings/",
-        f"/teams/{t}/usage/", f"/teams/{t}/channel/", f"/teams/{t}/channel/messages/",
-        f"/work/tasks/{task.id}/move/", f"/work/tasks/{task.id}/comments/",
-        f"/work/requirements/{requirement.id}/approve/", f"/work/requirements/{requirement.id}/reject/",
-        f"/work/requirements/{requirement.id}/comments/", f"/approvals/{approval.id}/answer/",
+    a, t = {"agent_id": agent.id}, {"team_id": team.id}
+    routes: list[tuple[str, dict[str, str]]] = [
+        ("home", {}), ("home-agents", {}), ("home-notifications", {}), ("work", {}), ("agents", {}),
+        ("agent-new", {}), ("teams", {}), ("deployment-usage", {}), ("approvals", {}),
+        ("work-task-new", {}), ("work-requirement-new", {}),
+        ("mind", a), ("mind-timeline", a),
+        *(("mind-control", {**a, "action": action}) for action in ("pause", "resume", "wake", "heartbeat-now")),
+        ("mind-item-control", {**a, "item_id": item.id, "action": "retry"}),
+        ("mind-item-control", {**a, "item_id": item.id, "action": "drop"}),
+        ("mind-item-control", {**a, "item_id": "nope", "action": "drop"}),
+        ("mind-reminder-cancel", {**a, "item_id": item.id}), ("mind-activity-logs", {**a, "activity_id": "nope"}),
+        ("agent-report", {**a, "day": "2026-12-06"}), ("agent-report", {**a, "day": "2026-13-45"}),
+        ("chat", a), ("chat-messages", a), ("chat-session-new", a), ("agent-connect", a),
+        ("agent-token-rotate", a), ("agent-token-revoke", a), ("agent-usage", a), ("agent-settings", a),
+        ("team-usage", t), ("team-channel", t), ("team-channel-messages", t),
+        ("work-task-move", {"task_id": task.id}), ("work-task-comment", {"task_id": task.id}),
+        ("work-requirement-step", {"requirement_id": requirement.id, "step": "approve"}),
+        ("work-requirement-step", {"requirement_id": requirement.id, "step": "reject"}),
+        ("work-requirement-comment", {"requirement_id": requirement.id}),
+        ("approval-answer", {"approval_id": approval.id}),
     ]  # fmt: skip
+    return [reverse(name, kwargs=kwargs) for name, kwargs in routes]
 
 
 def test_no_page_answers_junk_in_a_parameter_or_a_field_with_a_server_error(alice, agent, team):
