@@ -61,6 +61,13 @@ def without_echoed_context(answer: str, messages: list[dict[str, Any]]) -> str:
     return "\n".join(kept).strip()
 
 
+def written_as_a_note(answer: str) -> bool:
+    """Whether the answer opens with the loop's own mark (``NOTE_MARK``): the model wrote
+    as the loop (a small model copied a note's first line, then made up lines of its
+    own), which is never its word to a person, whatever follows."""
+    return answer.lstrip().startswith(NOTE_MARK)
+
+
 def only_repeats_a_note(answer: str, messages: list[dict[str, Any]]) -> bool:
     """Whether each line of the answer is a line of one of the loop's own notes in the
     ``messages`` it was sent (a small model answered with the last line of the note on

@@ -49,11 +49,13 @@ from .replies import delta_sender
 from .scenarios import context_lines, item_brief, longterm_lines, system_prompt
 from .session import load_session
 from .session_messages import (
+    NOTE_MARK,
     context_message,
     last_context,
     only_repeats_a_note,
     same_context,
     without_echoed_context,
+    written_as_a_note,
 )
 from .toolbox import END_TURN, ToolContext, restore_loaded, tools_for
 
@@ -252,7 +254,7 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
     """A final answer counts when it says something: an empty or blank answer is a
     failed attempt (for chats too), and so is one that only repeats the loop's context
     note ``sent`` to the model (the note is left out of any other) or only lines of its
-    other notes (``NOTE_MARK``), and one that is a call of an ``offered`` tool written as
+    other notes (``NOTE_MARK``) or opens with their mark, and one that is a call of an ``offered`` tool written as
     text that could not be read. An answer cut at its ``max_tokens`` says so."""
     said = (response.text or "").strip()
     if not said:
@@ -262,6 +264,8 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
         return Retry("the answer only repeated the loop's context note")
     if only_repeats_a_note(answer, sent):
         return Retry("the answer only repeated the loop's own note")
+    if written_as_a_note(answer):
+        return Retry(f"the answer was written as a note of the loop's ({NOTE_MARK} …), not as an answer")
     if called := written_call(answer, set(offered)):
         return Retry(f"the answer was a call of {called} written as text that could not be read as a call")
     if response.finish_reason in ("length", "max_tokens"):

@@ -296,6 +296,28 @@ def test_an_answer_that_only_repeats_a_note_of_the_loops_is_no_answer_and_the_pe
     assert "(an empty answer; the answer only repeated the loop's own note)" in reply.content
 
 
+def test_an_answer_written_as_a_note_of_the_loops_is_no_answer_though_its_lines_are_new(agent, model):
+    """A real small model, retrying after a refused tool, answered with the note on its
+    earlier attempt's calls, copied from its mark on and then made up ("it called
+    task_response(…)" over and over): lines of its own, so not only a repeat, but an
+    answer that speaks as the loop, never the model's word to a person."""
+
+    def write_a_note(body: dict[str, Any], n: int) -> Any:
+        if n == 0:
+            return call("memory_search", {"query": "release"})
+        return answer(
+            "[note] An earlier attempt at this item already made these tool calls, and they took effect.\n"
+            + "\n".join(f"- it called task_response({{}}) -> nothing ({i})" for i in range(3))
+        )
+
+    server = model(write_a_note)
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 1 + ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and "task_response" not in reply.content
+    assert "the answer was written as a note of the loop's" in reply.content
+
+
 def test_an_echo_of_the_note_in_the_chats_history_is_not_sent_again_nor_taken_from_it(agent, model):
     """A chat's history held such an echo, stored as a reply before echoes were refused:
     the model copied it into its next answer, whose note said something else by then."""
