@@ -38,7 +38,7 @@ from markus.llm.base import (
 from . import records, time_limit
 from .compaction import compact
 from .conversations import AWAITING
-from .focus import AwaitingReply, Completed, Focus, Outcome, Parked, Retry, Stopped
+from .focus import AwaitingReply, Completed, Failed, Focus, Outcome, Parked, Retry, Stopped
 from .interrupts import revoked, yield_point
 from .journal import REVOKED, Round, pending_calls, run_round
 from .model_call import ItemSpend, model_call
@@ -125,6 +125,8 @@ def run_tool_loop(focus: Focus) -> Outcome:
             during="a turn",
             spend=spend,
         )
+        if response.refusal:  # asked again, it would be refused again: the turn is not kept
+            return Failed(f"the model's provider refused to answer ({response.refusal})")
         response = _typed(response, offered, session.turn_count)
         response = _once_each(focus, response)
         session.messages.append(response.as_message())

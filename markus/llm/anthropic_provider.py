@@ -106,9 +106,26 @@ def _from_message(message: Message) -> LLMResponse:
         for b in message.content
         if b.type == "tool_use"
     ]
+    reason = message.stop_reason or ""
     return LLMResponse(
-        text=text, tool_calls=calls, usage=_usage(message.usage), finish_reason=message.stop_reason or ""
+        text=text,
+        tool_calls=calls,
+        usage=_usage(message.usage),
+        finish_reason=reason,
+        refusal=refusal_of(reason, getattr(message, "stop_details", None)),
     )
+
+
+def refusal_of(stop_reason: str, details: Any) -> str:
+    """``LLMResponse.refusal`` on this wire: ``stop_reason: "refusal"`` (a streaming
+    classifier stopped the answer), with the category and explanation of its
+    ``stop_details`` when the server gave them."""
+    if stop_reason != "refusal":
+        return ""
+    category = getattr(details, "category", None)
+    explanation = getattr(details, "explanation", None)
+    said = "refusal" + (f", {category}" if category else "")
+    return said + (f": {explanation}" if explanation else "")
 
 
 def _arguments(raw: str) -> dict[str, Any]:
@@ -127,6 +144,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     blocks: dict[int, dict[str, Any]] = {}
     prompt = completion = cached = 0
     reason = ""
+    details = None
     for event in stream:
         watch.check()
         kind = event.type
@@ -147,12 +165,14 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
                 context.emit(delta.text)
             elif delta.type == "input_json_delta" and event.index in blocks:
                 blocks[event.index]["json"] += delta.partial_json
-        elif kind == "message_delta" and event.usage is not None:
+        elif kind == "message_delta":
             reason = getattr(event.delta, "stop_reason", None) or reason
-            usage = _usage(event.usage)  # cumulative; input counts only if the server repeats them
-            prompt = max(prompt, usage.prompt_tokens)
-            completion = max(completion, usage.completion_tokens)
-            cached = max(cached, usage.cached)
+            details = getattr(event.delta, "stop_details", None) or details
+            if event.usage is not None:  # a server may leave it out; the stop reason still counts
+                usage = _usage(event.usage)  # cumulative; input counts only if the server repeats them
+                prompt = max(prompt, usage.prompt_tokens)
+                completion = max(completion, usage.completion_tokens)
+                cached = max(cached, usage.cached)
     watch.check()
     if not reason:
         raise cut_short("anthropic")
@@ -163,6 +183,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
         ],
         usage=Usage(prompt_tokens=prompt, completion_tokens=completion, cached=cached),
         finish_reason=reason,
+        refusal=refusal_of(reason, details),
     )
 
 

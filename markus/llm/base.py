@@ -134,6 +134,10 @@ class LLMResponse:
     #: Why the model stopped, as the provider said it (``stop``, ``tool_calls``,
     #: ``end_turn`` ...); "" when it did not (the offline and scripted brains).
     finish_reason: str = ""
+    #: The provider's word that the model refused this answer ("" when it did not): a
+    #: safety filter's stop (``content_filter``; ``refusal`` with its category and
+    #: explanation) or the model's refusal message. What text came before it is no answer.
+    refusal: str = ""
 
     def __post_init__(self) -> None:
         self.text = storable(self.text)

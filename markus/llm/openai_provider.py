@@ -64,13 +64,29 @@ def _from_completion(response: ChatCompletion) -> LLMResponse:
         if fn is not None:
             calls.append(ToolCall(id=c.id, name=fn.name, arguments=_arguments(fn.arguments)))
     reason = response.choices[0].finish_reason or ""
-    return LLMResponse(text=choice.content or "", tool_calls=calls, usage=_usage(response.usage), finish_reason=reason)
+    return LLMResponse(
+        text=choice.content or "",
+        tool_calls=calls,
+        usage=_usage(response.usage),
+        finish_reason=reason,
+        refusal=refusal_of(reason, choice.refusal or ""),
+    )
+
+
+def refusal_of(finish_reason: str, said: str) -> str:
+    """``LLMResponse.refusal`` on this wire: the model's refusal message (structured
+    outputs answer one in ``refusal``, not in the content), or a stop by the content
+    filter."""
+    if said:
+        return f"refusal: {said.strip()}"
+    return finish_reason if finish_reason == "content_filter" else ""
 
 
 def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMResponse:
     """Text deltas go to ``context.on_delta`` as they come; tool calls are assembled
     from their pieces (by index: the id and name come first, the arguments in parts)."""
     text: list[str] = []
+    refused: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     usage = Usage()
     reason = ""
@@ -84,6 +100,8 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             if delta.content:
                 text.append(delta.content)
                 context.emit(delta.content)
+            if getattr(delta, "refusal", None):
+                refused.append(delta.refusal)
             for piece in delta.tool_calls or []:
                 call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
                 if piece.id:
@@ -102,6 +120,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
         ],
         usage=usage,
         finish_reason=reason,
+        refusal=refusal_of(reason, "".join(refused)),
     )
 
 

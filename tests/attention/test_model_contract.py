@@ -36,6 +36,8 @@ from tests.llm.misbehaving_model import (
     empty,
     fenced_call,
     ramble,
+    refuse,
+    whole,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -294,6 +296,32 @@ def test_an_answer_that_only_repeats_a_note_of_the_loops_is_no_answer_and_the_pe
     [reply] = told(agent.id)
     assert reply.metadata["failed"] and "Do not repeat what failed" not in reply.content
     assert "(an empty answer; the answer only repeated the loop's own note)" in reply.content
+
+
+@pytest.mark.parametrize("as_sent", ["streamed", "whole"])
+def test_an_answer_stopped_by_the_providers_filter_is_never_the_reply_and_is_not_asked_again(agent, model, as_sent):
+    """A provider's safety filter stops an answer mid-way (finish_reason
+    ``content_filter``): the half written so far was the person's reply, unmarked. Now the
+    item ends at once, the person told the model's provider refused; the same request is
+    not sent again (it would be refused again), and the refused turn is not kept."""
+    behaviour = refuse("Sure, here is how to get past the", finish="content_filter")
+    server = model(whole(behaviour) if as_sent == "whole" else behaviour)
+    item = settle(agent.id, chat(agent.id))
+    assert server.calls == 1
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and "get past the" not in reply.content
+    assert "the model's provider refused to answer (content_filter)" in reply.content
+    assert item.status == Status.COMPLETED
+
+
+def test_a_refusal_the_model_wrote_is_what_the_person_is_told(agent, model):
+    """The OpenAI wire's ``refusal``: the model's own words declining, with no content,
+    was an empty answer asked again twice, and the person was told only "an empty answer"."""
+    server = model(refuse(refusal="I can't help with that request.", finish="stop"))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 1
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and "I can't help with that request." in reply.content
 
 
 def test_an_answer_written_as_a_note_of_the_loops_is_no_answer_though_its_lines_are_new(agent, model):

@@ -29,6 +29,10 @@ Behaviours (frozen dataclasses, made by the module's functions):
   ```` ```json\\n{"name": ..., "arguments": {...}}\\n``` ````, no ``tool_calls``,
   finish ``"stop"``.
 - ``empty()``: content ``""``, finish ``"stop"``.
+- ``refuse(text="", refusal="", finish="content_filter")``: what a provider's safety
+  filter does: ``text`` (the answer so far), then, if given, ``refusal`` (the model's
+  refusal, the message's ``refusal`` field), and finish ``finish`` (``"stop"`` with a
+  refusal message, as structured outputs answer).
 - ``ramble(chunk="bla ", limit=None, chunk_delay=0.0)``: ``chunk`` over and over until it
   has sent the request's ``max_completion_tokens`` (or ``max_tokens``) chunks, or, when
   the request names neither, ``limit`` chunks (default 2000); then finish ``"length"``.
@@ -126,6 +130,13 @@ class Empty:
 
 
 @dataclass(frozen=True)
+class Refuse:
+    text: str = ""
+    refusal: str = ""
+    finish: str = "content_filter"
+
+
+@dataclass(frozen=True)
 class Ramble:
     chunk: str = "bla "
     limit: int | None = None
@@ -173,7 +184,8 @@ class Whole:
 
 
 Behaviour: TypeAlias = (
-    "Answer | ToolCalls | FencedCall | Empty | Ramble | HttpError | DelayFirstByte | Stall | Cut | StreamError | Whole"
+    "Answer | ToolCalls | FencedCall | Empty | Refuse | Ramble | HttpError | DelayFirstByte | Stall | Cut | StreamError"
+    " | Whole"
 )
 Script: TypeAlias = "Callable[[dict[str, Any], int], Behaviour] | Sequence[Behaviour] | Behaviour"
 
@@ -199,6 +211,10 @@ def fenced_call(name: str, args: dict[str, Any] | None = None) -> FencedCall:
 
 def empty() -> Empty:
     return Empty()
+
+
+def refuse(text: str = "", refusal: str = "", finish: str = "content_filter") -> Refuse:
+    return Refuse(text, refusal, finish)
 
 
 def ramble(chunk: str = "bla ", limit: int | None = None, chunk_delay: float = 0.0) -> Ramble:
@@ -306,6 +322,12 @@ def _pieces_of(b: Behaviour, body: dict[str, Any], n: int) -> Iterator[tuple[dic
             for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
                 yield {"tool_calls": [{"index": i, "function": {"arguments": part}}]}, None
         yield {}, "tool_calls"
+    elif isinstance(b, Refuse):
+        for piece in pieces(b.text):
+            yield {"content": piece}, None
+        if b.refusal:
+            yield {"refusal": b.refusal}, None
+        yield {}, b.finish
     elif isinstance(b, Ramble):
         cap = body.get("max_completion_tokens") or body.get("max_tokens") or b.limit or RAMBLE_CAP
         for _ in range(int(cap)):
@@ -493,12 +515,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def whole(self, body: dict[str, Any], n: int, plan: _Plan) -> None:
         tokens = [0]
-        content, finish = "", "stop"
+        content, refusal, finish = "", "", "stop"
         tool_calls: dict[int, dict[str, Any]] = {}
         for c in self.chunks({**body, "stream_options": None}, n, plan, tokens):
             choice = c["choices"][0]
             delta = choice["delta"]
             content += delta.get("content") or ""
+            refusal += delta.get("refusal") or ""
             for tc in delta.get("tool_calls") or []:
                 slot = tool_calls.setdefault(tc["index"], {"id": "", "type": "function", "function": {}})
                 slot["id"] = tc.get("id") or slot["id"]
@@ -509,6 +532,8 @@ class _Handler(BaseHTTPRequestHandler):
         message: dict[str, Any] = {"role": "assistant", "content": content if content or not tool_calls else None}
         if tool_calls:
             message["tool_calls"] = [tool_calls[i] for i in sorted(tool_calls)]
+        if refusal:
+            message["refusal"] = refusal
         data = json.dumps(
             {
                 "id": f"chatcmpl-misbehaving-{n}",

@@ -1,7 +1,9 @@
 """A local stub server speaking the Anthropic Messages API wire format, so the real
 ``anthropic`` SDK code path runs.
 
-A reply is ``{"content": str, "tool_calls": [(name, args)]}``. Without ``"stream"`` the
+A reply is ``{"content": str, "tool_calls": [(name, args)]}``, optionally with its
+``"stop"`` reason and ``"stop_details"`` (a refusal's), and ``"delta_usage": False`` for a
+``message_delta`` without usage. Without ``"stream"`` the
 answer is one JSON message; with it, server-sent events: ``message_start`` (input
 usage), for the text a ``content_block_start`` / word-chunk ``text_delta``s /
 ``content_block_stop``, for each tool call a ``tool_use`` block whose input arrives as
@@ -36,6 +38,10 @@ def _message(body: dict[str, Any], content: list[dict[str, Any]], stop: str | No
     }
 
 
+def _stop(reply: dict[str, Any]) -> str:
+    return reply.get("stop") or ("tool_use" if reply.get("tool_calls") else "end_turn")
+
+
 def _events(body: dict[str, Any], reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     calls = reply.get("tool_calls") or []
     events: list[tuple[str, dict[str, Any]]] = [
@@ -63,17 +69,13 @@ def _events(body: dict[str, Any], reply: dict[str, Any]) -> list[tuple[str, dict
             delta = {"type": "input_json_delta", "partial_json": piece}
             events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    stop = "tool_use" if calls else "end_turn"
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": OUTPUT_TOKENS},
-            },
-        )
-    )
+    delta: dict[str, Any] = {"stop_reason": _stop(reply), "stop_sequence": None}
+    if reply.get("stop_details"):
+        delta["stop_details"] = reply["stop_details"]
+    ended: dict[str, Any] = {"type": "message_delta", "delta": delta}
+    if reply.get("delta_usage", True):  # False: a server that leaves the usage out of it
+        ended["usage"] = {"output_tokens": OUTPUT_TOKENS}
+    events.append(("message_delta", ended))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
@@ -128,8 +130,10 @@ class StubAnthropic:
                     content.append({"type": "text", "text": reply["content"]})
                 for i, (name, args) in enumerate(reply.get("tool_calls") or [], start=len(content)):
                     content.append({"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args})
-                stop = "tool_use" if reply.get("tool_calls") else "end_turn"
-                data = json.dumps(_message(body, content, stop, OUTPUT_TOKENS)).encode()
+                message = _message(body, content, _stop(reply), OUTPUT_TOKENS)
+                if reply.get("stop_details"):
+                    message["stop_details"] = reply["stop_details"]
+                data = json.dumps(message).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -11,7 +11,7 @@ from attention.models import AgentActivity
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
-from markus.agents.models import WorkingMemory
+from markus.agents.models import ChatMessage, WorkingMemory
 from markus.llm.anthropic_provider import wire_messages
 from markus.llm.base import CallContext, get_provider
 
@@ -160,6 +160,48 @@ def test_the_loop_runs_a_scenario_through_the_anthropic_provider_and_records_usa
     activity = AgentActivity.objects.get(mailbox_item_id=item.id)
     assert activity.total_tokens == 2 * (INPUT_TOKENS + OUTPUT_TOKENS) and activity.total_tools == 1
     assert activity.success
+
+
+def test_a_stop_reason_is_read_from_a_message_delta_that_carries_no_usage(anthropic_settings):
+    """A server speaking the Messages API that leaves the usage out of its message_delta:
+    its stop reason was not read, and the whole answer was taken for one cut short."""
+    with StubAnthropic([{"content": "All done.", "delta_usage": False}]) as stub:
+        anthropic_settings(stub.url)
+        r = get_provider().complete(
+            system="s", messages=[{"role": "user", "content": "go"}], tools=[], context=CallContext()
+        )
+    assert r.text == "All done." and r.finish_reason == "end_turn"
+
+
+REFUSAL = {
+    "type": "refusal",
+    "category": "cyber",
+    "explanation": "This request was declined because it could enable cyber harm.",
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("as_sent", ["streamed", "whole"])
+def test_a_refused_answer_ends_the_item_and_the_person_is_told_the_providers_reason(anthropic_settings, agent, as_sent):
+    """``stop_reason: "refusal"``: the text so far ("Hello..") is no answer, the request is
+    not made again (Anthropic: it would be refused again unless the turn is removed), and
+    the person is told why, in the provider's words."""
+    reply = {"content": "Hello..", "stop": "refusal", "stop_details": REFUSAL, "whole": as_sent == "whole"}
+    with StubAnthropic([reply, {"content": "asked again"}]) as stub:
+        anthropic_settings(stub.url, TRIAGE=False, INTERRUPT_JUDGE=False)
+        item = mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=T.HUMAN_CHAT,
+            payload={"summary": "help", "content": "help me"},
+            metadata={"senderId": "1", "senderRole": "user"},
+        )
+        loop.run_attention(agent.id)
+    assert len(stub.requests) == 1
+    assert MailboxItem.objects.get(id=item.id).status == "completed"
+    [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
+    assert told.metadata["failed"] and "Hello.." not in told.content
+    assert "the model's provider refused to answer (refusal, cyber:" in told.content
+    assert "could enable cyber harm" in told.content
 
 
 def test_the_judge_asks_the_model(anthropic_settings):
