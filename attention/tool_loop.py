@@ -270,6 +270,6 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
         return Retry(f"the answer was written as a note of the loop's ({NOTE_MARK} …), not as an answer")
     if called := written_call(answer, set(offered)):
         return Retry(f"the answer was a call of {called} written as text that could not be read as a call")
-    if response.finish_reason in ("length", "max_tokens"):
+    if response.finish_reason in LLMResponse.CUT_AT_LIMIT:
         answer += "\n\n(This answer was cut short: it reached its length limit.)"
     return Completed(answer)

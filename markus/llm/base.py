@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -134,6 +134,9 @@ class LLMResponse:
     #: Why the model stopped, as the provider said it (``stop``, ``tool_calls``,
     #: ``end_turn`` ...); "" when it did not (the offline and scripted brains).
     finish_reason: str = ""
+    #: ``finish_reason`` values of an answer stopped at a limit, not at its end (``length``
+    #: on the OpenAI wire; ``max_tokens`` and ``model_context_window_exceeded`` on Anthropic's).
+    CUT_AT_LIMIT: ClassVar[frozenset[str]] = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
     #: The provider's word that the model refused this answer ("" when it did not): a
     #: safety filter's stop (``content_filter``; ``refusal`` with its category and
     #: explanation) or the model's refusal message. What text came before it is no answer.

@@ -204,6 +204,22 @@ def test_a_refused_answer_ends_the_item_and_the_person_is_told_the_providers_rea
     assert "could enable cyber harm" in told.content
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stop", ["max_tokens", "model_context_window_exceeded"])
+def test_an_answer_stopped_at_a_limit_is_kept_and_says_it_was_cut_short(anthropic_settings, agent, stop):
+    with StubAnthropic([{"content": "The release is on", "stop": stop}]) as stub:
+        anthropic_settings(stub.url, TRIAGE=False, INTERRUPT_JUDGE=False)
+        mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=T.HUMAN_CHAT,
+            payload={"summary": "when", "content": "when is the release?"},
+            metadata={"senderId": "1", "senderRole": "user"},
+        )
+        loop.run_attention(agent.id)
+    [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
+    assert told.content.startswith("The release is on") and "cut short" in told.content
+
+
 def test_the_judge_asks_the_model(anthropic_settings):
     with StubAnthropic([{"content": "Cancel."}]) as stub:
         anthropic_settings(stub.url)
