@@ -21,6 +21,7 @@ from .base import (
     sdk_errors,
     streamed_call,
 )
+from .reasoning import ReasoningFilter, without_reasoning
 
 
 def _wire_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,7 +66,7 @@ def _from_completion(response: ChatCompletion) -> LLMResponse:
             calls.append(ToolCall(id=c.id, name=fn.name, arguments=_arguments(fn.arguments)))
     reason = response.choices[0].finish_reason or ""
     return LLMResponse(
-        text=choice.content or "",
+        text=without_reasoning(choice.content or ""),
         tool_calls=calls,
         usage=_usage(response.usage),
         finish_reason=reason,
@@ -83,13 +84,15 @@ def refusal_of(finish_reason: str, said: str) -> str:
 
 
 def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMResponse:
-    """Text deltas go to ``context.on_delta`` as they come; tool calls are assembled
-    from their pieces (by index: the id and name come first, the arguments in parts)."""
+    """Text deltas go to ``context.on_delta`` as they come, a reasoning model's thinking
+    left out (``markus.llm.reasoning``); tool calls are assembled from their pieces (by
+    index: the id and name come first, the arguments in parts)."""
     text: list[str] = []
     refused: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     usage = Usage()
     reason = ""
+    answer = ReasoningFilter(context.emit)
     for chunk in stream:
         watch.check()
         if chunk.usage is not None:
@@ -99,7 +102,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             delta = choice.delta
             if delta.content:
                 text.append(delta.content)
-                context.emit(delta.content)
+                answer.feed(delta.content)
             if getattr(delta, "refusal", None):
                 refused.append(delta.refusal)
             for piece in delta.tool_calls or []:
@@ -112,8 +115,9 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     watch.check()
     if not reason:
         raise cut_short("openai")
+    answer.end()
     return LLMResponse(
-        text="".join(text),
+        text=without_reasoning("".join(text)),
         tool_calls=[
             ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=_arguments(c["arguments"]))
             for i, c in sorted(calls.items())

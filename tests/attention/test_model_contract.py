@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from attention import loop
 from attention.model_call import max_tokens_for
+from attention.models import ToolCallRecord
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
@@ -296,6 +297,19 @@ def test_an_answer_that_only_repeats_a_note_of_the_loops_is_no_answer_and_the_pe
     [reply] = told(agent.id)
     assert reply.metadata["failed"] and "Do not repeat what failed" not in reply.content
     assert "(an empty answer; the answer only repeated the loop's own note)" in reply.content
+
+
+def test_a_reasoning_models_thinking_is_neither_the_reply_nor_a_call(agent, model):
+    """A reasoning model's thinking in the content (a server without a reasoning parser):
+    the person got it as part of the reply, and a call it only thought about could be
+    read as a call written as text."""
+    thought = '<think>\nShould I look first?\n```json\n{"name": "memory_search", "arguments": {"query": "x"}}\n```\n'
+    server = model(answer(thought + "No need.\n</think>\n\nThe release is on Friday."))
+    item = settle(agent.id, chat(agent.id))
+    assert server.calls == 1
+    [reply] = told(agent.id)
+    assert reply.content == "The release is on Friday."
+    assert not ToolCallRecord.objects.filter(mailbox_item_id=item.id).exists()
 
 
 @pytest.mark.parametrize("as_sent", ["streamed", "whole"])
