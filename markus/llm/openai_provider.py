@@ -37,7 +37,11 @@ def _wire_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str
     return wire
 
 
-def _arguments(raw: str | None) -> dict[str, Any]:
+def _arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """A call's arguments: the string of a JSON object, as the wire says; an object as it
+    is (some servers send one); anything else kept raw, for the tool to refuse."""
+    if isinstance(raw, dict):
+        return raw
     try:
         args = json.loads(raw or "{}")
     except json.JSONDecodeError:
@@ -89,7 +93,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     index: the id and name come first, the arguments in parts)."""
     text: list[str] = []
     refused: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
+    calls: dict[int, dict[str, Any]] = {}
     usage = Usage()
     reason = ""
     answer = ReasoningFilter(context.emit)
@@ -111,7 +115,8 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
                     call["id"] = piece.id
                 if piece.function is not None:
                     call["name"] += piece.function.name or ""
-                    call["arguments"] += piece.function.arguments or ""
+                    part: Any = piece.function.arguments or ""
+                    call["arguments"] = part if isinstance(part, dict) else call["arguments"] + part
     watch.check()
     if not reason:
         raise cut_short("openai")

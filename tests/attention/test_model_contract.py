@@ -24,6 +24,7 @@ from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage
 from markus.agents.services import main_session
 from markus.llm.base import CONTEXT_MARK
+from markus.memory.models import Observation
 from markus.usage.models import LLMCall
 from notifications.models import UserNotification
 from tests.llm.misbehaving_model import (
@@ -297,6 +298,20 @@ def test_an_answer_that_only_repeats_a_note_of_the_loops_is_no_answer_and_the_pe
     [reply] = told(agent.id)
     assert reply.metadata["failed"] and "Do not repeat what failed" not in reply.content
     assert "(an empty answer; the answer only repeated the loop's own note)" in reply.content
+
+
+@pytest.mark.parametrize("as_sent", ["streamed", "whole"])
+def test_a_calls_arguments_sent_as_an_object_not_a_string_are_read_as_they_are(agent, model, as_sent):
+    """Some servers of the OpenAI wire send a call's arguments as a JSON object, not as
+    the string of one: the SDK passes it through, and reading it as a string failed the
+    attempt (a TypeError), three times."""
+    memo = calls([("memory_save", {"content": "The release is on Friday.", "kind": "fact"})], as_object=True)
+    server = model([whole(memo) if as_sent == "whole" else memo, answer("Noted.")])
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 2
+    assert Observation.objects.get(agent_id=agent.id).content == "The release is on Friday."
+    [reply] = told(agent.id)
+    assert reply.content == "Noted."
 
 
 def test_a_reasoning_models_thinking_is_neither_the_reply_nor_a_call(agent, model):

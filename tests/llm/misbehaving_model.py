@@ -22,7 +22,8 @@ Behaviours (frozen dataclasses, made by the module's functions):
 - ``call(name, args)`` / ``calls([(name, args), ...], text="")``: tool calls, finish
   ``"tool_calls"``; each call streams as its header (id ``call_<n>_<i>``, name) and its
   arguments in two pieces, so the SDK's consumer must assemble them. ``args`` is a dict,
-  or a string sent as it is (malformed arguments). Any name: an invented tool is just a
+  or a string sent as it is (malformed arguments); ``as_object=True`` sends a dict as a JSON
+  object in one piece, not a string, as some servers do. Any name: an invented tool is just a
   name the request did not offer; a repeated refused call is a script returning the
   same ``call`` every time.
 - ``fenced_call(name, args)``: what small models do: the call written as text,
@@ -116,6 +117,7 @@ class Answer:
 class ToolCalls:
     calls: tuple[tuple[str, Args], ...]
     text: str = ""
+    as_object: bool = False  # the arguments as a JSON object, not a string (some servers)
 
 
 @dataclass(frozen=True)
@@ -201,8 +203,8 @@ def call(name: str, args: Args | None = None) -> ToolCalls:
     return ToolCalls(((name, {} if args is None else args),))
 
 
-def calls(pairs: Sequence[tuple[str, Args]], text: str = "") -> ToolCalls:
-    return ToolCalls(tuple((name, args) for name, args in pairs), text)
+def calls(pairs: Sequence[tuple[str, Args]], text: str = "", as_object: bool = False) -> ToolCalls:
+    return ToolCalls(tuple((name, args) for name, args in pairs), text, as_object)
 
 
 def fenced_call(name: str, args: dict[str, Any] | None = None) -> FencedCall:
@@ -318,6 +320,9 @@ def _pieces_of(b: Behaviour, body: dict[str, Any], n: int) -> Iterator[tuple[dic
         for i, (name, args) in enumerate(b.calls):
             raw = args if isinstance(args, str) else json.dumps(args)
             head = {"index": i, "id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": ""}}
+            if b.as_object:  # whole, in the call's first piece
+                yield {"tool_calls": [{**head, "function": {"name": name, "arguments": args}}]}, None
+                continue
             yield {"tool_calls": [head]}, None
             for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
                 yield {"tool_calls": [{"index": i, "function": {"arguments": part}}]}, None
@@ -527,7 +532,7 @@ class _Handler(BaseHTTPRequestHandler):
                 slot["id"] = tc.get("id") or slot["id"]
                 fn = slot["function"]
                 for key, value in tc.get("function", {}).items():
-                    fn[key] = fn.get(key, "") + value
+                    fn[key] = value if isinstance(value, dict) else fn.get(key, "") + value
             finish = choice["finish_reason"] or finish
         message: dict[str, Any] = {"role": "assistant", "content": content if content or not tool_calls else None}
         if tool_calls:
