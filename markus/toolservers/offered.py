@@ -252,10 +252,7 @@ def call(server: ToolServer, tool: str, args: dict[str, Any]) -> Any:
         raise ToolError(scrubbed(server, str(exc))) from None
     if server.state != ServerState.READY:
         record_state(server, ServerState.READY)
-    text = "\n".join(
-        str(c.get("text", "")) if c.get("type") == "text" else f"[{c.get('type', 'content')} not shown]"
-        for c in result.get("content") or []
-    )
+    text = "\n".join(content_text(c) for c in result.get("content") or [] if isinstance(c, dict))
     if result.get("isError"):
         raise ToolError(bounded(f"{server.name}{SEPARATOR}{tool} failed: {text or 'no message'}"))
     answer: dict[str, Any] = {"content": bounded(text)}
@@ -264,6 +261,29 @@ def call(server: ToolServer, tool: str, args: dict[str, Any]) -> Any:
         quoted = json.dumps(structured, default=str)
         answer["structuredContent"] = structured if len(quoted) <= RESULT_MAX_CHARS else bounded(quoted)
     return answer
+
+
+_MEDIA = {"image": "an image", "audio": "an audio clip"}
+
+
+def content_text(content: dict[str, Any]) -> str:
+    """One content block of a result as the model reads it: a text as it is, an embedded
+    text resource's text under its address, a resource link's name and address; what
+    cannot be read as text (an image, audio, a binary resource) is named, not shown."""
+    kind = str(content.get("type", "content"))
+    if kind == "text":
+        return str(content.get("text", ""))
+    if kind in _MEDIA:
+        return f"[{', '.join(filter(None, [_MEDIA[kind], content.get('mimeType')]))}, not shown]"
+    if kind == "resource":
+        resource = content.get("resource") or {}
+        head = ", ".join(filter(None, [str(resource.get("uri") or ""), resource.get("mimeType")]))
+        if "text" in resource:
+            return f"[resource {head}]\n{resource['text']}"
+        return f"[resource {head}, not shown]"
+    if kind == "resource_link":
+        return f"[resource link: {', '.join(filter(None, [content.get(k) for k in ('name', 'uri', 'mimeType')]))}]"
+    return f"[{kind} not shown]"
 
 
 def bounded(text: str) -> str:

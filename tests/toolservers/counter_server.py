@@ -4,7 +4,8 @@
 ``seconds``, then ``done <marker>``, so a test counts each effect (the ``done`` lines)
 and can kill a worker while one runs (after ``started``). ``count`` only reads (its
 annotations say so: offered as ``auto``); ``fail`` answers a tool error, ``big`` a
-result of ``size`` characters and ``nap`` takes ``seconds``.
+result of ``size`` characters, ``nap`` takes ``seconds`` and ``media`` answers each kind of
+content but audio: a text, an image, an embedded text resource and a resource link.
 
 Without ``--port`` it speaks over stdio. With ``--claim-read-only``, ``increment`` says
 it only reads (``readOnlyHint``, no ``idempotentHint``) although it still counts: a
@@ -20,7 +21,14 @@ import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import (
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 
 
 def build(log: Path, claim_read_only: bool = False) -> MCPServer:
@@ -66,6 +74,21 @@ def build(log: Path, claim_read_only: bool = False) -> MCPServer:
         """Answers after ``seconds``."""
         time.sleep(min(seconds, 60.0))
         return "awake"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def media() -> list[TextContent | ImageContent | EmbeddedResource | ResourceLink]:
+        """One content of each kind."""
+        return [
+            TextContent(type="text", text="the chart and its data:"),
+            ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png"),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(uri="file:///data/sales.csv", mime_type="text/csv", text="month,sales"),
+            ),
+            ResourceLink(
+                type="resource_link", name="report", uri="file:///data/report.pdf", mime_type="application/pdf"
+            ),
+        ]
 
     return server
 

@@ -187,6 +187,24 @@ def test_http_server_tools_their_errors_timeouts_and_big_results(
     assert said["content"].endswith(f"[cut: the first {RESULT_MAX_CHARS:,} of {RESULT_MAX_CHARS * 3:,} characters]")
 
 
+def test_a_result_of_every_kind_of_content_reads_as_text_saying_what_is_not_shown(
+    celery_worker, model, agent, alice_client, counter
+):
+    """An embedded text resource's text and a resource link's name and address are words
+    the model can use; they read as "[resource not shown]" and "[resource_link not shown]"."""
+    server = ToolServer.objects.create(name="counter", transport="http", url=counter.url, timeout_seconds=5)
+    server.agents.add(agent)
+    model(Model("__media", lambda fn: {}))
+    said = result_of(chat(alice_client, agent, "media")["reply"])
+    assert said["content"].splitlines() == [
+        "the chart and its data:",
+        "[an image, image/png, not shown]",
+        "[resource file:///data/sales.csv, text/csv]",
+        "month,sales",
+        "[resource link: report, file:///data/report.pdf, application/pdf]",
+    ]
+
+
 def test_team_servers_are_offered_to_its_agents(celery_worker, model, agent, alice_client, git_server, repo, team):
     git_server.teams.add(team)
     m = Model("__git_log", git_log_args(repo))
