@@ -137,7 +137,9 @@ class ToolServerAdmin(ConsoleModelAdmin):
     def error_line(self, obj: ToolServer) -> str:
         return (obj.last_error or "")[:120]
 
-    @admin.display(description="tools as last listed (name, policy, read-only, made again after a crash)")
+    @admin.display(
+        description="tools as last listed (name, policy, read-only, made again after a crash, why not offered)"
+    )
     def tool_table(self, obj: ToolServer) -> str:
         rows = listed_tools(obj)
         if not rows:
@@ -146,13 +148,14 @@ class ToolServerAdmin(ConsoleModelAdmin):
             "<table>{}</table>",
             format_html_join(
                 "",
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 (
                     (
                         r["offeredAs"] or r["name"],
                         r["policy"],
                         "read-only" if r["readOnly"] else "",
                         "repeatable" if r["repeatable"] else "",
+                        f"not offered: {r['notOffered']}" if r["notOffered"] else "",
                     )
                     for r in rows
                 ),

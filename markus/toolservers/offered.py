@@ -10,6 +10,7 @@ errors a call answers)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 from django.contrib.auth.models import User
 from django.db.models import Q
 from django.utils import timezone
+from jsonschema import Draft202012Validator, SchemaError
 
 from attention.scenarios import (
     A2A,
@@ -139,8 +141,36 @@ def tool_name(server: ToolServer, tool: dict[str, Any]) -> str:
     return f"{server.name}{SEPARATOR}{tool.get('name', '')}"
 
 
+NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
 def offerable(server: ToolServer, tool: dict[str, Any]) -> bool:
-    return bool(FUNCTION_NAME.match(tool_name(server, tool)))
+    return not not_offered(server, tool)
+
+
+def not_offered(server: ToolServer, tool: dict[str, Any]) -> str:
+    """Why an LLM API would refuse the tool as its server lists it ("": it may be
+    offered): its name, or its input schema. The providers refuse a whole request for
+    one such tool, so it is left out, not sent."""
+    name = tool_name(server, tool)
+    if not FUNCTION_NAME.match(name):
+        return f"its name {name} is not one an LLM API accepts (letters, digits, _ and -, at most 64)"
+    return schema_problem(json.dumps(tool.get("inputSchema") or NO_ARGUMENTS, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=1024)
+def schema_problem(schema_json: str) -> str:
+    """What is wrong with a tool's input schema for an LLM API ("" nothing): it must be a
+    JSON Schema (draft 2020-12, as MCP says) of an object. By its JSON text, once: a
+    check costs about a millisecond, and a working scenario's item offers every tool."""
+    schema = json.loads(schema_json)
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return 'its input schema is not of "type": "object"'
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return f"its input schema is not a JSON Schema: {exc.message}"
+    return ""
 
 
 def provide(agent_id: str, scenario: str, *, stored: bool = False) -> list[Tool]:
@@ -163,7 +193,7 @@ def provide(agent_id: str, scenario: str, *, stored: bool = False) -> list[Tool]
 
 def catalog(servers: list[ToolServer], *, stored: bool = False) -> dict[str, Tool]:
     """The servers' tools the agent may call, by name, as they are offered: not a denied
-    one (nor one whose name an LLM API would refuse); an ``ask`` one with its approval.
+    one (nor one an LLM API would refuse: ``not_offered``); an ``ask`` one with its approval.
     ``stored``: the tools as last listed, none listed now (nothing is started)."""
     found: dict[str, Tool] = {}
     for server in servers:
@@ -177,7 +207,7 @@ def catalog(servers: list[ToolServer], *, stored: bool = False) -> dict[str, Too
 
 def as_tool(server: ToolServer, listed: dict[str, Any], policy: str) -> Tool:
     name, remote = tool_name(server, listed), str(listed["name"])
-    schema = listed.get("inputSchema") or {"type": "object", "properties": {}}
+    schema = listed.get("inputSchema") or NO_ARGUMENTS
 
     def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
         return call(server, remote, args)

@@ -163,7 +163,11 @@ class ToolServerInput(serializers.Serializer):
 
 class ListedToolOut(serializers.Serializer):
     name = serializers.CharField(help_text="the server's name of the tool")
-    offeredAs = serializers.CharField(help_text="<server>__<tool>, the name the LLM calls")
+    offeredAs = serializers.CharField(help_text='<server>__<tool>, the name the LLM calls ("": not offered)')
+    notOffered = serializers.CharField(
+        help_text="why it is not offered to any agent (an LLM API would refuse its name or its input schema); "
+        '"" when it is'
+    )
     description = serializers.CharField()
     policy = serializers.ChoiceField(choices=Policy.choices)
     defaultPolicy = serializers.ChoiceField(choices=Policy.choices, help_text="from its readOnlyHint")

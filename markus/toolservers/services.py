@@ -23,7 +23,7 @@ from .offered import (
     catalog,
     failing_note,
     listing,
-    offerable,
+    not_offered,
     provide,
     tool_name,
 )
@@ -218,7 +218,8 @@ def listed_tools(server: ToolServer) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": listed.get("name", ""),
-                "offeredAs": tool_name(server, listed) if offerable(server, listed) else "",
+                "offeredAs": "" if (why_not := not_offered(server, listed)) else tool_name(server, listed),
+                "notOffered": why_not,
                 "description": str(listed.get("description") or ""),
                 "policy": server.policy_of(listed),
                 "defaultPolicy": default,

@@ -197,6 +197,7 @@ def test_the_agents_tools_list_every_offered_tool_with_its_policy_and_keep_no_se
     assert listed["git_commit"] == {
         "name": "git_commit",
         "offeredAs": "git__git_commit",
+        "notOffered": "",
         "description": listed["git_commit"]["description"],
         "policy": "ask",
         "defaultPolicy": "ask",
