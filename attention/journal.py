@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -60,6 +61,10 @@ _T = TypeVar("_T")
 REVOKED = "executionRevoked"
 # What an activity's log keeps of a tool's result.
 LOG_RESULT_CHARS = 4000
+TOO_MANY = (
+    "not made: at most {most} calls in one answer are made (MARKUS_TURN_MAX_TOOL_CALLS); "
+    "make it in your next turn if it is still needed"
+)
 DECLINED = "{name} was not called: {who} declined it{comment}."
 IN_FLIGHT = (
     "{name} was in flight when the worker running it stopped: whether it took effect is not known. "
@@ -224,6 +229,8 @@ def _call(r: Round, call: ToolCall) -> tuple[bool, str] | None:
         return _in_flight(r, call, found, idempotent=t is not None and t.idempotent)
     if execution_revoked(r.focus):  # refused in a transaction (``_in_transaction``), asking nobody
         return _in_transaction(r, call)
+    if r.position >= (most := settings.MARKUS["TURN_MAX_TOOL_CALLS"]):
+        return _in_transaction(r, call, refused=TOO_MANY.format(most=most))
     if t is not None and t.approval is not None:
         return _ask(r, call, t)
     if t is None or t.transactional:

@@ -305,6 +305,10 @@ MARKUS = {
     # One item's model calls and tokens across all its attempts: past either it ends,
     # failed, with the reason (the person who asked is told once).
     "ITEM_MAX_CALLS": env.int("MARKUS_ITEM_MAX_CALLS", default=40),
+    # One answer's tool calls that are made: past them a call is answered "not made",
+    # to be made in a next turn if still needed (a model's answer of 25 distinct calls
+    # was 25 effects, in every turn).
+    "TURN_MAX_TOOL_CALLS": env.int("MARKUS_TURN_MAX_TOOL_CALLS", default=10),
     "ITEM_MAX_TOKENS": env.int("MARKUS_ITEM_MAX_TOKENS", default=400_000),
     # One attempt at an item runs at most this many seconds (the seed's 10-minute
     # processing backstop): checked before each turn, and by the sweep for a holder that

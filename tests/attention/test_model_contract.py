@@ -300,6 +300,24 @@ def test_an_answer_that_only_repeats_a_note_of_the_loops_is_no_answer_and_the_pe
     assert "(an empty answer; the answer only repeated the loop's own note)" in reply.content
 
 
+def test_an_answer_of_more_calls_than_a_turn_may_make_has_the_rest_refused_and_the_model_told(agent, model, settings):
+    """Nothing bounded the calls of one answer but its max_tokens: 25 distinct calls (a
+    small model saving a note, again and again, each a little different) were 25 effects,
+    in every one of an item's turns."""
+    settings.MARKUS["TURN_MAX_TOOL_CALLS"] = 10
+    many = calls([("memory_save", {"content": f"The release is on Friday ({i})."}) for i in range(25)])
+    server = model([many, answer("Saved.")])
+    item = settle(agent.id, chat(agent.id))
+    assert server.calls == 2
+    assert Observation.objects.filter(agent_id=agent.id).count() == 10
+    results = [m["content"] for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert len(results) == 25 and all('"saved": true' in r for r in results[:10])
+    assert all("not made: at most 10 calls in one answer" in r for r in results[10:])
+    assert ToolCallRecord.objects.filter(mailbox_item_id=item.id, ok=False).count() == 15
+    [reply] = told(agent.id)
+    assert reply.content == "Saved."
+
+
 @pytest.mark.parametrize("as_sent", ["streamed", "whole"])
 def test_a_calls_arguments_sent_as_an_object_not_a_string_are_read_as_they_are(agent, model, as_sent):
     """Some servers of the OpenAI wire send a call's arguments as a JSON object, not as
