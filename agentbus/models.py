@@ -150,7 +150,11 @@ class Chunk(models.Model):
     class Meta:
         db_table = "agentbus_chunks"
         constraints = [models.UniqueConstraint(fields=["stream", "sequence"], name="uniq_agentbus_chunk_seq")]
-        indexes = [models.Index(fields=["recipient", "position"], name="idx_agentbus_chunks_rcpt")]
+        indexes = [
+            models.Index(fields=["recipient", "position"], name="idx_agentbus_chunks_rcpt"),
+            # An agent's messages of the last hour (markus.tools.a2a_tools: the pace of its tools).
+            models.Index(fields=["sender", "created_at"], name="idx_agentbus_chunks_sent"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stream_id}#{self.sequence}"

@@ -309,6 +309,9 @@ MARKUS = {
     # to be made in a next turn if still needed (a model's answer of 25 distinct calls
     # was 25 effects, in every turn).
     "TURN_MAX_TOOL_CALLS": env.int("MARKUS_TURN_MAX_TOOL_CALLS", default=10),
+    # One agent's messages to one colleague (or one group) in an hour, by its tools: two
+    # agents answering each other with a new message every time talked forever.
+    "AGENT_MESSAGES_PER_HOUR": env.int("MARKUS_AGENT_MESSAGES_PER_HOUR", default=30),
     "ITEM_MAX_TOKENS": env.int("MARKUS_ITEM_MAX_TOKENS", default=400_000),
     # One attempt at an item runs at most this many seconds (the seed's 10-minute
     # processing backstop): checked before each turn, and by the sweep for a holder that

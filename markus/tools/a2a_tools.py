@@ -12,15 +12,18 @@ agents, ``agentbus.access``), named by id or by name.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
+from django.utils import timezone
 
 from agentbus import selectors as bus_selectors
 from agentbus import services as bus
 from agentbus.access import reachable_agents_for
 from agentbus.errors import BusError
-from agentbus.models import Stream
+from agentbus.models import Chunk, Stream
 from attention import conversations
 from attention import scenarios as sc
 from attention.toolbox import ToolContext, ToolError, tool
@@ -88,6 +91,22 @@ def _colleague(me: Agent, ref: object) -> Agent:
     return found[0]
 
 
+def _check_pace(me: Agent, *, to: Agent | None = None, group: Stream | None = None) -> None:
+    """At most ``MARKUS["AGENT_MESSAGES_PER_HOUR"]`` messages from this agent to one
+    colleague (``to``) or one ``group`` in the last hour, whichever tool sends them: two
+    agents answering each other with a new message every time would talk forever. A
+    count of this agent's last hour (its index: sender, time), at most that many rows."""
+    most = settings.MARKUS["AGENT_MESSAGES_PER_HOUR"]
+    sent = Chunk.objects.filter(sender=me, created_at__gte=timezone.now() - timedelta(hours=1))
+    sent = sent.filter(stream=group) if group is not None else sent.filter(recipient=to)
+    if sent[:most].count() >= most:
+        name = bus_selectors.group_name(group) if group is not None else to.name if to is not None else "?"
+        raise ToolError(
+            f"not sent: you sent {most} messages to {name} in the last hour (MARKUS_AGENT_MESSAGES_PER_HOUR), "
+            "the most one agent sends to one colleague or group; if the conversation is done, give your final answer"
+        )
+
+
 def _who(agent: Agent) -> dict[str, str]:
     return {"id": agent.id, "name": agent.name}
 
@@ -144,6 +163,7 @@ def agent_send_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
     awaiting = bool(args.get("await_reply"))
     if awaiting:
         _check_may_wait(ctx)
+    _check_pace(me, to=recipient)
     try:
         chunk = bus.send_agent_message(
             sender=me,
@@ -234,6 +254,11 @@ def agent_reply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     elif chosen not in dict(streams):
         raise ToolError(f"stream_id must be one of the conversations you are handling: {', '.join(dict(streams))}")
     me = _me(ctx)
+    answered = Stream.objects.filter(id=chosen).select_related("sender").first()
+    if answered is not None and answered.is_group:
+        _check_pace(me, group=answered)
+    elif answered is not None and answered.sender is not None:
+        _check_pace(me, to=answered.sender)
     try:
         chunk = bus.stream_reply(
             responder=me, stream_id=chosen, payload={"text": text, "senderName": me.name}, actor=_actor(me)
@@ -377,6 +402,7 @@ def agent_send_group_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str
         raise ToolError(f"no group chat {args['group_id']!r} that you are a member of (see agent_list_group_chats)")
     if group.closed_at is not None:
         raise ToolError(f"the group chat {bus_selectors.group_name(group)!r} is closed")
+    _check_pace(me, group=group)
     chunk = bus.stream_append(
         stream_id=group.id, sender=me, payload={"text": text, "senderName": me.name}, actor=_actor(me)
     )
