@@ -143,7 +143,7 @@ class LLMResponse:
     refusal: str = ""
 
     def __post_init__(self) -> None:
-        self.text = storable(self.text)
+        self.text, self.refusal = storable(self.text), storable(self.refusal)
 
     def as_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text}

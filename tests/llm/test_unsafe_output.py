@@ -22,8 +22,9 @@ def test_a_response_is_made_safe_to_store():
     response = LLMResponse(
         text="a\x00b\ud800c",
         tool_calls=[ToolCall(id="c\x00", name="t", arguments={"k\x00": ["v\udfff", {"n": "x\x00"}], "i": 3})],
+        refusal="refusal: n\x00o",
     )
-    assert response.text == "a\ufffdb\ufffdc"
+    assert response.text == "a\ufffdb\ufffdc" and response.refusal == "refusal: n\ufffdo"
     [call] = response.tool_calls
     assert call.id == "c\ufffd" and call.arguments == {"k\ufffd": ["v\ufffd", {"n": "x\ufffd"}], "i": 3}
 
