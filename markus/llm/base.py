@@ -524,6 +524,21 @@ def sdk_errors(sdk: Any) -> tuple[type[Exception], ...]:
     return (sdk.APIError, httpx2.HTTPError)
 
 
+#: The errors a stream may end with after its 200 that the same request would meet again
+#: (Anthropic's error types; any other, an overload above all, is tried again).
+STREAM_ERRORS_FINAL = frozenset(
+    {"invalid_request_error", "authentication_error", "permission_error", "not_found_error", "request_too_large"}
+)
+
+
+def _error_of(body: Any) -> tuple[str, str]:
+    """(type, message) of an error event's body, ``{"type": "error", "error": {type, message}}``."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return "error", str(body or "no message")
+    return str(error.get("type") or "error"), str(error.get("message") or "no message")
+
+
 def provider_error(exc: Exception, sdk: Any) -> ProviderError:
     """An SDK's (or its HTTP client's) error as the seam reads it: what happened, said the
     same way each time (so a repeated failure is told apart from a different one), and
@@ -531,6 +546,11 @@ def provider_error(exc: Exception, sdk: Any) -> ProviderError:
     5xx; not a request the server refused)."""
     import httpx2
 
+    if isinstance(exc, sdk.APIStatusError) and exc.status_code < 300:  # after a 200: an error event in the stream
+        kind, said = _error_of(getattr(exc, "body", None))
+        return ProviderError(
+            f"an error event in the stream: {kind}: {said}"[:300], retryable=kind not in STREAM_ERRORS_FINAL
+        )
     if isinstance(exc, sdk.APIStatusError):
         status = exc.status_code
         after = exc.response.headers.get("retry-after") if exc.response is not None else None

@@ -3,7 +3,8 @@
 
 A reply is ``{"content": str, "tool_calls": [(name, args)]}``, optionally with its
 ``"stop"`` reason and ``"stop_details"`` (a refusal's), and ``"delta_usage": False`` for a
-``message_delta`` without usage. Without ``"stream"`` the
+``message_delta`` without usage, ``"error_after": n`` for an ``error`` event (of
+``"error_type"``, ``overloaded_error`` by default) after n events, ending the stream. Without ``"stream"`` the
 answer is one JSON message; with it, server-sent events: ``message_start`` (input
 usage), for the text a ``content_block_start`` / word-chunk ``text_delta``s /
 ``content_block_stop``, for each tool call a ``tool_use`` block whose input arrives as
@@ -119,6 +120,12 @@ class StubAnthropic:
                     if n and not stub.wire.wait(self, reply.get("chunk_delay", 0.0)):
                         return
                     if n == reply.get("stall_after") and not stub.wire.wait(self, reply.get("stall", 0.0)):
+                        return
+                    if n == reply.get("error_after"):  # an error event after a 200, and the stream ends
+                        error = {"type": reply.get("error_type", "overloaded_error"), "message": "Overloaded"}
+                        stub.wire.send(
+                            self, f"event: error\ndata: {json.dumps({'type': 'error', 'error': error})}\n\n".encode()
+                        )
                         return
                     if not stub.wire.send(self, f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()):
                         return

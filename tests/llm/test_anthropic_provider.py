@@ -14,6 +14,7 @@ from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage, WorkingMemory
 from markus.llm.anthropic_provider import wire_messages
 from markus.llm.base import CallContext, get_provider
+from markus.usage.models import LLMCall
 
 from .stub_anthropic import INPUT_TOKENS, OUTPUT_TOKENS, StubAnthropic
 
@@ -171,6 +172,29 @@ def test_a_stop_reason_is_read_from_a_message_delta_that_carries_no_usage(anthro
             system="s", messages=[{"role": "user", "content": "go"}], tools=[], context=CallContext()
         )
     assert r.text == "All done." and r.finish_reason == "end_turn"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_overloaded_error_in_the_stream_is_tried_again_within_the_attempt(anthropic_settings, agent):
+    """Anthropic sends ``event: error`` (``overloaded_error``) after its 200: the SDK raises
+    it with the response's status, 200, which read as a refused request ("HTTP 200
+    APIStatusError"), not tried again: the attempt failed and the item waited its back-off."""
+    replies = [{"content": "I will look", "error_after": 3}, {"content": "The release is on Friday."}]
+    with StubAnthropic(replies) as stub:
+        anthropic_settings(stub.url, TRIAGE=False, INTERRUPT_JUDGE=False, LLM_BACKOFF_S=0.01)
+        mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=T.HUMAN_CHAT,
+            payload={"summary": "when", "content": "when is the release?"},
+            metadata={"senderId": "1", "senderRole": "user"},
+        )
+        loop.run_attention(agent.id)
+    assert len(stub.requests) == 2
+    [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
+    assert told.content == "The release is on Friday."
+    assert AgentActivity.objects.filter(agent=agent).count() == 1  # one attempt: the call was tried again
+    [failed] = LLMCall.objects.exclude(error="")
+    assert failed.error == "an error event in the stream: overloaded_error: Overloaded"
 
 
 REFUSAL = {
