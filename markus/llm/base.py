@@ -532,8 +532,9 @@ STREAM_ERRORS_FINAL = frozenset(
 
 
 def _error_of(body: Any) -> tuple[str, str]:
-    """(type, message) of an error event's body, ``{"type": "error", "error": {type, message}}``."""
-    error = body.get("error") if isinstance(body, dict) else None
+    """(type, message) of an error's body: ``{"error": {type, message}}`` (an error event,
+    Anthropic's answers) or the ``{type, message}`` inside it (the OpenAI SDK's)."""
+    error = body.get("error", body) if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return "error", str(body or "no message")
     return str(error.get("type") or "error"), str(error.get("message") or "no message")
@@ -559,7 +560,12 @@ def provider_error(exc: Exception, sdk: Any) -> ProviderError:
         except ValueError:
             retry_after = None
         retryable = status in RETRY_STATUSES or status >= 500
-        return ProviderError(f"HTTP {status} {type(exc).__name__}", retryable=retryable, retry_after=retry_after)
+        said = f"HTTP {status} {type(exc).__name__}"
+        # A refusal the same request meets again: its words say why (a context too small …);
+        # not an authentication's, which may quote part of the key to whoever reads the reply.
+        if not retryable and status not in (401, 403, 407):
+            said += f": {_error_of(exc.body)[1]}"
+        return ProviderError(said[:300], retryable=retryable, retry_after=retry_after)
     if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
         return ProviderError("timed out (MARKUS_LLM_TIMEOUT_S): no answer or no next chunk in time")
     if isinstance(exc, sdk.APIConnectionError | httpx2.HTTPError):

@@ -98,8 +98,25 @@ def test_a_429_is_tried_again_after_its_retry_after_and_a_400_is_not(agent, serv
     assert list(LLMCall.objects.values_list("error", flat=True).order_by("id")) == [
         "HTTP 429 RateLimitError",
         "",
-        "HTTP 400 BadRequestError",
+        "HTTP 400 BadRequestError: bad request",
     ]
+
+
+def test_a_refused_request_is_told_with_the_providers_words(agent, served):
+    """A model whose context is smaller than the request: "HTTP 400 BadRequestError" was
+    all the person was told of why, and all the operator could read in the usage."""
+    said = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens."
+    served(http_error(400, said, type="invalid_request_error"))
+    with pytest.raises(ProviderFailed, match="maximum context length is 8192 tokens"):
+        call(agent)
+    assert LLMCall.objects.get().error == f"HTTP 400 BadRequestError: {said}"
+
+
+def test_an_authentication_refusal_quotes_nothing_of_the_key(agent, served):
+    served(http_error(401, "Incorrect API key provided: sk-proj-****************abcd.", type="invalid_api_key"))
+    with pytest.raises(ProviderFailed, match="HTTP 401"):
+        call(agent)
+    assert LLMCall.objects.get().error == "HTTP 401 AuthenticationError"
 
 
 def test_a_stream_that_stalls_between_chunks_past_the_timeout_is_given_up(agent, served, settings):
