@@ -312,6 +312,8 @@ MARKUS = {
     # One agent's messages to one colleague (or one group) in an hour, by its tools: two
     # agents answering each other with a new message every time talked forever.
     "AGENT_MESSAGES_PER_HOUR": env.int("MARKUS_AGENT_MESSAGES_PER_HOUR", default=30),
+    # One piece of work's notify_user notices to people, across its attempts.
+    "ITEM_MAX_NOTICES": env.int("MARKUS_ITEM_MAX_NOTICES", default=5),
     "ITEM_MAX_TOKENS": env.int("MARKUS_ITEM_MAX_TOKENS", default=400_000),
     # One attempt at an item runs at most this many seconds (the seed's 10-minute
     # processing backstop): checked before each turn, and by the sweep for a holder that

@@ -5,9 +5,11 @@ deferred until the person answers, then re-queued with the answer as the tool re
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 
+from attention.models import ToolCallRecord
 from attention.scenarios import ASKING_SCENARIOS, HUMAN_GUIDANCE_SCENARIOS
 from attention.toolbox import ToolContext, ToolError, tool
 from mailbox.models import MailboxItem
@@ -114,6 +116,7 @@ def notify_context_comment(task_id: str | None, requirement_id: str | None) -> s
     scenarios=TELLING,
 )
 def notify_user(ctx: ToolContext, args: dict) -> dict:
+    _check_notices(ctx)
     priority = _priority(args.get("priority"))
     task_id = _related_id(args, "related_task_id")
     requirement_id = _related_id(args, "related_requirement_id")
@@ -145,6 +148,21 @@ def notify_user(ctx: ToolContext, args: dict) -> dict:
         metadata={"agentId": ctx.agent_id, "taskId": task_id, "requirementId": requirement_id, **chat_target},
     )
     return {"notificationId": n.id, "userId": user.pk, "sessionId": session.id, "messageId": message.pk}
+
+
+def _check_notices(ctx: ToolContext) -> None:
+    """At most ``MARKUS["ITEM_MAX_NOTICES"]`` notices from one piece of work (all its
+    attempts): a model telling a person something a little different every turn rang
+    their bell dozens of times, no two calls alike."""
+    most = settings.MARKUS["ITEM_MAX_NOTICES"]
+    if not ctx.mailbox_item_id:
+        return
+    made = ToolCallRecord.objects.filter(mailbox_item_id=ctx.mailbox_item_id, name="notify_user", ok=True)
+    if made[:most].count() >= most:
+        raise ToolError(
+            f"not sent: this work told people {most} times already (MARKUS_ITEM_MAX_NOTICES); "
+            "say the rest in your final answer"
+        )
 
 
 @tool(

@@ -318,6 +318,24 @@ def test_an_answer_of_more_calls_than_a_turn_may_make_has_the_rest_refused_and_t
     assert reply.content == "Saved."
 
 
+def test_a_model_that_keeps_telling_a_person_new_things_is_stopped_after_a_few_messages(agent, model, settings):
+    """Each message a little different, so no repeat: seven notices in one chat, one a
+    turn, each ringing the person's bell (12 turns an attempt, 3 attempts, were 36)."""
+    settings.MARKUS["ITEM_MAX_NOTICES"] = 5
+
+    def keep_telling(body: dict[str, Any], n: int) -> Any:
+        if n < 7:
+            return call("notify_user", {"title": "Release", "body": f"News number {n}."})
+        return answer("That is all.")
+
+    server = model(keep_telling)
+    settle(agent.id, chat(agent.id))
+    assert UserNotification.objects.filter(title="Release").count() == 5
+    results = [str(m["content"]) for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "not sent: this work told people 5 times already (MARKUS_ITEM_MAX_NOTICES)" in results[-1]
+    assert told(agent.id)[-1].content == "That is all."
+
+
 @pytest.mark.parametrize("as_sent", ["streamed", "whole"])
 def test_a_calls_arguments_sent_as_an_object_not_a_string_are_read_as_they_are(agent, model, as_sent):
     """Some servers of the OpenAI wire send a call's arguments as a JSON object, not as
