@@ -142,6 +142,10 @@ def tool_name(server: ToolServer, tool: dict[str, Any]) -> str:
 
 
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+# What one tool may take of every request it is offered in: its description is cut past
+# this many characters, and a tool whose input schema is longer is not offered.
+TOOL_DESCRIPTION_CHARS = 2_000
+SCHEMA_MAX_CHARS = 16_000
 
 
 def offerable(server: ToolServer, tool: dict[str, Any]) -> bool:
@@ -161,8 +165,12 @@ def not_offered(server: ToolServer, tool: dict[str, Any]) -> str:
 @functools.lru_cache(maxsize=1024)
 def schema_problem(schema_json: str) -> str:
     """What is wrong with a tool's input schema for an LLM API ("" nothing): it must be a
-    JSON Schema (draft 2020-12, as MCP says) of an object. By its JSON text, once: a
+    JSON Schema (draft 2020-12, as MCP says) of an object, and short enough to go with
+    every request (``SCHEMA_MAX_CHARS``). By its JSON text, once: a
     check costs about a millisecond, and a working scenario's item offers every tool."""
+    if len(schema_json) > SCHEMA_MAX_CHARS:
+        size, most = len(schema_json), SCHEMA_MAX_CHARS
+        return f"its input schema is {size:,} characters, past the {most:,} a tool may take in every request"
     schema = json.loads(schema_json)
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return 'its input schema is not of "type": "object"'
@@ -212,7 +220,7 @@ def as_tool(server: ToolServer, listed: dict[str, Any], policy: str) -> Tool:
     def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
         return call(server, remote, args)
 
-    description = str(listed.get("description") or listed.get("title") or remote)
+    description = bounded(str(listed.get("description") or listed.get("title") or remote), TOOL_DESCRIPTION_CHARS)
     if server.description:  # what the operator says the server is for (which repository, …)
         description += f"\n(Tool server {server.name}: {server.description})"
     return Tool(
@@ -316,10 +324,10 @@ def content_text(content: dict[str, Any]) -> str:
     return f"[{kind} not shown]"
 
 
-def bounded(text: str) -> str:
-    if len(text) <= RESULT_MAX_CHARS:
+def bounded(text: str, most: int = RESULT_MAX_CHARS) -> str:
+    if len(text) <= most:
         return text
-    return f"{text[:RESULT_MAX_CHARS]}\n[cut: the first {RESULT_MAX_CHARS:,} of {len(text):,} characters]"
+    return f"{text[:most]}\n[cut: the first {most:,} of {len(text):,} characters]"
 
 
 # ---------------------------------------------------------------------------- asking

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from markus.toolservers import offered as offered_module
 from markus.toolservers.models import ServerState, ToolServer
-from markus.toolservers.offered import provide
+from markus.toolservers.offered import TOOL_DESCRIPTION_CHARS, provide
 from markus.toolservers.services import listed_tools
 
 pytestmark = pytest.mark.django_db
@@ -23,6 +23,11 @@ LISTED = [
     {"name": "draft3", "inputSchema": {"type": "object", "properties": {"path": {"type": "string", "required": True}}}},
     {"name": "misspelt", "inputSchema": {"type": "objet", "properties": {}}},
     {"name": "bad name!", "inputSchema": GOOD},
+    {"name": "wordy", "description": "Read a file. " + "More about reading. " * 500, "inputSchema": GOOD},
+    {
+        "name": "vast",
+        "inputSchema": {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(900)}},
+    },
 ]
 
 
@@ -36,7 +41,19 @@ def server(agent) -> ToolServer:
 
 
 def test_only_tools_whose_schema_an_llm_api_accepts_are_offered(agent, server):
-    assert [t.name for t in provide(agent.id, "chat", stored=True)] == ["files__read"]
+    assert [t.name for t in provide(agent.id, "chat", stored=True)] == ["files__read", "files__wordy"]
+
+
+def test_a_tool_sent_with_every_request_is_bounded(agent, server):
+    """A description of 10,000 characters went with every request of every agent the
+    server is attached to; a schema of 28,000 characters is not offered at all."""
+    [wordy] = [t for t in provide(agent.id, "chat", stored=True) if t.name == "files__wordy"]
+    assert len(wordy.description) <= TOOL_DESCRIPTION_CHARS + 100
+    assert wordy.description.startswith("Read a file. More about reading.")
+    assert "[cut: the first 2,000 of 10,013 characters]" in wordy.description
+    [vast] = [row for row in listed_tools(server) if row["name"] == "vast"]
+    assert vast["notOffered"].startswith("its input schema is 2")
+    assert vast["notOffered"].endswith("characters, past the 16,000 a tool may take in every request")
 
 
 def test_a_tool_not_offered_is_listed_with_why(server, django_user_model):
@@ -49,11 +66,11 @@ def test_a_tool_not_offered_is_listed_with_why(server, django_user_model):
     staff = APIClient()
     staff.force_authenticate(django_user_model.objects.create_user("root", is_staff=True))
     listed = staff.get("/api/tool-servers/files/").json()["tools"]
-    assert [t["name"] for t in listed if not t["notOffered"]] == ["read"]
+    assert [t["name"] for t in listed if not t["notOffered"]] == ["read", "wordy"]
 
 
 def test_each_schema_is_checked_once(agent, server):
     offered_module.schema_problem.cache_clear()
     for _ in range(3):
         provide(agent.id, "chat", stored=True)
-    assert offered_module.schema_problem.cache_info().misses == 4  # the four schemas, the shared one once
+    assert offered_module.schema_problem.cache_info().misses == 5  # the five schemas, the shared one once
