@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import pytest
 
@@ -163,6 +164,24 @@ def test_the_loop_runs_a_scenario_through_the_anthropic_provider_and_records_usa
     assert activity.success
 
 
+def person_asks(
+    agent: Any, replies: list[dict[str, Any]], anthropic_settings: Any, **markus: Any
+) -> tuple[StubAnthropic, MailboxItem, ChatMessage]:
+    """A person's chat to the agent, one run of the loop with the stub's ``replies``: the
+    stub, the item and the agent's one reply."""
+    with StubAnthropic(replies) as stub:
+        anthropic_settings(stub.url, TRIAGE=False, INTERRUPT_JUDGE=False, **markus)
+        item = mailbox_enqueue(
+            agent_id=agent.id,
+            source_type=T.HUMAN_CHAT,
+            payload={"summary": "when", "content": "when is the release?"},
+            metadata={"senderId": "1", "senderRole": "user"},
+        )
+        loop.run_attention(agent.id)
+    [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
+    return stub, item, told
+
+
 def test_a_stop_reason_is_read_from_a_message_delta_that_carries_no_usage(anthropic_settings):
     """A server speaking the Messages API that leaves the usage out of its message_delta:
     its stop reason was not read, and the whole answer was taken for one cut short."""
@@ -180,17 +199,8 @@ def test_an_overloaded_error_in_the_stream_is_tried_again_within_the_attempt(ant
     it with the response's status, 200, which read as a refused request ("HTTP 200
     APIStatusError"), not tried again: the attempt failed and the item waited its back-off."""
     replies = [{"content": "I will look", "error_after": 3}, {"content": "The release is on Friday."}]
-    with StubAnthropic(replies) as stub:
-        anthropic_settings(stub.url, TRIAGE=False, INTERRUPT_JUDGE=False, LLM_BACKOFF_S=0.01)
-        mailbox_enqueue(
-            agent_id=agent.id,
-            source_type=T.HUMAN_CHAT,
-            payload={"summary": "when", "content": "when is the release?"},
-            metadata={"senderId": "1", "senderRole": "user"},
-        )
-        loop.run_attention(agent.id)
+    stub, _, told = person_asks(agent, replies, anthropic_settings, LLM_BACKOFF_S=0.01)
     assert len(stub.requests) == 2
-    [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
     assert told.content == "The release is on Friday."
     assert AgentActivity.objects.filter(agent=agent).count() == 1  # one attempt: the call was tried again
     [failed] = LLMCall.objects.exclude(error="")
@@ -211,18 +221,9 @@ def test_a_refused_answer_ends_the_item_and_the_person_is_told_the_providers_rea
     not made again (Anthropic: it would be refused again unless the turn is removed), and
     the person is told why, in the provider's words."""
     reply = {"content": "Hello..", "stop": "refusal", "stop_details": REFUSAL, "whole": as_sent == "whole"}
-    with StubAnthropic([reply, {"content": "asked again"}]) as stub:
-        anthropic_settings(stub.url, TRIAGE=False, INTERRUPT_JUDGE=False)
-        item = mailbox_enqueue(
-            agent_id=agent.id,
-            source_type=T.HUMAN_CHAT,
-            payload={"summary": "help", "content": "help me"},
-            metadata={"senderId": "1", "senderRole": "user"},
-        )
-        loop.run_attention(agent.id)
+    stub, item, told = person_asks(agent, [reply, {"content": "asked again"}], anthropic_settings)
     assert len(stub.requests) == 1
     assert MailboxItem.objects.get(id=item.id).status == "completed"
-    [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
     assert told.metadata["failed"] and "Hello.." not in told.content
     assert "the model's provider refused to answer (refusal, cyber:" in told.content
     assert "could enable cyber harm" in told.content
@@ -231,16 +232,7 @@ def test_a_refused_answer_ends_the_item_and_the_person_is_told_the_providers_rea
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("stop", ["max_tokens", "model_context_window_exceeded"])
 def test_an_answer_stopped_at_a_limit_is_kept_and_says_it_was_cut_short(anthropic_settings, agent, stop):
-    with StubAnthropic([{"content": "The release is on", "stop": stop}]) as stub:
-        anthropic_settings(stub.url, TRIAGE=False, INTERRUPT_JUDGE=False)
-        mailbox_enqueue(
-            agent_id=agent.id,
-            source_type=T.HUMAN_CHAT,
-            payload={"summary": "when", "content": "when is the release?"},
-            metadata={"senderId": "1", "senderRole": "user"},
-        )
-        loop.run_attention(agent.id)
-    [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
+    _, _, told = person_asks(agent, [{"content": "The release is on", "stop": stop}], anthropic_settings)
     assert told.content.startswith("The release is on") and "cut short" in told.content
 
 
