@@ -255,9 +255,10 @@ def _context(focus: Focus) -> list[str]:
 def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: dict[str, Any]) -> Outcome:
     """A final answer counts when it says something: an empty or blank answer is a
     failed attempt (for chats too), and so is one that only repeats the loop's context
-    note ``sent`` to the model (the note is left out of any other) or only lines of its
-    other notes (``NOTE_MARK``) or opens with their mark, and one that is a call of an ``offered`` tool written as
-    text that could not be read. An answer cut at its ``max_tokens`` says so."""
+    note ``sent`` to the model (the note is left out of any other), one that only
+    repeats lines of its other notes (``NOTE_MARK``) or opens with their mark, and one
+    that is a call of an ``offered`` tool written as text that could not be read. An
+    answer cut at a limit (``LLMResponse.CUT_AT_LIMIT``) says so."""
     said = (response.text or "").strip()
     if not said:
         return Retry("an empty answer")

@@ -91,16 +91,15 @@ def _colleague(me: Agent, ref: object) -> Agent:
     return found[0]
 
 
-def _check_pace(me: Agent, *, to: Agent | None = None, group: Stream | None = None) -> None:
+def _check_pace(me: Agent, name: str, **to: Any) -> None:
     """At most ``MARKUS["AGENT_MESSAGES_PER_HOUR"]`` messages from this agent to one
-    colleague (``to``) or one ``group`` in the last hour, whichever tool sends them: two
-    agents answering each other with a new message every time would talk forever. A
-    count of this agent's last hour (its index: sender, time), at most that many rows."""
+    colleague (``recipient=``) or one group (``stream=``), ``name``, in the last hour,
+    whichever tool sends them: two agents answering each other with a new message every
+    time would talk forever. A count of this agent's last hour (its index: sender, time),
+    at most that many rows."""
     most = settings.MARKUS["AGENT_MESSAGES_PER_HOUR"]
-    sent = Chunk.objects.filter(sender=me, created_at__gte=timezone.now() - timedelta(hours=1))
-    sent = sent.filter(stream=group) if group is not None else sent.filter(recipient=to)
+    sent = Chunk.objects.filter(sender=me, created_at__gte=timezone.now() - timedelta(hours=1), **to)
     if sent[:most].count() >= most:
-        name = bus_selectors.group_name(group) if group is not None else to.name if to is not None else "?"
         raise ToolError(
             f"not sent: you sent {most} messages to {name} in the last hour (MARKUS_AGENT_MESSAGES_PER_HOUR), "
             "the most one agent sends to one colleague or group; if the conversation is done, give your final answer"
@@ -163,7 +162,7 @@ def agent_send_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
     awaiting = bool(args.get("await_reply"))
     if awaiting:
         _check_may_wait(ctx)
-    _check_pace(me, to=recipient)
+    _check_pace(me, recipient.name, recipient=recipient)
     try:
         chunk = bus.send_agent_message(
             sender=me,
@@ -256,9 +255,9 @@ def agent_reply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     me = _me(ctx)
     answered = Stream.objects.filter(id=chosen).select_related("sender").first()
     if answered is not None and answered.is_group:
-        _check_pace(me, group=answered)
+        _check_pace(me, bus_selectors.group_name(answered), stream=answered)
     elif answered is not None and answered.sender is not None:
-        _check_pace(me, to=answered.sender)
+        _check_pace(me, answered.sender.name, recipient=answered.sender)
     try:
         chunk = bus.stream_reply(
             responder=me, stream_id=chosen, payload={"text": text, "senderName": me.name}, actor=_actor(me)
@@ -402,7 +401,7 @@ def agent_send_group_message(ctx: ToolContext, args: dict[str, Any]) -> dict[str
         raise ToolError(f"no group chat {args['group_id']!r} that you are a member of (see agent_list_group_chats)")
     if group.closed_at is not None:
         raise ToolError(f"the group chat {bus_selectors.group_name(group)!r} is closed")
-    _check_pace(me, group=group)
+    _check_pace(me, bus_selectors.group_name(group), stream=group)
     chunk = bus.stream_append(
         stream_id=group.id, sender=me, payload={"text": text, "senderName": me.name}, actor=_actor(me)
     )

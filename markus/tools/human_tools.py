@@ -154,9 +154,9 @@ def _check_notices(ctx: ToolContext) -> None:
     """At most ``MARKUS["ITEM_MAX_NOTICES"]`` notices from one piece of work (all its
     attempts): a model telling a person something a little different every turn rang
     their bell dozens of times, no two calls alike."""
-    most = settings.MARKUS["ITEM_MAX_NOTICES"]
     if not ctx.mailbox_item_id:
         return
+    most = settings.MARKUS["ITEM_MAX_NOTICES"]
     made = ToolCallRecord.objects.filter(mailbox_item_id=ctx.mailbox_item_id, name="notify_user", ok=True)
     if made[:most].count() >= most:
         raise ToolError(

@@ -166,11 +166,13 @@ def not_offered(server: ToolServer, tool: dict[str, Any]) -> str:
 def schema_problem(schema_json: str) -> str:
     """What is wrong with a tool's input schema for an LLM API ("" nothing): it must be a
     JSON Schema (draft 2020-12, as MCP says) of an object, and short enough to go with
-    every request (``SCHEMA_MAX_CHARS``). By its JSON text, once: a
-    check costs about a millisecond, and a working scenario's item offers every tool."""
+    every request (``SCHEMA_MAX_CHARS``). By its JSON text, once: a check costs about a
+    millisecond, and a working scenario's item offers every tool."""
     if len(schema_json) > SCHEMA_MAX_CHARS:
-        size, most = len(schema_json), SCHEMA_MAX_CHARS
-        return f"its input schema is {size:,} characters, past the {most:,} a tool may take in every request"
+        return (
+            f"its input schema is {len(schema_json):,} characters, "
+            f"past the {SCHEMA_MAX_CHARS:,} a tool may take in every request"
+        )
     schema = json.loads(schema_json)
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return 'its input schema is not of "type": "object"'
