@@ -289,3 +289,21 @@ def test_the_loops_backstop_answers_once_and_only_what_waits_for_an_answer(ada, 
     assert services.reply_if_expected(responder=bea.agent, stream_id=to_eve, text="not mine") is None
     assert services.reply_if_expected(responder=bea.agent, stream_id="stm_missing", text="x") is None
     assert [m["payload"]["text"] for m in selectors.inbox_read_from("ada", 0)["messages"]] == ["Tomorrow"]
+
+
+def test_messages_to_one_group_past_the_hourly_bound_are_not_sent_by_either_tool(ada, bea, cy, settings):
+    """The pace of ``MARKUS_AGENT_MESSAGES_PER_HOUR`` holds for a group as for a colleague
+    (``tests/attention/test_agents_chatting_forever_are_stopped.py``): a group message and
+    a reply on the group count together, and past the bound neither is sent."""
+    settings.MARKUS = {**settings.MARKUS, "AGENT_MESSAGES_PER_HOUR": 2}
+    group = ok(ctx(ada), "agent_create_group_chat", name="release", members=["Bea", "cy"])
+    ok(ctx(bea), "agent_send_group_message", group_id=group["groupId"], text="one")
+    ok(ctx(bea), "agent_send_group_message", group_id=group["groupId"], text="two")
+    refused = error(ctx(bea), "agent_send_group_message", group_id=group["groupId"], text="three")
+    assert refused.startswith("not sent: you sent 2 messages to release in the last hour")
+    ok(ctx(ada), "agent_send_group_message", group_id=group["groupId"], text="from Ada")  # her own count
+    assert "not sent: you sent 2 messages to release" in error(
+        ctx(bea, item=next_item(bea)), "agent_reply", text="a reply on the group"
+    )
+    texts = [m["payload"]["text"] for m in selectors.inbox_read_from(cy.id, 0)["messages"]]
+    assert texts == ["one", "two", "from Ada"]
