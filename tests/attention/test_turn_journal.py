@@ -275,3 +275,50 @@ def test_calls_without_unique_ids_are_journaled_by_their_place_in_the_turn(agent
     rows = ToolCallRecord.objects.filter(mailbox_item_id=item.id).order_by("position")
     assert [(r.position, r.ok) for r in rows] == [(0, True), (1, True)]
     assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
+
+
+def test_an_answer_past_the_turn_cap_makes_each_allowed_call_once_and_none_past_it_when_the_worker_dies(
+    agent, settings, monkeypatch
+):
+    """``MARKUS_TURN_MAX_TOOL_CALLS``: an answer of 12 distinct calls, the cap 10, the worker
+    dying right after the first call past the cap was answered "not made". The resumed
+    round replays the journal: each of the 10 took effect once, the 2 past the cap none."""
+    from markus.llm.base import Usage, set_provider_override
+
+    from .crashes import EffectBrain
+
+    class TwelveCalls(EffectBrain):
+        def complete(self, *, system, messages, tools, context):
+            if any(m.get("role") == "tool" for m in messages):
+                return LLMResponse(text="done", usage=Usage(prompt_tokens=10, completion_tokens=5))
+            calls = [
+                ToolCall(id=f"c{i}", name="memory_save", arguments={"content": f"{MARKER} {i}"}) for i in range(12)
+            ]
+            return LLMResponse(text="", tool_calls=calls, usage=Usage(prompt_tokens=10, completion_tokens=5))
+
+    monkeypatch.setitem(settings.MARKUS, "DELIBERATION", False)
+    monkeypatch.setitem(settings.MARKUS, "TURN_MAX_TOOL_CALLS", 10)
+    set_provider_override(TwelveCalls("memory_save", {}))
+    real, made = journal._call, []
+
+    def dies_after_the_eleventh(r, call):
+        result = real(r, call)
+        made.append(call.id)
+        if len(made) == 11:
+            raise Crash
+        return result
+
+    monkeypatch.setattr(journal, "_call", dies_after_the_eleventh)
+    try:
+        item = event(agent.id)
+        run_until_settled(agent.id)
+    finally:
+        set_provider_override(None)
+    assert len(made) >= 11, "the crash did not happen"
+    assert sorted(Observation.objects.filter(content__contains=MARKER).values_list("content", flat=True)) == sorted(
+        f"{MARKER} {i}" for i in range(10)
+    )
+    rows = list(ToolCallRecord.objects.filter(mailbox_item_id=item.id).order_by("position"))
+    assert [(r.position, r.ok) for r in rows] == [(i, i < 10) for i in range(12)]
+    assert all("not made: at most 10 calls in one answer" in r.result for r in rows[10:])
+    assert MailboxItem.objects.get(id=item.id).status == Status.COMPLETED
