@@ -5,6 +5,7 @@ compared without its time by ``same_context``, found again by ``last_context``).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -66,6 +67,25 @@ def written_as_a_note(answer: str) -> bool:
     as the loop (a small model copied a note's first line, then made up lines of its
     own), which is never its word to a person, whatever follows."""
     return answer.lstrip().startswith(NOTE_MARK)
+
+
+#: An answer in a code fence, its language named or not.
+_IN_FENCE = re.compile(r"\A```\w*\s*(.*?)\s*```\Z", re.S)
+
+
+def says_nothing(answer: str) -> str | None:
+    """The empty JSON value (``[]``, ``{}``, ``null``, ``""``) that is the whole answer,
+    fenced or not, else None: a small model answered an agent's request with "[]",
+    nothing said in JSON's words."""
+    fenced = _IN_FENCE.match(answer)
+    text = fenced.group(1) if fenced else answer
+    if len(text) > 8:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return text if value in ([], {}, None, "") else None
 
 
 def only_repeats_a_note(answer: str, messages: list[dict[str, Any]]) -> bool:

@@ -54,6 +54,7 @@ from .session_messages import (
     last_context,
     only_repeats_a_note,
     same_context,
+    says_nothing,
     without_echoed_context,
     written_as_a_note,
 )
@@ -253,15 +254,17 @@ def _context(focus: Focus) -> list[str]:
 
 
 def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: dict[str, Any]) -> Outcome:
-    """A final answer counts when it says something: an empty or blank answer is a
-    failed attempt (for chats too), and so is one that only repeats the loop's context
-    note ``sent`` to the model (the note is left out of any other), one that only
-    repeats lines of its other notes (``NOTE_MARK``) or opens with their mark, and one
-    that is a call of an ``offered`` tool written as text that could not be read. An
-    answer cut at a limit (``LLMResponse.CUT_AT_LIMIT``) says so."""
+    """A final answer counts when it says something: an empty or blank answer, or only
+    an empty JSON value (``says_nothing``), is a failed attempt (for chats too), and so
+    is one that only repeats the loop's context note ``sent`` to the model (the note is
+    left out of any other), one that only repeats lines of its other notes
+    (``NOTE_MARK``) or opens with their mark, and one that is a call of an ``offered``
+    tool written as text that could not be read. An answer cut at a limit (``LLMResponse.CUT_AT_LIMIT``) says so."""
     said = (response.text or "").strip()
     if not said:
         return Retry("an empty answer")
+    if nothing := says_nothing(said):
+        return Retry(f"an empty answer ({nothing})")
     answer = without_echoed_context(said, sent)
     if not answer:
         return Retry("the answer only repeated the loop's context note")

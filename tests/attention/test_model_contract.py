@@ -259,6 +259,17 @@ def test_an_empty_answer_is_retried_a_bounded_number_of_times_and_the_person_tol
     assert reply.metadata["failed"] and f"{ATTEMPTS} attempts failed (an empty answer)" in reply.content
 
 
+@pytest.mark.parametrize("nothing", ["[]", "{}", "null", '""', "```json\n[]\n```", "[ ]"])
+def test_an_answer_of_only_an_empty_json_value_is_an_empty_answer(agent, model, nothing):
+    """The real small model answered an agent's bus request with "[]": nothing said, in
+    JSON's words. It was sent back as the answer; it is an empty answer, asked again."""
+    server = model(lambda body, n: answer(nothing))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and f"{ATTEMPTS} attempts failed (an empty answer" in reply.content
+
+
 def context_note(body: dict[str, Any]) -> str:
     """The loop's latest context note in a request, as it was sent."""
     contents = [str(m.get("content") or "") for m in body["messages"]]
