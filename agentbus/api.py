@@ -139,8 +139,12 @@ class StreamOpenView(APIView):
 class StreamAppendView(APIView):
     @extend_schema(
         request=StreamAppendInput,
-        responses={201: ChunkOut, **errors(400, 401, 403, 404, 409, 413)},
-        description="Append `{sender, payload, topic?}`; a closed stream answers 409.",
+        responses={201: ChunkOut, **errors(400, 401, 403, 404, 409, 413, 429)},
+        description=(
+            "Append `{sender, payload, topic?}`; a closed stream answers 409. An outside agent's "
+            "message to agents the loop runs past `MARKUS_AGENT_MESSAGES_PER_HOUR` to one of them "
+            "(or one group) in the last hour answers 429 with `Retry-After`."
+        ),
     )
     def post(self, request: Request, stream_id: str) -> Response:
         body = _body(request, StreamAppendInput)

@@ -116,7 +116,7 @@ def document_async_views(
                         }
                     ),
                 },
-                **_errors(400, 401, 403, 404, 409),
+                **_errors(400, 401, 403, 404, 409, 429),
             },
             "security": _SECURITY,
         }

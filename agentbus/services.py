@@ -46,6 +46,7 @@ from .models import (
     Stream,
     StreamMember,
 )
+from .pace import check_pace
 from .wakeup import wake_inboxes_on_commit
 
 # Sent when a reply stream closes and when an agent answers a person's chat on the hub
@@ -273,6 +274,15 @@ def _enqueue_for_attention(
         )
 
 
+def _check_outside_pace(stream: Stream, sender: Agent) -> None:
+    """An outside agent's messages to agents the loop runs keep ``agentbus.pace``: each is
+    an item a model answers (429 past it, nothing written)."""
+    if stream.is_group:
+        check_pace(sender, f"group {selectors.group_name(stream)!r}", stream=stream)
+    elif stream.recipient is not None:
+        check_pace(sender, stream.recipient.name, recipient=stream.recipient)
+
+
 @transaction.atomic
 def stream_append(
     *,
@@ -311,6 +321,8 @@ def stream_append(
     Stream.objects.filter(id=stream.id).update(last_sequence=sequence)
     audience = [a for a in selectors.stream_audience(stream) if sender is None or a != sender.id]
     internal = _internal(audience)
+    if sender is not None and internal and sender.kind == Agent.Kind.EXTERNAL:
+        _check_outside_pace(stream, sender)
     if sender is not None and internal:
         _enqueue_for_attention(stream, sender, sequence, payload, internal)
     have_cursor = (

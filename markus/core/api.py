@@ -75,7 +75,9 @@ def error_data(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | N
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     if isinstance(exc, MarkusError):
         body = _with_extra(exc, {"detail": str(exc), "code": error_code(exc, exc.status_code)})
-        return exc.status_code, with_fields(exc.status_code, body, getattr(exc, "fields", None)), {}
+        wait = getattr(exc, "wait", None)  # a 429's: when to try again
+        retry = {"Retry-After": f"{int(wait)}"} if wait else {}
+        return exc.status_code, with_fields(exc.status_code, body, getattr(exc, "fields", None)), retry
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):

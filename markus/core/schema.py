@@ -64,6 +64,13 @@ class PayloadTooLargeErrorSerializer(ErrorSerializer):
     limit = serializers.IntegerField(help_text="The largest request body accepted, in bytes.")
 
 
+class ThrottledErrorSerializer(ErrorSerializer):
+    """A 429: a pace or a cap is reached; ``Retry-After`` says when to try again, ``limit``
+    states it."""
+
+    limit = serializers.IntegerField(help_text="The pace or cap that was reached.")
+
+
 ERRORS: dict[int, type[ErrorSerializer]] = {
     400: ErrorSerializer,
     401: ErrorSerializer,
@@ -72,6 +79,7 @@ ERRORS: dict[int, type[ErrorSerializer]] = {
     409: ConflictErrorSerializer,
     413: PayloadTooLargeErrorSerializer,
     422: ErrorSerializer,
+    429: ThrottledErrorSerializer,
 }
 
 # The ``Idempotency-Key`` of a request that stores an item (``mailbox.idempotency``): as

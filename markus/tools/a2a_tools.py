@@ -12,18 +12,16 @@ agents, ``agentbus.access``), named by id or by name.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Q
-from django.utils import timezone
 
 from agentbus import selectors as bus_selectors
 from agentbus import services as bus
 from agentbus.access import reachable_agents_for
 from agentbus.errors import BusError
-from agentbus.models import Chunk, Stream
+from agentbus.models import Stream
+from agentbus.pace import Paced, check_pace
 from attention import conversations
 from attention import scenarios as sc
 from attention.toolbox import ToolContext, ToolError, tool
@@ -92,18 +90,12 @@ def _colleague(me: Agent, ref: object) -> Agent:
 
 
 def _check_pace(me: Agent, name: str, **to: Any) -> None:
-    """At most ``MARKUS["AGENT_MESSAGES_PER_HOUR"]`` messages from this agent to one
-    colleague (``recipient=``) or one group (``stream=``), ``name``, in the last hour,
-    whichever tool sends them: two agents answering each other with a new message every
-    time would talk forever. A count of this agent's last hour (its index: sender, time),
-    at most that many rows."""
-    most = settings.MARKUS["AGENT_MESSAGES_PER_HOUR"]
-    sent = Chunk.objects.filter(sender=me, created_at__gte=timezone.now() - timedelta(hours=1), **to)
-    if sent[:most].count() >= most:
-        raise ToolError(
-            f"not sent: you sent {most} messages to {name} in the last hour (MARKUS_AGENT_MESSAGES_PER_HOUR), "
-            "the most one agent sends to one colleague or group; if the conversation is done, give your final answer"
-        )
+    """The pace of ``agentbus.pace`` for this agent's messages to ``name``, whichever
+    tool sends them, as the tool's refusal."""
+    try:
+        check_pace(me, name, **to)
+    except Paced as exc:
+        raise ToolError(f"{exc}; if the conversation is done, give your final answer") from None
 
 
 def _who(agent: Agent) -> dict[str, str]:

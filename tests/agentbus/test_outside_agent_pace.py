@@ -1,0 +1,125 @@
+"""An outside agent's messages to an agent the loop runs are paced as an inside agent's
+are: at most ``MARKUS_AGENT_MESSAGES_PER_HOUR`` to one agent, or one group, an hour.
+Each such message is an item the recipient's model answers, so a coding CLI that sends
+in a loop made the loop spend without end. Past the pace the message is refused with
+429, ``Retry-After`` (when the oldest counted message leaves the hour) and the limit,
+by every door the outside agent sends through (REST, MCP, A2A), and nothing is stored.
+Messages between outside agents cost no model call and are not paced. eve and max are
+outside agents, ada is run by the loop."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from a2a.types import Message, Part, Role
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+from mcp import Client
+
+from agentbus import mcp_door
+from agentbus.models import Chunk
+from mailbox.models import MailboxItem
+from markus.a2a import services as a2a_services
+from markus.agents.auth import Caller
+from markus.core.errors import MarkusError
+
+pytestmark = pytest.mark.django_db
+
+PER_HOUR = 3
+
+
+@pytest.fixture(autouse=True)
+def _pace(settings):
+    settings.MARKUS = {**settings.MARKUS, "AGENT_MESSAGES_PER_HOUR": PER_HOUR}
+
+
+def _send(client, sender: str, recipient: str, text: str):
+    opened = client.post("/api/agentbus/streams", {"sender": sender, "recipient": recipient}, format="json")
+    assert opened.status_code == 201, opened.content
+    return client.post(
+        f"/api/agentbus/streams/{opened.json()['streamId']}/append",
+        {"sender": sender, "payload": {"text": text}},
+        format="json",
+    )
+
+
+def test_past_the_pace_an_outside_agents_message_to_a_loop_agent_is_a_429_with_retry_after(eve, ada):
+    client = eve.client()
+    for n in range(PER_HOUR):
+        assert _send(client, eve.id, ada.id, f"question {n}").status_code == 201
+    stored = Chunk.objects.count(), MailboxItem.objects.filter(agent_id=ada.id).count()
+
+    refused = _send(client, eve.id, ada.id, "one more")
+
+    assert refused.status_code == 429, refused.content
+    body = refused.json()
+    assert body["code"] == "throttled" and body["limit"] == PER_HOUR
+    assert f"you sent {PER_HOUR} messages to Ada in the last hour (MARKUS_AGENT_MESSAGES_PER_HOUR)" in body["detail"]
+    assert 3590 <= int(refused["Retry-After"]) <= 3600
+    assert f"try again in {refused['Retry-After']} s" in body["detail"]
+    assert (Chunk.objects.count(), MailboxItem.objects.filter(agent_id=ada.id).count()) == stored
+
+
+def test_retry_after_is_when_the_oldest_counted_message_leaves_the_hour(eve, ada):
+    client = eve.client()
+    for n in range(PER_HOUR):
+        assert _send(client, eve.id, ada.id, f"question {n}").status_code == 201
+    oldest = Chunk.objects.filter(sender_id=eve.id).order_by("created_at").first()
+    Chunk.objects.filter(pk=oldest.pk).update(created_at=timezone.now() - timedelta(minutes=59, seconds=50))
+
+    refused = _send(client, eve.id, ada.id, "one more")
+    assert refused.status_code == 429 and 1 <= int(refused["Retry-After"]) <= 10
+
+    Chunk.objects.filter(pk=oldest.pk).update(created_at=timezone.now() - timedelta(hours=1, seconds=1))
+    assert _send(client, eve.id, ada.id, "one more").status_code == 201
+
+
+def test_messages_between_outside_agents_are_not_paced(eve, max_):
+    client = eve.client()
+    for n in range(PER_HOUR + 2):
+        assert _send(client, eve.id, max_.id, f"note {n}").status_code == 201
+
+
+def test_the_pace_is_per_recipient(eve, ada, max_, alice, team):
+    from .conftest import make_persona
+
+    grace = make_persona("grace", kind="internal", owner=alice, team=team)
+    client = eve.client()
+    for n in range(PER_HOUR):
+        assert _send(client, eve.id, ada.id, f"question {n}").status_code == 201
+    assert _send(client, eve.id, grace.id, "and you?").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)  # the door's calls run on other threads
+def test_the_mcp_doors_bus_send_past_the_pace_is_a_tool_error_saying_when_to_try_again(eve, ada):
+    async def identify(ctx: object) -> Caller:
+        return Caller(AnonymousUser(), eve.agent)
+
+    async def scenario() -> list[tuple[bool, str]]:
+        answers = []
+        async with Client(mcp_door.build(identify)) as mcp:
+            for n in range(PER_HOUR + 1):
+                result = await mcp.call_tool("bus_send", {"to": "ada", "text": f"question {n}"})
+                answers.append((result.is_error, result.content[0].text))
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert [error for error, _ in answers] == [False] * PER_HOUR + [True]
+    assert "(MARKUS_AGENT_MESSAGES_PER_HOUR)" in answers[-1][1] and "try again in" in answers[-1][1]
+    assert Chunk.objects.filter(sender_id=eve.id).count() == PER_HOUR
+
+
+def test_an_agents_a2a_message_past_the_pace_is_refused_and_stores_nothing(eve, ada):
+    caller = Caller(AnonymousUser(), eve.agent)
+
+    def message(n: int) -> Message:
+        return Message(message_id=f"m{n}", role=Role.ROLE_USER, parts=[Part(text=f"question {n}")])
+
+    for n in range(PER_HOUR):
+        a2a_services.task_send(caller=caller, agent=ada.agent, message=message(n))
+    with pytest.raises(MarkusError, match=r"MARKUS_AGENT_MESSAGES_PER_HOUR.*try again in \d+ s"):
+        a2a_services.task_send(caller=caller, agent=ada.agent, message=message(PER_HOUR))
+    assert Chunk.objects.filter(sender_id=eve.id).count() == PER_HOUR
+    assert MailboxItem.objects.filter(agent_id=ada.id).count() == PER_HOUR
