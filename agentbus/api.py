@@ -13,11 +13,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from mailbox import idempotency
 from markus.agents import permissions
 from markus.agents.auth import acting_agent
 from markus.agents.models import Agent
 from markus.core.api import int_param, validated_body
-from markus.core.schema import errors
+from markus.core.schema import IDEMPOTENCY_KEY, errors
 
 from . import access, selectors, services
 from .errors import BusError, ForbiddenError
@@ -139,24 +140,30 @@ class StreamOpenView(APIView):
 class StreamAppendView(APIView):
     @extend_schema(
         request=StreamAppendInput,
-        responses={201: ChunkOut, **errors(400, 401, 403, 404, 409, 413, 429)},
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: ChunkOut, 200: ChunkOut, **errors(400, 401, 403, 404, 409, 413, 422, 429)},
         description=(
             "Append `{sender, payload, topic?}`; a closed stream answers 409. An outside agent's "
             "message to agents the loop runs past `MARKUS_AGENT_MESSAGES_PER_HOUR` to one of them "
-            "(or one group) in the last hour answers 429 with `Retry-After`."
+            "(or one group) in the last hour answers 429 with `Retry-After`. Sent again with its "
+            "`Idempotency-Key` (the sender's own, per stream), the message is stored once: 200 with "
+            "the first send's chunk and `Idempotent-Replayed: true`."
         ),
     )
     def post(self, request: Request, stream_id: str) -> Response:
         body = _body(request, StreamAppendInput)
         stream = access.access_stream(request, stream_id)
         sender = access.access_acting_agent(request, body.get("sender"))
-        chunk = services.stream_append(
+        chunk, replayed = services.stream_append_once(
             stream_id=stream.id,
             sender=sender,
             payload=body.get("payload"),
             topic=body.get("topic"),
             actor=access.caller_ref(request),
+            request_key=idempotency.header_key(request.headers),
         )
+        if replayed:
+            return Response(selectors.chunk_data(chunk), headers={idempotency.REPLAYED: "true"})
         return Response(selectors.chunk_data(chunk), status=status.HTTP_201_CREATED)
 
 

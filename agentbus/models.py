@@ -38,6 +38,7 @@ from django.db import models
 from django.utils import timezone
 
 from markus.core.ids import new_id
+from markus.core.limits import IDEMPOTENCY_KEY_MAX_CHARS
 
 if TYPE_CHECKING:
     from markus.agents.models import Agent
@@ -146,10 +147,20 @@ class Chunk(models.Model):
     payload = models.JSONField(default=dict)
     position = models.BigIntegerField(unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The sender's ``Idempotency-Key`` of the append that stored it (none: sent without
+    # one), its own per stream: sent again with it, the message is stored once.
+    request_key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX_CHARS, null=True, blank=True)
 
     class Meta:
         db_table = "agentbus_chunks"
-        constraints = [models.UniqueConstraint(fields=["stream", "sequence"], name="uniq_agentbus_chunk_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["stream", "sequence"], name="uniq_agentbus_chunk_seq"),
+            models.UniqueConstraint(
+                fields=["stream", "sender", "request_key"],
+                condition=models.Q(request_key__isnull=False),
+                name="uniq_agentbus_chunk_request_key",
+            ),
+        ]
         indexes = [
             models.Index(fields=["recipient", "position"], name="idx_agentbus_chunks_rcpt"),
             # An agent's messages of the last hour (markus.tools.a2a_tools: the pace of its tools).

@@ -23,6 +23,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Value, When
 from django.utils import timezone
 
+from mailbox.idempotency import HEADER as KEY_HEADER
+from mailbox.idempotency import KeyReused
 from mailbox.registry import MailboxType
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import Agent
@@ -283,7 +285,6 @@ def _check_outside_pace(stream: Stream, sender: Agent) -> None:
         check_pace(sender, stream.recipient.name, recipient=stream.recipient)
 
 
-@transaction.atomic
 def stream_append(
     *,
     stream_id: str,
@@ -292,10 +293,29 @@ def stream_append(
     topic: str | None = None,
     actor: str = "",
 ) -> Chunk:
-    """Append a chunk: the next sequence of the stream, the next inbox position.
-    ``payload`` comes from the caller as is and must be a JSON object (else 400).
+    """Append a chunk (``stream_append_once`` without a key)."""
+    chunk, _ = stream_append_once(stream_id=stream_id, sender=sender, payload=payload, topic=topic, actor=actor)
+    return chunk
 
-    1. Lock the stream row (serialises the stream's sequence; a close waits for us).
+
+@transaction.atomic
+def stream_append_once(
+    *,
+    stream_id: str,
+    sender: Agent | None,
+    payload: object,
+    topic: str | None = None,
+    actor: str = "",
+    request_key: str | None = None,
+) -> tuple[Chunk, bool]:
+    """Append a chunk: the next sequence of the stream, the next inbox position; and
+    False. ``payload`` comes from the caller as is and must be a JSON object (else 400).
+    With the ``request_key`` (an ``Idempotency-Key``) of a message this sender appended
+    to this stream before: that chunk and True, nothing written (a closed stream, the
+    pace, do not refuse it: it was sent); with another message, ``KeyReused`` (422).
+
+    1. Lock the stream row (serialises the stream's sequence and its keys; a close
+       waits for us).
     2. Write everything else: sequence, mailbox items for internal recipients, audit.
     3. Take the inbox position last and insert the chunk, so the clock's row lock is
        held only for the insert, the internal recipients' cursors (moved past the
@@ -314,6 +334,8 @@ def stream_append(
             "only the stream's sender may append to a direct stream (answer on a new stream with replyTo), "
             "and only members to a group stream"
         )
+    if request_key is not None and (earlier := _sent_with(stream, sender, request_key, payload, topic)) is not None:
+        return earlier, True
     if stream.closed_at is not None:
         raise ConflictError(f"stream {stream.id!r} is closed")
     topic = _check_topic(topic, stream.topic)
@@ -347,12 +369,27 @@ def stream_append(
         payload=payload,
         position=position,
         created_at=timezone.now(),
+        request_key=request_key,
     )
     _consume_for_mailbox(internal, have_cursor, position)
     wake_inboxes_on_commit(audience, position=position, message=selectors.chunk_data(chunk))
     if stream.recipient_id is None and not stream.is_group and sender is not None:
         hub_answered.send(sender=Stream, stream=stream, chunk=chunk)
-    return chunk
+    return chunk, False
+
+
+def _sent_with(
+    stream: Stream, sender: Agent | None, key: str, payload: dict[str, Any], topic: str | None
+) -> Chunk | None:
+    """The chunk ``sender`` appended to ``stream`` with ``key`` (None: none); KeyReused
+    when it was another message."""
+    earlier = Chunk.objects.filter(stream=stream, sender=sender, request_key=key).first()
+    if earlier is not None and (earlier.payload != payload or topic not in (None, earlier.topic)):
+        raise KeyReused(
+            f"this {KEY_HEADER} came with another message before (sequence {earlier.sequence}): "
+            "send the same message again with it, or a new message with a new key"
+        )
+    return earlier
 
 
 @transaction.atomic

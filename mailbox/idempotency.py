@@ -56,15 +56,22 @@ class Keyed:
     fingerprint: str
 
 
+def header_key(headers: Mapping[str, str]) -> str | None:
+    """The request's ``Idempotency-Key`` (None: it sent none); a malformed one is a 400
+    stating the rule. The bus's append keys its message by it too (``agentbus.services``)."""
+    raw = headers.get(HEADER)
+    if raw is not None and _KEY.fullmatch(raw) is None:
+        raise MarkusError(KEY_RULE, fields={HEADER: [KEY_RULE]})
+    return raw
+
+
 def keyed(headers: Mapping[str, str], sender: Mapping[str, Any], request: Mapping[str, Any]) -> Keyed | None:
     """The request's key (None: it sent none), for the caller ``sender`` (the item's
     sender metadata) and the request as the door read it (its door's name included, so
     one key on two doors is two requests). A malformed key is a 400 stating the rule."""
-    raw = headers.get(HEADER)
+    raw = header_key(headers)
     if raw is None:
         return None
-    if _KEY.fullmatch(raw) is None:
-        raise MarkusError(KEY_RULE, fields={HEADER: [KEY_RULE]})
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
     return Keyed(
         key=raw,

@@ -123,3 +123,23 @@ def test_an_agents_a2a_message_past_the_pace_is_refused_and_stores_nothing(eve, 
         a2a_services.task_send(caller=caller, agent=ada.agent, message=message(PER_HOUR))
     assert Chunk.objects.filter(sender_id=eve.id).count() == PER_HOUR
     assert MailboxItem.objects.filter(agent_id=ada.id).count() == PER_HOUR
+
+
+def test_a_message_sent_again_with_its_key_is_answered_as_sent_not_refused_by_the_pace(eve, ada):
+    """Its first send counted; the answer to it was lost, the message was not."""
+    client = eve.client()
+    opened = client.post("/api/agentbus/streams", {"sender": eve.id, "recipient": ada.id}, format="json")
+    stream_id = opened.json()["streamId"]
+
+    def append(n: int):
+        return client.post(
+            f"/api/agentbus/streams/{stream_id}/append",
+            {"sender": eve.id, "payload": {"text": f"question {n}"}},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY=f"k-{n}",
+        )
+
+    assert [append(n).status_code for n in range(PER_HOUR)] == [201] * PER_HOUR
+    again = append(PER_HOUR - 1)
+    assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+    assert append(PER_HOUR).status_code == 429
