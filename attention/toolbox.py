@@ -266,7 +266,9 @@ def unknown_tool(ctx: ToolContext, name: str) -> str:
     close = [n for n in ranked if closeness(str(name), n) >= 0.5][:3]
     ordered = [*close, *sorted(n for n in names if n not in close)][:UNKNOWN_TOOL_NAMES]
     more = f" (and {len(names) - len(ordered)} more)" if len(names) > len(ordered) else ""
-    hint = f" Did you mean {close[0]}?" if close else ""
+    # No tool near it: a small model named one after whom it answers, or what about.
+    answer = " If you meant to answer, write the answer as your reply, in plain text, with no tool call."
+    hint = f" Did you mean {close[0]}?" if close else answer
     return f"{UNKNOWN_TOOL}{name!r}: it does not exist here.{hint} Tools you may call: {', '.join(ordered)}{more}."
 
 

@@ -216,6 +216,18 @@ def test_an_invented_tool_is_refused_with_the_tools_it_may_call_closest_first(ag
     assert listed[0] == "schedule_reminder"  # the closest name first
 
 
+def test_an_invented_tool_no_tool_is_near_is_refused_saying_how_to_answer_instead(agent, model):
+    """The real small model, asked by the outside agent claude, called a tool named
+    "claude" with its answer as the arguments (and before, a tool named after a task's
+    title): it meant to answer. The refusal says how an answer is given."""
+    server = model([call("claude", {"files": ["a.txt"]}), answer("a.txt")])
+    settle(agent.id, chat(agent.id))
+    result = next(m for m in server.requests[1].body["messages"] if m["role"] == "tool")
+    error = json.loads(result["content"])["error"]
+    assert "unknown tool 'claude': it does not exist here. If you meant to answer, write the answer" in error
+    assert "Did you mean" not in error
+
+
 def test_a_tool_call_written_in_a_code_fence_is_made_as_the_call_the_model_meant(agent, model):
     server = model([fenced_call("check_mailbox", {}), answer("Nothing waits.")])
     settle(agent.id, chat(agent.id))
