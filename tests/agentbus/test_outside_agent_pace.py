@@ -19,7 +19,7 @@ from django.utils import timezone
 from mcp import Client
 
 from agentbus import mcp_door
-from agentbus.models import Chunk
+from agentbus.models import Chunk, Stream
 from mailbox.models import MailboxItem
 from markus.a2a import services as a2a_services
 from markus.agents.auth import Caller
@@ -143,3 +143,21 @@ def test_a_message_sent_again_with_its_key_is_answered_as_sent_not_refused_by_th
     again = append(PER_HOUR - 1)
     assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
     assert append(PER_HOUR).status_code == 429
+
+
+@pytest.mark.django_db(transaction=True)  # the request door is an async view
+def test_a_bus_request_past_the_pace_is_a_429_that_opens_no_stream(eve, ada):
+    client = eve.client()
+    for n in range(PER_HOUR):
+        assert _send(client, eve.id, ada.id, f"question {n}").status_code == 201
+    streams = Stream.objects.count()
+
+    refused = client.post(
+        "/api/agentbus/request",
+        {"sender": eve.id, "recipient": ada.id, "payload": {"text": "one more"}, "timeoutSeconds": 1},
+        format="json",
+    )
+
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0, refused.content
+    assert "(MARKUS_AGENT_MESSAGES_PER_HOUR)" in refused.json()["detail"]
+    assert Stream.objects.count() == streams
