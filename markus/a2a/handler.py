@@ -53,6 +53,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db.models import OuterRef, Subquery
 
+from agentbus.pace import Paced
 from markus.agents.auth import Caller
 from markus.agents.models import Agent
 from markus.core.channel_layer import event_text
@@ -144,6 +145,8 @@ def _payload(response: StreamResponse) -> Event:
 def _send(caller: Caller, agent: Agent, message: Message) -> A2ATask:
     try:
         return services.task_send(caller=caller, agent=agent, message=message)
+    except Paced:
+        raise  # an agent's pace: the door answers 429 with Retry-After (markus.a2a.views)
     except MarkusError as exc:  # the mailbox's or the bus's refusal, said as is
         raise InvalidRequestError(message=str(exc)) from None
 

@@ -40,6 +40,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentbus.pace import Paced
 from markus.agents.auth import Caller, acting_agent, caller_ref, waiter_for
 from markus.agents.models import Agent
 from markus.core.api import error, error_response
@@ -263,6 +264,8 @@ async def rpc_view(request: HttpRequest, agent_id: str) -> JsonResponse | Stream
             result = await _result(method, params, context)
         except A2AError as exc:
             return _rpc_error(request_id, exc)
+        except Paced as exc:  # as the wait caps: 429 with Retry-After
+            return error_response(exc)
         finally:
             if slot is not None:
                 slot.release()
@@ -275,10 +278,10 @@ async def rpc_view(request: HttpRequest, agent_id: str) -> JsonResponse | Stream
         first: Event | None = await anext(stream)
     except StopAsyncIteration:
         first = None
-    except A2AError as exc:
+    except (A2AError, Paced) as exc:
         assert slot is not None
         slot.release()
-        return _rpc_error(request_id, exc)
+        return error_response(exc) if isinstance(exc, Paced) else _rpc_error(request_id, exc)
 
     async def events() -> AsyncIterator[str]:
         try:

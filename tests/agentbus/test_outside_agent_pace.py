@@ -10,20 +10,19 @@ outside agents, ada is run by the loop."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 
 import pytest
-from a2a.types import Message, Part, Role
 from django.contrib.auth.models import AnonymousUser
+from django.test import Client as DjangoClient
 from django.utils import timezone
 from mcp import Client
 
 from agentbus import mcp_door
 from agentbus.models import Chunk, Stream
 from mailbox.models import MailboxItem
-from markus.a2a import services as a2a_services
 from markus.agents.auth import Caller
-from markus.core.errors import MarkusError
 
 pytestmark = pytest.mark.django_db
 
@@ -111,16 +110,32 @@ def test_the_mcp_doors_bus_send_past_the_pace_is_a_tool_error_saying_when_to_try
     assert Chunk.objects.filter(sender_id=eve.id).count() == PER_HOUR
 
 
-def test_an_agents_a2a_message_past_the_pace_is_refused_and_stores_nothing(eve, ada):
-    caller = Caller(AnonymousUser(), eve.agent)
-
-    def message(n: int) -> Message:
-        return Message(message_id=f"m{n}", role=Role.ROLE_USER, parts=[Part(text=f"question {n}")])
+def test_an_agents_a2a_message_past_the_pace_is_a_429_with_retry_after_that_stores_nothing(eve, ada):
+    def send(n: int, method: str = "SendMessage"):
+        body = {
+            "jsonrpc": "2.0",
+            "id": f"r{n}",
+            "method": method,
+            "params": {
+                "message": {"messageId": f"m{n}", "role": "ROLE_USER", "parts": [{"text": f"question {n}"}]},
+                "configuration": {"returnImmediately": True},
+            },
+        }
+        return DjangoClient().post(
+            f"/a2a/{ada.id}/",
+            json.dumps(body),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {eve.token}",
+            HTTP_A2A_VERSION="1.0",
+        )
 
     for n in range(PER_HOUR):
-        a2a_services.task_send(caller=caller, agent=ada.agent, message=message(n))
-    with pytest.raises(MarkusError, match=r"MARKUS_AGENT_MESSAGES_PER_HOUR.*try again in \d+ s"):
-        a2a_services.task_send(caller=caller, agent=ada.agent, message=message(PER_HOUR))
+        sent = send(n)
+        assert sent.status_code == 200 and "result" in sent.json(), sent.content
+    for method in ("SendMessage", "SendStreamingMessage"):
+        refused = send(PER_HOUR, method)
+        assert refused.status_code == 429 and int(refused["Retry-After"]) > 0, refused.content
+        assert "(MARKUS_AGENT_MESSAGES_PER_HOUR)" in refused.json()["detail"] and refused.json()["limit"] == PER_HOUR
     assert Chunk.objects.filter(sender_id=eve.id).count() == PER_HOUR
     assert MailboxItem.objects.filter(agent_id=ada.id).count() == PER_HOUR
 
