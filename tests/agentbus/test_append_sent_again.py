@@ -13,31 +13,17 @@ import pytest
 from agentbus.models import Chunk
 from mailbox.models import MailboxItem
 
+from .conftest import append, open_stream
+
 pytestmark = pytest.mark.django_db
-
-
-def _stream(client, sender: str, recipient: str) -> str:
-    opened = client.post("/api/agentbus/streams", {"sender": sender, "recipient": recipient}, format="json")
-    assert opened.status_code == 201, opened.content
-    return opened.json()["streamId"]
-
-
-def _append(client, stream_id: str, sender: str, text: str, key: str | None):
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
-    return client.post(
-        f"/api/agentbus/streams/{stream_id}/append",
-        {"sender": sender, "payload": {"text": text}},
-        format="json",
-        **headers,
-    )
 
 
 def test_an_append_sent_again_with_its_key_is_stored_once_and_answered_as_the_first(eve, ada):
     client = eve.client()
-    stream_id = _stream(client, eve.id, ada.id)
+    stream_id = open_stream(client, eve.id, ada.id)
 
-    first = _append(client, stream_id, eve.id, "Is the build green?", "k-1")
-    again = _append(client, stream_id, eve.id, "Is the build green?", "k-1")
+    first = append(client, stream_id, eve.id, "Is the build green?", "k-1")
+    again = append(client, stream_id, eve.id, "Is the build green?", "k-1")
 
     assert first.status_code == 201 and "Idempotent-Replayed" not in first
     assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
@@ -48,10 +34,10 @@ def test_an_append_sent_again_with_its_key_is_stored_once_and_answered_as_the_fi
 
 def test_the_same_key_with_another_message_is_a_422_that_stores_nothing(eve, ada):
     client = eve.client()
-    stream_id = _stream(client, eve.id, ada.id)
-    assert _append(client, stream_id, eve.id, "Is the build green?", "k-1").status_code == 201
+    stream_id = open_stream(client, eve.id, ada.id)
+    assert append(client, stream_id, eve.id, "Is the build green?", "k-1").status_code == 201
 
-    reused = _append(client, stream_id, eve.id, "And the docs?", "k-1")
+    reused = append(client, stream_id, eve.id, "And the docs?", "k-1")
 
     assert reused.status_code == 422, reused.content
     assert reused.json()["code"] == "idempotency_key_reused" and "sequence 1" in reused.json()["detail"]
@@ -60,18 +46,18 @@ def test_the_same_key_with_another_message_is_a_422_that_stores_nothing(eve, ada
 
 def test_a_key_is_per_stream_and_no_key_stores_each_send(eve, max_):
     client = eve.client()
-    one, two = _stream(client, eve.id, max_.id), _stream(client, eve.id, max_.id)
-    assert _append(client, one, eve.id, "hello", "k-1").status_code == 201
-    assert _append(client, two, eve.id, "hello", "k-1").status_code == 201
-    assert _append(client, one, eve.id, "hello", None).status_code == 201
-    assert _append(client, one, eve.id, "hello", None).status_code == 201
+    one, two = open_stream(client, eve.id, max_.id), open_stream(client, eve.id, max_.id)
+    assert append(client, one, eve.id, "hello", "k-1").status_code == 201
+    assert append(client, two, eve.id, "hello", "k-1").status_code == 201
+    assert append(client, one, eve.id, "hello", None).status_code == 201
+    assert append(client, one, eve.id, "hello", None).status_code == 201
     assert Chunk.objects.filter(stream_id=one).count() == 3 and Chunk.objects.filter(stream_id=two).count() == 1
 
 
 def test_a_malformed_key_is_a_400_stating_the_rule(eve, max_):
     client = eve.client()
-    stream_id = _stream(client, eve.id, max_.id)
-    refused = _append(client, stream_id, eve.id, "hello", "has a space")
+    stream_id = open_stream(client, eve.id, max_.id)
+    refused = append(client, stream_id, eve.id, "hello", "has a space")
     assert refused.status_code == 400
     assert "Idempotency-Key must be 1 to 200 visible ASCII characters" in refused.json()["detail"]
     assert not Chunk.objects.filter(stream_id=stream_id).exists()

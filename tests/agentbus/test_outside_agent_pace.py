@@ -24,6 +24,8 @@ from agentbus.models import Chunk, Stream
 from mailbox.models import MailboxItem
 from markus.agents.auth import Caller
 
+from .conftest import append, make_persona, open_stream
+
 pytestmark = pytest.mark.django_db
 
 PER_HOUR = 3
@@ -35,13 +37,7 @@ def _pace(settings):
 
 
 def _send(client, sender: str, recipient: str, text: str):
-    opened = client.post("/api/agentbus/streams", {"sender": sender, "recipient": recipient}, format="json")
-    assert opened.status_code == 201, opened.content
-    return client.post(
-        f"/api/agentbus/streams/{opened.json()['streamId']}/append",
-        {"sender": sender, "payload": {"text": text}},
-        format="json",
-    )
+    return append(client, open_stream(client, sender, recipient), sender, text)
 
 
 def test_past_the_pace_an_outside_agents_message_to_a_loop_agent_is_a_429_with_retry_after(eve, ada):
@@ -82,8 +78,6 @@ def test_messages_between_outside_agents_are_not_paced(eve, max_):
 
 
 def test_the_pace_is_per_recipient(eve, ada, max_, alice, team):
-    from .conftest import make_persona
-
     grace = make_persona("grace", kind="internal", owner=alice, team=team)
     client = eve.client()
     for n in range(PER_HOUR):
@@ -143,21 +137,15 @@ def test_an_agents_a2a_message_past_the_pace_is_a_429_with_retry_after_that_stor
 def test_a_message_sent_again_with_its_key_is_answered_as_sent_not_refused_by_the_pace(eve, ada):
     """Its first send counted; the answer to it was lost, the message was not."""
     client = eve.client()
-    opened = client.post("/api/agentbus/streams", {"sender": eve.id, "recipient": ada.id}, format="json")
-    stream_id = opened.json()["streamId"]
+    stream_id = open_stream(client, eve.id, ada.id)
 
-    def append(n: int):
-        return client.post(
-            f"/api/agentbus/streams/{stream_id}/append",
-            {"sender": eve.id, "payload": {"text": f"question {n}"}},
-            format="json",
-            HTTP_IDEMPOTENCY_KEY=f"k-{n}",
-        )
+    def send(n: int):
+        return append(client, stream_id, eve.id, f"question {n}", key=f"k-{n}")
 
-    assert [append(n).status_code for n in range(PER_HOUR)] == [201] * PER_HOUR
-    again = append(PER_HOUR - 1)
+    assert [send(n).status_code for n in range(PER_HOUR)] == [201] * PER_HOUR
+    again = send(PER_HOUR - 1)
     assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
-    assert append(PER_HOUR).status_code == 429
+    assert send(PER_HOUR).status_code == 429
 
 
 @pytest.mark.django_db(transaction=True)  # the request door is an async view
