@@ -38,8 +38,9 @@ class Paced(MarkusError):
     status_code = 429
     code = "throttled"
 
-    def __init__(self, message: str, *, wait: int, limit: int) -> None:
-        super().__init__(message)
+    def __init__(self, reached: str, *, wait: int, limit: int) -> None:
+        super().__init__(f"{reached}; try again in {wait} s")
+        self.reached = reached  # what was reached, without when to try again (a model cannot wait)
         self.wait = wait  # Retry-After, in whole seconds
         self.extra = {"limit": limit}
 
@@ -59,7 +60,7 @@ def check_pace(sender: Agent, name: str, **to: Any) -> None:
     wait = max(1, math.ceil((times[-1] + HOUR - now).total_seconds()))
     raise Paced(
         f"not sent: you sent {most} messages to {name} in the last hour (MARKUS_AGENT_MESSAGES_PER_HOUR), "
-        f"the most one agent sends to one agent or group; try again in {wait} s",
+        "the most one agent sends to one agent or group",
         wait=wait,
         limit=most,
     )

@@ -95,7 +95,7 @@ def _check_pace(me: Agent, name: str, **to: Any) -> None:
     try:
         check_pace(me, name, **to)
     except Paced as exc:
-        raise ToolError(f"{exc}; if the conversation is done, give your final answer") from None
+        raise ToolError(f"{exc.reached}; if the conversation is done, give your final answer") from None
 
 
 def _who(agent: Agent) -> dict[str, str]:

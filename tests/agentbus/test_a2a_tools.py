@@ -301,6 +301,8 @@ def test_messages_to_one_group_past_the_hourly_bound_are_not_sent_by_either_tool
     ok(ctx(bea), "agent_send_group_message", group_id=group["groupId"], text="two")
     refused = error(ctx(bea), "agent_send_group_message", group_id=group["groupId"], text="three")
     assert refused.startswith("not sent: you sent 2 messages to release in the last hour")
+    assert "try again in" not in refused  # a model cannot wait: it is told to finish instead
+    assert refused.endswith("if the conversation is done, give your final answer")
     ok(ctx(ada), "agent_send_group_message", group_id=group["groupId"], text="from Ada")  # her own count
     assert "not sent: you sent 2 messages to release" in error(
         ctx(bea, item=next_item(bea)), "agent_reply", text="a reply on the group"
