@@ -19,7 +19,7 @@ from django.test import Client as DjangoClient
 from django.utils import timezone
 from mcp import Client
 
-from agentbus import mcp_door
+from agentbus import mcp_door, services
 from agentbus.models import Chunk, Stream
 from mailbox.models import MailboxItem
 from markus.agents.auth import Caller
@@ -164,3 +164,18 @@ def test_a_bus_request_past_the_pace_is_a_429_that_opens_no_stream(eve, ada):
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0, refused.content
     assert "(MARKUS_AGENT_MESSAGES_PER_HOUR)" in refused.json()["detail"]
     assert Stream.objects.count() == streams
+
+
+def test_an_outside_agents_messages_to_a_group_with_a_loop_agent_are_paced_per_group(eve, ada, max_):
+    group = services.group_chat_open(creator=eve.agent, members=[ada.agent, max_.agent], name="release")
+    client = eve.client()
+    for n in range(PER_HOUR):
+        assert append(client, group.id, eve.id, f"note {n}").status_code == 201
+
+    refused = append(client, group.id, eve.id, "one more")
+
+    assert refused.status_code == 429, refused.content
+    assert f"you sent {PER_HOUR} messages to group 'release' in the last hour" in refused.json()["detail"]
+    outside_only = services.group_chat_open(creator=eve.agent, members=[max_.agent], name="cli-only")
+    for n in range(PER_HOUR + 1):
+        assert append(client, outside_only.id, eve.id, f"note {n}").status_code == 201
