@@ -258,8 +258,9 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
     an empty JSON value (``says_nothing``), is a failed attempt (for chats too), and so
     is one that only repeats the loop's context note ``sent`` to the model (the note is
     left out of any other), one that only repeats lines of its other notes
-    (``NOTE_MARK``) or opens with their mark, and one that is a call of an ``offered``
-    tool written as text that could not be read. An answer cut at a limit (``LLMResponse.CUT_AT_LIMIT``) says so."""
+    (``NOTE_MARK``) or opens with their mark, and one that is a call written as text: of
+    an ``offered`` tool that could not be read, or of a tool not offered. An answer cut
+    at a limit (``LLMResponse.CUT_AT_LIMIT``) says so."""
     said = (response.text or "").strip()
     if not said:
         return Retry("an empty answer")
@@ -272,7 +273,9 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
         return Retry("the answer only repeated the loop's own note")
     if written_as_a_note(answer):
         return Retry(f"the answer was written as a note of the loop's ({NOTE_MARK} …), not as an answer")
-    if called := written_call(answer, set(offered)):
+    if (called := written_call(answer)) and called not in offered:
+        return Retry(f"the answer was a call of {called}, which is no tool here, written as text")
+    if called:
         return Retry(f"the answer was a call of {called} written as text that could not be read as a call")
     if response.finish_reason in LLMResponse.CUT_AT_LIMIT:
         answer += "\n\n(This answer was cut short: it reached its length limit.)"

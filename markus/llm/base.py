@@ -503,12 +503,14 @@ _CALL_OPENING = re.compile(
 )
 
 
-def written_call(text: str, offered: set[str]) -> str | None:
-    """The offered tool an answer opens a call of, written as text (``{"name": "x",
-    "arguments": …``); None when it does not. An answer that is such a call and was not
-    taken as one (``fenced_tool_calls``, ``bare_tool_calls``) could not be read: not JSON."""
+def written_call(text: str) -> str | None:
+    """The tool an answer opens a call of, written as text (``{"name": "x", "arguments":
+    …``); None when it does not. An answer that is such a call and was not taken as one
+    (``fenced_tool_calls``, ``bare_tool_calls``) could not be read (not JSON), or calls
+    a tool that is not offered (a small model named one after whom it answered): either
+    way it is no answer."""
     opening = _CALL_OPENING.match(text)
-    return opening.group(1) if opening and opening.group(1) in offered else None
+    return opening.group(1) if opening else None
 
 
 #: HTTP statuses worth trying again besides 5xx (a provider's own, such as Anthropic's

@@ -263,6 +263,25 @@ def test_a_call_written_as_text_that_cannot_be_read_is_no_answer_and_the_person_
     assert not UserNotification.objects.filter(title="Release").exists()
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        '```json\n{"name": "claude", "arguments": {"files": ["README.md"]}}\n```',  # whole, in a fence
+        '{"name": "claude", "arguments": {"files": ["README.md", "README.md", "READ',  # cut at its limit
+    ],
+)
+def test_a_call_of_no_tool_here_written_as_text_is_no_answer_and_the_person_told(agent, model, written):
+    """The real small model, asked by the outside agent claude which files the repository
+    holds, wrote a call of a tool named "claude" as text (cut at its length limit): no
+    tool of that name is offered, so it was not read as a call, and it was claude's reply."""
+    server = model(answer(written))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and '"name"' not in reply.content
+    assert "(the answer was a call of claude, which is no tool here, written as text)" in reply.content
+
+
 def test_an_empty_answer_is_retried_a_bounded_number_of_times_and_the_person_told(agent, model):
     server = model(empty())
     settle(agent.id, chat(agent.id))

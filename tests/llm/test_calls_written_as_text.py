@@ -48,17 +48,22 @@ def test_anything_else_is_no_call(text):
     ],
 )
 def test_an_answer_that_opens_a_call_of_an_offered_tool_is_named(text):
-    assert written_call(text, OFFERED) == "notify_user"
+    assert written_call(text) == "notify_user"
     assert fenced_tool_calls(text, OFFERED, prefix="t")[0] == [] and bare_tool_calls(text, OFFERED, prefix="t") == []
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        '{"name": "write_poem", "arguments": {',  # a tool not offered: the words stay an answer
         'The call would be {"name": "notify_user", "arguments": {}}',
         '{"name": "Ada", "role": "engineer"}',
     ],
 )
 def test_other_answers_open_no_call(text):
-    assert written_call(text, OFFERED) is None
+    assert written_call(text) is None
+
+
+def test_an_answer_that_opens_a_call_of_a_tool_not_offered_is_named_too():
+    """Not read as a call (only offered tools are), and no answer either."""
+    text = '```json\n{"name": "claude", "arguments": {"files": ["README.md"]}}\n```'
+    assert written_call(text) == "claude" and fenced_tool_calls(text, OFFERED, prefix="t")[0] == []
