@@ -339,12 +339,12 @@ def stream_append_once(
     if stream.closed_at is not None:
         raise ConflictError(f"stream {stream.id!r} is closed")
     topic = _check_topic(topic, stream.topic)
-    sequence = stream.last_sequence + 1
-    Stream.objects.filter(id=stream.id).update(last_sequence=sequence)
     audience = [a for a in selectors.stream_audience(stream) if sender is None or a != sender.id]
     internal = _internal(audience)
     if sender is not None and internal and sender.kind == Agent.Kind.EXTERNAL:
         _check_outside_pace(stream, sender)
+    sequence = stream.last_sequence + 1
+    Stream.objects.filter(id=stream.id).update(last_sequence=sequence)
     if sender is not None and internal:
         _enqueue_for_attention(stream, sender, sequence, payload, internal)
     have_cursor = (
