@@ -73,10 +73,12 @@ def written_as_a_note(answer: str) -> bool:
 _IN_FENCE = re.compile(r"\A```\w*\s*(.*?)\s*```\Z", re.S)
 
 
-def says_nothing(answer: str) -> str | None:
+def says_nothing(answer: str, messages: list[dict[str, Any]]) -> str | None:
     """The empty JSON value (``[]``, ``{}``, ``null``, ``""``) that is the whole answer,
     fenced or not, else None: a small model answered an agent's request with "[]",
-    nothing said in JSON's words."""
+    nothing said in JSON's words. Not when the ``messages`` it answers asked for JSON
+    (a user message, the loop's context note left out, that names it): then "[]" says
+    that there is none."""
     fenced = _IN_FENCE.match(answer)
     text = fenced.group(1) if fenced else answer
     if len(text) > 8:
@@ -85,7 +87,14 @@ def says_nothing(answer: str) -> str | None:
         value = json.loads(text)
     except ValueError:
         return None
-    return text if value in ([], {}, None, "") else None
+    if value not in ([], {}, None, "") or any(_asks_for_json(m) for m in messages):
+        return None
+    return text
+
+
+def _asks_for_json(message: dict[str, Any]) -> bool:
+    said = split_at_context(str(message.get("content") or ""))[0]
+    return message.get("role") == "user" and "json" in said.lower()
 
 
 def only_repeats_a_note(answer: str, messages: list[dict[str, Any]]) -> bool:

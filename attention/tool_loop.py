@@ -264,7 +264,7 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
     said = (response.text or "").strip()
     if not said:
         return Retry("an empty answer")
-    if nothing := says_nothing(said):
+    if nothing := says_nothing(said, sent):
         return Retry(f"an empty answer ({nothing})")
     answer = without_echoed_context(said, sent)
     if not answer:

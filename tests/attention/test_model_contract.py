@@ -301,6 +301,16 @@ def test_an_answer_of_only_an_empty_json_value_is_an_empty_answer(agent, model, 
     assert reply.metadata["failed"] and f"{ATTEMPTS} attempts failed (an empty answer" in reply.content
 
 
+def test_an_empty_json_value_asked_for_in_json_is_the_answer(agent, model):
+    """Whoever asked for JSON may be told "[]": nothing of it there is, in the words it
+    asked for."""
+    server = model(lambda body, n: answer("[]"))
+    settle(agent.id, chat(agent.id, "List the open tasks' ids as a JSON array, nothing else."))
+    assert server.calls == 1
+    [reply] = told(agent.id)
+    assert reply.content == "[]" and not reply.metadata.get("failed")
+
+
 def context_note(body: dict[str, Any]) -> str:
     """The loop's latest context note in a request, as it was sent."""
     contents = [str(m.get("content") or "") for m in body["messages"]]
