@@ -8,8 +8,12 @@ by the loop."""
 
 from __future__ import annotations
 
-import pytest
+import threading
 
+import pytest
+from django.db import connection
+
+from agentbus import services
 from agentbus.models import Chunk
 from mailbox.models import MailboxItem
 
@@ -61,3 +65,37 @@ def test_a_malformed_key_is_a_400_stating_the_rule(eve, max_):
     assert refused.status_code == 400
     assert "Idempotency-Key must be 1 to 200 visible ASCII characters" in refused.json()["detail"]
     assert not Chunk.objects.filter(stream_id=stream_id).exists()
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_sends_racing_with_one_key_store_one_message(eve, max_):
+    """Four sends of one message with one key at once (a client's retries overlapping the
+    first): the stream's row lock orders them, one stores, the others answer its message.
+    Runs on SQLite, and on PostgreSQL in the ``pg`` pass."""
+    stream = services.stream_open(sender=eve.agent, recipient=max_.agent)
+    start = threading.Barrier(4)
+    answers: list[tuple[int, bool]] = []
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            start.wait(timeout=10)
+            chunk, replayed = services.stream_append_once(
+                stream_id=stream.id, sender=eve.agent, payload={"text": "once"}, request_key="k-race"
+            )
+            answers.append((chunk.sequence, replayed))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert not errors, errors
+    assert sorted(answers) == [(1, False), (1, True), (1, True), (1, True)]
+    assert Chunk.objects.filter(stream_id=stream.id).count() == 1
