@@ -39,7 +39,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.http import Http404
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -279,6 +279,7 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         caller = await identify(ctx)
         body = _payload(text, payload)
 
+        @transaction.atomic  # a refused append (the pace) leaves no stream it opened
         def send() -> dict[str, Any]:
             me = access.access_acting_agent(caller, sender if sender is not None else _own_id(caller))
             recipient = access.access_recipients(caller, [to])[0]

@@ -98,7 +98,9 @@ def test_the_mcp_doors_bus_send_past_the_pace_is_a_tool_error_saying_when_to_try
                 answers.append((result.is_error, result.content[0].text))
         return answers
 
+    streams = Stream.objects.count()  # the team's channel
     answers = asyncio.run(scenario())
+    assert Stream.objects.count() == streams + PER_HOUR  # the refused send opened none
     assert [error for error, _ in answers] == [False] * PER_HOUR + [True]
     assert "(MARKUS_AGENT_MESSAGES_PER_HOUR)" in answers[-1][1] and "try again in" in answers[-1][1]
     assert Chunk.objects.filter(sender_id=eve.id).count() == PER_HOUR
