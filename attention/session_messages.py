@@ -81,7 +81,7 @@ def says_nothing(answer: str, messages: list[dict[str, Any]]) -> str | None:
     that there is none."""
     fenced = _IN_FENCE.match(answer)
     text = fenced.group(1) if fenced else answer
-    if len(text) > 8:
+    if len(text) > 8:  # longer than any empty value with a space or two: not one
         return None
     try:
         value = json.loads(text)

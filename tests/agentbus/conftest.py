@@ -4,9 +4,11 @@ belongs to charlie, an outsider."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from agentbus import services
@@ -215,3 +217,27 @@ def append(client: APIClient, stream_id: str, sender: str, text: str, key: str |
     headers = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
     payload = {"sender": sender, "payload": {"text": text}}
     return client.post(f"/api/agentbus/streams/{stream_id}/append", payload, format="json", **headers)
+
+
+def run_threads(targets) -> list[BaseException]:
+    """Run each of ``targets`` in a thread of its own (each closes its connection) and
+    wait for them all; what they raised."""
+    errors: list[BaseException] = []
+
+    def wrap(fn):
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # reported by the test, not lost in a thread
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        return run
+
+    threads = [threading.Thread(target=wrap(fn)) for fn in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return errors

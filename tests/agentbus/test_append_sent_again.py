@@ -11,13 +11,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
 
 from agentbus import services
 from agentbus.models import Chunk
 from mailbox.models import MailboxItem
 
-from .conftest import append, open_stream
+from .conftest import append, open_stream, run_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -76,26 +75,15 @@ def test_sends_racing_with_one_key_store_one_message(eve, max_):
     stream = services.stream_open(sender=eve.agent, recipient=max_.agent)
     start = threading.Barrier(4)
     answers: list[tuple[int, bool]] = []
-    errors: list[BaseException] = []
 
     def send() -> None:
-        try:
-            start.wait(timeout=10)
-            chunk, replayed = services.stream_append_once(
-                stream_id=stream.id, sender=eve.agent, payload={"text": "once"}, request_key="k-race"
-            )
-            answers.append((chunk.sequence, replayed))
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        start.wait(timeout=10)
+        chunk, replayed = services.stream_append_once(
+            stream_id=stream.id, sender=eve.agent, payload={"text": "once"}, request_key="k-race"
+        )
+        answers.append((chunk.sequence, replayed))
 
-    threads = [threading.Thread(target=send) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-
+    errors = run_threads([send] * 4)
     assert not errors, errors
     assert sorted(answers) == [(1, False), (1, True), (1, True), (1, True)]
     assert Chunk.objects.filter(stream_id=stream.id).count() == 1

@@ -18,32 +18,12 @@ from agentbus.waiting import inbox_wait
 from markus.agents.models import Agent
 from markus.agents.services import agent_create
 
+from .conftest import run_threads
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.pg, pytest.mark.slow]
 
 WRITERS = 6
 PER_WRITER = 40
-
-
-def _run_threads(targets) -> list[BaseException]:
-    errors: list[BaseException] = []
-
-    def wrap(fn):
-        def run():
-            try:
-                fn()
-            except BaseException as exc:
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        return run
-
-    threads = [threading.Thread(target=wrap(fn)) for fn in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    return errors
 
 
 def test_a_watcher_with_a_cursor_sees_every_message_under_concurrent_writers(alice, team, monkeypatch):
@@ -101,7 +81,7 @@ def test_a_watcher_with_a_cursor_sees_every_message_under_concurrent_writers(ali
     watcher_thread_errors: list[BaseException] = []
     watcher_thread = threading.Thread(target=lambda: _guard(watch, watcher_thread_errors))
     watcher_thread.start()
-    errors = _run_threads([writer(w) for w in writers])
+    errors = run_threads([writer(w) for w in writers])
     done.set()
     watcher_thread.join(timeout=120)
     assert not errors and not watcher_thread_errors, errors + watcher_thread_errors
@@ -157,7 +137,7 @@ def test_a_later_append_cannot_commit_before_an_earlier_uncommitted_one(alice, t
             observations.append([m["payload"]["text"] for m in result["messages"]])
             time.sleep(0.01)
 
-    assert not _run_threads([slow_writer, fast_writer, reader])
+    assert not run_threads([slow_writer, fast_writer, reader])
     assert marks["b_done"] >= marks["a_commit"]
     assert all(seen in ([], ["A"], ["A", "B"]) for seen in observations), observations
     assert observations[-1] == ["A", "B"]

@@ -7,13 +7,12 @@ import threading
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connection
 
 from agentbus import selectors, services
 from agentbus.models import ConsumerCursor, Stream
 from agentbus.waiting import inbox_wait
 
-from .conftest import say
+from .conftest import run_threads, say
 
 
 def texts(result) -> list[str]:
@@ -102,23 +101,13 @@ def test_concurrent_drains_hand_out_each_message_exactly_once(eve, max_):
         services.stream_append(stream_id=stream.id, sender=max_.agent, payload={"text": f"m{i}"})
     taken: list[str] = []
     lock = threading.Lock()
-    errors: list[BaseException] = []
 
     def drainer():
-        try:
-            for _ in range(20):
-                got = texts(services.inbox_drain(agent_id="eve", limit=3))
-                with lock:
-                    taken.extend(got)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        for _ in range(20):
+            got = texts(services.inbox_drain(agent_id="eve", limit=3))
+            with lock:
+                taken.extend(got)
 
-    threads = [threading.Thread(target=drainer) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads([drainer] * 4)
     assert not errors
     assert sorted(taken) == sorted(f"m{i}" for i in range(40))
