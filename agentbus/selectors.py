@@ -26,6 +26,9 @@ MAX_LIMIT = 500
 CHUNK_SENDER = "sender__team"
 # A named group chat's topic is this prefix and its name (``services.group_chat_open``).
 GROUP_TOPIC_PREFIX = "group:"
+# A reply's message that is not the answer: it tells the asker the answer waits on a
+# person (``services.tell_waiting``); its payload's ``status``.
+WAITING_ON_PERSON = "waiting_on_person"
 
 
 def iso(value: datetime | None) -> str | None:
@@ -207,6 +210,12 @@ def reply_state(stream_id: str, requester_id: str) -> dict[str, Any]:
         "replyStreamId": closed.id if closed else (replies.order_by("created_at").values_list("id", flat=True).first()),
         "done": closed is not None,
     }
+
+
+def is_answer(payload: object) -> bool:
+    """Is this reply message (a chunk's payload) part of the answer, not a note that it
+    waits (``WAITING_ON_PERSON``)?"""
+    return not (isinstance(payload, dict) and payload.get("status") == WAITING_ON_PERSON)
 
 
 def replies_closed(requests: dict[str, str]) -> set[str]:

@@ -477,14 +477,44 @@ def stream_reply(*, responder: Agent, stream_id: str, payload: dict[str, Any], a
         return stream_append(stream_id=stream.id, sender=responder, payload=payload, actor=actor)
     if stream.sender is None and not _is_hub_chat(stream.id):
         raise BusError("the operator's records take no reply (a task's conversation is answered on the task)")
-    target = (
+    target = _reply_stream(responder, stream, actor)
+    chunk = stream_append(stream_id=target.id, sender=responder, payload=payload, actor=actor)
+    stream_close(stream_id=target.id, sender=responder, actor=actor)
+    return chunk
+
+
+def _reply_stream(responder: Agent, stream: Stream, actor: str) -> Stream:
+    """The responder's open reply stream to a direct stream's sender (none: a person's
+    chat through the hub), or a new one."""
+    return (
         Stream.objects.filter(reply_to=stream.id, sender=responder, recipient=stream.sender, closed_at__isnull=True)
         .order_by("created_at")
         .first()
     ) or stream_open(sender=responder, recipient=stream.sender, topic=stream.topic, reply_to=stream.id, actor=actor)
-    chunk = stream_append(stream_id=target.id, sender=responder, payload=payload, actor=actor)
-    stream_close(stream_id=target.id, sender=responder, actor=actor)
-    return chunk
+
+
+@transaction.atomic
+def tell_waiting(*, responder: Agent, stream_id: str, text: str, approval_id: str, actor: str = "") -> Chunk | None:
+    """An outside agent waiting for the responder's answer on ``stream_id`` hears why it
+    is late: the answering run waits on a person's approval. Said on the reply stream
+    the answer will close (left open, so the asker still waits for the answer), marked
+    ``status: waiting_on_person`` with the approval's id. Only an outside asker is told:
+    an agent the loop runs would spend a model run on the message, and its own wait for
+    the reply has a deadline. Returns the message (None: nobody outside waits)."""
+    if not selectors.reply_expected(stream_id, responder.id):
+        return None
+    stream = Stream.objects.select_related("sender").get(id=stream_id)
+    if stream.sender is None or stream.sender.kind != Agent.Kind.EXTERNAL:
+        return None
+    payload = {
+        "text": text,
+        "senderName": responder.name,
+        "status": selectors.WAITING_ON_PERSON,
+        "approvalId": approval_id,
+    }
+    return stream_append(
+        stream_id=_reply_stream(responder, stream, actor).id, sender=responder, payload=payload, actor=actor
+    )
 
 
 @transaction.atomic

@@ -2,8 +2,9 @@
 ``ending`` (``attention.scenarios.Ending``). A completed run's final answer is a
 person's chat reply or an agent's bus answer (``answer``); a task waiting for the run's
 verdict (an execution's submit or failure, a review's completion or send-back) is
-checked for it and told when the run gives up (``verdict``); an item the loop gives up
-on is answered with why (``given_up``). ``attention.settle`` calls them; each ``match``
+checked for it and told when the run gives up (``verdict``); an outside agent waiting
+for an item parked on a person is told so (``waiting_on_person``); an item the loop
+gives up on is answered with why (``given_up``). ``attention.settle`` calls them; each ``match``
 here is held exhaustive by the type checker, so a new ``Ending`` is settled everywhere
 or fails the check."""
 
@@ -13,13 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import assert_never
 
-from agentbus.services import reply_if_expected
+from agentbus.services import reply_if_expected, tell_waiting
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType, Status
 from markus.agents.models import Agent
 from markus.core.actors import Actor
 from markus.work import liveness
 from markus.work.comment_services import requirement_comment_create, task_comment_create
+from notifications.models import Approval
+from notifications.selectors import awaited
 
 from .focus import Focus
 from .lease import Fence
@@ -51,6 +54,30 @@ def answer_on_bus(responder: Agent, item: MailboxItem, text: str) -> bool:
     if stream_id is None:
         return False
     return bool(reply_if_expected(responder=responder, stream_id=stream_id, text=text, actor=f"agent:{responder.id}"))
+
+
+def waiting_on_person(item: MailboxItem, approval: Approval) -> None:
+    """The run parked ``item`` for a person's ``approval``: an outside agent waiting for
+    its answer on the bus hears so (``agentbus.services.tell_waiting``), as an A2A task
+    says input-required. A person's chat or comment has the agent's page, which shows
+    the wait, and the approval's notification goes to a person already."""
+    ending = row_for(item).ending
+    match ending:
+        case Ending.BUS_ANSWER:
+            stream_id = bus_stream(item)
+            if stream_id is not None:
+                responder = Agent.objects.get(id=item.agent_id)
+                tell_waiting(
+                    responder=responder,
+                    stream_id=stream_id,
+                    text=awaited(approval),
+                    approval_id=approval.id,
+                    actor=f"agent:{responder.id}",
+                )
+        case Ending.CHAT_REPLY | Ending.NONE | Ending.EXECUTION_VERDICT | Ending.REVIEW_VERDICT:
+            pass
+        case _:
+            assert_never(ending)
 
 
 # ---------------------------------------------------------------------------- verdicts

@@ -360,9 +360,12 @@ def park(tx: Fence, item: MailboxItem, *, approval_id: str, batch_members: list[
         batch.park_members(tx, batch_members, approval_id=approval_id)
     # Answered already (between the tool call and this park)? Then the hook found
     # the item still processing and did nothing: resume it with the answer now.
-    approval = Approval.objects.filter(id=approval_id).first()
+    approval = Approval.objects.select_related("user").filter(id=approval_id).first()
     if approval is not None and approval.status != Approval.State.PENDING:
         on_approval_answered(approval)
+    elif approval is not None:  # whoever waits for the answer hears it waits on a person
+        for one in [item, *(batch_members or [])]:
+            endings.waiting_on_person(one, approval)
     records.inject_main_session(tx, item=item, outcome=f"waiting for approval {approval_id}")
 
 

@@ -32,3 +32,9 @@ def approvals_for(user: User, *, status: str | None = None) -> QuerySet[Approval
             raise MarkusError(f"unknown status {status!r}; expected one of: {', '.join(Approval.State.values)}")
         rows = rows.filter(status=status)
     return rows.order_by("-created_at", "-id")
+
+
+def awaited(approval: Approval) -> str:
+    """What an item parked for ``approval`` waits for, said to whoever waits for the
+    item's answer (an A2A task's input-required, an outside agent's request)."""
+    return f"Waiting for {approval.user.get_username()}'s answer to {approval.title!r} (approval {approval.id})."

@@ -43,12 +43,13 @@ from django.db import transaction
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
 
-from agentbus.selectors import reply_state
+from agentbus.selectors import is_answer, reply_state
 from mailbox.lifecycle import DELIVERED_ON
 from mailbox.models import MailboxItem
 from mailbox.registry import Status
 from markus.agents.chat import reply_answering
 from notifications.models import Approval
+from notifications.selectors import awaited
 
 from .models import A2ATask, A2ATaskUpdate
 
@@ -85,7 +86,8 @@ def _reply(task: A2ATask, item: MailboxItem) -> str | None:
         state = reply_state(task.stream_id, task.caller.removeprefix("agent:"))
         if not state["done"]:
             return None
-        texts = [str(c["payload"].get("text", "")) for c in state["reply"] if isinstance(c["payload"], dict)]
+        answer = [c["payload"] for c in state["reply"] if isinstance(c["payload"], dict) and is_answer(c["payload"])]
+        texts = [str(p.get("text", "")) for p in answer]
         return "\n".join(t for t in texts if t) or None
     reply = reply_answering({task.id, item.id}, session_id=task.session_id)
     return reply.content if reply is not None else None
@@ -95,9 +97,7 @@ def _waiting(item: MailboxItem) -> Observed:
     approval = Approval.objects.select_related("user").filter(id=item.marks.get("approvalId")).first()
     if approval is None:
         return Observed(S.TASK_STATE_INPUT_REQUIRED, "Waiting for a person's approval.", "approval")
-    who = approval.user.get_username()
-    text = f"Waiting for {who}'s answer to {approval.title!r} (approval {approval.id})."
-    return Observed(S.TASK_STATE_INPUT_REQUIRED, text, approval.id)
+    return Observed(S.TASK_STATE_INPUT_REQUIRED, awaited(approval), approval.id)
 
 
 def observe(task: A2ATask) -> Observed:
