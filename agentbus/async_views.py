@@ -23,6 +23,7 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import APIException, NotAuthenticated
 
+from mailbox import idempotency
 from markus.agents.auth import Caller, acting_agent, waiter_for
 from markus.agents.models import Agent
 from markus.core.api import api_request, error, error_response, refuse_unknown_fields
@@ -147,9 +148,11 @@ def _request_parties(body: dict[str, Any], user: User | AnonymousUser, agent: Ag
     return sender, recipient
 
 
-def _request_open(request: HttpRequest) -> tuple[dict[str, Any], float, Agent, Agent, Waiter]:
-    """Who calls, the body, its parties and whose wait it is: one thread hop."""
+def _request_open(request: HttpRequest) -> tuple[dict[str, Any], float, Agent, Agent, Waiter, str | None]:
+    """Who calls, the body, its parties, whose wait it is and the request's key: one
+    thread hop."""
     user, agent = authenticate(request)
+    key = idempotency.header_key(request.headers)  # 400 stating the rule, before anything is read
     body = json_body(request)  # 413 over the limit; 400 for bad JSON, NUL bytes, lone surrogates
     if not isinstance(body, dict):
         raise _Refusal(400, "body must be a JSON object")
@@ -161,18 +164,19 @@ def _request_open(request: HttpRequest) -> tuple[dict[str, Any], float, Agent, A
         raise _Refusal(400, "timeoutSeconds must be a number")
     timeout = _number(str(raw_timeout), "timeoutSeconds", 30.0, 0, MAX_WAIT_SECONDS)
     sender, recipient = _request_parties(body, user, agent)
-    return body, timeout, sender, recipient, waiter_for(Caller(user, agent))
+    return body, timeout, sender, recipient, waiter_for(Caller(user, agent)), key
 
 
 @csrf_exempt
 @parks
 async def request_view(request: HttpRequest) -> JsonResponse:
     """POST {sender, recipient, payload, topic?, timeoutSeconds?} → the request, the
-    reply and ``timed_out``."""
+    reply and ``timed_out``. Sent again with its ``Idempotency-Key``: the first
+    request's, waited for again (``Idempotent-Replayed: true``)."""
     if request.method != "POST":
         return error(f'Method "{request.method}" not allowed.', 405, "method_not_allowed")
     try:
-        body, timeout, sender, recipient, waiter = await sync_to_async(_request_open)(request)
+        body, timeout, sender, recipient, waiter, key = await sync_to_async(_request_open)(request)
         with WAITS.claim(waiter):  # TooManyWaits (429) before the stream is opened
             result = await stream_request(
                 sender=sender,
@@ -181,9 +185,13 @@ async def request_view(request: HttpRequest) -> JsonResponse:
                 topic=body.get("topic"),
                 timeout=timeout,
                 actor=waiter.caller,
+                request_key=key,
             )
     except _Refusal as refusal:
         return refusal.response()
     except (APIException, MarkusError, Http404) as exc:  # BodyTooLarge (413) is a MarkusError
         return error_response(exc)
-    return _json(result)
+    response = _json({k: v for k, v in result.items() if k != "replayed"})
+    if result["replayed"]:
+        response[idempotency.REPLAYED] = "true"
+    return response

@@ -23,6 +23,7 @@ from django.db import connections
 from rest_framework.utils.encoders import JSONEncoder
 
 from attention.stalls import stalls_of
+from mailbox import idempotency
 from markus.agents.api import agent_data
 from markus.agents.models import Agent, Team
 from markus.agents.services import agent_create, agent_token_revoke, agent_token_rotate
@@ -170,9 +171,16 @@ class LocalBus:
         )
         return selectors.stream_data(stream)
 
-    def append(self, stream_id: str, sender: str, *, payload: dict[str, Any], topic: str | None) -> dict[str, Any]:
-        chunk = services.stream_append(
-            stream_id=stream_id, sender=self._agent(sender), payload=payload, topic=topic, actor=CLI_ACTOR
+    def append(
+        self, stream_id: str, sender: str, *, payload: dict[str, Any], topic: str | None, key: str | None = None
+    ) -> dict[str, Any]:
+        chunk, _ = services.stream_append_once(
+            stream_id=stream_id,
+            sender=self._agent(sender),
+            payload=payload,
+            topic=topic,
+            actor=CLI_ACTOR,
+            request_key=idempotency.checked_key(key, "--idempotency-key"),
         )
         return selectors.chunk_data(chunk)
 
@@ -181,16 +189,26 @@ class LocalBus:
         return selectors.stream_data(stream)
 
     def request(
-        self, sender: str, recipient: str, *, payload: dict[str, Any], topic: str | None, timeout: float
+        self,
+        sender: str,
+        recipient: str,
+        *,
+        payload: dict[str, Any],
+        topic: str | None,
+        timeout: float,
+        key: str | None = None,
     ) -> dict[str, Any]:
-        return async_to_sync(stream_request)(
+        result = async_to_sync(stream_request)(
             sender=self._agent(sender),
             recipient=self._agent(recipient),
             payload=payload,
             topic=topic,
             timeout=timeout,
             actor=CLI_ACTOR,
+            request_key=idempotency.checked_key(key, "--idempotency-key"),
         )
+        result.pop("replayed")  # as the hub's answer: a replay says so in a header only
+        return result
 
     def agent_show(self, agent_id: str) -> dict[str, Any]:
         agent = self._agent(agent_id)
@@ -273,15 +291,24 @@ class HubBus:
         body = {"sender": sender, "recipient": recipient, "streamId": stream_id, "topic": topic, "replyTo": reply_to}
         return self._call("POST", "/api/agentbus/streams", body={k: v for k, v in body.items() if v is not None})
 
-    def append(self, stream_id: str, sender: str, *, payload: dict[str, Any], topic: str | None) -> dict[str, Any]:
+    def append(
+        self, stream_id: str, sender: str, *, payload: dict[str, Any], topic: str | None, key: str | None = None
+    ) -> dict[str, Any]:
         body = {"sender": sender, "payload": payload, **({"topic": topic} if topic else {})}
-        return self._call("POST", f"/api/agentbus/streams/{_q(stream_id)}/append", body=body)
+        return self._call("POST", f"/api/agentbus/streams/{_q(stream_id)}/append", body=body, headers=_keyed(key))
 
     def close(self, stream_id: str, sender: str) -> dict[str, Any]:
         return self._call("POST", f"/api/agentbus/streams/{_q(stream_id)}/close", body={"sender": sender})
 
     def request(
-        self, sender: str, recipient: str, *, payload: dict[str, Any], topic: str | None, timeout: float
+        self,
+        sender: str,
+        recipient: str,
+        *,
+        payload: dict[str, Any],
+        topic: str | None,
+        timeout: float,
+        key: str | None = None,
     ) -> dict[str, Any]:
         body = {
             "sender": sender,
@@ -290,7 +317,9 @@ class HubBus:
             "timeoutSeconds": timeout,
             **({"topic": topic} if topic else {}),
         }
-        return self._call("POST", "/api/agentbus/request", body=body, timeout=timeout + HTTP_GRACE_SECONDS)
+        return self._call(
+            "POST", "/api/agentbus/request", body=body, timeout=timeout + HTTP_GRACE_SECONDS, headers=_keyed(key)
+        )
 
     def agent_show(self, agent_id: str) -> dict[str, Any]:
         data = self._call("GET", f"/api/agents/{_q(agent_id)}/")
@@ -323,6 +352,11 @@ class HubBus:
         data = self._call("GET", f"/api/tasks/{_q(task_id)}/")
         data["pending_inbox"] = data.pop("pendingInbox", None)
         return data
+
+
+def _keyed(key: str | None) -> dict[str, str]:
+    """The ``Idempotency-Key`` header of a send (the hub checks its rule)."""
+    return {idempotency.HEADER: key} if key is not None else {}
 
 
 def add_hub_arguments(parser: ArgumentParser) -> None:

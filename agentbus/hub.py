@@ -57,6 +57,7 @@ class HubClient:
         query: dict[str, Any] | None = None,
         body: dict[str, Any] | None = None,
         timeout: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         url = self.base_url + path
         params = {k: v for k, v in (query or {}).items() if v is not None}
@@ -69,6 +70,8 @@ class HubClient:
             request.add_header("Content-Type", "application/json")
         if self.token:
             request.add_header("Authorization", authorization(self.token))
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
         try:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 return json.loads(response.read() or b"{}")

@@ -46,6 +46,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.exceptions import APIException
 
+from mailbox import idempotency
 from markus.agents import permissions
 from markus.agents.auth import Caller, caller_for_token, caller_ref, visible_agents, waiter_for
 from markus.agents.models import Agent
@@ -145,6 +146,14 @@ def _payload(text: str | None, payload: dict[str, Any] | None) -> dict[str, Any]
             raise ToolError("payload must be a JSON object")
         return payload
     return {TEXT_KEY: text}
+
+
+def _key(raw: str | None) -> str | None:
+    """A tool call's ``idempotency_key``, by the doors' one rule."""
+    try:
+        return idempotency.checked_key(raw, "idempotency_key")
+    except MarkusError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _inbox_agent(caller: Caller, agent_id: str | None, operation: str) -> Agent:
@@ -273,24 +282,31 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         topic: str | None = None,
         stream_id: str | None = None,
         sender: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Send a colleague a message (text, or a JSON payload) on the AgentBus: a new
-        stream to them, or appended to stream_id (one you take part in). Returns the chunk."""
+        stream to them, or appended to stream_id (one you take part in). Returns the chunk.
+        idempotency_key (your own, 1 to 200 visible ASCII characters): sent again with
+        it, the message is stored once and the first send is returned (replayed: true)."""
         caller = await identify(ctx)
         body = _payload(text, payload)
+        key = _key(idempotency_key)
 
         @transaction.atomic  # a refused append (the pace) leaves no stream it opened
         def send() -> dict[str, Any]:
             me = access.access_acting_agent(caller, sender if sender is not None else _own_id(caller))
             recipient = access.access_recipients(caller, [to])[0]
+            ref = caller_ref(caller)
             if stream_id is None:
-                stream = services.stream_open(sender=me, recipient=recipient, topic=topic, actor=caller_ref(caller))
+                stream, chunk, replayed = services.stream_send_once(
+                    sender=me, recipient=recipient, payload=body, topic=topic, actor=ref, request_key=key
+                )
             else:
                 stream = access.access_stream(caller, stream_id)
-            chunk = services.stream_append(
-                stream_id=stream.id, sender=me, payload=body, topic=topic, actor=caller_ref(caller)
-            )
-            return {"streamId": stream.id, **selectors.chunk_data(chunk)}
+                chunk, replayed = services.stream_append_once(
+                    stream_id=stream.id, sender=me, payload=body, topic=topic, actor=ref, request_key=key
+                )
+            return {"streamId": stream.id, **selectors.chunk_data(chunk), "replayed": replayed}
 
         result: dict[str, Any] = await _run(send)
         return result
@@ -304,11 +320,14 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
         timeout_seconds: float = 30.0,
         topic: str | None = None,
         sender: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Ask a colleague and wait for the answer (at most timeout_seconds): the request,
-        the reply and timed_out."""
+        the reply and timed_out. idempotency_key (your own): asked again with it, the
+        first request's reply is waited for (replayed: true), nothing is asked twice."""
         caller = await identify(ctx)
         body = _payload(text, payload)
+        key = _key(idempotency_key)
         if not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
             raise ToolError(f"timeout_seconds must be between 0 and {MAX_WAIT_SECONDS:g}")
 
@@ -330,6 +349,7 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
                     topic=topic,
                     timeout=timeout_seconds,
                     actor=waiter.caller,
+                    request_key=key,
                 )
             except (MarkusError, APIException, Http404) as exc:
                 raise ToolError(_text(exc)) from None

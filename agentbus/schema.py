@@ -9,6 +9,8 @@ from typing import Any
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.request import Request
 
+from markus.core.schema import IDEMPOTENCY_KEY_PLAIN
+
 _ERROR = {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
 _MESSAGE = {
     "type": "object",
@@ -84,6 +86,12 @@ def document_async_views(
             "operationId": "agentbus_request",
             "tags": ["agentbus"],
             "summary": "Open a stream, append, wait for the reply stream (replyTo) to be closed, close",
+            "description": (
+                "Sent again with its `Idempotency-Key` (the sender's own), nothing is asked twice: the first "
+                "request's reply is waited for, answered with `Idempotent-Replayed: true`; the key with another "
+                "message or recipient is a 422."
+            ),
+            "parameters": [IDEMPOTENCY_KEY_PLAIN],
             "requestBody": {
                 "required": True,
                 **_json(
@@ -116,7 +124,7 @@ def document_async_views(
                         }
                     ),
                 },
-                **_errors(400, 401, 403, 404, 409, 429),
+                **_errors(400, 401, 403, 404, 409, 422, 429),
             },
             "security": _SECURITY,
         }

@@ -378,6 +378,45 @@ def stream_append_once(
     return chunk, False
 
 
+@transaction.atomic
+def stream_send_once(
+    *,
+    sender: Agent,
+    recipient: Agent,
+    payload: object,
+    topic: str | None = None,
+    actor: str = "",
+    request_key: str | None = None,
+) -> tuple[Stream, Chunk, bool]:
+    """A message on a new stream to ``recipient`` (``stream_open``, then the append), and
+    False. With the ``request_key`` of a message the sender began a stream with before:
+    that stream and message, and True, nothing written; the key with another message or
+    another recipient: ``KeyReused`` (422). The sender's row lock orders its keyed sends,
+    so retries racing each other open one stream."""
+    if request_key is not None:
+        Agent.objects.select_for_update().filter(id=sender.id).values_list("id", flat=True).first()
+        earlier = (
+            Chunk.objects.filter(sender=sender, request_key=request_key, sequence=1, stream__sender=sender)
+            .select_related("stream")
+            .first()
+        )
+        if earlier is not None:
+            if earlier.stream.recipient_id != recipient.id:
+                raise KeyReused(
+                    f"this {KEY_HEADER} came with another message before (to {earlier.stream.recipient_id}): "
+                    "send the same message again with it, or a new message with a new key"
+                )
+            chunk, _ = stream_append_once(
+                stream_id=earlier.stream_id, sender=sender, payload=payload, topic=topic, request_key=request_key
+            )
+            return earlier.stream, chunk, True
+    stream = stream_open(sender=sender, recipient=recipient, topic=topic, actor=actor)
+    chunk, _ = stream_append_once(
+        stream_id=stream.id, sender=sender, payload=payload, topic=topic, actor=actor, request_key=request_key
+    )
+    return stream, chunk, False
+
+
 def _sent_with(
     stream: Stream, sender: Agent | None, key: str, payload: dict[str, Any], topic: str | None
 ) -> Chunk | None:

@@ -134,19 +134,23 @@ def messages_carried(agent_id: str, position: int, wakes: list[Wake], limit: int
 
 
 def _request_start(
-    *, sender: Agent, recipient: Agent, payload: dict[str, Any], topic: str | None, actor: str
-) -> tuple[str, dict[str, Any]]:
+    *, sender: Agent, recipient: Agent, payload: dict[str, Any], topic: str | None, actor: str, request_key: str | None
+) -> tuple[str, dict[str, Any], bool]:
+    """The request stored: its stream, its message, and whether it was sent before with
+    ``request_key`` (then it waits for that request's reply; nothing is written)."""
     with transaction.atomic():
-        stream = services.stream_open(sender=sender, recipient=recipient, topic=topic, actor=actor)
-        chunk = services.stream_append(stream_id=stream.id, sender=sender, payload=payload, actor=actor)
-        services.audit(
-            action=AuditAction.REQUEST,
-            actor=actor or f"agent:{sender.id}",
-            agent_id=sender.id,
-            stream_id=stream.id,
-            detail={"recipient": recipient.id},
+        stream, chunk, replayed = services.stream_send_once(
+            sender=sender, recipient=recipient, payload=payload, topic=topic, actor=actor, request_key=request_key
         )
-    return stream.id, selectors.chunk_data(chunk)
+        if not replayed:
+            services.audit(
+                action=AuditAction.REQUEST,
+                actor=actor or f"agent:{sender.id}",
+                agent_id=sender.id,
+                stream_id=stream.id,
+                detail={"recipient": recipient.id},
+            )
+    return stream.id, selectors.chunk_data(chunk), replayed
 
 
 def _request_end(*, stream_id: str, sender: Agent, actor: str, state: dict[str, Any]) -> dict[str, Any]:
@@ -173,9 +177,11 @@ async def stream_request(
     topic: str | None = None,
     timeout: float = 30.0,
     actor: str = "",
+    request_key: str | None = None,
 ) -> dict[str, Any]:
     """Open a stream to ``recipient``, append ``payload``, wait for the reply and its
-    close, then close the request stream.
+    close, then close the request stream. Sent again with its ``request_key``, it waits
+    for the first request's reply (``replayed: true``), asking nothing twice.
 
     The reply is a stream the responder opens back to the sender with ``replyTo`` set
     to the request's stream; it is complete when the responder closes it. On timeout
@@ -188,8 +194,8 @@ async def stream_request(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, min(timeout, MAX_WAIT_SECONDS))
-    stream_id, request = await sync_to_async(_request_start)(
-        sender=sender, recipient=recipient, payload=payload, topic=topic, actor=actor
+    stream_id, request, replayed = await sync_to_async(_request_start)(
+        sender=sender, recipient=recipient, payload=payload, topic=topic, actor=actor, request_key=request_key
     )
     async with InboxWaiter(sender.id) as waiter:  # registered before the first read: never lost
         # Reads once the request is stored: the database down reads as "nothing new".
@@ -209,4 +215,5 @@ async def stream_request(
         "replyStreamId": state["replyStreamId"],
         "reply": state["reply"],
         "timed_out": not state["done"],
+        "replayed": replayed,
     }

@@ -37,7 +37,13 @@ HEADER = "Idempotency-Key"
 # On the answer to a send that found its key: the item is the first send's.
 REPLAYED = "Idempotent-Replayed"
 _KEY = re.compile(rf"[\x21-\x7e]{{1,{IDEMPOTENCY_KEY_MAX_CHARS}}}")
-KEY_RULE = f"{HEADER} must be 1 to {IDEMPOTENCY_KEY_MAX_CHARS} visible ASCII characters, no spaces (a UUID will do)"
+
+
+def key_rule(name: str = HEADER) -> str:
+    return f"{name} must be 1 to {IDEMPOTENCY_KEY_MAX_CHARS} visible ASCII characters, no spaces (a UUID will do)"
+
+
+KEY_RULE = key_rule()
 
 
 class KeyReused(MarkusError):
@@ -59,9 +65,14 @@ class Keyed:
 def header_key(headers: Mapping[str, str]) -> str | None:
     """The request's ``Idempotency-Key`` (None: it sent none); a malformed one is a 400
     stating the rule. The bus's append keys its message by it too (``agentbus.services``)."""
-    raw = headers.get(HEADER)
-    if raw is not None and _KEY.fullmatch(raw) is None:
-        raise MarkusError(KEY_RULE, fields={HEADER: [KEY_RULE]})
+    return checked_key(headers.get(HEADER), HEADER)
+
+
+def checked_key(raw: str | None, name: str = HEADER) -> str | None:
+    """A key as sent (None: none), by the one rule; a malformed one is a 400 stating it
+    (``name``: how the door calls it, a header or an MCP tool's argument)."""
+    if raw is not None and (not isinstance(raw, str) or _KEY.fullmatch(raw) is None):
+        raise MarkusError(key_rule(name), fields={name: [key_rule(name)]})
     return raw
 
 

@@ -82,8 +82,9 @@ ERRORS: dict[int, type[ErrorSerializer]] = {
     429: ThrottledErrorSerializer,
 }
 
-# The ``Idempotency-Key`` of a request that stores an item (``mailbox.idempotency``): as
-# the DRF view's parameter and as the plain chat view's, one text and one schema.
+# The ``Idempotency-Key`` of a request that stores an item or a message
+# (``mailbox.idempotency``): as the DRF views' parameter and as the plain views' (the
+# chat, the bus request), one text and one schema.
 _KEY_HELP = (
     "Sent again with the same key (its answer was lost), the request stores nothing new and is answered "
     "as the first send (Idempotent-Replayed: true); the key is the caller's own, per agent, kept as long "
@@ -92,6 +93,7 @@ _KEY_HELP = (
 )
 _KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX_CHARS}
 IDEMPOTENCY_KEY = OpenApiParameter("Idempotency-Key", _KEY_SCHEMA, OpenApiParameter.HEADER, description=_KEY_HELP)
+IDEMPOTENCY_KEY_PLAIN = {"name": "Idempotency-Key", "in": "header", "description": _KEY_HELP, "schema": _KEY_SCHEMA}
 
 
 def errors(*codes: int) -> dict[int, type[ErrorSerializer]]:
@@ -135,7 +137,7 @@ def document_plain_views(result: dict[str, Any], generator: Any, request: Any, p
                     "description": "text/event-stream: the reply as server-sent events (queued, delta..., done)",
                     "schema": {"type": "string", "enum": ["application/json", "text/event-stream"]},
                 },
-                {"name": "Idempotency-Key", "in": "header", "description": _KEY_HELP, "schema": _KEY_SCHEMA},
+                IDEMPOTENCY_KEY_PLAIN,
             ],
             "requestBody": {
                 "required": True,

@@ -13,7 +13,7 @@ import time
 import pytest
 from django.db import connection
 
-from agentbus.models import Stream
+from agentbus.models import Chunk, Stream
 
 from .conftest import forged_topic, say
 from .hub_server import ROOT
@@ -177,6 +177,19 @@ def test_a_request_without_an_answer_times_out_successfully(cli, eve, max_):
     )
     assert result["timed_out"] is True and result["reply"] == []
     assert Stream.objects.get(id=result["streamId"]).closed_at is not None
+
+
+def test_append_and_request_sent_again_with_their_key_are_sent_once(cli, eve, max_):
+    """A command run again after its answer was lost (the hub unreachable mid-answer)."""
+    opened = cli("agentbus", "open", "eve", "max", token=eve.token)["streamId"]
+    append = ("agentbus", "append", opened, "eve", "--payload", '{"text":"once"}', "--idempotency-key", "a-1")
+    first, again = cli(*append, token=eve.token), cli(*append, token=eve.token)
+    assert again == first and Chunk.objects.filter(stream_id=opened).count() == 1
+    request = ("agentbus", "request", "eve", "max", "anyone?", "--timeout-seconds", "0", "--idempotency-key", "r-1")
+    asked, asked_again = cli(*request, token=eve.token), cli(*request, token=eve.token)
+    assert asked_again["streamId"] == asked["streamId"] and asked_again["request"] == asked["request"]
+    assert Chunk.objects.filter(sender=eve.agent).count() == 2
+    assert "1 to 200 visible ASCII characters" in cli.fails(*append[:-1], "has a space", token=eve.token)
 
 
 def test_agent_show_and_list_carry_the_pending_inbox(cli, alice_token, eve, max_, ada):

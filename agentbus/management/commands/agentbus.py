@@ -17,6 +17,8 @@ from agentbus import cli
 from agentbus.selectors import DEFAULT_LIMIT, MAX_LIMIT
 from agentbus.waiting import MAX_WAIT_SECONDS
 
+KEY_HELP = "your own key for this message: run again with it, the message is sent once (Idempotency-Key)"
+
 
 def _limit(raw: str) -> int:
     value = int(raw)
@@ -65,6 +67,7 @@ class Command(cli.JsonCommand):
         p.add_argument("sender")
         p.add_argument("--payload", required=True)
         p.add_argument("--topic", default=None)
+        p.add_argument("--idempotency-key", default=None, help=KEY_HELP)
         p = add("close", "close STREAM (its sender only)")
         p.add_argument("stream")
         p.add_argument("sender")
@@ -75,6 +78,7 @@ class Command(cli.JsonCommand):
         p.add_argument("--payload", default=None, help="the message as a JSON object (instead of TEXT)")
         p.add_argument("--topic", default=None)
         p.add_argument("--timeout-seconds", type=_seconds, default=30.0)
+        p.add_argument("--idempotency-key", default=None, help=KEY_HELP)
 
     def handle(self, *args: Any, **options: Any) -> None:
         bus = cli.backend(options)
@@ -107,6 +111,7 @@ class Command(cli.JsonCommand):
                 options["sender"],
                 payload=cli.parse_payload(options["payload"]),
                 topic=options["topic"],
+                key=options["idempotency_key"],
             )
         elif name == "close":
             data = cli.run(bus.close, options["stream"], options["sender"])
@@ -118,6 +123,7 @@ class Command(cli.JsonCommand):
                 payload=cli.request_payload(options["text"], options["payload"]),
                 topic=options["topic"],
                 timeout=options["timeout_seconds"],
+                key=options["idempotency_key"],
             )
         else:  # argparse keeps us from getting here
             raise CommandError(f"unknown subcommand {name}")
