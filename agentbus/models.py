@@ -165,6 +165,12 @@ class Chunk(models.Model):
             models.Index(fields=["recipient", "position"], name="idx_agentbus_chunks_rcpt"),
             # An agent's messages of the last hour (markus.tools.a2a_tools: the pace of its tools).
             models.Index(fields=["sender", "created_at"], name="idx_agentbus_chunks_sent"),
+            # A sender's keyed message that began a stream (services.stream_send_once).
+            models.Index(
+                fields=["sender", "request_key"],
+                condition=models.Q(request_key__isnull=False),
+                name="idx_agentbus_chunks_sender_key",
+            ),
         ]
 
     def __str__(self) -> str:
