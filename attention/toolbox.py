@@ -15,6 +15,7 @@ import importlib
 import json
 import logging
 import math
+import re
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -259,6 +260,10 @@ def closeness(wanted: str, name: str) -> float:
     return difflib.SequenceMatcher(None, wanted.lower(), name.lower()).ratio() + shared
 
 
+# A name a result goes by (``tool_response``, ``function_result``), not a tool's.
+RESULT_NAME = re.compile(r"(?:^|_)(?:response|result|results|output)$", re.I)
+
+
 def unknown_tool(ctx: ToolContext, name: str) -> str:
     """An unknown tool's error: the tools the model may call here, the closest first."""
     names = list(ctx.offered) if ctx.offered is not None else list(builtin_for(ctx.scenario))
@@ -269,6 +274,8 @@ def unknown_tool(ctx: ToolContext, name: str) -> str:
     # No tool near it: a small model named one after whom it answers, or what about.
     answer = " If you meant to answer, write the answer as your reply, in plain text, with no tool call."
     hint = f" Did you mean {close[0]}?" if close else answer
+    if RESULT_NAME.search(str(name)):  # a small model "answers" a result by calling it back
+        hint = " A tool's result is not a tool to call: read it, then make your next call or write your answer."
     return f"{UNKNOWN_TOOL}{name!r}: it does not exist here.{hint} Tools you may call: {', '.join(ordered)}{more}."
 
 

@@ -9,6 +9,7 @@ task review) reacts atomically with the answer; a receiver that raises rolls it 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -117,19 +118,40 @@ def notifications_mark_all_read(*, user: User) -> int:
     return UserNotification.objects.filter(user=user, read=False).update(read=True)
 
 
-def _check_options(options: Any) -> list[dict[str, Any]]:
+# An approval's choices: at most this many, each of its texts at most this long.
+MAX_OPTIONS = 10
+MAX_OPTION_CHARS = 200
+
+
+def approval_options(options: Any) -> list[dict[str, Any]]:
+    """An approval's choices as they are stored: objects ``{id, label, description?}``,
+    or plain labels, as a model writes them (``["Approve", "Reject it"]``): a label's
+    option has it as its label and, as its id, the label in lower case with its words
+    joined by ``_`` (``reject_it``). None: approve or reject. Ids are unique; at most
+    ``MAX_OPTIONS``, each text at most ``MAX_OPTION_CHARS``."""
     if options is None:
         return [dict(o) for o in DEFAULT_APPROVAL_OPTIONS]
     if not isinstance(options, list) or not options:
-        raise MarkusError("options must be a non-empty list of {id, label, description?}")
-    seen = set()
+        raise MarkusError("options must be a non-empty list of {id, label, description?} or of labels")
+    if len(options) > MAX_OPTIONS:
+        raise MarkusError(f"an approval may offer at most {MAX_OPTIONS} options, not {len(options)}")
+    choices: list[dict[str, Any]] = []
     for option in options:
+        if isinstance(option, str) and option.strip():
+            option = {"id": _option_id(option, len(choices)), "label": option.strip()}
         if not isinstance(option, dict) or not isinstance(option.get("id"), str) or not option["id"]:
-            raise MarkusError("every option needs a string id")
-        if option["id"] in seen:
+            raise MarkusError("every option needs a string id (or is a label)")
+        for name in ("label", "description", "id"):
+            if len(str(option.get(name, ""))) > MAX_OPTION_CHARS:
+                raise MarkusError(f"an option's {name} may have at most {MAX_OPTION_CHARS} characters")
+        if any(c["id"] == option["id"] for c in choices):
             raise MarkusError(f"duplicate option id {option['id']!r}")
-        seen.add(option["id"])
-    return options
+        choices.append(option)
+    return choices
+
+
+def _option_id(label: str, index: int) -> str:
+    return re.sub(r"\W+", "_", label.strip().lower()).strip("_") or f"option_{index + 1}"
 
 
 @transaction.atomic
@@ -156,7 +178,7 @@ def approval_create(
         mailbox_item=mailbox_item,
         title=title[:300],
         description=description or "",
-        options=_check_options(options),
+        options=approval_options(options),
         allow_freeform=allow_freeform,
     )
     notify_user(

@@ -173,7 +173,11 @@ def _check_notices(ctx: ToolContext) -> None:
         "properties": {
             "title": S,
             "description": S,
-            "options": {"type": "array"},
+            "options": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "the choices (default: Approve, Reject)",
+            },
             "allow_freeform": {"type": "boolean"},
             "related_task_id": S,
             "priority": {"type": "string", "enum": list(PRIORITIES)},
@@ -183,15 +187,12 @@ def _check_notices(ctx: ToolContext) -> None:
     scenarios=APPROVAL_SCENARIOS,
 )
 def request_user_approval(ctx: ToolContext, args: dict) -> dict:
-    options = args.get("options") or [{"id": "approve", "label": "Approve"}, {"id": "reject", "label": "Reject"}]
-    if not all(isinstance(o, dict) and isinstance(o.get("id"), str) and o["id"] for o in options):
-        raise ToolError("options must be objects with an id and a label")
     user = _target_user(ctx, None)
-    approval = approval_create(
+    approval = approval_create(  # options: objects or plain labels (notifications.services.approval_options)
         user=user,
         title=args["title"],
         description=args["description"],
-        options=options,
+        options=args.get("options") or None,
         allow_freeform=bool(args.get("allow_freeform")),
         agent=Agent.objects.get(id=ctx.agent_id),
         mailbox_item=MailboxItem.objects.filter(id=ctx.mailbox_item_id).first(),

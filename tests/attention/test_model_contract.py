@@ -26,7 +26,7 @@ from markus.agents.services import main_session
 from markus.llm.base import CONTEXT_MARK
 from markus.memory.models import Observation
 from markus.usage.models import LLMCall
-from notifications.models import UserNotification
+from notifications.models import Approval, UserNotification
 from tests.llm.misbehaving_model import (
     Behaviour,
     MisbehavingModel,
@@ -228,6 +228,19 @@ def test_an_invented_tool_no_tool_is_near_is_refused_saying_how_to_answer_instea
     assert "Did you mean" not in error
 
 
+@pytest.mark.parametrize("name", ["tool_response", "agent_response", "function_result"])
+def test_a_call_named_as_a_result_is_refused_saying_a_result_is_read_not_called(agent, model, name):
+    """The real small model answered a tool's error by calling ``tool_response`` with that
+    error as its arguments, then ``agent_response``: a tool's result is no tool. "Did you
+    mean tool_search?" sent it further astray."""
+    server = model([call(name, {"error": "options must be objects"}), answer("Done.")])
+    settle(agent.id, chat(agent.id))
+    result = next(m for m in server.requests[1].body["messages"] if m["role"] == "tool")
+    error = json.loads(result["content"])["error"]
+    assert f"unknown tool {name!r}: it does not exist here. A tool's result is not a tool to call:" in error
+    assert "Did you mean" not in error
+
+
 def test_a_tool_call_written_in_a_code_fence_is_made_as_the_call_the_model_meant(agent, model):
     server = model([fenced_call("check_mailbox", {}), answer("Nothing waits.")])
     settle(agent.id, chat(agent.id))
@@ -400,6 +413,24 @@ def test_a_calls_arguments_sent_as_an_object_not_a_string_are_read_as_they_are(a
     assert Observation.objects.get(agent_id=agent.id).content == "The release is on Friday."
     [reply] = told(agent.id)
     assert reply.content == "Noted."
+
+
+def test_an_approval_asked_with_plain_labels_as_its_options_is_asked_not_refused(agent, model):
+    """The real small model wrote its options as labels (``["Approve", "Reject"]``): each
+    is the option of that label (its id the label in lower case), and the item waits for
+    the person; refused, the model wrote the refusal back as a tool call of its own."""
+    ask = {"title": "Deploy v2?", "description": "to production", "options": ["Approve", "Reject it"]}
+    server = model([fenced_call("request_user_approval", ask), answer("Deployed.")])
+    item = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.A2A_MESSAGE,
+        payload={"summary": "deploy v2", "content": "Deploy v2, with a person's approval"},
+    )
+    loop.run_attention(agent.id)
+    item.refresh_from_db()
+    assert server.calls == 1 and item.status == Status.DEFERRED and item.marks["waitingForApproval"] is True
+    approval = Approval.objects.get(mailbox_item_id=item.id)
+    assert approval.options == [{"id": "approve", "label": "Approve"}, {"id": "reject_it", "label": "Reject it"}]
 
 
 def test_a_reasoning_models_thinking_is_neither_the_reply_nor_a_call(agent, model):

@@ -119,3 +119,24 @@ def test_bad_options_are_refused(alice):
         approval_create(user=alice, title="x", options=[{"id": "a"}, {"id": "a"}])
     with pytest.raises(MarkusError, match="non-empty list"):
         approval_create(user=alice, title="x", options=[])
+    with pytest.raises(MarkusError, match="at most 10 options, not 11"):
+        approval_create(user=alice, title="x", options=[f"choice {n}" for n in range(11)])
+    with pytest.raises(MarkusError, match="an option's label may have at most 200 characters"):
+        approval_create(user=alice, title="x", options=["x" * 201])
+    with pytest.raises(MarkusError, match="every option needs a string id"):
+        approval_create(user=alice, title="x", options=["  ", 3])
+    assert not Approval.objects.exists()
+
+
+def test_options_written_as_labels_are_options_of_those_labels(alice):
+    approval = approval_create(
+        user=alice, title="Ship?", options=["Ship it", "Wait: a week", {"id": "no", "label": "No"}]
+    )
+    assert approval.options == [
+        {"id": "ship_it", "label": "Ship it"},
+        {"id": "wait_a_week", "label": "Wait: a week"},
+        {"id": "no", "label": "No"},
+    ]
+    approval_respond(user=alice, approval_id=approval.id, selected_option="wait_a_week")
+    approval.refresh_from_db()
+    assert approval.selected_option == "wait_a_week"
