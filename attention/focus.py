@@ -189,9 +189,10 @@ class Preempted:
 
 @dataclass(frozen=True)
 class Cancelled:
-    """What it was for went away (``reason``): it ends without an answer. ``task_left``:
-    its task left in_progress (a revoked execution); the cancel decision saying so is
-    written as it settles."""
+    """What it was for went away (``reason``): it ends, and whoever waits for its answer
+    is told why (``attention.endings.given_up``). ``task_left``: its task left
+    in_progress (a revoked execution); the cancel decision saying so is written as it
+    settles."""
 
     reason: str = ""
     task_left: bool = False

@@ -26,6 +26,14 @@ def _session(item: MailboxItem) -> str | None:
     return (item.metadata or {}).get("sessionId")
 
 
+def may_call_off(current: MailboxItem, new: MailboxItem) -> bool:
+    """Only whoever asked for the current work may call it off: the new item comes from
+    the same sender (a person, an agent). A heartbeat, an event, or someone else's
+    message never cancels another's work (a weak judge cancelled an outside agent's
+    request when a heartbeat arrived)."""
+    return _sender(new) is not None and _sender(new) == _sender(current)
+
+
 def heuristic_decision(current: MailboxItem, new: MailboxItem, *, stream_cancelled: bool = False) -> Verdict:
     T, D = MailboxType, DecisionType
     if (

@@ -18,7 +18,7 @@ from markus.work.execution import LEFT_IN_PROGRESS, execution_cancelled
 
 from . import records
 from .focus import Cancelled, Focus, Outcome, Preempted, Stopped
-from .heuristics import Verdict, heuristic_decision
+from .heuristics import Verdict, heuristic_decision, may_call_off
 from .lease import Fence, StaleLease, fenced, lease_renew_if_due
 from .model_call import model_judge
 from .models import AttentionState, DecisionType, LLMSession
@@ -129,6 +129,9 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
     word = word if word in JUDGE_WORDS else "continue"
     if word == "continue" or (word == "merge" and not may_merge(focus.item, new, into_focus=True)):
         return verdict
+    if word == "cancel" and not may_call_off(focus.item, new):
+        why = "but only whoever asked for the current work may call it off"
+        return Verdict(DecisionType.CONTINUE, "judge", f"LLM interrupt judge: cancel — {why}")
     return Verdict(word, "judge", f"LLM interrupt judge: {word}")
 
 
@@ -174,7 +177,8 @@ def _apply(tx: Fence, focus: Focus, session: LLMSession, new: MailboxItem, verdi
             # A batch is never completed alone: all of it goes back to the queue.
             outcome="stopped; its batch is re-queued" if focus.batch else "stopped, will not resume",
         )
-        return Cancelled(f"by {new.id}")
+        who = (new.metadata or {}).get("senderName") or (new.metadata or {}).get("senderId")
+        return Cancelled(f"called off by a newer message from {who} ({new.id})")
     if verdict.decision == DecisionType.DEFER:
         if row_for(new).in_chat:  # a person waits: it waits its turn instead
             records.record_decision(

@@ -102,10 +102,11 @@ def _settle(tx: Fence, focus: Focus, outcome: Outcome) -> None:
             batch.requeue_members(tx, focus.batch)  # their batch resumes under its lead
         case Cancelled() | Retry() | Failed() if focus.batch:
             _dissolve(tx, focus, outcome)
-        case Cancelled(task_left=task_left):
+        case Cancelled(reason=reason, task_left=task_left):
             if task_left:
                 record_task_left(tx, focus)
             _end(tx, focus, success=False, outcome=ActivityOutcome.CANCELLED)
+            endings.given_up(tx, item, reason)  # whoever waits hears it was called off
             complete(tx, item, outcome="cancelled")
         case Retry(reason=reason):
             _retry(tx, focus, reason)

@@ -23,6 +23,7 @@ from .base import (
     ToolCall,
     Usage,
     cut_short,
+    judge_prompt,
     provider_error,
     sdk_errors,
     streamed_call,
@@ -261,10 +262,6 @@ class AnthropicProvider(Provider):
         return "".join(b.text for b in message.content if b.type == "text")
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
-        prompt = (
-            "You are deciding whether to interrupt your current work for a new message. "
-            "Answer with exactly one word: continue, preempt, cancel, merge or defer.\n\n"
-            f"Current work: {json.dumps(current)[:2000]}\n\nNew message: {json.dumps(new)[:2000]}"
-        )
+        prompt = judge_prompt(current, new)
         word = self._ask(prompt, 5, context).strip().lower().split()
         return word[0].strip(".,!") if word else "continue"

@@ -195,6 +195,20 @@ class CallContext:
             self.on_delta(text)
 
 
+def judge_prompt(current: dict[str, Any], new: dict[str, Any]) -> str:
+    """The interrupt judge's question (``Provider.judge``): one word, each word said what
+    it does, so a model does not guess ("cancel" ends the current work for good)."""
+    return (
+        "You are working on something and a new message arrived. Answer with exactly one word:\n"
+        "continue: keep working; the new message waits its turn (the usual answer)\n"
+        "preempt: the new message is more urgent; pause the work and come back to it after\n"
+        "merge: the new message adds to the current work (the same sender, the same subject)\n"
+        "defer: the new message can wait until the rest of the queue is done\n"
+        "cancel: the new message, from whoever asked for the current work, calls it off\n\n"
+        f"Current work: {json.dumps(current)[:2000]}\n\nNew message: {json.dumps(new)[:2000]}"
+    )
+
+
 def word_chunks(text: str, words: int = 1) -> list[str]:
     """The text in chunks of ``words`` words (each word with the spaces around it), for
     providers that stream a whole answer piecewise and for a chat's reply that came

@@ -17,6 +17,7 @@ from .base import (
     ToolCall,
     Usage,
     cut_short,
+    judge_prompt,
     provider_error,
     sdk_errors,
     streamed_call,
@@ -174,11 +175,7 @@ class OpenAIProvider(Provider):
             raise provider_error(exc, openai) from exc
 
     def judge(self, *, current: dict[str, Any], new: dict[str, Any], context: CallContext) -> str:
-        prompt = (
-            "You are deciding whether to interrupt your current work for a new message. "
-            "Answer with exactly one word: continue, preempt, cancel, merge or defer.\n\n"
-            f"Current work: {json.dumps(current)[:2000]}\n\nNew message: {json.dumps(new)[:2000]}"
-        )
+        prompt = judge_prompt(current, new)
         try:
             response = self.client.chat.completions.create(
                 model=self.model, messages=[{"role": "user", "content": prompt}], max_tokens=3

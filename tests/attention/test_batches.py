@@ -89,6 +89,9 @@ def plan_batch(monkeypatch, lead: MailboxItem, members: list[MailboxItem], **ext
     return used
 
 
+OPS = "ops"  # the sender of the items a batch is made of, and of the item that calls them off
+
+
 def enqueue(agent, summary: str, *, kind: str = T.SYSTEM_EVENT, priority: int | None = 2, **meta) -> MailboxItem:
     return mailbox_enqueue(
         agent_id=agent.id,
@@ -248,7 +251,8 @@ def test_a_batch_preempted_by_a_chat_is_deferred_together_then_resumed_together(
 
 def test_a_cancelled_batch_is_requeued_whole_and_its_items_run_again(agent, monkeypatch):
     monkeypatch.setitem(settings.MARKUS, "INTERRUPT_JUDGE", True)
-    a, b, c = enqueue(agent, "alpha"), enqueue(agent, "beta"), enqueue(agent, "gamma")
+    # One sender's three requests, then that sender calls them off (only the sender may).
+    a, b, c = (enqueue(agent, s, senderId=OPS) for s in ("alpha", "beta", "gamma"))
     provider = brain(
         Turn(tool_calls=[("check_mailbox", {})]),
         default=Turn(text="handled"),
@@ -256,7 +260,9 @@ def test_a_cancelled_batch_is_requeued_whole_and_its_items_run_again(agent, monk
     )
     plan_batch(monkeypatch, a, [b, c])
     late: list[MailboxItem] = []
-    after_call(monkeypatch, provider, 1, lambda: late.append(enqueue(agent, "cancel all that", priority=4)))
+    after_call(
+        monkeypatch, provider, 1, lambda: late.append(enqueue(agent, "cancel all that", priority=4, senderId=OPS))
+    )
 
     loop.run_attention(agent.id, budget=1)
 
@@ -408,7 +414,10 @@ def test_batches_are_never_lost_nor_completed_alone_whatever_interrupts_them(age
     interruptions = ["chat", "pause", "cancel", "lease", "fail", "none"]
     rng.shuffle(interruptions)
     for n, how in enumerate(interruptions):
-        items = [enqueue(agent, f"r{n} item {i}", priority=rng.choice([2, 3])) for i in range(rng.randint(2, 4))]
+        items = [
+            enqueue(agent, f"r{n} item {i}", priority=rng.choice([2, 3]), senderId=OPS)
+            for i in range(rng.randint(2, 4))
+        ]
         everything.extend(items)
         rng.shuffle(items)
         lead, members = items[0], items[1:]
@@ -456,7 +465,7 @@ def _interruption(
 
         return pause
     if how == "cancel":
-        return lambda: everything.append(enqueue(agent, f"cancel {n}", priority=4))
+        return lambda: everything.append(enqueue(agent, f"cancel {n}", priority=4, senderId=OPS))
     if how == "lease":
         return lambda: _steal_lease(agent.id)
     if how == "fail":

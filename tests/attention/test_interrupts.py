@@ -66,17 +66,24 @@ def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scr
     assert MailboxItem.objects.get(id=work.id).attempts == 1  # the preempt did not count as a failed attempt
 
 
+BOB = {"senderId": "bob", "senderName": "Bob", "senderRole": "agent"}
+
+
 def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, scripted, agent):
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
     scripted(first, Turn(text="review done"), default=Turn(text="x"), judge_word="cancel")
     work = mailbox_enqueue(
-        agent_id=agent.id, source_type=T.REVIEW_REQUEST, payload={"summary": "review A", "content": "a"}
+        agent_id=agent.id,
+        source_type=T.REVIEW_REQUEST,
+        payload={"summary": "review A", "content": "a"},
+        metadata=BOB,
     )
     assert first.started.wait(15)
     revoke = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.SESSION_REPLY,
         payload={"summary": "cancel that review", "content": "cancel it"},
+        metadata=BOB,
     )
     wait_for(lambda: status(revoke.id) == "completed", message="revoking item processed")
     assert status(work.id) == "completed"
@@ -85,6 +92,26 @@ def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, 
     assert activity.success is False
     d = AgentDecision.objects.get(mailbox_item_id=work.id, decision_type="cancel")
     assert d.context["rule"] == "judge" and d.context["newItemId"] == revoke.id
+
+
+def test_the_judge_cannot_call_off_work_for_an_arrival_from_someone_else(celery_worker, scripted, agent):
+    """Only whoever asked may call their work off: a weak judge answered "cancel" when a
+    heartbeat arrived during an outside agent's request, and the request ended unanswered."""
+    first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
+    scripted(first, Turn(text="review done"), default=Turn(text="x"), judge_word="cancel")
+    work = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.REVIEW_REQUEST,
+        payload={"summary": "review A", "content": "a"},
+        metadata=BOB,
+    )
+    assert first.started.wait(15)
+    beat = mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": "heartbeat"})
+    wait_for(lambda: status(beat.id) == "completed", message="the heartbeat handled after the work")
+    assert status(work.id) == "completed" and decisions(work.id) == ["pick"]
+    assert AgentActivity.objects.get(mailbox_item_id=work.id).success is True
+    d = AgentDecision.objects.get(mailbox_item_id=beat.id, decision_type="continue")
+    assert d.reasoning == "LLM interrupt judge: cancel — but only whoever asked for the current work may call it off"
 
 
 def test_comment_on_the_current_task_is_merged_into_the_next_turn(celery_worker, scripted, agent, alice, no_judge):
