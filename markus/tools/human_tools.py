@@ -17,6 +17,7 @@ from mailbox.registry import MailboxType
 from markus.agents.models import Agent
 from markus.agents.permissions import user_may_do
 from markus.agents.services import agent_message_post, main_session
+from notifications.models import Approval
 from notifications.registry import PRIORITIES, NotificationType
 from notifications.services import approval_create
 from notifications.services import notify_user as send_notification
@@ -165,6 +166,25 @@ def _check_notices(ctx: ToolContext) -> None:
         )
 
 
+def _check_asked(ctx: ToolContext, title: str) -> None:
+    """A piece of work asks a person a question once, and a few questions at most (its
+    ``MARKUS["ITEM_MAX_NOTICES"]``, as its notices): a small model, its deploy approved,
+    asked the same approval again after each answer, each ringing the person's bell."""
+    if not ctx.mailbox_item_id:
+        return
+    asked = Approval.objects.filter(mailbox_item_id=ctx.mailbox_item_id)
+    answered = asked.filter(title=str(title)[:300], status=Approval.State.ANSWERED).select_related("user")
+    if (earlier := answered.order_by("-answered_at").first()) is not None:
+        said = earlier.selected_option + (f": {earlier.comment}" if earlier.comment else "")
+        raise ToolError(f"not asked: {earlier.user.get_username()} answered this already ({said}); act on that answer")
+    most = settings.MARKUS["ITEM_MAX_NOTICES"]
+    if asked[:most].count() >= most:
+        raise ToolError(
+            f"not asked: this work asked people {most} times already (MARKUS_ITEM_MAX_NOTICES); "
+            "decide with what you know, and say in your final answer what you could not ask"
+        )
+
+
 @tool(
     "request_user_approval",
     "Ask a person to decide. Your work pauses until they answer; the answer comes back as this tool's result.",
@@ -187,6 +207,7 @@ def _check_notices(ctx: ToolContext) -> None:
     scenarios=APPROVAL_SCENARIOS,
 )
 def request_user_approval(ctx: ToolContext, args: dict) -> dict:
+    _check_asked(ctx, args["title"])
     user = _target_user(ctx, None)
     approval = approval_create(  # options: objects or plain labels (notifications.services.approval_options)
         user=user,

@@ -27,6 +27,7 @@ from markus.llm.base import CONTEXT_MARK
 from markus.memory.models import Observation
 from markus.usage.models import LLMCall
 from notifications.models import Approval, UserNotification
+from notifications.services import approval_respond
 from tests.llm.misbehaving_model import (
     Behaviour,
     MisbehavingModel,
@@ -431,6 +432,38 @@ def test_an_approval_asked_with_plain_labels_as_its_options_is_asked_not_refused
     assert server.calls == 1 and item.status == Status.DEFERRED and item.marks["waitingForApproval"] is True
     approval = Approval.objects.get(mailbox_item_id=item.id)
     assert approval.options == [{"id": "approve", "label": "Approve"}, {"id": "reject_it", "label": "Reject it"}]
+
+
+def test_an_approval_answered_is_not_asked_again_and_a_person_is_asked_a_few_times_at_most(
+    agent, model, alice, settings
+):
+    """The real small model, its deploy approved, asked the same approval again after each
+    answer, each a new approval in the person's bell. The same question answered is
+    refused with the answer; new questions stop at the notices' cap."""
+    settings.MARKUS["ITEM_MAX_NOTICES"] = 2
+    deploy = {"title": "Approve deployment", "description": "v2 to production"}
+    other = {"title": "Approve the migration", "description": "before the deploy"}
+    third = {"title": "Approve the announcement", "description": "after the deploy"}
+    server = model(
+        [call("request_user_approval", deploy), call("request_user_approval", deploy)]
+        + [call("request_user_approval", other), call("request_user_approval", third), answer("Deployed.")]
+    )
+    item = mailbox_enqueue(
+        agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "deploy", "content": "Deploy v2"}
+    )
+    loop.run_attention(agent.id)
+    first = Approval.objects.get(mailbox_item_id=item.id)
+    approval_respond(user=alice, approval_id=first.id, selected_option="approve", comment="go")
+    loop.run_attention(agent.id)
+    second = Approval.objects.exclude(id=first.id).get(mailbox_item_id=item.id)
+    approval_respond(user=alice, approval_id=second.id, selected_option="approve")
+    item = settle(agent.id, item)
+
+    results = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "not asked: alice answered this already (approve: go); act on that answer" in results[1]
+    assert "not asked: this work asked people 2 times already (MARKUS_ITEM_MAX_NOTICES)" in results[-1]
+    assert Approval.objects.filter(mailbox_item_id=item.id).count() == 2 and item.status == Status.COMPLETED
+    assert server.calls == 5
 
 
 def test_a_reasoning_models_thinking_is_neither_the_reply_nor_a_call(agent, model):
