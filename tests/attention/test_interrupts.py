@@ -69,7 +69,8 @@ def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scr
 BOB = {"senderId": "bob", "senderName": "Bob", "senderRole": "agent"}
 
 
-def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, scripted, agent):
+def bobs_review_under_way(scripted, agent) -> MailboxItem:
+    """Bob's review request, its first turn under way, and a judge that answers "cancel"."""
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
     scripted(first, Turn(text="review done"), default=Turn(text="x"), judge_word="cancel")
     work = mailbox_enqueue(
@@ -79,6 +80,11 @@ def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, 
         metadata=BOB,
     )
     assert first.started.wait(15)
+    return work
+
+
+def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, scripted, agent):
+    work = bobs_review_under_way(scripted, agent)
     revoke = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.SESSION_REPLY,
@@ -97,15 +103,7 @@ def test_only_the_judge_cancels_and_cancelled_work_never_resumes(celery_worker, 
 def test_the_judge_cannot_call_off_work_for_an_arrival_from_someone_else(celery_worker, scripted, agent):
     """Only whoever asked may call their work off: a weak judge answered "cancel" when a
     heartbeat arrived during an outside agent's request, and the request ended unanswered."""
-    first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
-    scripted(first, Turn(text="review done"), default=Turn(text="x"), judge_word="cancel")
-    work = mailbox_enqueue(
-        agent_id=agent.id,
-        source_type=T.REVIEW_REQUEST,
-        payload={"summary": "review A", "content": "a"},
-        metadata=BOB,
-    )
-    assert first.started.wait(15)
+    work = bobs_review_under_way(scripted, agent)
     beat = mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": "heartbeat"})
     wait_for(lambda: status(beat.id) == "completed", message="the heartbeat handled after the work")
     assert status(work.id) == "completed" and decisions(work.id) == ["pick"]

@@ -444,10 +444,8 @@ def test_an_approval_answered_is_not_asked_again_and_a_person_is_asked_a_few_tim
     deploy = {"title": "Approve deployment", "description": "v2 to production"}
     other = {"title": "Approve the migration", "description": "before the deploy"}
     third = {"title": "Approve the announcement", "description": "after the deploy"}
-    server = model(
-        [call("request_user_approval", deploy), call("request_user_approval", deploy)]
-        + [call("request_user_approval", other), call("request_user_approval", third), answer("Deployed.")]
-    )
+    asks = [call("request_user_approval", a) for a in (deploy, deploy, other, third)]
+    server = model([*asks, answer("Deployed.")])
     item = mailbox_enqueue(
         agent_id=agent.id, source_type=T.A2A_MESSAGE, payload={"summary": "deploy", "content": "Deploy v2"}
     )
