@@ -132,6 +132,9 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
     if word == "cancel" and not may_call_off(focus.item, new):
         why = "but only whoever asked for the current work may call it off"
         return Verdict(DecisionType.CONTINUE, "judge", f"LLM interrupt judge: cancel — {why}")
+    if word == "preempt" and new.priority > weighed(focus).priority:  # a larger number is less urgent
+        why = "but it is less urgent than the current work"
+        return Verdict(DecisionType.CONTINUE, "judge", f"LLM interrupt judge: preempt — {why}")
     return Verdict(word, "judge", f"LLM interrupt judge: {word}")
 
 

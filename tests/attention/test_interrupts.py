@@ -69,10 +69,10 @@ def test_preempted_work_resumes_later_with_its_session_intact(celery_worker, scr
 BOB = {"senderId": "bob", "senderName": "Bob", "senderRole": "agent"}
 
 
-def bobs_review_under_way(scripted, agent) -> MailboxItem:
-    """Bob's review request, its first turn under way, and a judge that answers "cancel"."""
+def bobs_review_under_way(scripted, agent, judge_word: str = "cancel") -> MailboxItem:
+    """Bob's review request, its first turn under way, and a judge that answers ``judge_word``."""
     first = Turn(tool_calls=[("check_mailbox", {})], delay=1.0)
-    scripted(first, Turn(text="review done"), default=Turn(text="x"), judge_word="cancel")
+    scripted(first, Turn(text="review done"), default=Turn(text="x"), judge_word=judge_word)
     work = mailbox_enqueue(
         agent_id=agent.id,
         source_type=T.REVIEW_REQUEST,
@@ -110,6 +110,16 @@ def test_the_judge_cannot_call_off_work_for_an_arrival_from_someone_else(celery_
     assert AgentActivity.objects.get(mailbox_item_id=work.id).success is True
     d = AgentDecision.objects.get(mailbox_item_id=beat.id, decision_type="continue")
     assert d.reasoning == "LLM interrupt judge: cancel — but only whoever asked for the current work may call it off"
+
+
+def test_the_judge_cannot_pause_work_for_a_less_urgent_arrival(celery_worker, scripted, agent):
+    """A weak judge's "preempt" for a heartbeat would pause a request for the agent's idle check."""
+    work = bobs_review_under_way(scripted, agent, judge_word="preempt")
+    beat = mailbox_enqueue(agent_id=agent.id, source_type=T.HEARTBEAT, payload={"summary": "heartbeat"})
+    wait_for(lambda: status(beat.id) == "completed", message="the heartbeat handled after the work")
+    assert decisions(work.id) == ["pick"]
+    d = AgentDecision.objects.get(mailbox_item_id=beat.id, decision_type="continue")
+    assert d.reasoning == "LLM interrupt judge: preempt — but it is less urgent than the current work"
 
 
 def test_comment_on_the_current_task_is_merged_into_the_next_turn(celery_worker, scripted, agent, alice, no_judge):
