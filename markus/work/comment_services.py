@@ -188,6 +188,10 @@ def _activity_id(actor: Actor, activity_id: object) -> str | None:
     return clean_text(activity_id, "activity_id", max_length=64) or None
 
 
+def _runs_in_loop(agent_id: str) -> bool:
+    return Agent.objects.filter(id=agent_id, kind=Agent.Kind.INTERNAL).exists()
+
+
 def _deliver(
     kind: str,
     obj: Task | Requirement,
@@ -203,15 +207,24 @@ def _deliver(
     """Send the comment's mailbox items; ``session_reply_to``: the agent that gets it as a
     session reply (and nothing else). Then notify the people it mentions."""
     reply = (author_of(reply_to)[2], reply_to.content[:REPLY_SNIPPET]) if reply_to is not None else None
+    # An agents-only thread past its streak: agents the loop runs hear no more of it.
+    quiet = actor.agent_id is not None and streak > notices.AGENT_STREAK_QUIET
+    if quiet and session_reply_to is not None and _runs_in_loop(session_reply_to):
+        session_reply_to = None
     if session_reply_to is not None and isinstance(obj, Task) and isinstance(comment, TaskComment):
         notices.send_session_reply(
             session_reply_to, task=obj, actor=actor, comment=comment, reply_to=reply, execution=_last_execution(obj)
         )
     skip = {actor.agent_id, session_reply_to}
-    mentioned = [a for a in mentioned_agents(comment.content, candidates) if a.id not in skip]
+    mentioned = [
+        a
+        for a in mentioned_agents(comment.content, candidates)
+        if a.id not in skip and not (quiet and a.kind == Agent.Kind.INTERNAL)
+    ]
     mentioned_ids = {a.id for a in mentioned}
     wanted = [r for r in dict.fromkeys(recipients) if r and r not in skip and r not in mentioned_ids]
-    existing = set(Agent.objects.filter(id__in=wanted).values_list("id", flat=True))
+    reached = Agent.objects.filter(id__in=wanted)
+    existing = set((reached.exclude(kind=Agent.Kind.INTERNAL) if quiet else reached).values_list("id", flat=True))
     for agent_id, mention in [*((a.id, True) for a in mentioned), *((r, False) for r in wanted if r in existing)]:
         text = notices.comment_text(
             kind=kind,

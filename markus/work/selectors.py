@@ -160,10 +160,16 @@ def requirement_agent_id(requirement: Requirement) -> str | None:
     return agent_id if isinstance(agent_id, str) and agent_id else None
 
 
+# An agent streak is counted up to this many comments: a thread's length costs no more.
+STREAK_READ = 50
+
+
 def agent_streak(comments: QuerySet[TaskComment] | QuerySet[RequirementComment]) -> int:
-    """Consecutive agent-written comments at the end of a thread (section 3.5)."""
+    """Consecutive agent-written comments at the end of a thread (section 3.5), at most
+    ``STREAK_READ``."""
     streak = 0
-    for author_agent_id in comments.order_by("-created_at", "-id").values_list("author_agent_id", flat=True):
+    newest = comments.order_by("-created_at", "-id").values_list("author_agent_id", flat=True)
+    for author_agent_id in newest[:STREAK_READ]:
         if author_agent_id is None:
             break
         streak += 1

@@ -97,6 +97,33 @@ def test_the_agent_streak_counts_consecutive_agent_comments_at_the_end(delegated
     assert items(ada, MailboxType.TASK_COMMENT)[-1].metadata["agentStreak"] == 0
 
 
+def test_an_agents_only_thread_goes_quiet_for_agents_the_loop_runs_until_a_person_speaks(
+    delegated, ada, cyd, bob, alice, team
+):
+    """Two agents answering each other's comments (a weak model replies whatever the
+    streak's note says, an outside agent may comment in a loop) would spend without end:
+    past AGENT_STREAK_QUIET agent comments in a row, agents the loop runs are not sent
+    them (an outside watcher still is: it costs no model run); a person's comment wakes
+    the thread."""
+    from markus.agents.models import Agent
+    from markus.agents.services import agent_create
+    from markus.work.notices import AGENT_STREAK_QUIET
+
+    eve = agent_create(name="Eve", owner=alice, team=team, agent_id="eve", kind=Agent.Kind.EXTERNAL)[0]
+    delegated.metadata = {"watchers": [eve.id]}
+    delegated.save(update_fields=["metadata"])
+    for n in range(AGENT_STREAK_QUIET):
+        task_comment_create(task_id=delegated.id, actor=Actor.for_agent((ada, cyd)[n % 2]), content=f"reply {n}")
+    told = {a.id: len(comments_for(a)) for a in (ada, cyd, eve)}
+
+    task_comment_create(task_id=delegated.id, actor=Actor.for_agent(ada), content="and another thing, @cyd")
+
+    assert len(comments_for(cyd)) == told["cyd"] and items(cyd, MailboxType.MENTION) == []
+    assert len(comments_for(eve)) == told["eve"] + 1
+    task_comment_create(task_id=delegated.id, actor=Actor.for_user(bob), content="Stop and ship it.")
+    assert len(comments_for(ada)) == told["ada"] + 1 and len(comments_for(cyd)) == told["cyd"] + 1
+
+
 def test_a_reply_must_belong_to_the_same_task(delegated, make_task, bob):
     other = make_task(title="other")
     foreign = task_comment_create(task_id=other.id, actor=Actor.for_user(bob), content="elsewhere")
