@@ -447,7 +447,7 @@ def build(identify: Identify = identify_by_token) -> MCPServer:
             made = work_services.task_comment_create(
                 task_id=task.id, actor=actor, content=text, reply_to_comment_id=reply_to_comment_id
             )
-            return work.comment_data(made)
+            return {**work.comment_data(made), **work.quiet_note(made)}
 
         result: dict[str, Any] = await _run(comment)
         return result

@@ -17,6 +17,7 @@ from markus.work.selectors import (
     access_requirement,
     access_task,
     comment_data,
+    quiet_note,
     requirement_comments,
     requirement_data,
     requirements_visible_to,
@@ -166,7 +167,7 @@ def task_comment(ctx: ToolContext, args: dict) -> dict:
         reply_to_comment_id=args.get("reply_to_comment_id"),
         activity_id=ctx.activity_id,
     )
-    return comment_data(comment)
+    return {**comment_data(comment), **quiet_note(comment)}
 
 
 @tool(
@@ -249,7 +250,7 @@ def requirement_comment(ctx: ToolContext, args: dict) -> dict:
         reply_to_comment_id=args.get("reply_to_comment_id"),
         activity_id=ctx.activity_id,
     )
-    return comment_data(comment)
+    return {**comment_data(comment), **quiet_note(comment)}
 
 
 @tool(

@@ -39,6 +39,7 @@ from .errors import WorkError, WorkNotFound
 from .inputs import clean_text
 from .models import Requirement, RequirementComment, Task, TaskComment, TaskState
 from .selectors import (
+    AGENT_STREAK_QUIET,
     REPLY_SNIPPET,
     actor_is_reviewer,
     agent_streak,
@@ -208,7 +209,7 @@ def _deliver(
     session reply (and nothing else). Then notify the people it mentions."""
     reply = (author_of(reply_to)[2], reply_to.content[:REPLY_SNIPPET]) if reply_to is not None else None
     # An agents-only thread past its streak: agents the loop runs hear no more of it.
-    quiet = actor.agent_id is not None and streak > notices.AGENT_STREAK_QUIET
+    quiet = actor.agent_id is not None and streak > AGENT_STREAK_QUIET
     if quiet and session_reply_to is not None and _runs_in_loop(session_reply_to):
         session_reply_to = None
     if session_reply_to is not None and isinstance(obj, Task) and isinstance(comment, TaskComment):

@@ -144,11 +144,6 @@ def send_review_request(reviewer_id: str, task: Task, *, actor: Actor, reason: s
 
 # ---------------------------------------------------------------------------- comments
 
-# Past this many agent comments in a row on a thread, agents the loop runs are no longer
-# sent its agents' comments (``comment_services._deliver``): two agents answering each
-# other would spend without end. A person's comment wakes the thread.
-AGENT_STREAK_QUIET = 10
-
 _PROTOCOL = """MANDATORY before you reply (context-first protocol):
 1. Fetch the full {kind} with {getter}("{id}") to get its complete current state.
 2. Read ALL previous comments in the thread, not only this one.

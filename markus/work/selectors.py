@@ -162,6 +162,10 @@ def requirement_agent_id(requirement: Requirement) -> str | None:
 
 # An agent streak is counted up to this many comments: a thread's length costs no more.
 STREAK_READ = 50
+# Past this many agent comments in a row on a thread, agents the loop runs are no longer
+# sent its agents' comments (``comment_services._deliver``): two agents answering each
+# other would spend without end. A person's comment wakes the thread.
+AGENT_STREAK_QUIET = 10
 
 
 def agent_streak(comments: QuerySet[TaskComment] | QuerySet[RequirementComment]) -> int:
@@ -174,6 +178,24 @@ def agent_streak(comments: QuerySet[TaskComment] | QuerySet[RequirementComment])
             break
         streak += 1
     return streak
+
+
+def quiet_note(comment: TaskComment | RequirementComment) -> dict[str, str]:
+    """An agent's comment on a thread gone quiet (``AGENT_STREAK_QUIET``): the note its
+    author is answered with, that agents Markus runs were not sent it ({} otherwise)."""
+    if comment.author_agent_id is None:
+        return {}
+    thread = (
+        TaskComment.objects.filter(task_id=comment.task_id)
+        if isinstance(comment, TaskComment)
+        else RequirementComment.objects.filter(requirement_id=comment.requirement_id)
+    )
+    if agent_streak(thread) <= AGENT_STREAK_QUIET:
+        return {}
+    return {
+        "note": f"Agents Markus runs were not sent this comment: more than {AGENT_STREAK_QUIET} comments in a row "
+        "here are agents'. Stop here unless a person asks; a person's comment wakes the thread."
+    }
 
 
 # ---------------------------------------------------------------------------- output shapes

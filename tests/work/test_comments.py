@@ -3,6 +3,8 @@ streak, mentions and the review suppression (seed 3.5, 3.6, 15)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mailbox.registry import MailboxType, Priority
@@ -105,9 +107,10 @@ def test_an_agents_only_thread_goes_quiet_for_agents_the_loop_runs_until_a_perso
     past AGENT_STREAK_QUIET agent comments in a row, agents the loop runs are not sent
     them (an outside watcher still is: it costs no model run); a person's comment wakes
     the thread."""
+    from attention.toolbox import ToolContext, execute_tool
     from markus.agents.models import Agent
     from markus.agents.services import agent_create
-    from markus.work.notices import AGENT_STREAK_QUIET
+    from markus.work.selectors import AGENT_STREAK_QUIET, quiet_note
 
     eve = agent_create(name="Eve", owner=alice, team=team, agent_id="eve", kind=Agent.Kind.EXTERNAL)[0]
     delegated.metadata = {"watchers": [eve.id]}
@@ -116,10 +119,19 @@ def test_an_agents_only_thread_goes_quiet_for_agents_the_loop_runs_until_a_perso
         task_comment_create(task_id=delegated.id, actor=Actor.for_agent((ada, cyd)[n % 2]), content=f"reply {n}")
     told = {a.id: len(comments_for(a)) for a in (ada, cyd, eve)}
 
-    task_comment_create(task_id=delegated.id, actor=Actor.for_agent(ada), content="and another thing, @cyd")
+    assert quiet_note(TaskComment.objects.latest("created_at")) == {}
+    last = task_comment_create(task_id=delegated.id, actor=Actor.for_agent(ada), content="and another thing, @cyd")
+    assert quiet_note(last)["note"].startswith("Agents Markus runs were not sent this comment")
 
     assert len(comments_for(cyd)) == told["cyd"] and items(cyd, MailboxType.MENTION) == []
     assert len(comments_for(eve)) == told["eve"] + 1
+    # The commenting agent's tool says so: it goes on only if a person asks.
+    ok, said = execute_tool(
+        ToolContext(agent_id=cyd.id, agent_name="Cyd", scenario="task_execution"),
+        "task_comment",
+        {"task_id": delegated.id, "content": "one more"},
+    )
+    assert ok and "Stop here unless a person asks" in json.loads(said)["note"]
     task_comment_create(task_id=delegated.id, actor=Actor.for_user(bob), content="Stop and ship it.")
     assert len(comments_for(ada)) == told["ada"] + 1 and len(comments_for(cyd)) == told["cyd"] + 1
 
