@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 from urllib.parse import ParseResult, parse_qs, urlparse
 
 from asgiref.sync import sync_to_async
+from autobahn.exception import Disconnected  # what daphne raises on a send to a closed socket
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.middleware import BaseMiddleware
@@ -286,6 +287,18 @@ class EventStreamConsumer(AsyncJsonWebsocketConsumer):
             self.early.append(text)
         else:
             pump.push(self, text)
+
+    async def send_own(self, text: str) -> None:
+        """A frame sent from this consumer's own handler (the pump sends the others).
+        The client may have gone away under it: daphne raises ``Disconnected``, and the
+        socket's disconnect never reaches this consumer, so it leaves as a disconnect
+        does (``websocket_disconnect``: its groups, its place; then it ends). Else its
+        channel stays in the group, fed every later event for the layer's group expiry."""
+        try:
+            await self.send(text_data=text)
+        except Disconnected:
+            self.closed = True
+            await self.websocket_disconnect({"type": "websocket.disconnect", "code": 1006})
 
     def fed_by_the_process(self) -> bool:
         return type(self).markus_event is EventStreamConsumer.markus_event

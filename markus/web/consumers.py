@@ -39,7 +39,7 @@ class MindConsumer(AgentEventsConsumer):
         self.stream = stream = MindStream(
             self.agent.id, MindFilters.from_query(query), can_control=can_control, reader=self.reader
         )
-        await self.send(text_data=await database_sync_to_async(stream.refresh)())
+        await self.send_own(await database_sync_to_async(stream.refresh)())
 
     async def markus_event(self, message: dict[str, Any]) -> None:
         # Events are dispatched only after connect, so on_accepted has set the stream.
@@ -53,7 +53,7 @@ class MindConsumer(AgentEventsConsumer):
         else:
             html = await database_sync_to_async(self.stream.apply)(event)
         if html:
-            await self.send(text_data=html)
+            await self.send_own(html)
 
 
 class WorkConsumer(EventStreamConsumer):
@@ -88,7 +88,7 @@ class WorkConsumer(EventStreamConsumer):
         event = event_of(message)
         shown = await database_sync_to_async(work_event_for)(self.actor, self.scope.get("user"), event)
         if shown is not None:
-            await self.send(text_data=json.dumps(shown))
+            await self.send_own(json.dumps(shown))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """One way; whatever a client sends is ignored."""
