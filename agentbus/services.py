@@ -540,10 +540,10 @@ def tell_waiting(*, responder: Agent, stream_id: str, text: str, approval_id: st
     ``status: waiting_on_person`` with the approval's id. Only an outside asker is told:
     an agent the loop runs would spend a model run on the message, and its own wait for
     the reply has a deadline. Returns the message (None: nobody outside waits)."""
+    stream = Stream.objects.select_related("sender").filter(id=stream_id).first()
+    if stream is None or stream.sender is None or stream.sender.kind != Agent.Kind.EXTERNAL:
+        return None  # (an agent the loop runs asked: two reads saved on each park)
     if not selectors.reply_expected(stream_id, responder.id):
-        return None
-    stream = Stream.objects.select_related("sender").get(id=stream_id)
-    if stream.sender is None or stream.sender.kind != Agent.Kind.EXTERNAL:
         return None
     payload = {
         "text": text,

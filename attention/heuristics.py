@@ -34,6 +34,12 @@ def may_call_off(current: MailboxItem, new: MailboxItem) -> bool:
     return _sender(new) is not None and _sender(new) == _sender(current)
 
 
+def may_preempt(current: MailboxItem, new: MailboxItem) -> bool:
+    """Only an item at least as urgent may pause the current work (a larger number is
+    less urgent): a heartbeat never pauses a request."""
+    return new.priority <= current.priority
+
+
 def heuristic_decision(current: MailboxItem, new: MailboxItem, *, stream_cancelled: bool = False) -> Verdict:
     T, D = MailboxType, DecisionType
     if (

@@ -18,7 +18,7 @@ from markus.work.execution import LEFT_IN_PROGRESS, execution_cancelled
 
 from . import records
 from .focus import Cancelled, Focus, Outcome, Preempted, Stopped
-from .heuristics import Verdict, heuristic_decision, may_call_off
+from .heuristics import Verdict, heuristic_decision, may_call_off, may_preempt
 from .lease import Fence, StaleLease, fenced, lease_renew_if_due
 from .model_call import model_judge
 from .models import AttentionState, DecisionType, LLMSession
@@ -132,7 +132,7 @@ def decide(focus: Focus, new: MailboxItem) -> Verdict:
     if word == "cancel" and not may_call_off(focus.item, new):
         why = "but only whoever asked for the current work may call it off"
         return Verdict(DecisionType.CONTINUE, "judge", f"LLM interrupt judge: cancel — {why}")
-    if word == "preempt" and new.priority > weighed(focus).priority:  # a larger number is less urgent
+    if word == "preempt" and not may_preempt(weighed(focus), new):
         why = "but it is less urgent than the current work"
         return Verdict(DecisionType.CONTINUE, "judge", f"LLM interrupt judge: preempt — {why}")
     return Verdict(word, "judge", f"LLM interrupt judge: {word}")
