@@ -43,7 +43,7 @@ def _change_list_parameters(model_admin: Any) -> list[str]:
     return names
 
 
-def test_no_change_list_nor_page_of_a_row_answers_junk_with_a_server_error(operator, console):
+def test_no_change_list_nor_page_of_a_row_answers_junk_with_a_server_error(operator, console, unrecorded_templates):
     operator.raise_request_exception = False
     failed = []
 
@@ -86,7 +86,9 @@ def _form_value(value: Any) -> Any:
     return "" if value is None else getattr(value, "pk", value)
 
 
-def test_no_add_or_change_form_answers_junk_in_one_field_with_a_server_error(operator, operator_user, console):
+def test_no_add_or_change_form_answers_junk_in_one_field_with_a_server_error(
+    operator, operator_user, console, unrecorded_templates
+):
     operator.raise_request_exception = False
     failed = []
     for model, model_admin in sorted(admin.site._registry.items(), key=lambda pair: pair[0]._meta.label):

@@ -3,13 +3,27 @@ might read, answers without a server error: a 4xx with its message, the page aga
 the field's error, or a redirect (bad input loses nothing and is never a 500).
 
 A sweep, not one case: each URL of the pages' routes (with real ids and ids that name
-nothing) × each parameter or field name the pages read × the values that broke pages
+nothing) × each parameter or field name the page reads × the values that broke pages
 before (too long for a column, too large for an integer, negative, not a date, a NUL).
+Which names a page reads is recorded on the request's own ``QueryDict`` while it is
+answered: first with nothing sent and with every name at once, then on every junk request
+(a name first read only on a path that junk opens is swept too). The names are the page's
+own, not only the lists below: a name the lists did not foresee is swept as well (the
+approval's ``selectedOption`` was); a page that iterates or copies its parameters is
+given every name of the lists. A name no page reads cannot change its answer, and
+every junk value is still sent in every name at once, through the checks of every request
+(``markus.core.input``, which read every name and are not counted as the page's reads).
 A failure lists every request that answered 5xx, to replay by hand."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import pytest
+from django.http import QueryDict
 from django.test import Client
 from django.urls import reverse
 
@@ -72,20 +86,81 @@ def _urls(agent, team, user) -> list[str]:
     return [reverse(name, kwargs=kwargs) for name, kwargs in routes]
 
 
-def test_no_page_answers_junk_in_a_parameter_or_a_field_with_a_server_error(alice, agent, team):
+EVERY = "*"  # the page iterated or copied its parameters: it reads every name
+EVERY_NAME_READERS = ("items", "lists", "keys", "values", "dict", "__iter__", "copy", "urlencode")
+ONE_NAME_READERS = ("__getitem__", "get", "getlist", "__contains__", "pop")
+# Not the page's reads: the per-request character checks, and a QueryDict's own methods
+# calling each other (``items`` reads every name through ``__getitem__``).
+NOT_THE_PAGES = ("markus/core/input.py", "django/utils/datastructures.py")
+
+
+@contextmanager
+def recorded_reads() -> Iterator[list[tuple[int, str]]]:
+    """(id of the ``QueryDict``, name or EVERY) for every read of a request's parameters."""
+    reads: list[tuple[int, str]] = []
+
+    def wrap(name: str, every: bool) -> Callable[..., Any]:
+        original = getattr(QueryDict, name)
+
+        def read(self: QueryDict, *args: Any, **kwargs: Any) -> Any:
+            if not sys._getframe(1).f_code.co_filename.endswith(NOT_THE_PAGES):
+                reads.append((id(self), EVERY if every else str(args[0]) if args else EVERY))
+            return original(self, *args, **kwargs)
+
+        return read
+
+    patch = pytest.MonkeyPatch()
+    for name in EVERY_NAME_READERS:
+        patch.setattr(QueryDict, name, wrap(name, True))
+    for name in ONE_NAME_READERS:
+        patch.setattr(QueryDict, name, wrap(name, False))
+    try:
+        yield reads
+    finally:
+        patch.undo()
+
+
+def test_no_page_answers_junk_in_a_parameter_or_a_field_with_a_server_error(alice, agent, team, unrecorded_templates):
     alice.is_staff = alice.is_superuser = True  # every page and action is open to her
     alice.save()
     client = Client(raise_request_exception=False)
     client.force_login(alice)
     failed = []
-    for url in _urls(agent, team, alice):
-        for value in JUNK:
-            for name in PARAMS:
-                if (status := client.get(url, {name: value}).status_code) >= 500:
-                    failed.append(("GET", url, name, value[:12], status))
-            for name in FIELDS:
-                if (status := client.post(url, {name: value}).status_code) >= 500:
-                    failed.append(("POST", url, name, value[:12], status))
-            if (status := client.post(url, dict.fromkeys(FIELDS, value)).status_code) >= 500:
-                failed.append(("POST every field", url, "", value[:12], status))
+    swept = 0
+    with recorded_reads() as reads:
+
+        def send(method: str, url: str, data: dict[str, str], what: str, names: set[str], known: list[str]) -> None:
+            nonlocal swept
+            swept += 1
+            reads.clear()
+            response = getattr(client, method)(url, data)
+            if response.status_code >= 500:
+                failed.append(
+                    (method.upper(), url, what, str(next(iter(data.values()), ""))[:12], response.status_code)
+                )
+            request = response.wsgi_request
+            mine = id(request.GET if method == "get" else request.POST)
+            read = {name for owner, name in reads if owner == mine}
+            names |= set(known) if EVERY in read else read - {EVERY}
+
+        for url in _urls(agent, team, alice):
+            params: set[str] = set()
+            fields: set[str] = set()
+            send("get", url, {}, "nothing", params, PARAMS)
+            send("post", url, {}, "nothing", fields, FIELDS)
+            for value in JUNK:
+                send("get", url, dict.fromkeys(PARAMS, value), "every parameter", params, PARAMS)
+                send("post", url, dict.fromkeys(FIELDS, value), "every field", fields, FIELDS)
+            sent: set[tuple[str, str, str]] = set()
+            while todo := [  # to a fixed point: the names a junk request opened are swept too
+                (method, name, value)
+                for method, names in (("get", params), ("post", fields))
+                for name in sorted(names)
+                for value in JUNK
+                if (method, name, value) not in sent
+            ]:
+                for method, name, value in todo:
+                    sent.add((method, name, value))
+                    send(method, url, {name: value}, name, *((params, PARAMS) if method == "get" else (fields, FIELDS)))
     assert failed == []
+    assert swept > 500, f"only {swept} requests: the reads were not recorded"
