@@ -273,7 +273,7 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
         return Retry("the answer only repeated the loop's own note")
     if written_as_a_note(answer):
         return Retry(f"the answer was written as a note of the loop's ({NOTE_MARK} …), not as an answer")
-    if called := written_call(answer):
+    if called := written_call(answer, offered):
         if called not in offered:
             return Retry(f"the answer was a call of {called}, which is no tool here, written as text")
         return Retry(f"the answer was a call of {called} written as text that could not be read as a call")

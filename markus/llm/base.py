@@ -14,7 +14,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -463,6 +463,15 @@ def get_provider(*, model: str | None = None) -> Provider:
 _FENCED = re.compile(r"```(?:json|tool_call)?\s*(\{.*?\})\s*```|<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
 
+def written_arguments(found: dict[str, Any]) -> Any:
+    """The arguments of a call a model wrote as a JSON object: its ``arguments`` (or
+    ``parameters``), else the keys written beside its ``name`` (``{"name": "x", "title":
+    …}``, as the real small model wrote them)."""
+    if "arguments" in found or "parameters" in found:
+        return found.get("arguments", found.get("parameters"))
+    return {key: value for key, value in found.items() if key != "name"}
+
+
 def fenced_tool_calls(text: str, offered: set[str], *, prefix: str) -> tuple[list[ToolCall], str]:
     """The tool calls a model wrote into its answer's text instead of making them (a
     JSON ``{"name": ..., "arguments": {...}}`` in a code fence or a ``<tool_call>`` tag,
@@ -477,7 +486,7 @@ def fenced_tool_calls(text: str, offered: set[str], *, prefix: str) -> tuple[lis
         except ValueError:
             continue
         name = found.get("name") if isinstance(found, dict) else None
-        args = found.get("arguments", found.get("parameters", {})) if isinstance(found, dict) else None
+        args = written_arguments(found) if isinstance(found, dict) else None
         if not isinstance(name, str) or name not in offered or not isinstance(args, dict):
             continue
         calls.append(ToolCall(id=f"{prefix}_{len(calls)}", name=name, arguments=args))
@@ -504,7 +513,8 @@ def bare_tool_calls(text: str, offered: set[str], *, prefix: str) -> list[ToolCa
         except ValueError:
             return []
         name = found.get("name") if isinstance(found, dict) else None
-        args = found.get("arguments", found.get("parameters")) if isinstance(found, dict) else None
+        # A name alone is no call here: an object a person may have asked for.
+        args = written_arguments(found) if isinstance(found, dict) and len(found) > 1 else None
         if not isinstance(name, str) or name not in offered or not isinstance(args, dict):
             return []
         calls.append(ToolCall(id=f"{prefix}_{len(calls)}", name=name, arguments=args))
@@ -513,18 +523,22 @@ def bare_tool_calls(text: str, offered: set[str], *, prefix: str) -> list[ToolCa
 
 _CALL_OPENING = re.compile(
     r"\s*(?:```\w*\s*|<tool_call>\s*)?"  # in a fence or a tag, or bare
-    r'\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"'
+    r'\{\s*"name"\s*:\s*"(?P<name>[^"\\]+)"\s*(?:(?P<arguments>,\s*"(?:arguments|parameters)")|,)'
 )
 
 
-def written_call(text: str) -> str | None:
+def written_call(text: str, offered: Container[str]) -> str | None:
     """The tool an answer opens a call of, written as text (``{"name": "x", "arguments":
-    …``); None when it does not. An answer that is such a call and was not taken as one
-    (``fenced_tool_calls``, ``bare_tool_calls``) could not be read (not JSON), or calls
-    a tool that is not offered (a small model named one after whom it answered): either
-    way it is no answer."""
+    …``, or of a tool ``offered`` with its arguments beside its name: ``{"name": "x",
+    "title": …``); None when it does not. An answer that is such a call and was not taken
+    as one (``fenced_tool_calls``, ``bare_tool_calls``) could not be read (not JSON), or
+    calls a tool that is not offered (a small model named one after whom it answered):
+    either way it is no answer. A flat object naming no tool here is an answer in JSON."""
     opening = _CALL_OPENING.match(text)
-    return opening.group(1) if opening else None
+    if opening is None:
+        return None
+    name = opening["name"]
+    return name if opening["arguments"] or name in offered else None
 
 
 #: HTTP statuses worth trying again besides 5xx (a provider's own, such as Anthropic's

@@ -277,6 +277,49 @@ def test_a_call_written_as_text_that_cannot_be_read_is_no_answer_and_the_person_
     assert not UserNotification.objects.filter(title="Release").exists()
 
 
+def test_a_call_written_as_text_with_its_arguments_beside_its_name_is_no_answer_and_the_person_told(agent, model):
+    """The real small model, on a task, wrote its call with the arguments beside the name
+    (``{"name": "request_user_approval", "options": …``, no ``arguments``) and left its
+    last string open: it was read as the run's final answer, so the model heard only that
+    its run ended without a verdict, and wrote the same again until the retries ran out."""
+    server = model(answer('{"name": "notify_user", "title": "Release", "body": "Friday is the day'))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == ATTEMPTS
+    [reply] = told(agent.id)
+    assert reply.metadata["failed"] and '"name"' not in reply.content
+    assert "(the answer was a call of notify_user written as text that could not be read as a call)" in reply.content
+    assert not UserNotification.objects.filter(title="Release").exists()
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        '```json\n{"name": "notify_user", "title": "Release", "body": "Friday"}\n```',
+        '{"name": "notify_user", "title": "Release", "body": "Friday"}',
+    ],
+)
+def test_a_whole_call_with_its_arguments_beside_its_name_is_made_as_the_call_the_model_meant(agent, model, written):
+    """Before, the keys beside the name were dropped (in a fence: a call with no
+    arguments, refused until the run made no progress) or the text was the answer."""
+    server = model([answer(written), answer("Told.")])
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 2
+    assert UserNotification.objects.filter(title="Release", body="Friday").count() == 1
+    notice, reply = told(agent.id)  # notify_user writes to the person's chat too
+    assert "**Release**" in notice.content and reply.content == "Told."
+
+
+def test_a_json_answer_with_a_name_that_is_no_tool_is_an_answer(agent, model):
+    """Only a tool offered here makes a flat object a call written as text: an answer
+    in JSON whose "name" is anything else is the answer."""
+    written = '{"name": "Ada", "role": "engineer"}'
+    server = model(answer(written))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 1
+    [reply] = told(agent.id)
+    assert reply.content == written and not reply.metadata.get("failed")
+
+
 @pytest.mark.parametrize(
     "written",
     [

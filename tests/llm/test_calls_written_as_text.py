@@ -22,6 +22,16 @@ def test_an_answer_of_json_calls_one_after_the_other_is_those_calls():
     ]
 
 
+def test_a_call_with_its_arguments_beside_its_name_is_that_call_bare_or_in_a_fence():
+    """The real small model wrote ``{"name": "request_user_approval", "options": …}``."""
+    text = '{"name": "notify_user", "title": "x", "body": "y"}'
+    for calls in (
+        bare_tool_calls(text, OFFERED, prefix="t"),
+        fenced_tool_calls(f"```json\n{text}\n```", OFFERED, prefix="t")[0],
+    ):
+        assert [(c.name, c.arguments) for c in calls] == [("notify_user", {"title": "x", "body": "y"})]
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -45,10 +55,11 @@ def test_anything_else_is_no_call(text):
         '  {"name":"notify_user","parameters":{',
         '```json\n{"name": "notify_user", "arguments": {"title": "x"}\n```',  # a brace short in a fence
         '<tool_call>\n{"name": "notify_user", "arguments": {',
+        '{"name": "notify_user", "title": "Release", "body": "Friday is',  # its arguments beside its name
     ],
 )
 def test_an_answer_that_opens_a_call_of_an_offered_tool_is_named(text):
-    assert written_call(text) == "notify_user"
+    assert written_call(text, OFFERED) == "notify_user"
     assert fenced_tool_calls(text, OFFERED, prefix="t")[0] == [] and bare_tool_calls(text, OFFERED, prefix="t") == []
 
 
@@ -56,14 +67,15 @@ def test_an_answer_that_opens_a_call_of_an_offered_tool_is_named(text):
     "text",
     [
         'The call would be {"name": "notify_user", "arguments": {}}',
-        '{"name": "Ada", "role": "engineer"}',
+        '{"name": "Ada", "role": "engineer"}',  # beside its name, but no tool here
+        '{"name": "check_mailbox"}',  # a name alone
     ],
 )
 def test_other_answers_open_no_call(text):
-    assert written_call(text) is None
+    assert written_call(text, OFFERED) is None
 
 
 def test_an_answer_that_opens_a_call_of_a_tool_not_offered_is_named_too():
     """Not read as a call (only offered tools are), and no answer either."""
     text = '```json\n{"name": "claude", "arguments": {"files": ["README.md"]}}\n```'
-    assert written_call(text) == "claude" and fenced_tool_calls(text, OFFERED, prefix="t")[0] == []
+    assert written_call(text, OFFERED) == "claude" and fenced_tool_calls(text, OFFERED, prefix="t")[0] == []
