@@ -265,24 +265,21 @@ def test_tool_calls_written_as_bare_json_are_made_as_the_calls_the_model_meant(a
     assert reply.content == "Nothing waits."
 
 
-def test_a_call_written_as_text_that_cannot_be_read_is_no_answer_and_the_person_told(agent, model):
-    """A real small model wrote a call as text and left off its last brace: the broken
-    call was the answer (in a chat, the person's reply)."""
-    server = model(answer('{"name": "notify_user", "arguments": {"title": "Release", "body": "Friday"}'))
-    settle(agent.id, chat(agent.id))
-    assert server.calls == ATTEMPTS
-    [reply] = told(agent.id)
-    assert reply.metadata["failed"] and '"name"' not in reply.content
-    assert "(the answer was a call of notify_user written as text that could not be read as a call)" in reply.content
-    assert not UserNotification.objects.filter(title="Release").exists()
-
-
-def test_a_call_written_as_text_with_its_arguments_beside_its_name_is_no_answer_and_the_person_told(agent, model):
-    """The real small model, on a task, wrote its call with the arguments beside the name
-    (``{"name": "request_user_approval", "options": …``, no ``arguments``) and left its
-    last string open: it was read as the run's final answer, so the model heard only that
-    its run ended without a verdict, and wrote the same again until the retries ran out."""
-    server = model(answer('{"name": "notify_user", "title": "Release", "body": "Friday is the day'))
+@pytest.mark.parametrize(
+    "written",
+    [
+        '{"name": "notify_user", "arguments": {"title": "Release", "body": "Friday"}',
+        # On a task: read as the run's final answer, the model heard only that its run
+        # ended without a verdict, and wrote the same again until the retries ran out.
+        '{"name": "notify_user", "title": "Release", "body": "Friday is the day',
+    ],
+    ids=["arguments", "arguments beside its name"],
+)
+def test_a_call_written_as_text_that_cannot_be_read_is_no_answer_and_the_person_told(agent, model, written):
+    """A real small model wrote a call as text and left off its last brace, or (on a task)
+    wrote its arguments beside the name and left its last string open: the broken call was
+    the answer (in a chat, the person's reply)."""
+    server = model(answer(written))
     settle(agent.id, chat(agent.id))
     assert server.calls == ATTEMPTS
     [reply] = told(agent.id)
