@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test check test-sqlite test-pg test-pg-suites test-faults pg-pass bench clean
+.PHONY: install run test check test-sqlite test-pg bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,13 +26,11 @@ run: install
 
 # The checks first (layers, lint, format, types), then the whole suite on SQLite and,
 # where PostgreSQL is configured (always in CI), the suites marked `pg` (leases,
-# recovery, cursors, events) again on PostgreSQL with Redis, the fault suite
-# (tests/faults) in a process of its own beside them. The three share no database (each
-# pytest process names its test database and Redis namespace by its pid; each fault
-# scenario starts its own servers) and run side by side: much of each is waiting on
-# workers, servers and leases. Each one's output is printed whole when it ends.
+# recovery, cursors, events) again on PostgreSQL with Redis. The two passes share no
+# database and run side by side (much of each is waiting on workers and servers); each
+# one's output is printed whole when it ends.
 test: install check
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-sqlite test-pg
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-pg
 
 check: install
 	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
@@ -43,20 +41,9 @@ check: install
 test-sqlite:
 	$(PY) -m pytest -q -m "not redis and not postgres"
 
-# The PostgreSQL pass: its suites and the fault suite, side by side under `make -j`.
-test-pg: test-pg-suites test-faults
-
-PG_PASS = "pg or redis or postgres"
-
-test-pg-suites:
-	@$(MAKE) --no-print-directory pg-pass PG_ARGS="--ignore=tests/faults"
-
-test-faults:
-	@$(MAKE) --no-print-directory pg-pass PG_ARGS="tests/faults"
-
-pg-pass:
+test-pg:
 	@if [ -n "$$MARKUS_TEST_PG_URL" ]; then \
-		DATABASE_URL="$$MARKUS_TEST_PG_URL" REDIS_URL="$$MARKUS_TEST_REDIS_URL" $(PY) -m pytest -q -m $(PG_PASS) $(PG_ARGS); \
+		DATABASE_URL="$$MARKUS_TEST_PG_URL" REDIS_URL="$$MARKUS_TEST_REDIS_URL" $(PY) -m pytest -q -m "pg or redis or postgres"; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI=true but MARKUS_TEST_PG_URL is not set: the PostgreSQL pass cannot run" >&2; exit 1; \
 	else \
