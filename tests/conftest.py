@@ -114,8 +114,8 @@ def unrecorded_templates(monkeypatch):
     """The test client keeps no copy of each rendered template's context
     (``response.context``, ``response.templates`` stay empty). For sweeps that send
     thousands of requests and read only the status: the client copies the context of
-    every template a page renders, each widget's included, which was two thirds of the
-    console's junk sweep."""
+    every template a page renders, each widget's included (about a seventh of the
+    console's form sweep: 139 s → 120 s)."""
     from django.test import client
 
     monkeypatch.setattr(client, "store_rendered_templates", lambda store, signal, sender, template, context, **kw: None)
