@@ -89,6 +89,11 @@ class Tool:
     # tool servers' ``tool_load``) re-adds, in a resumed session, what its earlier calls
     # added, read from the session's messages (``restore_loaded``).
     restore: Callable[[dict[str, Tool], list[dict[str, Any]]], None] | None = None
+    # A tool that finds tools the item is not offered yet (the tool servers' ``tool_load``):
+    # ``finds(name, exact)`` is the tool called ``name`` (``exact``), or those whose words
+    # match a name the model made up, the best first; the loop loads what it finds
+    # (``offered``, ``unknown_tool``).
+    finds: Callable[[str, bool], list[Tool]] | None = None
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -205,9 +210,14 @@ def _check_args(t: Tool, args: dict[str, Any]) -> None:
 
 def offered(ctx: ToolContext, name: str) -> Tool | None:
     """The tool of that name if it is offered in the context (its item's tools, else
-    the built-in tools of its scenario)."""
+    the built-in tools of its scenario). A tool the item could load by that name (a tool
+    server's, found on demand) is loaded by the call: the model knew it, from a search or
+    an earlier session, and it is offered from the next turn on."""
     if ctx.offered is not None:
-        return ctx.offered.get(name)
+        t = ctx.offered.get(name)
+        if t is None and (found := _found(ctx.offered, name, exact=True)):
+            t = ctx.offered.setdefault(found[0].name, found[0])
+        return t
     load_tools()
     t = TOOLS.get(name)
     if t is None or (t.scenarios is not None and ctx.scenario not in t.scenarios):
@@ -264,18 +274,37 @@ def closeness(wanted: str, name: str) -> float:
 RESULT_NAME = re.compile(r"(?:^|_)(?:response|result|results|output)$", re.I)
 
 
+def _found(tools: dict[str, Tool], name: str, *, exact: bool) -> list[Tool]:
+    """What the offered tools that find others (``Tool.finds``) find for ``name``."""
+    return [t for finder in tools.values() if finder.finds is not None for t in finder.finds(name, exact)]
+
+
 def unknown_tool(ctx: ToolContext, name: str) -> str:
-    """An unknown tool's error: the tools the model may call here, the closest first."""
+    """An unknown tool's error: the tools the model may call here, the closest first.
+    With none close, the tools the item could load whose words match the name are
+    loaded (a small model names a tool after what it wants done: "Summarise the last
+    commit"), and the error names them first, to be called from the next turn."""
     names = list(ctx.offered) if ctx.offered is not None else list(builtin_for(ctx.scenario))
     ranked = sorted(names, key=lambda n: (-closeness(str(name), n), n))
     close = [n for n in ranked if closeness(str(name), n) >= 0.5][:3]
-    ordered = [*close, *sorted(n for n in names if n not in close)][:UNKNOWN_TOOL_NAMES]
-    more = f" (and {len(names) - len(ordered)} more)" if len(names) > len(ordered) else ""
+    near = _found(ctx.offered, str(name), exact=False) if ctx.offered is not None and not close else []
     # No tool near it: a small model named one after whom it answers, or what about.
-    answer = " If you meant to answer, write the answer as your reply, in plain text, with no tool call."
-    hint = f" Did you mean {close[0]}?" if close else answer
+    hint = " If you meant to answer, write the answer as your reply, in plain text, with no tool call."
+    if close:
+        hint = f" Did you mean {close[0]}?"
+    elif near and ctx.offered is not None:
+        for t in near:
+            ctx.offered.setdefault(t.name, t)
+        close = [t.name for t in near]
+        hint = (
+            f" The tools of your tool servers that match it are loaded now: {', '.join(close)}; call one of them "
+            "from your next turn, with its arguments."
+        )
     if RESULT_NAME.search(str(name)):  # a small model "answers" a result by calling it back
         hint = " A tool's result is not a tool to call: read it, then make your next call or write your answer."
+    names = list(ctx.offered) if ctx.offered is not None else names
+    ordered = [*close, *sorted(n for n in names if n not in close)][:UNKNOWN_TOOL_NAMES]
+    more = f" (and {len(names) - len(ordered)} more)" if len(names) > len(ordered) else ""
     return f"{UNKNOWN_TOOL}{name!r}: it does not exist here.{hint} Tools you may call: {', '.join(ordered)}{more}."
 
 

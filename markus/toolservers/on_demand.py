@@ -31,6 +31,8 @@ LOAD = "tool_load"
 SEARCH_HITS = 8
 LIST_MAX = 40
 LOAD_MAX = 8
+# Tools a name the model made up loads, those its words match best.
+NEAR_LOADED = 5
 # What a hit says of a tool (the first sentence of its description, cut here).
 LINE_CHARS = 100
 # What the search tool's description says of each server, and of how many servers.
@@ -68,6 +70,7 @@ def finders(catalog: dict[str, Tool], servers: list[tuple[str, str]]) -> list[To
             },
             lambda ctx, args: load(catalog, ctx, args),
             restore=lambda offered, messages: restore(catalog, offered, messages),
+            finds=lambda name, exact: finds(catalog, name, exact=exact),
         ),
     ]
 
@@ -195,6 +198,16 @@ def closest(catalog: dict[str, Tool], name: str) -> list[str]:
         bare = {n.split(SEPARATOR, 1)[-1]: n for n in names}
         near = [bare[b] for b in difflib.get_close_matches(name.split(SEPARATOR, 1)[-1], list(bare), n=3, cutoff=0.5)]
     return near or [t.name for t in ranked(catalog, name.replace("_", " "))[:3]]
+
+
+def finds(catalog: dict[str, Tool], name: str, *, exact: bool) -> list[Tool]:
+    """For a name the model called that it was not offered: the catalog's tool of that
+    name (``exact``; as ``tool_load`` resolves it), or up to ``NEAR_LOADED`` tools whose
+    words match the name's, the best first (a name made up of what it wants done)."""
+    if exact:
+        found = resolve(catalog, name)
+        return [] if found is None else [catalog[found]]
+    return ranked(catalog, name)[:NEAR_LOADED]
 
 
 def _names(value: Any) -> list[str]:

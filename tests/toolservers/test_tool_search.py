@@ -18,7 +18,7 @@ from attention.scenarios import CHAT, SYSTEM_NOTICE
 from attention.toolbox import ToolContext, execute_tool, restore_loaded, tools_for
 from mailbox.models import MailboxItem
 from markus.toolservers.models import ToolServer
-from markus.toolservers.on_demand import LINE_CHARS, LIST_MAX, LOAD, SEARCH, SEARCH_HITS
+from markus.toolservers.on_demand import LINE_CHARS, LIST_MAX, LOAD, NEAR_LOADED, SEARCH, SEARCH_HITS
 from notifications.models import Approval
 
 from .conftest import SUBJECT, commits, git, last_tool_result, offered_names, wait_for
@@ -132,6 +132,35 @@ def test_unknown_names_are_named_back_with_the_closest_valid_names(agent, attach
     assert not ok and "at most 8" in text
 
 
+# What the real small model called, given a task to summarise the last commit: a tool
+# named after the task's title (with the task's id), in two trials out of two.
+MADE_UP = "Summarise the last commit of the demo repository"
+
+
+def test_a_server_tool_called_by_its_name_unloaded_is_made_and_offered_from_then_on(agent, attached, repo):
+    ctx = context(agent)
+    assert "git__git_log" not in ctx.offered
+    assert SUBJECT in call(ctx, "git__git_log", repo_path=str(repo), max_count=1)["content"]
+    assert "git__git_log" in ctx.offered  # its schema is offered from the next turn
+    assert "On branch" in call(ctx, "git_status", repo_path=str(repo))["content"]  # its bare name: the one tool
+    assert "git__git_status" in ctx.offered
+
+
+def test_a_made_up_name_loads_the_server_tools_its_words_match_and_says_which(agent, attached):
+    ctx = context(agent)
+    ok, text = execute_tool(ctx, MADE_UP, {"task_id": "tsk_1"})
+    assert not ok
+    error = json.loads(text)["error"]
+    loaded = server_tools(ctx.offered)
+    assert "git__git_log" in loaded and 0 < len(loaded) <= NEAR_LOADED, loaded
+    assert "loaded now" in error and all(n in error for n in loaded), error
+    assert "call one of them from your next turn" in error and "Tools you may call" in error
+    # A name that matches no tool of the servers loads nothing: the error is as it was.
+    ok, text = execute_tool(ctx, "weather_forecast", {})
+    assert not ok and "loaded now" not in json.loads(text)["error"]
+    assert server_tools(ctx.offered) == loaded
+
+
 def test_a_denied_tool_is_never_found_nor_loaded_nor_restored(agent, attached):
     ToolServer.objects.filter(pk=attached.pk).update(policies={"git_reset": "deny"})
     ctx = context(agent)
@@ -234,6 +263,37 @@ def test_a_chat_finds_loads_and_calls_the_git_log_in_the_loop(
     assert "git__git_log" in offered_names(m.bodies[-1])
     rows = ToolCallRecord.objects.filter(mailbox_item_id=body["mailboxItemId"]).order_by("turn", "position", "id")
     assert [r.name for r in rows] == [SEARCH, LOAD, "git__git_log"] and all(r.ok for r in rows)
+
+
+class MakesUpItsTool:
+    """A stub model as the real small one was: it first calls a tool named after what it
+    wants done; then, offered the git log, calls it; then answers with what it said."""
+
+    def __init__(self, repo) -> None:
+        self.repo = repo
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.bodies.append(body)
+        if len(self.bodies) == 1:
+            return {"tool_calls": [(MADE_UP, {"task_id": "tsk_1"})]}
+        if "git__git_log" in offered_names(body) and len(self.bodies) == 2:
+            return {"tool_calls": [("git__git_log", {"repo_path": str(self.repo), "max_count": 1})]}
+        return {"content": f"The tool said: {last_tool_result(body)}"}
+
+
+def test_a_chat_whose_model_makes_up_a_tool_is_offered_the_matching_ones_and_answers(
+    celery_worker, model, agent, alice_client, attached, repo
+):
+    m = MakesUpItsTool(repo)
+    model(m)
+    body = chat(alice_client, agent, "Summarise the last commit of the demo repository, please.")
+    assert SUBJECT in body["reply"], body
+    assert server_tools(offered_names(m.bodies[0])) == []
+    assert "git__git_log" in offered_names(m.bodies[1])  # loaded by the made-up call, for the next turn
+    rows = ToolCallRecord.objects.filter(mailbox_item_id=body["mailboxItemId"]).order_by("turn", "position", "id")
+    assert [(r.name, r.ok) for r in rows] == [(MADE_UP, False), ("git__git_log", True)]
+    assert len(m.bodies) == 3
 
 
 def test_a_loaded_ask_tool_parks_and_runs_once_approved_in_the_resumed_session(
