@@ -15,7 +15,8 @@ reports are items: they come through here too.
    (``MARKUS_LLM_RETRIES``, ``MARKUS_LLM_BACKOFF_S``), a server's ``Retry-After``
    honoured; when every try failed, ``ProviderFailed`` names each distinct error;
 5. the trace span of each try, and its usage row written as the try ends (a failed try
-   with the prompt tokens its request carried, estimated and marked so);
+   with the prompt tokens its request carried, estimated and marked so, as is an answer
+   the provider stopped reading because it repeated itself: ``LLMResponse.REPEATING``);
 6. the lease proven again after the call (``StaleLease``)."""
 
 from __future__ import annotations
@@ -152,8 +153,8 @@ def model_call(
     retry_after: float | None = None
     keeper = nullcontext() if provider.local else LeaseKeeper(lease)
 
-    def spent(usage: Usage, error: str = "") -> None:  # written as the try ends, even if the lease was lost
-        metering.after_call(lease, provider, context, usage, error=error, estimated=bool(error))
+    def spent(usage: Usage, error: str = "", *, estimated: bool = False) -> None:  # as the try ends, lease or not
+        metering.after_call(lease, provider, context, usage, error=error, estimated=estimated or bool(error))
         if spend is not None:
             spend.charge(usage)
 
@@ -175,7 +176,10 @@ def model_call(
                 if not exc.retryable:
                     break
                 continue
-            spent(response.usage)
+            if response.finish_reason == LLMResponse.REPEATING:  # read no further than its loop: no count came
+                spent(Usage(estimate_tokens(system, messages, tools), len(response.text) // 4), estimated=True)
+            else:
+                spent(response.usage)
             break
     lost = isinstance(keeper, LeaseKeeper) and keeper.lost
     if lost or not lease_renew_if_due(lease):

@@ -279,4 +279,6 @@ def final_outcome(response: LLMResponse, sent: list[dict[str, Any]], offered: di
         return Retry(f"the answer was a call of {called} written as text that could not be read as a call")
     if response.finish_reason in LLMResponse.CUT_AT_LIMIT:
         answer += "\n\n(This answer was cut short: it reached its length limit.)"
+    elif response.finish_reason == LLMResponse.REPEATING:
+        answer += "\n\n(This answer was cut short: it repeated itself.)"
     return Completed(answer)

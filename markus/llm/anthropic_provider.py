@@ -20,11 +20,13 @@ from .base import (
     CancelWatch,
     LLMResponse,
     Provider,
+    Repetition,
     ToolCall,
     Usage,
     cut_short,
     judge_prompt,
     provider_error,
+    repeating,
     sdk_errors,
     streamed_call,
 )
@@ -146,6 +148,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     prompt = completion = cached = 0
     reason = ""
     details = None
+    looping = Repetition()
     for event in stream:
         watch.check()
         kind = event.type
@@ -164,6 +167,8 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             if delta.type == "text_delta":
                 text.append(delta.text)
                 context.emit(delta.text)
+                if looping.feed(delta.text):
+                    return repeating("".join(text)[: looping.kept])
             elif delta.type == "input_json_delta" and event.index in blocks:
                 blocks[event.index]["json"] += delta.partial_json
         elif kind == "message_delta":

@@ -14,6 +14,7 @@ import re
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -137,6 +138,9 @@ class LLMResponse:
     #: ``finish_reason`` values of an answer stopped at a limit, not at its end (``length``
     #: on the OpenAI wire; ``max_tokens`` and ``model_context_window_exceeded`` on Anthropic's).
     CUT_AT_LIMIT: ClassVar[frozenset[str]] = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+    #: ``finish_reason`` of an answer whose stream the provider stopped reading because it
+    #: repeated itself (``Repetition``); the text is its first copy, the usage unknown.
+    REPEATING: ClassVar[str] = "repeating"
     #: The provider's word that the model refused this answer ("" when it did not): a
     #: safety filter's stop (``content_filter``; ``refusal`` with its category and
     #: explanation) or the model's refusal message. What text came before it is no answer.
@@ -193,6 +197,57 @@ class CallContext:
     def emit(self, text: str) -> None:
         if text and self.on_delta is not None:
             self.on_delta(text)
+
+
+class Repetition:
+    """Tells when a streamed answer has fallen into a loop: the same block of lines (one
+    to ``LINES`` of them, ``CHARS`` characters or more) written ``TIMES`` times in a row.
+    The provider then stops reading, closing the stream (the server stops writing), and
+    keeps the answer to the end of its first copy (``kept`` characters). The real small
+    model, once its answer looped, wrote one line to its ``max_tokens``: 2,048 tokens in
+    274 s, a call written as text over and over."""
+
+    TIMES, LINES, CHARS = 3, 8, 20
+
+    def __init__(self) -> None:
+        self.fed = 0  # characters fed so far
+        self.line = ""  # the line being written
+        self.lines: deque[tuple[str, int]] = deque(maxlen=self.TIMES * self.LINES)  # (line, where it ends)
+        self.kept = 0
+
+    def feed(self, piece: str) -> bool:
+        """The answer's next piece; True once it repeats itself (``kept`` is set)."""
+        start = self.fed - len(self.line)
+        self.fed += len(piece)
+        if "\n" not in piece:
+            self.line += piece
+            return False
+        *done, self.line = (self.line + piece).split("\n")
+        for line in done:
+            start += len(line) + 1
+            self.lines.append((line.strip(), start))
+            if self._looping():
+                return True
+        return False
+
+    def _looping(self) -> bool:
+        lines = [line for line, _ in self.lines]
+        for k in range(1, self.LINES + 1):
+            if len(lines) < k * self.TIMES:
+                break
+            block = lines[-k:]
+            if sum(map(len, block)) < self.CHARS:
+                continue
+            if all(lines[len(lines) - k * (i + 1) : len(lines) - k * i] == block for i in range(1, self.TIMES)):
+                self.kept = self.lines[len(lines) - k * (self.TIMES - 1) - 1][1]
+                return True
+        return False
+
+
+def repeating(text: str) -> LLMResponse:
+    """The answer of a stream stopped because it repeated itself: ``text`` is its first
+    copy; the tokens are unknown (the server counts them in its last chunk)."""
+    return LLMResponse(text=text.rstrip(), finish_reason=LLMResponse.REPEATING)
 
 
 def judge_prompt(current: dict[str, Any], new: dict[str, Any]) -> str:

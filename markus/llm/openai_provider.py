@@ -14,11 +14,13 @@ from .base import (
     CancelWatch,
     LLMResponse,
     Provider,
+    Repetition,
     ToolCall,
     Usage,
     cut_short,
     judge_prompt,
     provider_error,
+    repeating,
     sdk_errors,
     streamed_call,
 )
@@ -98,6 +100,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
     usage = Usage()
     reason = ""
     answer = ReasoningFilter(context.emit)
+    looping = Repetition()
     for chunk in stream:
         watch.check()
         if chunk.usage is not None:
@@ -108,6 +111,8 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
             if delta.content:
                 text.append(delta.content)
                 answer.feed(delta.content)
+                if looping.feed(delta.content):
+                    return repeating(without_reasoning("".join(text)[: looping.kept]))
             if getattr(delta, "refusal", None):
                 refused.append(delta.refusal)
             for piece in delta.tool_calls or []:

@@ -155,6 +155,30 @@ def test_a_rambling_model_is_stopped_at_the_scenarios_max_tokens_and_the_answer_
     assert reply.content.endswith("(This answer was cut short: it reached its length limit.)")
 
 
+# The real small model, once its answer began to loop, wrote the same line to its
+# max_tokens (2,048 tokens in 274 s, the line a call written as text).
+LOOPED_LINE = "The last commit teaches the parser about tabs, in two files.\n"
+
+
+def test_an_answer_that_repeats_its_line_is_stopped_at_the_third_copy_and_kept_once(agent, model):
+    server = model(answer(LOOPED_LINE * 200, chunk_delay=0.005))
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 1 and server.disconnects == 1  # the client left mid-answer, not at its end
+    [reply] = told(agent.id)
+    assert reply.content == LOOPED_LINE.strip() + "\n\n(This answer was cut short: it repeated itself.)"
+    [spent] = LLMCall.objects.filter(agent_id=agent.id)
+    assert spent.input_tokens > 0 and spent.output_tokens > 0 and spent.estimated  # no count came: estimated
+
+
+def test_a_call_written_as_text_over_and_over_is_made_once(agent, model):
+    line = json.dumps({"name": "notify_user", "arguments": {"title": "Release", "body": "Friday"}}) + "\n"
+    server = model([answer(line * 100, chunk_delay=0.005), answer("Told.")])
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 2 and server.disconnects == 1
+    assert UserNotification.objects.filter(title="Release", body="Friday").count() == 1
+    assert told(agent.id)[-1].content == "Told."
+
+
 def test_the_same_refused_call_is_named_on_its_second_refusal_and_ends_the_attempt_on_its_third(agent, model):
     server = model(lambda body, n: call(refusable(body), {}))
     item = settle(agent.id, chat(agent.id))
