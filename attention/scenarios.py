@@ -164,7 +164,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             TASK_EXECUTION,
-            "Execute the task. Use your tools; comment on the task as you go and submit it for "
+            "Do the task you are assigned. Use your tools; comment on the task as you go and submit it for "
             "review (task_submit_review, with a note of your deliverables) when it is done, or fail it "
             '(task_update status "failed" with the reason) if it cannot be done. You cannot complete your '
             "own task.",

@@ -281,18 +281,17 @@ def _found(tools: dict[str, Tool], name: str, *, exact: bool) -> list[Tool]:
 
 def unknown_tool(ctx: ToolContext, name: str) -> str:
     """An unknown tool's error: the tools the model may call here, the closest first.
-    With none close, the tools the item could load whose words match the name are
-    loaded (a small model names a tool after what it wants done: "Summarise the last
-    commit"), and the error names them first, to be called from the next turn."""
+    The tools the item could load whose words match the name are loaded (a small model
+    names a tool after what it wants done: "Summarise the last commit", or makes one up:
+    "git_read_last_commit"), and the error names them first, to be called from the next
+    turn; they come before a built-in tool whose spelling is near (``task_comment``)."""
     names = list(ctx.offered) if ctx.offered is not None else list(builtin_for(ctx.scenario))
     ranked = sorted(names, key=lambda n: (-closeness(str(name), n), n))
     close = [n for n in ranked if closeness(str(name), n) >= 0.5][:3]
-    near = _found(ctx.offered, str(name), exact=False) if ctx.offered is not None and not close else []
+    near = _found(ctx.offered, str(name), exact=False) if ctx.offered is not None else []
     # No tool near it: a small model named one after whom it answers, or what about.
     hint = " If you meant to answer, write the answer as your reply, in plain text, with no tool call."
-    if close:
-        hint = f" Did you mean {close[0]}?"
-    elif near and ctx.offered is not None:
+    if near and ctx.offered is not None:
         for t in near:
             ctx.offered.setdefault(t.name, t)
         close = [t.name for t in near]
@@ -300,6 +299,8 @@ def unknown_tool(ctx: ToolContext, name: str) -> str:
             f" The tools of your tool servers that match it are loaded now: {', '.join(close)}; call one of them "
             "from your next turn, with its arguments."
         )
+    elif close:
+        hint = f" Did you mean {close[0]}?"
     if RESULT_NAME.search(str(name)):  # a small model "answers" a result by calling it back
         hint = " A tool's result is not a tool to call: read it, then make your next call or write your answer."
     names = list(ctx.offered) if ctx.offered is not None else names

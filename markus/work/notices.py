@@ -51,8 +51,11 @@ def send_task_execution(
     task: Task, *, actor: Actor, from_status: str, note: str = "", resumed: bool = False, reason: str = ""
 ) -> MailboxItem:
     """The execution trigger (seed 3.4): it is the assignee's notification too.
-    ``reason``: why a resumed execution was sent again (recorded on the item)."""
-    lines = [f'Execute task "{task.title}" ({task.id}), execution round {task.execution_round}.']
+    ``reason``: why a resumed execution was sent again (recorded on the item). It names
+    the task, never as a command: told "Execute task: <title>", the real small model
+    called a tool named after the title, at the first turn of 4 trials in 4 (the git
+    tools offered or not); told "Task assigned to you", it called for a git tool."""
+    lines = [f'You are assigned the task "{task.title}" ({task.id}), execution round {task.execution_round}.']
     if resumed:
         lines.append("Resumed after a restart: check what was already done (task_get, comments) before continuing.")
     elif from_status == TaskState.REVIEW:
@@ -70,7 +73,12 @@ def send_task_execution(
     return _enqueue(
         _assignee_id(task),
         MailboxType.TASK_STATUS_UPDATE,
-        {"summary": f"Execute task: {task.title}", "content": "\n".join(lines), "taskId": task.id, "extra": extra},
+        {
+            "summary": f"Task assigned to you: {task.title}",
+            "content": "\n".join(lines),
+            "taskId": task.id,
+            "extra": extra,
+        },
         priority=Priority.HIGH,
         metadata={**actor.sender_metadata(), "fromStatus": from_status, "toStatus": task.status},
         marks={"repairReason": reason} if reason else None,

@@ -37,7 +37,7 @@ TASK_ID = re.compile(r"\btsk_[0-9a-f]+\b")
 LISTED = re.compile(r"^- (\S+) \[priority (\d+)\] (\w+)", re.M)
 TRIAGE_ASKS = "Answer with JSON only"
 # The scenario instructions (attention.scenarios) the stub recognises in the system prompt.
-EXECUTE = "Execute the task."
+EXECUTE = "Do the task you are assigned."
 REVIEW = "You were asked to review a task."
 # A chat that asks for one side-effecting call: ``EFFECT <tool> <marker> [<target>]``
 # (the target: a task id or a colleague). The turn that sees the ask makes the call with

@@ -155,6 +155,11 @@ def test_a_made_up_name_loads_the_server_tools_its_words_match_and_says_which(ag
     assert "git__git_log" in loaded and 0 < len(loaded) <= NEAR_LOADED, loaded
     assert "loaded now" in error and all(n in error for n in loaded), error
     assert "call one of them from your next turn" in error and "Tools you may call" in error
+    # A made-up git tool (the real small model's next try) loads the git tools, though a
+    # built-in tool's name is near it too (task_comment: "comm").
+    ok, text = execute_tool(context(agent), "git_read_last_commit", {"repo": "demo-repo"})
+    error = json.loads(text)["error"]
+    assert not ok and "loaded now: git__git_commit" in error and "git__git_log" in error, error
     # A name that matches no tool of the servers loads nothing: the error is as it was.
     ok, text = execute_tool(ctx, "weather_forecast", {})
     assert not ok and "loaded now" not in json.loads(text)["error"]
