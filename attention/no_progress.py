@@ -39,10 +39,22 @@ UNKNOWN_NOTE = (
 )
 
 
+def echoed(name: str) -> str:
+    """The name a call named after an unknown tool's refusal echoes: the real small model
+    called "unknown tool 'heartbeat': it does not exist here. …" after calling
+    ``heartbeat``, then a tool named after that refusal, a new name each time. Such a
+    call is the echoed name's call again (its refusal cut short or not)."""
+    while name.startswith(UNKNOWN_TOOL) and name[len(UNKNOWN_TOOL) : len(UNKNOWN_TOOL) + 1] in ("'", '"'):
+        quote, rest = name[len(UNKNOWN_TOOL)], name[len(UNKNOWN_TOOL) + 1 :]
+        end = rest.find(f"{quote}:")
+        name = rest[:end] if end >= 0 else rest
+    return name
+
+
 def same_call(call: ToolCall, *, by_name: bool = False) -> str:
     """What makes two calls the same call: the tool's name and its arguments (its name
-    alone, ``by_name``: a tool that does not exist)."""
-    return json.dumps([call.name] if by_name else [call.name, call.arguments], sort_keys=True, default=str)
+    alone, ``by_name``: a tool that does not exist, named as it was or after its refusal)."""
+    return json.dumps([echoed(call.name)] if by_name else [call.name, call.arguments], sort_keys=True, default=str)
 
 
 def distinct_calls(calls: list[ToolCall]) -> list[ToolCall]:
@@ -92,5 +104,6 @@ class Repeats:
         self.counts[key] += 1
         seen = self.counts[key]
         if seen >= REPEATS:
-            return result, f"no progress: the same refused call {call.name} {seen} times ({result[:200]})"
+            name = echoed(call.name) if unknown else call.name
+            return result, f"no progress: the same refused call {name} {seen} times ({result[:200]})"
         return (f"{result}\n{UNKNOWN_NOTE if unknown else NOTE}" if seen > 1 else result), ""

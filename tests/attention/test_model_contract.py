@@ -253,6 +253,23 @@ def test_an_invented_tool_no_tool_is_near_is_refused_saying_how_to_answer_instea
     assert "Did you mean" not in error
 
 
+def test_a_call_named_after_the_last_refusal_is_the_same_refused_call_each_time(agent, model):
+    """The real small model called a tool whose name was the refusal it had just been
+    given ("unknown tool 'heartbeat': it does not exist here. …"), a new name each time:
+    each such call is the one same refused call, ended on its third."""
+
+    def echo(body: dict[str, Any], n: int) -> Any:
+        results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        said = json.loads(results[-1].split("\n[note]")[0])["error"] if results else ""  # the note after it
+        return call(said[:200] or "heartbeat", {})
+
+    server = model(echo)
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 3 * ATTEMPTS
+    [reply] = told(agent.id)
+    assert f"{ATTEMPTS} attempts failed (no progress: the same refused call heartbeat 3 times" in reply.content
+
+
 @pytest.mark.parametrize("name", ["tool_response", "agent_response", "function_result"])
 def test_a_call_named_as_a_result_is_refused_saying_a_result_is_read_not_called(agent, model, name):
     """The real small model answered a tool's error by calling ``tool_response`` with that
