@@ -46,6 +46,7 @@ from mailbox.registry import ActivityType, MailboxType, Status
 from mailbox.selectors import depth_label
 from markus import telemetry
 from markus.agents.models import Agent
+from markus.core.shutdown import worker_stopping
 from markus.llm.base import CallContext, LLMCancelled, Provider, ToolCall, get_provider
 
 from . import records
@@ -192,7 +193,7 @@ def deliberate(
         scenario=DELIBERATION,
         agent_name=agent.name,
         item={**item_brief(head), "candidates": briefs},
-        cancelled=lambda: not _running(agent.id),
+        cancelled=lambda: worker_stopping() or not _running(agent.id),
         model=model,
     )
     try:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from mailbox.models import MailboxItem
 from markus.agents import memory as wmem
 from markus.agents.models import Agent
+from markus.core.shutdown import worker_stopping
 from markus.memory import selectors as longterm_selectors
 from markus.memory.document import Section
 
@@ -146,7 +147,7 @@ class Focus:
         now = time.monotonic()
         if now - self.last_stop_check > 0.1:
             self.last_stop_check = now
-            self.stop_flag = not Agent.objects.running().filter(id=self.agent.id).exists()
+            self.stop_flag = worker_stopping() or not Agent.objects.running().filter(id=self.agent.id).exists()
         return self.stop_flag
 
     def is_arrival(self, item: MailboxItem) -> bool:

@@ -69,8 +69,22 @@ def lease_seconds() -> float:
     return float(settings.MARKUS["LEASE_SECONDS"])
 
 
+def _this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:"
+
+
 def new_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+    return f"{_this_process()}{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+
+
+def leases_end_with_this_process() -> int:
+    """The leases this process holds, run out now: it is ending with runs still in flight
+    (``manage.py up`` past its shutdown grace), so the next run that takes one recovers its
+    item at once instead of after the lease. Their epochs stand: a write of this process's
+    runs after this matches nothing. How many it ran out."""
+    return AgentAttention.objects.filter(lease_owner__startswith=_this_process()).update(
+        lease_expires_at=timezone.now()
+    )
 
 
 def ensure_row(agent_id: str) -> None:

@@ -41,6 +41,7 @@ from mailbox.selectors import depth_capped
 from markus import telemetry
 from markus.agents.models import Agent
 from markus.core.db import SESSION_LOST
+from markus.core.shutdown import worker_stopping
 from markus.llm.base import get_provider
 from markus.usage import budgets
 
@@ -318,7 +319,9 @@ def run_attention(agent_id: str, *, budget: int | None = None) -> RunResult:
         if take.in_flight or take.abandoned:
             _recover(lease)
         while True:
-            if result.processed >= budget:
+            if result.processed >= budget or worker_stopping():
+                # Past its budget, or its worker is stopping: the run lets go, and runs again
+                # at once (another worker, or this one when it starts again) from the queue.
                 result.status = RunStatus.BUDGET
                 break
             # One invoke_agent span per item (markus.telemetry): triage and the item's run.

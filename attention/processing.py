@@ -13,6 +13,7 @@ from mailbox import lifecycle
 from mailbox.models import MailboxItem
 from markus import telemetry
 from markus.agents.chat import chat_reply_for
+from markus.core.shutdown import worker_stopping
 from markus.llm.base import LLMCancelled
 from markus.usage.budgets import BudgetExhausted
 from markus.work.comment_routing import open_work_for
@@ -49,6 +50,8 @@ def _run(focus: Focus) -> Outcome:
     try:
         return run_tool_loop(focus)
     except LLMCancelled:
+        if worker_stopping():  # back to the queue with its session, for the next run to resume
+            return Stopped("the worker stopped mid-call")
         return Stopped("the agent was stopped or paused mid-call")
     except BudgetExhausted as exc:  # back to the queue with its session: it waits for the budget
         return Stopped(f"budget: {exc}")

@@ -24,8 +24,9 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any
 
 from celery.beat import EmbeddedService
-from celery.worker import state as worker_state
 from kombu.transport import memory
+
+from markus.core.shutdown import worker_stopping
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -64,12 +65,6 @@ class Doorbell:
 
 
 DOORBELL = Doorbell()
-
-
-def _stopping() -> bool:
-    # Celery's own test of its flags (``state.maybe_shutdown``): 0 asks to stop too.
-    flags = (worker_state.should_stop, worker_state.should_terminate)
-    return any(flag is not None and flag is not False for flag in flags)
 
 
 class MemoryChannel(memory.Channel):
@@ -111,7 +106,7 @@ class MemoryTransport(memory.Transport):
                 return
             except Empty:
                 pass
-            if _stopping():
+            if worker_stopping():
                 raise TimeoutError()  # nothing to take and asked to stop: the consumer checks its flags next
             if timeout is None:
                 DOORBELL.wait(seen, BACKSTOP_S)

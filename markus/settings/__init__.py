@@ -324,6 +324,10 @@ MARKUS = {
     "LEASE_SECONDS": env.float("MARKUS_LEASE_SECONDS", default=60.0),
     # Items one run_attention processes before it re-sends itself.
     "RUN_BUDGET_ITEMS": env.int("MARKUS_RUN_BUDGET_ITEMS", default=10),
+    # ``manage.py up`` stopped (SIGTERM, Ctrl-C): how long its embedded worker's runs may
+    # take to let go of their work (a model call closed, the item back in the queue) before
+    # the process ends anyway (an item still in flight is recovered at the next start).
+    "SHUTDOWN_GRACE_S": env.float("MARKUS_SHUTDOWN_GRACE_S", default=10.0),
     "COALESCE_WINDOW_MS": env.int("MARKUS_COALESCE_WINDOW_MS", default=200),
     "PREEMPT_RESUME_DELAY_S": env.float("MARKUS_PREEMPT_RESUME_DELAY_S", default=3.0),
     "SWEEP_SECONDS": env.float("MARKUS_SWEEP_SECONDS", default=15.0),

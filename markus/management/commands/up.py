@@ -4,6 +4,9 @@ Celery worker and beat run inside this process; with it, they run as
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from typing import Any
 
 from django.conf import settings
@@ -47,4 +50,29 @@ class Command(BaseCommand):
         )
         from daphne.cli import CommandLineInterface
 
-        CommandLineInterface().run(["-b", host, "-p", str(port), "markus.asgi:application"])
+        try:
+            CommandLineInterface().run(["-b", host, "-p", str(port), "markus.asgi:application"])
+        finally:
+            # Daphne took the signal and stopped serving: the embedded worker's runs let go
+            # of their work at their next safe point, so the process ends (markus.core.shutdown).
+            if not settings.REDIS_URL:
+                self.let_go()
+
+    def let_go(self) -> None:
+        """Ask the embedded worker to stop and wait for its runs to let go of their work
+        (at most ``MARKUS_SHUTDOWN_GRACE_S``); then end the process, whose pool threads
+        would otherwise hold it as long as the call they wait on. A run still in flight
+        then has its lease run out, so the next start recovers its item at once."""
+        from attention.lease import leases_end_with_this_process
+        from markus.core.shutdown import in_flight, stop_worker
+
+        stop_worker()
+        deadline = time.monotonic() + float(settings.MARKUS["SHUTDOWN_GRACE_S"])
+        while in_flight() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if left := in_flight():
+            ended = leases_end_with_this_process()
+            self.stderr.write(f"{left} run(s) still in flight at shutdown; {ended} lease(s) let go for the next start")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)

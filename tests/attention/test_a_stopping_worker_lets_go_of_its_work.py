@@ -1,0 +1,99 @@
+"""A worker told to stop (``manage.py up`` given SIGTERM or Ctrl-C) lets go of its work at
+the next safe point: a model call in flight is closed, its item goes back to the queue
+with its session (nothing was decided, so nothing is lost), and the run takes no further
+item. A call that cannot be closed yet (the model has not sent its first byte: the SDK
+holds no socket) is not waited for past ``MARKUS_SHUTDOWN_GRACE_S``: the process ends, and
+the next start recovers the item. Before, the embedded worker's run went on after the
+server had stopped: a ``manage.py up`` stopped mid-call with the real small model was
+still calling it 30 minutes later, taking new items, serving nobody."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.api.up_server import UpServer
+from tests.llm.misbehaving_model import MisbehavingModel, answer, delay_first_byte, stall
+
+# How long the process may take to end once told (a bound on the wait, not a timing).
+EXIT_WITHIN_S = 30
+PATIENCE_S = 60
+
+
+def serve(tmp_path: Path, model: MisbehavingModel) -> UpServer:
+    up = UpServer(tmp_path)
+    up.env |= {
+        "MARKUS_LLM_PROVIDER": "openai",
+        "MARKUS_LLM_BASE_URL": model.url,
+        "MARKUS_LLM_API_KEY": "sk-test",
+        "MARKUS_LLM_MODEL": "slow",
+        "MARKUS_TRIAGE": "false",
+        "MARKUS_INTERRUPT_JUDGE": "false",
+        "MARKUS_CHAT_TIMEOUT_S": "1",
+        "MARKUS_SHUTDOWN_GRACE_S": "3",
+    }
+    return up.start()
+
+
+def status_of(up: UpServer, item_id: str) -> str:
+    said = up.manage(
+        "shell", "-c", f"from mailbox.models import MailboxItem as M; print(M.objects.get(id={item_id!r}).status)"
+    )
+    return said.split()[-1]
+
+
+def wait_until(check, what: str, up: UpServer) -> None:
+    deadline = time.monotonic() + PATIENCE_S
+    while not check():
+        assert time.monotonic() < deadline, f"{what}:\n{up.output()}"
+        time.sleep(0.1)
+
+
+def stop(up: UpServer) -> None:
+    assert up.process is not None
+    up.process.terminate()
+    try:
+        up.process.wait(EXIT_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"manage.py up still running {EXIT_WITHIN_S}s after SIGTERM:\n{up.output()}") from None
+
+
+@pytest.mark.parametrize(
+    "slow, left",
+    [
+        (stall(after_chunks=2, seconds=600), "queued"),  # the stream begun: closed, the item requeued at once
+        (delay_first_byte(600), "processing"),  # no socket to close: the process ends at the grace
+    ],
+    ids=["mid-answer", "before its first byte"],
+)
+def test_manage_py_up_stopped_mid_call_ends_and_its_item_is_taken_up_at_the_next_start(tmp_path: Path, slow, left):
+    with MisbehavingModel([slow, answer("The last commit teaches the parser about tabs.")]) as model:
+        up = serve(tmp_path, model)
+        try:
+            up.manage("demo")
+            token = up.manage("drf_create_token", "admin").split()[2]
+            request = urllib.request.Request(
+                f"{up.url}/api/agents/ada/chat",
+                data=json.dumps({"text": "What changed in the last commit?"}).encode(),
+                headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                item_id = json.load(response)["mailboxItemId"]
+            wait_until(lambda: model.calls >= 1, "the item's model call", up)
+            time.sleep(0.3)  # the stream's first chunks, where it has them
+            stop(up)
+        finally:
+            up.stop()
+        assert model.calls == 1 and status_of(up, item_id) == left
+        # The next start takes it up: the lease's recovery, or the queue.
+        again = serve(tmp_path, model)
+        try:
+            wait_until(lambda: status_of(again, item_id) == "completed", "the item completed after the restart", again)
+        finally:
+            again.stop()
+        assert model.calls == 2
