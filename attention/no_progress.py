@@ -41,8 +41,8 @@ UNKNOWN_NOTE = (
 
 def echoed(name: str) -> str:
     """The name a call named after an unknown tool's refusal echoes: the real small model
-    called "unknown tool 'heartbeat': it does not exist here. …" after calling
-    ``heartbeat``, then a tool named after that refusal, a new name each time. Such a
+    called ``heartbeat``, then a tool named after its refusal (``unknown tool …: it does
+    not exist here. …``), then one named after that refusal, a new name each time. Such a
     call is the echoed name's call again (its refusal cut short or not)."""
     while name.startswith(UNKNOWN_TOOL) and name[len(UNKNOWN_TOOL) : len(UNKNOWN_TOOL) + 1] in ("'", '"'):
         quote, rest = name[len(UNKNOWN_TOOL)], name[len(UNKNOWN_TOOL) + 1 :]
