@@ -45,14 +45,12 @@ from mailbox.models import MailboxItem
 from mailbox.registry import ActivityType, MailboxType, Status
 from mailbox.selectors import depth_label
 from markus import telemetry
-from markus.agents.models import Agent
-from markus.core.shutdown import worker_stopping
 from markus.llm.base import CallContext, LLMCancelled, Provider, ToolCall, get_provider
 
 from . import records
 from .deliberation_decision import DECISION, DEFAULT_DEFER_MINUTES
 from .deliberation_prompt import deliberation_brief, listing
-from .focus import Run
+from .focus import Run, agent_is_running, must_let_go
 from .journal import execute_atomically
 from .lease import AgentNotRunning, Fence, StaleLease, fenced
 from .model_call import model_call
@@ -193,7 +191,7 @@ def deliberate(
         scenario=DELIBERATION,
         agent_name=agent.name,
         item={**item_brief(head), "candidates": briefs},
-        cancelled=lambda: worker_stopping() or not _running(agent.id),
+        cancelled=lambda: must_let_go(agent.id),
         model=model,
     )
     try:
@@ -202,7 +200,7 @@ def deliberate(
                 chat = _new_chat(lease.agent_id, listed, since)
                 if chat is not None:
                     return d.abort(head, chat)
-                if not _running(agent.id):
+                if not agent_is_running(agent.id):
                     d.discard("the agent was stopped or paused")
                     raise AgentNotRunning(lease.agent_id)
             # Its first message lists what it weighs: no second mailbox block.
@@ -413,10 +411,6 @@ class _Deliberation:
         self.fenced_write(aborted)
         self.restore()
         return ABORTED
-
-
-def _running(agent_id: str) -> bool:
-    return Agent.objects.running().filter(id=agent_id).exists()
 
 
 def _new_chat(agent_id: str, listed: set[str], since: datetime) -> MailboxItem | None:

@@ -27,6 +27,16 @@ if TYPE_CHECKING:
     from .records import LogLine
 
 
+def agent_is_running(agent_id: str) -> bool:
+    return Agent.objects.running().filter(id=agent_id).exists()
+
+
+def must_let_go(agent_id: str) -> bool:
+    """A run lets go of its work at its next safe point: its worker is stopping, or its
+    agent was paused or stopped (what a model call's cancel watch asks)."""
+    return worker_stopping() or not agent_is_running(agent_id)
+
+
 @dataclass
 class Run:
     """One run of the loop under one lease: what it reads once and keeps while nothing
@@ -147,7 +157,7 @@ class Focus:
         now = time.monotonic()
         if now - self.last_stop_check > 0.1:
             self.last_stop_check = now
-            self.stop_flag = worker_stopping() or not Agent.objects.running().filter(id=self.agent.id).exists()
+            self.stop_flag = must_let_go(self.agent.id)
         return self.stop_flag
 
     def is_arrival(self, item: MailboxItem) -> bool:

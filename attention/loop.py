@@ -49,7 +49,7 @@ from . import batch, metering, records, time_limit
 from .conversations import reply_waits_timed_out
 from .deliberation import Aborted, choose
 from .endings import given_up
-from .focus import Focus, Run
+from .focus import Focus, Run, agent_is_running
 from .interrupts import execution_revoked
 from .lease import (
     AgentNotRunning,
@@ -97,10 +97,6 @@ class RunResult:
     processed: int = 0
     run_again_in: float | None = None  # seconds; None: no follow-up needed
     items: list[str] = field(default_factory=list)
-
-
-def agent_is_running(agent_id: str) -> bool:
-    return Agent.objects.running().filter(id=agent_id).exists()
 
 
 # ---------------------------------------------------------------------------- beginning an item

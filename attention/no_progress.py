@@ -44,10 +44,9 @@ def echoed(name: str) -> str:
     called ``heartbeat``, then a tool named after its refusal (``unknown tool …: it does
     not exist here. …``), then one named after that refusal, a new name each time. Such a
     call is the echoed name's call again (its refusal cut short or not)."""
-    while name.startswith(UNKNOWN_TOOL) and name[len(UNKNOWN_TOOL) : len(UNKNOWN_TOOL) + 1] in ("'", '"'):
-        quote, rest = name[len(UNKNOWN_TOOL)], name[len(UNKNOWN_TOOL) + 1 :]
-        end = rest.find(f"{quote}:")
-        name = rest[:end] if end >= 0 else rest
+    while (quoted := name.removeprefix(UNKNOWN_TOOL)) != name and quoted[:1] in ("'", '"'):
+        end = quoted.find(f"{quoted[0]}:", 1)
+        name = quoted[1:end] if end > 0 else quoted[1:]
     return name
 
 

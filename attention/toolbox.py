@@ -279,31 +279,39 @@ def _found(tools: dict[str, Tool], name: str, *, exact: bool) -> list[Tool]:
     return [t for finder in tools.values() if finder.finds is not None for t in finder.finds(name, exact)]
 
 
+def _load_near(ctx: ToolContext, name: str) -> list[Tool]:
+    """The tools the item could load whose words match a name the model made up, loaded
+    into what it is offered (from its next turn on)."""
+    if ctx.offered is None:
+        return []
+    near = _found(ctx.offered, name, exact=False)
+    for t in near:
+        ctx.offered.setdefault(t.name, t)
+    return near
+
+
 def unknown_tool(ctx: ToolContext, name: str) -> str:
     """An unknown tool's error: the tools the model may call here, the closest first.
     The tools the item could load whose words match the name are loaded (a small model
     names a tool after what it wants done: "Summarise the last commit", or makes one up:
     "git_read_last_commit"), and the error names them first, to be called from the next
     turn; they come before a built-in tool whose spelling is near (``task_comment``)."""
+    name = str(name)
+    near = [t.name for t in _load_near(ctx, name)]
     names = list(ctx.offered) if ctx.offered is not None else list(builtin_for(ctx.scenario))
-    ranked = sorted(names, key=lambda n: (-closeness(str(name), n), n))
-    close = [n for n in ranked if closeness(str(name), n) >= 0.5][:3]
-    near = _found(ctx.offered, str(name), exact=False) if ctx.offered is not None else []
-    # No tool near it: a small model named one after whom it answers, or what about.
-    hint = " If you meant to answer, write the answer as your reply, in plain text, with no tool call."
-    if near and ctx.offered is not None:
-        for t in near:
-            ctx.offered.setdefault(t.name, t)
-        close = [t.name for t in near]
+    closest = {n: closeness(name, n) for n in names}
+    close = near or [n for n in sorted(names, key=lambda n: (-closest[n], n)) if closest[n] >= 0.5][:3]
+    if RESULT_NAME.search(name):  # a small model "answers" a result by calling it back
+        hint = " A tool's result is not a tool to call: read it, then make your next call or write your answer."
+    elif near:
         hint = (
-            f" The tools of your tool servers that match it are loaded now: {', '.join(close)}; call one of them "
+            f" The tools of your tool servers that match it are loaded now: {', '.join(near)}; call one of them "
             "from your next turn, with its arguments."
         )
     elif close:
         hint = f" Did you mean {close[0]}?"
-    if RESULT_NAME.search(str(name)):  # a small model "answers" a result by calling it back
-        hint = " A tool's result is not a tool to call: read it, then make your next call or write your answer."
-    names = list(ctx.offered) if ctx.offered is not None else names
+    else:  # no tool near it: a small model named one after whom it answers, or what about
+        hint = " If you meant to answer, write the answer as your reply, in plain text, with no tool call."
     ordered = [*close, *sorted(n for n in names if n not in close)][:UNKNOWN_TOOL_NAMES]
     more = f" (and {len(names) - len(ordered)} more)" if len(names) > len(ordered) else ""
     return f"{UNKNOWN_TOOL}{name!r}: it does not exist here.{hint} Tools you may call: {', '.join(ordered)}{more}."

@@ -20,6 +20,8 @@ import pytest
 from tests.api.up_server import UpServer
 from tests.llm.misbehaving_model import MisbehavingModel, answer, delay_first_byte, stall
 
+from .conftest import wait_for
+
 # How long the process may take to end once told (a bound on the wait, not a timing).
 EXIT_WITHIN_S = 30
 PATIENCE_S = 60
@@ -45,13 +47,6 @@ def status_of(up: UpServer, item_id: str) -> str:
         "shell", "-c", f"from mailbox.models import MailboxItem as M; print(M.objects.get(id={item_id!r}).status)"
     )
     return said.split()[-1]
-
-
-def wait_until(check, what: str, up: UpServer) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not check():
-        assert time.monotonic() < deadline, f"{what}:\n{up.output()}"
-        time.sleep(0.1)
 
 
 def stop(up: UpServer) -> None:
@@ -84,7 +79,7 @@ def test_manage_py_up_stopped_mid_call_ends_and_its_item_is_taken_up_at_the_next
             )
             with urllib.request.urlopen(request, timeout=30) as response:
                 item_id = json.load(response)["mailboxItemId"]
-            wait_until(lambda: model.calls >= 1, "the item's model call", up)
+            wait_for(lambda: model.calls >= 1, PATIENCE_S, message="the item's model call")
             time.sleep(0.3)  # the stream's first chunks, where it has them
             stop(up)
         finally:
@@ -93,7 +88,9 @@ def test_manage_py_up_stopped_mid_call_ends_and_its_item_is_taken_up_at_the_next
         # The next start takes it up: the lease's recovery, or the queue.
         again = serve(tmp_path, model)
         try:
-            wait_until(lambda: status_of(again, item_id) == "completed", "the item completed after the restart", again)
+            wait_for(
+                lambda: status_of(again, item_id) == "completed", PATIENCE_S, 0.1, "the item answered after the restart"
+            )
         finally:
             again.stop()
         assert model.calls == 2
