@@ -11,6 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
+from markus.llm.base import CHARS_PER_TOKEN
+
 from .model_call import estimate_tokens
 from .models import LLMSession
 
@@ -43,7 +45,7 @@ def compact(session: LLMSession, *, system: str, tools: list[dict[str, Any]]) ->
             if content.startswith("[cut to fit"):
                 continue
             message["content"] = CUT_NOTE.format(n=len(content), head=content[:KEPT_CHARS])
-            size -= (len(json.dumps(content)) - len(json.dumps(message["content"]))) // 4
+            size -= (len(json.dumps(content)) - len(json.dumps(message["content"]))) // CHARS_PER_TOKEN
             cut = True
             if size <= limit:
                 return True

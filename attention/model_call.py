@@ -34,7 +34,7 @@ from django.db.models import Count, Sum
 from mailbox.models import MailboxItem
 from markus import telemetry
 from markus.core.input import whole_number
-from markus.llm.base import CallContext, LLMCancelled, LLMResponse, Provider, ProviderError, Usage
+from markus.llm.base import CHARS_PER_TOKEN, CallContext, LLMCancelled, LLMResponse, Provider, ProviderError, Usage
 from markus.usage.models import LLMCall
 
 from . import metering
@@ -112,7 +112,7 @@ def max_tokens_for(scenario: str) -> int:
 
 def estimate_tokens(system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
     """A request's prompt tokens when the provider did not say: four characters a token."""
-    return len(system) // 4 + len(json.dumps([messages, tools], default=str)) // 4
+    return len(system) // CHARS_PER_TOKEN + len(json.dumps([messages, tools], default=str)) // CHARS_PER_TOKEN
 
 
 def backoff(attempt: int, retry_after: float | None = None) -> float:
@@ -177,7 +177,11 @@ def model_call(
                     break
                 continue
             if response.finish_reason == LLMResponse.REPEATING:  # read no further than its loop: no count came
-                spent(Usage(estimate_tokens(system, messages, tools), len(response.text) // 4), estimated=True)
+                written = response.usage  # estimated by the provider from all it read
+                spent(
+                    Usage(written.prompt_tokens or estimate_tokens(system, messages, tools), written.completion_tokens),
+                    estimated=True,
+                )
             else:
                 spent(response.usage)
             break

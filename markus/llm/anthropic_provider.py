@@ -168,7 +168,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
                 text.append(delta.text)
                 context.emit(delta.text)
                 if looping.feed(delta.text):
-                    return repeating("".join(text)[: looping.kept])
+                    return repeating("".join(text)[: looping.kept], looping, prompt)
             elif delta.type == "input_json_delta" and event.index in blocks:
                 blocks[event.index]["json"] += delta.partial_json
         elif kind == "message_delta":

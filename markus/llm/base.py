@@ -139,7 +139,7 @@ class LLMResponse:
     #: on the OpenAI wire; ``max_tokens`` and ``model_context_window_exceeded`` on Anthropic's).
     CUT_AT_LIMIT: ClassVar[frozenset[str]] = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
     #: ``finish_reason`` of an answer whose stream the provider stopped reading because it
-    #: repeated itself (``Repetition``); the text is its first copy, the usage unknown.
+    #: repeated itself (``Repetition``); the text is its first copy, the usage estimated.
     REPEATING: ClassVar[str] = "repeating"
     #: The provider's word that the model refused this answer ("" when it did not): a
     #: safety filter's stop (``content_filter``; ``refusal`` with its category and
@@ -244,10 +244,18 @@ class Repetition:
         return False
 
 
-def repeating(text: str) -> LLMResponse:
+#: Four characters a token: the estimate where a provider did not say (the seam's
+#: ``attention.model_call.estimate_tokens``, and what a looping answer wrote).
+CHARS_PER_TOKEN = 4
+
+
+def repeating(text: str, looping: Repetition, prompt_tokens: int = 0) -> LLMResponse:
     """The answer of a stream stopped because it repeated itself: ``text`` is its first
-    copy; the tokens are unknown (the server counts them in its last chunk)."""
-    return LLMResponse(text=text.rstrip(), finish_reason=LLMResponse.REPEATING)
+    copy. The server counts the tokens in its last chunk, which never came: what it wrote
+    is estimated from all of it (every copy is charged), ``prompt_tokens`` is what the
+    server said of the prompt before the answer (0: nothing, the seam estimates it)."""
+    written = looping.fed // CHARS_PER_TOKEN
+    return LLMResponse(text=text.rstrip(), finish_reason=LLMResponse.REPEATING, usage=Usage(prompt_tokens, written))
 
 
 def judge_prompt(current: dict[str, Any], new: dict[str, Any]) -> str:

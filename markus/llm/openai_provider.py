@@ -112,7 +112,7 @@ def _from_stream(stream: Any, watch: CancelWatch, context: CallContext) -> LLMRe
                 text.append(delta.content)
                 answer.feed(delta.content)
                 if looping.feed(delta.content):
-                    return repeating(without_reasoning("".join(text)[: looping.kept]))
+                    return repeating(without_reasoning("".join(text)[: looping.kept]), looping)
             if getattr(delta, "refusal", None):
                 refused.append(delta.refusal)
             for piece in delta.tool_calls or []:

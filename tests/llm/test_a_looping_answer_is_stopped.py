@@ -16,8 +16,9 @@ from mailbox.registry import MailboxType as T
 from mailbox.services import mailbox_enqueue
 from markus.agents.models import ChatMessage
 from markus.llm.base import Repetition
+from markus.usage.models import LLMCall
 
-from .stub_anthropic import StubAnthropic
+from .stub_anthropic import INPUT_TOKENS, StubAnthropic
 
 LINE = "The last commit teaches the parser about tabs, in two files.\n"
 
@@ -76,3 +77,8 @@ def test_the_anthropic_provider_stops_a_looping_answer_and_the_person_gets_its_f
         assert stub.wire.closed.wait(5) and not stub.wire.finished.is_set()  # left mid-answer
     [told] = ChatMessage.objects.filter(role="assistant", session__agent_id=agent.id)
     assert told.content == LINE.strip() + "\n\n(This answer was cut short: it repeated itself.)"
+    # The prompt's count came first (message_start) and is kept; what it wrote is
+    # estimated from all it wrote before the loop was seen, not from the copy kept.
+    [spent] = LLMCall.objects.filter(agent_id=agent.id)
+    assert spent.estimated and spent.input_tokens == INPUT_TOKENS
+    assert spent.output_tokens >= 3 * len(LINE) // 4
