@@ -4,7 +4,10 @@ with ``django_db(transaction=True)``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -118,3 +121,14 @@ def offline_loop(settings, monkeypatch):
             monkeypatch.setitem(settings.MARKUS, key, value)
 
     return more
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_process(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A real ``celery worker`` process, as the README starts one (the threads pool), named
+    ``name``; its errors on ``stderr``."""
+    argv = [sys.executable, "-m", "celery", "-A", "markus", "worker", "--pool", "threads", "-c", "2"]
+    argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "-l", "WARNING"]
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

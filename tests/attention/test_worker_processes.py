@@ -6,10 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -19,39 +17,9 @@ from attention import services
 from attention.models import AgentAttention
 from mailbox.models import MailboxItem
 
-from .conftest import wait_for
+from .conftest import wait_for, worker_process
 from .invariants import assert_single_focus
 from .test_single_focus import _enqueue_many
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _start_worker(name: str, env: dict) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "markus",
-            "worker",
-            "--pool",
-            "threads",
-            "-c",
-            "2",
-            "-n",
-            f"{name}@%h",
-            "--without-heartbeat",
-            "--without-mingle",
-            "--without-gossip",
-            "-l",
-            "WARNING",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
 
 
 @pytest.mark.redis
@@ -76,7 +44,7 @@ def test_two_worker_processes_and_a_frozen_one_keep_one_focus_per_agent(transact
     from markus.celery import app
 
     app.control.purge()
-    workers = [_start_worker("w1", env), _start_worker("w2", env)]
+    workers = [worker_process("w1", env), worker_process("w2", env)]
     try:
         writers = [threading.Thread(target=_enqueue_many, args=(agent.id, 20, s)) for s in range(8)]
         for t in writers:
