@@ -85,9 +85,10 @@ class Tool:
     approval: Callable[[ToolContext, dict[str, Any]], str] | None = None
     # Where the tool comes from, for the lists people read: "built-in", or the server's name.
     source: str = "built-in"
-    # A tool whose calls add to what the item is offered (``ToolContext.offered``: the
-    # tool servers' ``tool_load``) re-adds, in a resumed session, what its earlier calls
-    # added, read from the session's messages (``restore_loaded``).
+    # A tool that adds to what the item is offered (``ToolContext.offered``: the tool
+    # servers' ``tool_load``, by its calls or by what it ``finds`` for a call) re-adds, in
+    # a resumed session, what the session's calls added, read from its messages
+    # (``restore_loaded``).
     restore: Callable[[dict[str, Tool], list[dict[str, Any]]], None] | None = None
     # A tool that finds tools the item is not offered yet (the tool servers' ``tool_load``):
     # ``finds(name, exact)`` is the tool called ``name`` (``exact``), or those whose words

@@ -246,34 +246,47 @@ def load(catalog: dict[str, Tool], ctx: ToolContext, args: dict[str, Any]) -> di
     return result
 
 
-def loaded_names(messages: list[dict[str, Any]]) -> Iterator[str]:
-    """The names the session's ``tool_load`` calls asked for, in order (a call its
-    checks refused, too: it loads nothing again either)."""
+def _calls(messages: list[dict[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """The session's tool calls, in order: (name, arguments as an object where they are one)."""
     for message in messages:
         if message.get("role") != "assistant":
             continue
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or function.get("name") != LOAD:
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                 continue
             args = function.get("arguments")
             if isinstance(args, str):
                 try:
                     args = json.loads(args or "{}")
                 except json.JSONDecodeError:
-                    continue
-            if not isinstance(args, dict):
-                continue
-            try:
-                yield from _names(args.get("names"))
-            except ToolError:
-                continue
+                    args = None
+            yield function["name"], args
+
+
+def _asked(args: Any) -> list[str]:
+    """The names a ``tool_load`` call's arguments ask for (none for arguments its checks
+    refused: the call loaded nothing)."""
+    if not isinstance(args, dict):
+        return []
+    try:
+        return _names(args.get("names"))
+    except ToolError:
+        return []
 
 
 def restore(catalog: dict[str, Tool], offered: dict[str, Tool], messages: list[dict[str, Any]]) -> None:
-    """Load again what the session's earlier ``tool_load`` calls loaded (those still in
-    the catalog: a tool denied since, or gone from its server, is not)."""
-    for name in loaded_names(messages):
-        found = resolve(catalog, name)
-        if found is not None and found not in offered:
-            offered[found] = catalog[found]
+    """Load again, in order, what the session's earlier calls loaded (those still in the
+    catalog: a tool denied since, or gone from its server, is not): what ``tool_load``
+    calls named, a tool called by its name unloaded, and the tools a name the model made
+    up loaded (``finds``, as ``attention.toolbox`` loads them: the catalog's tool of that
+    name, else those whose words match it)."""
+    for name, args in _calls(messages):
+        if name == LOAD:
+            found = [catalog[hit] for n in _asked(args) if (hit := resolve(catalog, n)) is not None]
+        elif name not in offered:
+            found = finds(catalog, name, exact=True) or finds(catalog, name, exact=False)
+        else:
+            continue
+        for t in found:
+            offered.setdefault(t.name, t)

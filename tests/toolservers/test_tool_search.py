@@ -225,6 +225,27 @@ def test_a_resumed_session_loads_again_what_its_messages_loaded(agent, attached)
     assert server_tools(fresh) == []  # nothing loaded, nothing restored
 
 
+def calling(name: str, **arguments: Any) -> dict[str, Any]:
+    call = {"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+def test_a_resumed_session_loads_again_what_its_calls_loaded_by_name_or_by_a_made_up_one(agent, attached):
+    """A tool loaded by its call (its name, or a name the model made up whose words match
+    it) is offered again in the resumed session, as one loaded by ``tool_load`` is: the
+    session's messages hold the call, and the model goes on from them."""
+    first = context(agent)
+    for name in ("git_log", "git_read_last_commit", "task_list"):
+        execute_tool(first, name, {})
+    loaded = server_tools(first.offered)
+    assert "git__git_log" in loaded and "git__git_commit" in loaded, loaded
+    messages = [{"role": "user", "content": "What changed?"}]
+    messages += [calling("git_log"), calling("git_read_last_commit"), calling("task_list")]
+    resumed = tools_for(agent.id, CHAT)
+    restore_loaded(resumed, agent.id, CHAT, messages)
+    assert server_tools(resumed) == loaded
+
+
 class Finder:
     """A stub model that finds its tool: it searches with ``query``, loads the hit whose
     name ends with ``suffix``, calls it with ``arguments``, then answers with what it
