@@ -175,8 +175,12 @@ def search(catalog: dict[str, Tool], query: Any) -> dict[str, Any]:
 
 
 def resolve(catalog: dict[str, Tool], name: str) -> str | None:
-    """The catalog's name for ``name``: itself, its spelling in another case, or the
-    one tool of that name without its server's prefix; None if there is none."""
+    """The catalog's name for ``name``: itself, its spelling in another case, the one
+    tool of that name without its server's prefix, or with that prefix written twice
+    (``git__git__git_log``); None if there is none."""
+    head, separator, rest = name.partition(SEPARATOR)
+    if separator and rest.casefold().startswith(head.casefold() + SEPARATOR):
+        name = rest
     if name in catalog:
         return name
     folded = name.casefold()

@@ -117,6 +117,9 @@ def test_a_loaded_tool_is_offered_from_then_on_and_its_call_works(agent, attache
     assert SUBJECT in call(ctx, "git__git_log", repo_path=str(repo), max_count=1)["content"]
     again = call(ctx, LOAD, names=["git__git_log"])
     assert again["loaded"] == [] and again["alreadyOffered"] == ["git__git_log"]
+    # The real small model, given the searched names, put the server's prefix on them again.
+    twice = call(ctx, LOAD, names=["git__git__git_diff", "GIT__git__git_show"])
+    assert twice["loaded"] == ["git__git_diff", "git__git_show"] and "unknown" not in twice
 
 
 def test_unknown_names_are_named_back_with_the_closest_valid_names(agent, attached):
