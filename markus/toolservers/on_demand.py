@@ -126,10 +126,12 @@ def _score(t: Tool, words: list[str]) -> float:
 
 
 def ranked(catalog: dict[str, Tool], query: str) -> list[Tool]:
-    """The catalog's tools that match ``query``'s words, the best first."""
+    """The catalog's tools that match ``query``'s words, the best first; among those that
+    match alike, the tools no person must approve first (a model looks before it changes
+    anything: the real small model searched its server's name and loaded the first hits)."""
     words = _words(query)
-    scored = [(s, name) for name, t in catalog.items() if (s := _score(t, words)) > 0]
-    return [catalog[name] for _, name in sorted(scored, key=lambda pair: (-pair[0], pair[1]))]
+    scored = [(-s, t.approval is not None, name) for name, t in catalog.items() if (s := _score(t, words)) > 0]
+    return [catalog[name] for *_, name in sorted(scored)]
 
 
 def _cut(text: str, limit: int) -> str:

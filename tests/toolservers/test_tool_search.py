@@ -18,7 +18,7 @@ from attention.scenarios import CHAT, SYSTEM_NOTICE
 from attention.toolbox import ToolContext, execute_tool, restore_loaded, tools_for
 from mailbox.models import MailboxItem
 from markus.toolservers.models import ToolServer
-from markus.toolservers.on_demand import LINE_CHARS, LIST_MAX, LOAD, NEAR_LOADED, SEARCH, SEARCH_HITS
+from markus.toolservers.on_demand import LINE_CHARS, LIST_MAX, LOAD, LOAD_MAX, NEAR_LOADED, SEARCH, SEARCH_HITS
 from notifications.models import Approval
 
 from .conftest import SUBJECT, commits, git, last_tool_result, offered_names, wait_for
@@ -98,6 +98,17 @@ def test_tool_search_finds_the_tools_by_words_a_line_each(agent, attached):
     assert "git__git_create_branch" in [h["name"] for h in call(ctx, SEARCH, query="new branches")["tools"][:3]]
     nothing = call(ctx, SEARCH, query="weather forecast")
     assert nothing["tools"] == [] and "git__git_log" in nothing["note"]
+
+
+def test_tools_a_search_matches_alike_list_those_that_change_nothing_first(agent, attached):
+    """The real small model searched "git" (the server's name: every tool matches alike)
+    and loaded the first hits, one load's worth: add, branch, checkout, commit, … in
+    alphabetical order, not the log it needed. Among tools that match alike, those no
+    person must approve come first: a model looks before it changes anything."""
+    hits = call(context(agent), SEARCH, query="git")["tools"]
+    asks = ["asks" in hit for hit in hits]
+    assert asks == sorted(asks), [h["name"] for h in hits]  # no asking tool before one that asks nothing
+    assert {"git__git_log", "git__git_show", "git__git_status"} <= {hit["name"] for hit in hits[:LOAD_MAX]}
 
 
 def test_an_empty_query_lists_every_tool_briefly(agent, attached):
