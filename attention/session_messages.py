@@ -131,7 +131,7 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
         ).order_by("-created_at", "-id")[:20]
         # An answer stored before such echoes were refused may carry the loop's note:
         # sent again, the model took it for a reply to copy.
-        said = [(m.role, split_at_context(m.content)[0]) for m in reversed(list(history))]
+        said = [(m.role, _as_said(m)) for m in reversed(list(history))]
         messages += [{"role": role, "content": content} for role, content in said if content]
         messages.append({"role": "user", "content": _with_notify_context(item)})
         return messages
@@ -142,6 +142,17 @@ def first_messages(item: MailboxItem, scenario: str, chat_session_id: str | None
         header += f" (requirement {item.requirement_id})"
     messages.append({"role": "user", "content": f"{header}\n\n{item.content}".strip()})
     return messages
+
+
+def _as_said(message: ChatMessage) -> str:
+    """A message of the chat's history as the model reads it again. A reply the loop
+    wrote when it gave up (``metadata.failed``) is the loop's note, not the model's word:
+    the real small model, asked again, answered with it at once, word for word (a copy
+    of a note is no answer: ``only_repeats_a_note``)."""
+    text = split_at_context(message.content)[0]
+    if text and message.role == ChatMessage.Role.ASSISTANT and (message.metadata or {}).get("failed"):
+        return f"{NOTE_MARK} No answer was given to the message above; the person was told:\n{text}"
+    return text
 
 
 def _with_notify_context(item: MailboxItem) -> str:

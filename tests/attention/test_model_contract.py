@@ -17,6 +17,7 @@ from django.utils import timezone
 from attention import loop
 from attention.model_call import max_tokens_for
 from attention.models import ToolCallRecord
+from attention.session_messages import NOTE_MARK
 from mailbox.models import MailboxItem
 from mailbox.registry import MailboxType as T
 from mailbox.registry import Status
@@ -627,6 +628,38 @@ def test_an_echo_of_the_note_in_the_chats_history_is_not_sent_again_nor_taken_fr
     sent = [str(m.get("content")) for m in server.requests[0].body["messages"]]
     assert not any("(3 waiting)" in c for c in sent)
     assert told(agent.id)[-1].content == "I cannot see the repository."
+
+
+def test_a_failed_reply_in_the_chats_history_is_the_loops_note_and_a_copy_of_it_is_no_answer(agent, model):
+    """The real small model, asked again what it had failed to answer, answered at once
+    with the failure reply of the earlier item from its history, word for word: the person
+    read "it ran past its time limit of 10 min" about an answer of 11 seconds. That reply
+    is the loop's word, not the model's: the history says so, and a copy of it is refused."""
+    session = main_session(agent.id)
+    failure = (
+        "I could not finish this: it ran past its time limit of 10 min (MARKUS_ITEM_MAX_SECONDS). "
+        "Before that I had already done: task_list, tool_search."
+    )
+    question = "What changed in the last commit?"
+    ChatMessage.objects.create(session=session, role="user", content=question)
+    ChatMessage.objects.create(session=session, role="assistant", content=failure, metadata={"failed": True})
+    again = mailbox_enqueue(
+        agent_id=agent.id,
+        source_type=T.HUMAN_CHAT,
+        payload={"summary": question, "content": question},
+        metadata={"senderId": "1", "senderRole": "user", "sessionId": session.id},
+    )
+
+    def copy_the_last_reply(body: dict[str, Any], n: int) -> Behaviour:
+        said = [str(m["content"]) for m in body["messages"] if m["role"] == "assistant" and m.get("content")]
+        return answer(said[-1].split("\n", 1)[-1] if n == 0 else "The parser now reads tabs.")  # the reply
+
+    server = model(copy_the_last_reply)
+    settle(agent.id, again)
+    [earlier] = [m for m in server.requests[0].body["messages"] if m["role"] == "assistant"]
+    assert earlier["content"].startswith(NOTE_MARK) and "time limit" in earlier["content"]
+    assert server.calls == 2  # the copy refused, the next attempt answered
+    assert told(agent.id)[-1].content == "The parser now reads tabs."
 
 
 def test_the_same_call_repeated_in_one_answer_is_made_once(agent, model):
