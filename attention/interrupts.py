@@ -12,6 +12,7 @@ from django.conf import settings
 from mailbox import lifecycle
 from mailbox.merge import may_merge
 from mailbox.models import MailboxItem
+from mailbox.registry import Status
 from markus.llm.base import CallContext, get_provider
 from markus.usage.budgets import BudgetExhausted
 from markus.work.execution import LEFT_IN_PROGRESS, execution_cancelled
@@ -39,7 +40,8 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
         return Stopped()
     if execution_revoked(focus):
         return revoked(focus)
-    arrivals = [n for n in lifecycle.queued(lease.agent_id) if focus.is_arrival(n)]
+    waiting = lifecycle.queued_or_come_due(lease.agent_id, more_urgent_than=weighed(focus).priority)
+    arrivals = [n for n in waiting if _arrived(focus, n)]
     if not arrivals:
         return None
     records.enter_state(lease, AttentionState.DECIDING, item)
@@ -62,6 +64,18 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
             break
     records.enter_state(lease, AttentionState.FOCUSED, item)
     return ended
+
+
+def _arrived(focus: Focus, item: MailboxItem) -> bool:
+    """Whether the item is new to the focus: queued since it began, or a more urgent
+    deferred item whose time came (a person's chat that waited out its retry's back-off
+    while the agent took its heartbeat), brought back to the queue now."""
+    if item.status != Status.DEFERRED:
+        return focus.is_arrival(item)
+    if item.id in focus.seen or not lifecycle.resurface_now(item.id):
+        return False
+    item.status = Status.QUEUED
+    return True
 
 
 def execution_revoked(focus: Focus, *, lock: bool = False) -> bool:
