@@ -21,7 +21,7 @@ from .lease import Fence
 from .models import ActivityLogType as L
 from .models import LLMSession, ToolCallRecord
 from .scenarios import SESSION_RESPONSE, TASK_EXECUTION, row_for
-from .session_messages import NOTE_MARK, first_messages, merged_message
+from .session_messages import NOTE_MARK, attempt_failed, first_messages, merged_message
 
 SESSION_PREFIX = "ls_"
 
@@ -266,7 +266,7 @@ def failed_attempts_note(item: MailboxItem) -> str:
         return ""
     lines = [f"{NOTE_MARK} This item was tried {len(attempts)} time(s) before and the attempt failed:"]
     for n, attempt in enumerate(attempts, 1):
-        lines.append(f"Attempt {n} failed: {attempt.get('reason')}.")
+        lines.append(attempt_failed(n, str(attempt.get("reason"))))
         lines += [f"- it called {call}" for call in attempt.get("calls") or []]
     lines.append("Do not repeat what failed; take another way, or give your final answer saying what you could not do.")
     return "\n".join(lines)

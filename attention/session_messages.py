@@ -21,6 +21,13 @@ from .scenarios import NOW, row, row_for
 #: (``only_repeats_a_note``).
 NOTE_MARK = "[note]"
 _NOTE_AT = re.compile(r"^" + re.escape(NOTE_MARK), re.M)
+#: A line of the note on an item's failed attempts (``session.failed_attempts_note``).
+_ATTEMPT_FAILED = re.compile(r"^Attempt \d+ failed: (.+)$")
+
+
+def attempt_failed(n: int, reason: str) -> str:
+    """The line of the failed attempts' note that says why attempt ``n`` failed."""
+    return f"Attempt {n} failed: {reason}."
 
 
 def context_message(lines: list[str]) -> dict[str, Any]:
@@ -99,17 +106,26 @@ def _asks_for_json(message: dict[str, Any]) -> bool:
 
 def only_repeats_a_note(answer: str, messages: list[dict[str, Any]]) -> bool:
     """Whether each line of the answer is a line of one of the loop's own notes in the
-    ``messages`` it was sent (a small model answered with the last line of the note on
-    its failed attempt). A note begins at ``NOTE_MARK`` and runs to its message's end."""
-    lines = [bare for line in answer.splitlines() if (bare := line.strip())]
+    ``messages`` it was sent, or the reason such a note gave for a failed attempt, its
+    case and closing full stop aside (a small model answered with the last line of the
+    note on its failed attempt; another with the reason, capitalised). A note begins at
+    ``NOTE_MARK`` and runs to its message's end."""
+    lines = [_bare(line) for line in answer.splitlines() if line.strip()]
     if not lines:
         return False
     noted: set[str] = set()
     for message in messages:
         content = str(message.get("content") or "")
         if found := _NOTE_AT.search(content):
-            noted.update(line.strip() for line in content[found.start() :].splitlines())
+            for line in content[found.start() :].splitlines():
+                noted.add(_bare(line))
+                if reason := _ATTEMPT_FAILED.match(line.strip()):
+                    noted.add(_bare(reason.group(1)))
     return all(line in noted for line in lines)
+
+
+def _bare(line: str) -> str:
+    return line.strip().rstrip(".").strip().casefold()
 
 
 def _note_of(message: dict[str, Any]) -> str:

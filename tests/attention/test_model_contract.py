@@ -451,6 +451,26 @@ def test_an_answer_that_only_repeats_a_note_of_the_loops_is_no_answer_and_the_pe
     assert "(an empty answer; the answer only repeated the loop's own note)" in reply.content
 
 
+def test_an_answer_that_is_the_reason_an_earlier_attempt_failed_is_no_answer(agent, model):
+    """The real small model's first attempt wrote a call of "git tools" as text; its next
+    answered the person with the reason the note gave for that failure, capitalised:
+    "The answer was a call of git tools, which is no tool here, written as text." """
+
+    def copy_the_reason(body: dict[str, Any], n: int) -> Any:
+        if n == 0:
+            return answer(json.dumps({"name": "git tools", "arguments": {"command": "log"}}))
+        if n == 1:
+            note = next(str(m["content"]) for m in body["messages"] if str(m.get("content")).startswith(NOTE_MARK))
+            reason = next(line for line in note.splitlines() if line.startswith("Attempt 1 failed: "))
+            return answer(reason.removeprefix("Attempt 1 failed: ").capitalize())
+        return answer("The parser now reads tabs.")
+
+    server = model(copy_the_reason)
+    settle(agent.id, chat(agent.id))
+    assert server.calls == 3  # the copy of the reason refused too
+    assert told(agent.id)[-1].content == "The parser now reads tabs."
+
+
 def test_an_answer_of_more_calls_than_a_turn_may_make_has_the_rest_refused_and_the_model_told(agent, model, settings):
     """Nothing bounded the calls of one answer but its max_tokens: 25 distinct calls (a
     small model saving a note, again and again, each a little different) were 25 effects,
