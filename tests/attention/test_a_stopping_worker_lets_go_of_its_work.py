@@ -35,18 +35,21 @@ EXIT_WITHIN_S = 30
 PATIENCE_S = 60
 
 
-def serve(tmp_path: Path, model: MisbehavingModel) -> UpServer:
-    up = UpServer(tmp_path)
-    up.env |= {
+def on_the_model(model: MisbehavingModel) -> dict[str, str]:
+    """A process's settings for the misbehaving model, with no triage nor judge calls."""
+    return {
         "MARKUS_LLM_PROVIDER": "openai",
         "MARKUS_LLM_BASE_URL": model.url,
         "MARKUS_LLM_API_KEY": "sk-test",
         "MARKUS_LLM_MODEL": "slow",
         "MARKUS_TRIAGE": "false",
         "MARKUS_INTERRUPT_JUDGE": "false",
-        "MARKUS_CHAT_TIMEOUT_S": "1",
-        "MARKUS_SHUTDOWN_GRACE_S": "3",
     }
+
+
+def serve(tmp_path: Path, model: MisbehavingModel) -> UpServer:
+    up = UpServer(tmp_path)
+    up.env |= on_the_model(model) | {"MARKUS_CHAT_TIMEOUT_S": "1", "MARKUS_SHUTDOWN_GRACE_S": "3"}
     return up.start()
 
 
@@ -121,12 +124,7 @@ def test_a_celery_worker_stopped_mid_call_lets_go_of_its_item_and_the_next_worke
             "DJANGO_SETTINGS_MODULE": "markus.settings",
             "REDIS_URL": settings.REDIS_URL,
             "DATABASE_URL": f"postgres://{db['USER'] or ''}@{db['HOST'] or ''}/{db['NAME']}",
-            "MARKUS_LLM_PROVIDER": "openai",
-            "MARKUS_LLM_BASE_URL": model.url,
-            "MARKUS_LLM_API_KEY": "sk-test",
-            "MARKUS_LLM_MODEL": "slow",
-            "MARKUS_TRIAGE": "false",
-            "MARKUS_INTERRUPT_JUDGE": "false",
+            **on_the_model(model),
         }
         celery_app.control.purge()
         worker = worker_process("stopping", env)
