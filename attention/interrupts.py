@@ -40,7 +40,10 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
         return Stopped()
     if execution_revoked(focus):
         return revoked(focus)
-    waiting = lifecycle.queued_or_come_due(lease.agent_id, more_urgent_than=weighed(focus).priority)
+    # Read only what may be new: the whole queue when the focus's read held it, else what
+    # was queued since that read (a queue of 10,000 was read whole at every turn).
+    since = None if focus.seen_all else focus.seen_since
+    waiting = lifecycle.queued_or_come_due(lease.agent_id, more_urgent_than=weighed(focus).priority, since=since)
     arrivals = [n for n in waiting if _arrived(focus, n)]
     if not arrivals:
         return None

@@ -186,17 +186,18 @@ def queued(agent_id: str) -> QuerySet[MailboxItem]:
     return MailboxItem.objects.filter(agent_id=agent_id, status=Status.QUEUED).order_by("priority", "queued_at", "id")
 
 
-def queued_or_come_due(agent_id: str, *, more_urgent_than: int) -> QuerySet[MailboxItem]:
-    """``queued``, with the deferred items more urgent than ``more_urgent_than`` (a
-    priority) whose time has come (``deferred_until`` passed, not parked: a retry's
-    back-off, a reminder), in the same order: what may take the focus at a safe point
-    between turns (``resurface_now`` brings such an item back). A less urgent one, or one
-    deferred with no time (behind the queue), waits for the focus to end."""
+def queued_or_come_due(agent_id: str, *, more_urgent_than: int, since: datetime | None = None) -> QuerySet[MailboxItem]:
+    """``queued`` (those queued at ``since`` or later, when given), with the deferred items
+    more urgent than ``more_urgent_than`` (a priority) whose time has come
+    (``deferred_until`` passed, not parked: a retry's back-off, a reminder), in the same
+    order: what may take the focus at a safe point between turns (``resurface_now`` brings
+    such an item back). A less urgent one, or one deferred with no time (behind the
+    queue), waits for the focus to end. One statement, on the agent's open rows only."""
+    queued = Q(status=Status.QUEUED) if since is None else Q(status=Status.QUEUED, queued_at__gte=since)
     come_due = Q(status=Status.DEFERRED, deferred_until__lte=timezone.now(), priority__lt=more_urgent_than)
     come_due &= not_parked()
-    return MailboxItem.objects.filter(Q(status=Status.QUEUED) | come_due, agent_id=agent_id).order_by(
-        "priority", "queued_at", "id"
-    )
+    open_rows = MailboxItem.objects.filter(agent_id=agent_id, status__in=[Status.QUEUED, Status.DEFERRED])
+    return open_rows.filter(queued | come_due).order_by("priority", "queued_at", "id")
 
 
 def _claim_params(sql: Statements, epoch: int | None) -> list[Any]:
