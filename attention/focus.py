@@ -164,7 +164,15 @@ class Focus:
         """Did this queued item arrive after the focus began?"""
         if item.id in self.seen or item.id == self.item.id:
             return False
-        return self.seen_all or self.seen_since is None or item.queued_at >= self.seen_since
+        since = self.arrivals_since
+        return since is None or item.queued_at >= since
+
+    @property
+    def arrivals_since(self) -> datetime | None:
+        """Since when a queued item not in ``seen`` is new to the focus (None: any such
+        item, the focus's read having held the whole queue); a yield point reads only
+        what was queued since then (``lifecycle.queued_or_come_due``)."""
+        return None if self.seen_all else self.seen_since
 
 
 # ---------------------------------------------------------------------------- how a run ends

@@ -40,9 +40,8 @@ def yield_point(focus: Focus, session: LLMSession) -> Outcome | None:
         return Stopped()
     if execution_revoked(focus):
         return revoked(focus)
-    # Read only what may be new: the whole queue when the focus's read held it, else what
-    # was queued since that read (a queue of 10,000 was read whole at every turn).
-    since = None if focus.seen_all else focus.seen_since
+    # Read only what may be new (a queue of 10,000 was read whole at every turn).
+    since = focus.arrivals_since
     waiting = lifecycle.queued_or_come_due(lease.agent_id, more_urgent_than=weighed(focus).priority, since=since)
     arrivals = [n for n in waiting if _arrived(focus, n)]
     if not arrivals:
